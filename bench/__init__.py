@@ -1,0 +1,1 @@
+"""bench: a retrieval-evaluation harness for a multimodal memory system."""

@@ -1,0 +1,351 @@
+"""Chunk-fair metrics: extent-based coverage, precision and IoU, the oracle ceiling,
+atom statistics and score ties. Pure functions over pandas frames; no I/O.
+
+Why: recall@k counts a gold region as found when *some* top-k atom overlaps it, so
+bigger atoms look better (one whole-document atom overlaps every gold page). These
+metrics measure *how much* of the gold the top-k atoms cover and *how much* the
+reader has to pay for it, in each modality's own unit (``Modality.extent_unit``:
+characters for pdf, conversation and code; seconds for video; pixel area for
+screenshots; the whole image for images).
+
+Geometry
+--------
+Each atom and each gold region is a half-open box ``[x0, x1) x [y0, y1)`` in a
+*space* = (source_id, part) (``Modality.atom_extents`` / ``region_extent``; 1-D
+modalities use y = [0, 1)). Areas of unions and intersections are computed exactly
+by coordinate compression, so overlapping atoms and overlapping gold regions are
+never double counted as *covered*.
+
+Per answerable query (k = cut-off, top-k = run rows with rank <= k)
+-------------------------------------------------------------------
+``gold_extent``        area of the union of the query's gold regions.
+``covered@k``          area of (union of gold regions) ∩ (union of the top-k atoms
+                       that are in the query's resolved gold atom set). Atoms observed
+                       after ``as_of`` are not in that set, so future memory covers
+                       nothing (as in recall@k).
+``retrieved_extent@k`` sum of the extents of all top-k atoms, each paid for every time
+                       it is retrieved (overlapping windows are paid twice).
+``coverage@k``         covered / gold_extent (0 when gold_extent is 0).
+``precision@k``        covered / retrieved_extent (0 when nothing was retrieved).
+``iou@k``              covered / (gold_extent + retrieved_extent - covered).
+``oracle_coverage@k``  the best coverage any k atoms of this chunking could reach
+                       (greedy by marginal gain; exact when the candidate atoms do
+                       not overlap each other inside the gold, e.g. page, turn,
+                       symbol, cue and grid chunking).
+``oracle_iou@k``       the best IoU of at most k atoms (Dinkelbach's method on the
+                       per-atom covered and paid extents; exact when the candidate
+                       atoms do not overlap each other; otherwise a reachable value).
+Candidates for the oracle are the query's resolved gold atoms (any other atom only
+adds paid extent). The oracle is the chunker's ceiling: the gap between it and the
+run's value is what the retriever lost, the gap between it and 1 what the chunker
+lost. Unanswerable and failed queries get NaN; aggregation counts a failed query as 0
+(as bench.metrics does).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.modalities import modalities
+
+__all__ = [
+    "atom_extents",
+    "region_extents",
+    "per_query_fair",
+    "fair_keys",
+    "fair_cells",
+    "atom_statistics",
+    "tied_positions",
+    "box_measure",
+]
+
+BOX = ["x0", "x1", "y0", "y1"]
+EXTENT_COLUMNS = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
+REGION_EXTENT_COLUMNS = ["query_id", "gold_idx", "source_id", "part", *BOX, "extent"]
+
+
+def fair_keys(k: int = 10) -> list[str]:
+    """Per-query columns of the chunk-fair metrics, in report order."""
+    return [f"coverage@{k}", f"precision@{k}", f"iou@{k}", f"oracle_coverage@{k}", f"oracle_iou@{k}"]
+
+
+# --------------------------------------------------------------------------- extents
+
+
+def atom_extents(atoms: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Extent box and amount of every atom (modality -> atoms frame, as data/atoms holds)."""
+    frames = []
+    mods = modalities()
+    for modality, frame in sorted(atoms.items()):
+        if not len(frame):
+            continue
+        ext = mods[modality].atom_extents(frame).reset_index(drop=True)
+        ext.insert(0, "source_id", frame["source_id"].astype(str).to_numpy())
+        ext.insert(0, "modality", modality)
+        ext.insert(0, "atom_id", frame["atom_id"].astype(str).to_numpy())
+        ext["part"] = ext["part"].astype(str)
+        ext["extent"] = _area(ext[BOX].to_numpy(float))
+        frames.append(ext[EXTENT_COLUMNS])
+    if not frames:
+        return pd.DataFrame(columns=EXTENT_COLUMNS)
+    out = pd.concat(frames, ignore_index=True)
+    if out["atom_id"].duplicated().any():
+        raise ValueError("atom ids must be unique across modalities")
+    return out
+
+
+def region_extents(regions: pd.DataFrame, segments_of: Any) -> pd.DataFrame:
+    """Box and amount of every gold region.
+
+    ``regions``: query_id, gold_idx, modality, source_id, region (JSON text, as
+    data/resolved/regions.parquet holds). ``segments_of(source_id)`` returns that
+    source's segments. A region its modality cannot place gets extent 0 and NaN box.
+    """
+    mods = modalities()
+    rows = []
+    cache: dict[str, pd.DataFrame] = {}
+    for r in regions.itertuples(index=False):
+        sid = str(r.source_id)
+        if sid not in cache:
+            cache[sid] = segments_of(sid)
+        region = json.loads(r.region) if isinstance(r.region, str) else r.region
+        box = mods[str(r.modality)].region_extent(region, cache[sid]) if len(cache[sid]) else None
+        if box is None:
+            rows.append((str(r.query_id), int(r.gold_idx), sid, "", np.nan, np.nan, np.nan, np.nan, 0.0))
+        else:
+            part, x0, x1, y0, y1 = box
+            rows.append((str(r.query_id), int(r.gold_idx), sid, str(part), x0, x1, y0, y1, max(x1 - x0, 0.0) * max(y1 - y0, 0.0)))
+    return pd.DataFrame(rows, columns=REGION_EXTENT_COLUMNS)
+
+
+def _area(boxes: np.ndarray) -> np.ndarray:
+    return np.clip(boxes[:, 1] - boxes[:, 0], 0, None) * np.clip(boxes[:, 3] - boxes[:, 2], 0, None)
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+def _cover_masks(boxes: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """(n_boxes, n_cells) boolean: which grid cells each box covers."""
+    inx = (xs[None, :-1] >= boxes[:, 0:1]) & (xs[None, 1:] <= boxes[:, 1:2])
+    iny = (ys[None, :-1] >= boxes[:, 2:3]) & (ys[None, 1:] <= boxes[:, 3:4])
+    return (inx[:, :, None] & iny[:, None, :]).reshape(len(boxes), -1)
+
+
+def _grid(gold: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cell areas, gold cell mask, candidate cell masks for boxes of one space."""
+    both = np.vstack([gold, cand]) if len(cand) else gold
+    xs = np.unique(np.concatenate([both[:, 0], both[:, 1]]))
+    ys = np.unique(np.concatenate([both[:, 2], both[:, 3]]))
+    cells = np.outer(np.diff(xs), np.diff(ys)).ravel()
+    mg = _cover_masks(gold, xs, ys).any(axis=0)
+    mc = _cover_masks(cand, xs, ys) if len(cand) else np.zeros((0, len(cells)), dtype=bool)
+    return cells, mg, mc
+
+
+def box_measure(gold: list[tuple[Any, np.ndarray]], cand: list[tuple[Any, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cells over all gold spaces: (cell areas, gold mask, candidate masks).
+
+    ``gold`` and ``cand`` are lists of (space, box [x0, x1, y0, y1]). Candidate boxes
+    in spaces without gold cover nothing. Area of gold = cells[mask].sum();
+    covered by a candidate set S = cells[mask & masks[S].any(0)].sum().
+    """
+    spaces = sorted({s for s, _ in gold}, key=str)
+    areas, gmasks, cmasks = [], [], []
+    for s in spaces:
+        g = np.array([b for t, b in gold if t == s], dtype=float)
+        idx = [i for i, (t, _) in enumerate(cand) if t == s]
+        c = np.array([cand[i][1] for i in idx], dtype=float).reshape(-1, 4)
+        cells, mg, mc = _grid(g, c)
+        full = np.zeros((len(cand), len(cells)), dtype=bool)
+        full[idx] = mc
+        areas.append(cells)
+        gmasks.append(mg)
+        cmasks.append(full)
+    if not spaces:
+        return np.zeros(0), np.zeros(0, dtype=bool), np.zeros((len(cand), 0), dtype=bool)
+    return np.concatenate(areas), np.concatenate(gmasks), np.concatenate(cmasks, axis=1)
+
+
+def _oracle_coverage(cells: np.ndarray, mg: np.ndarray, mc: np.ndarray, k: int) -> float:
+    """Greedy max coverage with at most k candidates (exact when they are disjoint on gold)."""
+    useful = mc & mg
+    cur = np.zeros_like(mg)
+    total = 0.0
+    for _ in range(min(k, len(mc))):
+        gains = (useful & ~cur) @ cells
+        best = int(np.argmax(gains)) if len(gains) else -1
+        if best < 0 or gains[best] <= 0:
+            break
+        cur |= useful[best]
+        total += float(gains[best])
+    return total
+
+
+def _oracle_iou(cells: np.ndarray, mg: np.ndarray, mc: np.ndarray, paid: np.ndarray, gold_extent: float, k: int) -> float:
+    """Best IoU of at most k candidates by Dinkelbach's method (exact for disjoint candidates)."""
+    if gold_extent <= 0 or not len(mc):
+        return 0.0
+    c = (mc & mg) @ cells
+    lam, chosen = 0.0, np.zeros(0, dtype=int)
+    for _ in range(100):
+        v = c - lam * (paid - c)
+        order = np.argsort(-v, kind="stable")[:k]
+        pick = order[v[order] > 0]
+        if not len(pick):
+            break
+        covered = float(cells[mg & mc[pick].any(axis=0)].sum())
+        new = covered / (gold_extent + float(paid[pick].sum()) - covered)
+        if new <= lam + 1e-15:
+            break
+        lam, chosen = new, pick
+    return lam if len(chosen) else 0.0
+
+
+# --------------------------------------------------------------------------- per query
+
+
+def per_query_fair(
+    entries: pd.DataFrame,
+    run: pd.DataFrame,
+    gold: pd.DataFrame,
+    region_ext: pd.DataFrame,
+    atom_ext: pd.DataFrame,
+    *,
+    k: int = 10,
+    failed: Iterable[str] | None = None,
+) -> pd.DataFrame:
+    """One row per entry (sorted by query_id) with the chunk-fair metrics (module docstring).
+
+    ``entries``: query_id, unanswerable. ``run``: query_id, atom_id, rank.
+    ``gold``: query_id, gold_idx, atom_id (resolved). ``region_ext``: output of
+    :func:`region_extents`. ``atom_ext``: output of :func:`atom_extents`.
+    """
+    k = int(k)
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    failed_ids = {str(q) for q in (failed or [])}
+    ent = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
+    qids = ent["query_id"].tolist()
+    cols = ["gold_extent", f"covered@{k}", f"retrieved_extent@{k}", *fair_keys(k)]
+    out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=cols)
+
+    aext = atom_ext.set_index("atom_id")
+    apos = {a: i for i, a in enumerate(aext.index)}
+    aspace = list(zip(aext["source_id"].tolist(), aext["part"].tolist(), strict=True))
+    aboxes = aext[BOX].to_numpy(float)
+    aarea = aext["extent"].to_numpy(float)
+
+    top = run.loc[run["rank"].astype(int) <= k, ["query_id", "atom_id"]].astype(str)
+    top_by_q = top.groupby("query_id", sort=False)["atom_id"].agg(list).to_dict()
+    gold_by_q = gold.assign(query_id=gold["query_id"].astype(str), atom_id=gold["atom_id"].astype(str)).groupby(
+        "query_id", sort=False)["atom_id"].agg(lambda s: sorted(set(s))).to_dict()
+    reg = region_ext.dropna(subset=BOX)
+    reg_by_q = {q: g for q, g in reg.groupby(reg["query_id"].astype(str), sort=False)}
+
+    answerable = ~ent["unanswerable"].astype(bool).to_numpy()
+    for qid, ok in zip(qids, answerable, strict=True):
+        if not ok or qid in failed_ids:
+            continue
+        rq = reg_by_q.get(qid)
+        gold_boxes = [] if rq is None else [((s, p), np.array(b, dtype=float)) for s, p, *b in rq[["source_id", "part", *BOX]].itertuples(index=False)]
+        cand_ids = [a for a in gold_by_q.get(qid, []) if a in apos]
+        cand = [(aspace[apos[a]], aboxes[apos[a]]) for a in cand_ids]
+        cells, mg, mc = box_measure(gold_boxes, cand)
+        g_ext = float(cells[mg].sum())
+        retrieved = [a for a in top_by_q.get(qid, []) if a in apos]
+        paid_top = float(sum(aarea[apos[a]] for a in retrieved))
+        cand_index = {a: i for i, a in enumerate(cand_ids)}
+        hit = [cand_index[a] for a in retrieved if a in cand_index]
+        covered = float(cells[mg & mc[hit].any(axis=0)].sum()) if hit else 0.0
+        union = g_ext + paid_top - covered
+        paid_cand = np.array([aarea[apos[a]] for a in cand_ids], dtype=float)
+        out.loc[qid] = [
+            g_ext,
+            covered,
+            paid_top,
+            covered / g_ext if g_ext > 0 else 0.0,
+            covered / paid_top if paid_top > 0 else 0.0,
+            covered / union if union > 0 else 0.0,
+            _oracle_coverage(cells, mg, mc, k) / g_ext if g_ext > 0 else 0.0,
+            _oracle_iou(cells, mg, mc, paid_cand, g_ext, k),
+        ]
+    return out.reset_index()
+
+
+# --------------------------------------------------------------------------- aggregation
+
+
+def _cell(values: np.ndarray, in_den: np.ndarray, ok: np.ndarray) -> dict[str, Any]:
+    den = int(in_den.sum())
+    n = int((in_den & ok).sum())
+    if den == 0:
+        return {"value": None, "n": n, "denominator": den}
+    contrib = np.where(in_den & ok, np.nan_to_num(values, nan=0.0), 0.0)
+    return {"value": float(contrib.sum()) / den, "n": n, "denominator": den}
+
+
+def fair_cells(per_query_df: pd.DataFrame, k: int = 10) -> dict[str, Any]:
+    """Cells {value, n, denominator} of the chunk-fair metrics per modality and overall.
+
+    ``per_query_df``: query_id, modality, unanswerable, failed and the
+    :func:`fair_keys` columns. Denominator = answerable entries; a failed query
+    counts as 0 (same rules as bench.metrics.aggregate).
+    """
+    def block(df: pd.DataFrame) -> dict[str, Any]:
+        in_den = ~df["unanswerable"].astype(bool).to_numpy()
+        ok = ~df["failed"].astype(bool).to_numpy()
+        return {c: _cell(df[c].to_numpy(float), in_den, ok) for c in fair_keys(k)}
+
+    return {
+        "by_modality": {str(m): block(g) for m, g in per_query_df.groupby("modality", sort=True)},
+        "overall": block(per_query_df),
+    }
+
+
+def atom_statistics(atom_ext: pd.DataFrame, regions: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per modality: atom count, median and p95 extent (in the unit), and the share of
+    gold regions that no atom overlaps (``regions``: modality, n_atoms)."""
+    mods = modalities()
+    out: dict[str, dict[str, Any]] = {}
+    names = sorted(set(atom_ext["modality"].astype(str)) | set(regions["modality"].astype(str)))
+    for m in names:
+        ext = atom_ext.loc[atom_ext["modality"] == m, "extent"].to_numpy(float)
+        reg = regions.loc[regions["modality"] == m]
+        unreached = int((reg["n_atoms"] == 0).sum())
+        out[m] = {
+            "unit": mods[m].extent_unit if m in mods else "units",
+            "atoms": int(len(ext)),
+            "median_extent": float(np.median(ext)) if len(ext) else None,
+            "p95_extent": float(np.percentile(ext, 95)) if len(ext) else None,
+            "gold_regions": int(len(reg)),
+            "unreached_regions": unreached,
+            "unreached_share": unreached / len(reg) if len(reg) else None,
+        }
+    return out
+
+
+# --------------------------------------------------------------------------- ties
+
+
+def tied_positions(run: pd.DataFrame, k: int = 10) -> pd.DataFrame:
+    """Per query: top-k positions whose score equals a neighbour's (rank r-1 or r+1).
+
+    Those are the positions whose order (or whether they made the cut at k) was set
+    by the tie rule -- score descending, then atom_id ascending -- not by the score.
+    Columns query_id, ``tied@k``.
+    """
+    r = run[["query_id", "rank", "score"]].assign(query_id=run["query_id"].astype(str))
+    r = r.loc[r["rank"].astype(int) <= k + 1].sort_values(["query_id", "rank"], kind="stable")
+    same_q_prev = r["query_id"].eq(r["query_id"].shift(1))
+    same_q_next = r["query_id"].eq(r["query_id"].shift(-1))
+    tie_prev = same_q_prev & r["score"].eq(r["score"].shift(1))
+    tie_next = same_q_next & r["score"].eq(r["score"].shift(-1))
+    tied = (tie_prev | tie_next) & (r["rank"].astype(int) <= k)
+    counts = tied.groupby(r["query_id"]).sum().astype(int)
+    return counts.rename(f"tied@{k}").rename_axis("query_id").reset_index()

@@ -1,0 +1,229 @@
+"""Fetch: bring every registered corpus file into the local store and list it.
+
+For each dataset, the annotation files are fetched first; the corpus file list then
+comes from the annotations (`Dataset.corpus_files`), never from what a mirror
+holds. Each file is looked for in the mirror roots first, then at its upstream URL
+(only when downloads are allowed), copied with a temp file and an atomic rename,
+and checked against its pinned sha256 where one is known. A copy whose hash differs
+from the pin is quarantined (reported, never used, never written over a good file).
+Files that cannot be had are listed with status "unavailable".
+
+The manifest is one JSON row per file, sorted by (dataset key, path); the same
+inputs give a byte-identical manifest (no times, no local paths in it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import socket
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.archive import read_member
+from bench.io import make_readable
+from bench.modalities.base import CorpusFile, Dataset
+
+CHUNK = 1 << 20
+
+
+@dataclass
+class FetchLog:
+    quarantined: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def local_path(store: Path, key: str, path: str) -> Path:
+    """Where a manifest path lives in the local store (archive members: '<zip>.unpacked/')."""
+    if "!/" in path:
+        outer, member = path.split("!/", 1)
+        return store / key / f"{outer}.unpacked" / member
+    return store / key / path
+
+
+def copy_hashed(src: Path, dest: Path) -> tuple[str, int, Path]:
+    """Copy src to a temp file beside dest; return (sha256, bytes, temp path).
+
+    The caller renames the temp file over dest only once the hash is accepted.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    size = 0
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    try:
+        with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
+            for block in iter(lambda: fin.read(CHUNK), b""):
+                h.update(block)
+                size += len(block)
+                fout.write(block)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return h.hexdigest(), size, Path(tmp)
+
+
+def hash_file(path: Path) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(CHUNK), b""):
+            h.update(block)
+            size += len(block)
+    return h.hexdigest(), size
+
+
+def download(url: str, dest: Path, attempts: int = 3, timeout: float = 20.0, backoff: float = 1.0) -> Path:
+    """Download to a '.part' file beside dest (resuming it if present); return the part path."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(f".{dest.name}.download")
+    last: Exception | None = None
+    for attempt in range(attempts):
+        try:
+            have = part.stat().st_size if part.exists() else 0
+            req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                mode = "ab" if have and resp.status == 206 else "wb"
+                with open(part, mode) as fh:
+                    shutil.copyfileobj(resp, fh, CHUNK)
+            return part
+        except Exception as exc:  # network errors of any kind: retry with backoff
+            last = exc
+            time.sleep(backoff * (2**attempt))
+    raise OSError(f"download failed after {attempts} attempts: {url}: {last}")
+
+
+def network_available(host: str = "raw.githubusercontent.com", port: int = 443, timeout: float = 3.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def fetch_file(
+    ds: Dataset,
+    cf: CorpusFile,
+    store: Path,
+    mirror_roots: Sequence[Path],
+    allow_download: bool,
+    log: FetchLog,
+    downloader: Callable[[str, Path], Path] = download,
+) -> dict:
+    """Fetch one file and return its manifest row."""
+    pins = ds.pins()
+    pin = pins.get(cf.path)
+    pin_sha = cf.sha256 or (pin[0] if pin else None)
+    dest = local_path(store, ds.key, cf.path)
+    row = {
+        "source_id": cf.source_id,
+        "dataset": ds.name,
+        "key": ds.key,
+        "revision": ds.revision,
+        "path": cf.path,
+        "sha256": pin_sha,
+        "bytes": cf.bytes if cf.bytes is not None else (pin[1] if pin else None),
+        "url": ds.url(cf.path),
+        "status": "unavailable",
+    }
+
+    def accept(sha: str, size: int) -> dict:
+        row.update(sha256=sha, bytes=size, status="present")
+        return row
+
+    # 1. already in the store with the right hash: nothing to do (a rerun resumes here)
+    if dest.is_file():
+        sha, size = hash_file(dest)
+        if pin_sha is None or sha == pin_sha:
+            return accept(sha, size)
+        log.problems.append(f"{ds.key}/{cf.path}: stored copy has sha256 {sha}, pin {pin_sha}: fetched again")
+
+    # 2. archive member: unpack from the fetched outer archive
+    if "!/" in cf.path:
+        outer, member = cf.path.split("!/", 1)
+        outer_local = store / ds.key / outer
+        if not outer_local.is_file():
+            return row
+        outer_pin = pins.get(outer)
+        if outer_pin and hash_file(outer_local)[0] != outer_pin[0]:
+            # the stored archive was rejected (its row is unavailable): never read from it
+            log.problems.append(f"{ds.key}/{cf.path}: archive {outer} differs from its pin: member not used")
+            return row
+        data = read_member(outer_local, member)
+        sha = hashlib.sha256(data).hexdigest()
+        if pin_sha and sha != pin_sha:
+            log.quarantined.append(f"{cf.path}: member sha256 {sha} differs from pin {pin_sha}")
+            return row
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        make_readable(tmp)
+        os.replace(tmp, dest)
+        return accept(sha, len(data))
+
+    # 3. mirror roots, in order
+    for root in mirror_roots:
+        candidate = root / ds.mirror_key / cf.path
+        if not candidate.is_file():
+            continue
+        sha, size, tmp = copy_hashed(candidate, dest)
+        if pin_sha and sha != pin_sha:
+            tmp.unlink()
+            log.quarantined.append(f"{ds.mirror_key}/{cf.path}: sha256 {sha} differs from pin {pin_sha}: not used")
+            continue
+        make_readable(tmp)
+        os.replace(tmp, dest)
+        return accept(sha, size)
+
+    # 4. upstream URL
+    if allow_download:
+        try:
+            part = downloader(row["url"], dest)
+        except OSError as exc:
+            log.problems.append(str(exc))
+            return row
+        sha, size = hash_file(part)
+        if pin_sha and sha != pin_sha:
+            qdir = store / ".quarantine" / ds.key
+            qdir.mkdir(parents=True, exist_ok=True)
+            os.replace(part, qdir / dest.name)
+            log.quarantined.append(f"{row['url']}: sha256 {sha} differs from pin {pin_sha}: quarantined")
+            return row
+        os.replace(part, dest)
+        return accept(sha, size)
+    return row
+
+
+def fetch_dataset(
+    ds: Dataset,
+    store: Path,
+    mirror_roots: Sequence[Path],
+    allow_download: bool,
+    log: FetchLog,
+    downloader: Callable[[str, Path], Path] = download,
+) -> list[dict]:
+    rows = [
+        fetch_file(ds, CorpusFile(source_id=f"{ds.key}:annotations", path=p), store, mirror_roots, allow_download, log, downloader)
+        for p in ds.annotation_files
+    ]
+    if any(r["status"] != "present" for r in rows):
+        log.problems.append(f"{ds.key}: annotation files unavailable; its corpus file list is unknown")
+        return rows
+    seen = {r["path"] for r in rows}
+    for cf in ds.corpus_files(store / ds.key):
+        if cf.path in seen:
+            continue
+        seen.add(cf.path)
+        rows.append(fetch_file(ds, cf, store, mirror_roots, allow_download, log, downloader))
+    return rows
+
+
+def sort_manifest(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda r: (r["key"], r["path"]))

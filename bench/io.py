@@ -1,0 +1,144 @@
+"""File helpers shared by every stage: hashing, atomic writes, strict JSONL reading.
+
+Every output of the harness goes through `atomic_writer`, so a crash or a kill -9
+leaves either the old file or the new one, never a truncated file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+HASH_CHUNK = 1 << 20
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def make_readable(path: str | os.PathLike) -> None:
+    """mkstemp creates 0600 files; give outputs the usual umask-based mode instead."""
+    os.chmod(path, 0o666 & ~_umask())
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(HASH_CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike, mode: str = "w") -> Iterator[io.IOBase]:
+    """Write to a temp file beside `path`, fsync, then rename over `path`."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
+        with os.fdopen(fd, mode, **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        make_readable(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_writer(path) as fh:
+        fh.write(text)
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def dumps_line(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> None:
+    with atomic_writer(path) as fh:
+        for row in rows:
+            fh.write(dumps_line(row) + "\n")
+
+
+def write_parquet(path: str | os.PathLike, df: pd.DataFrame) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        df.to_parquet(tmp, index=False)
+        make_readable(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass(frozen=True)
+class LineError(Exception):
+    """A problem at one line of an input file; str() is the one-line message users see."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+    value: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        tail = f" (value: {self.value})" if self.value else ""
+        return f"{where}: {self.field}: {self.message}{tail}"
+
+
+def short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def iter_jsonl(path: str | os.PathLike, display: str | None = None) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed object) and raise LineError on bad bytes or bad JSON.
+
+    Blank lines are skipped (a trailing newline is normal); they still count for numbering.
+    """
+    name = display or str(path)
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise LineError(name, lineno, "<line>", "not valid UTF-8", f"byte {exc.start}") from None
+            if not text.strip():
+                continue
+            try:
+                yield lineno, json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise LineError(name, lineno, "<line>", f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+
+
+def read_jsonl(path: str | os.PathLike, display: str | None = None) -> list[tuple[int, Any]]:
+    return list(iter_jsonl(path, display))

@@ -1,0 +1,52 @@
+"""Modality plug-ins, discovered from the sub-packages of this folder.
+
+Each sub-package (``bench/modalities/<name>/``) exports ``MODALITY`` (a
+:class:`~bench.modalities.base.Modality`) and ``DATASETS`` (a list of
+:class:`~bench.modalities.base.Dataset`). Adding a modality means adding a folder;
+nothing else in the harness names modalities.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+
+from bench.modalities.base import Dataset, Modality
+
+
+@functools.cache
+def _load() -> tuple[dict[str, Modality], dict[str, Dataset]]:
+    modalities: dict[str, Modality] = {}
+    datasets: dict[str, Dataset] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not info.ispkg:
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        modality: Modality = module.MODALITY
+        modalities[modality.name] = modality
+        for ds in module.DATASETS:
+            if ds.key in datasets:
+                raise RuntimeError(f"dataset key {ds.key!r} registered twice")
+            datasets[ds.key] = ds
+    return modalities, datasets
+
+
+def modalities() -> dict[str, Modality]:
+    return _load()[0]
+
+
+def datasets() -> dict[str, Dataset]:
+    return _load()[1]
+
+
+def dataset_by_name(name: str) -> Dataset | None:
+    for ds in datasets().values():
+        if ds.name == name:
+            return ds
+    return None
+
+
+def dataset_of_source(source_id: str) -> Dataset | None:
+    """Source ids are '<dataset key>:<rest>'."""
+    return datasets().get(source_id.split(":", 1)[0])

@@ -1,0 +1,236 @@
+"""The two plug-in types of the harness: a Modality and a Dataset.
+
+A *modality* knows its region shapes, how to check a region against the parsed
+corpus, how to chunk parsed segments into atoms and when an atom overlaps a region.
+A *dataset* is one registered third-party source of gold: where its files live
+upstream, who annotated it, how to parse its corpus files into the modality's
+segments and how to import its annotations into a spec-conformant set.
+
+Frames passed between them (all pandas):
+
+segments  one row per smallest natural unit of a source (pdf page block,
+          conversation turn, ...). Common columns: source_id, dataset, modality,
+          seq, text, holder, observed_at (tz-aware UTC). A modality adds its own.
+atoms     one row per retrievable unit after chunking. Common columns: atom_id,
+          source_id, dataset, modality, text, holder, observed_at, extent (JSON of
+          the atom's extent in the modality's region terms). A modality adds the
+          numeric columns its overlap test needs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+SEGMENT_COLUMNS = ["source_id", "dataset", "modality", "seq", "text", "holder", "observed_at"]
+ATOM_COLUMNS = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent"]
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) and np.isfinite(value)
+
+
+class Modality:
+    """Base class; subclasses live one folder each under bench/modalities/."""
+
+    name: ClassVar[str]
+    #: allowed key sets of a region, e.g. ({"page"}, {"page", "block"})
+    region_forms: ClassVar[tuple[frozenset[str], ...]]
+    #: chunking strategies this modality offers; the first is the default
+    strategies: ClassVar[tuple[str, ...]]
+
+    def check_region_shape(self, region: Any) -> str | None:
+        """Return a one-line problem with the region's shape or types, or None."""
+        if not isinstance(region, dict):
+            return f"region must be an object, got {type(region).__name__}"
+        keys = frozenset(region)
+        if keys not in self.region_forms:
+            forms = " or ".join("{" + ", ".join(sorted(f)) + "}" for f in self.region_forms)
+            return f"{self.name} region must have keys {forms}, got {{{', '.join(sorted(keys))}}}"
+        return self.check_region_values(region)
+
+    def check_region_values(self, region: dict) -> str | None:
+        return None
+
+    def check_region_in_corpus(self, region: dict, segments: pd.DataFrame) -> str | None:
+        """Return a problem if the region does not exist in the source's parsed segments."""
+        return None
+
+    def chunk(self, segments: pd.DataFrame, strategy: str, options: dict[str, Any]) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def overlap(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
+        """Boolean mask over `atoms` (all of one source): which atoms overlap `region`."""
+        raise NotImplementedError
+
+    # -- extents (chunk-fair metrics, see bench/fair.py) ---------------------------
+    #: unit of extent amounts: "chars", "seconds", "px^2", "image"
+    extent_unit: ClassVar[str] = "units"
+
+    def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
+        """Each atom's extent as a box in its source's coordinates, row for row.
+
+        Columns ``part`` (a sub-space of the source, e.g. a file path; "" when the
+        source is one space), ``x0``, ``x1``, ``y0``, ``y1`` (half-open; 1-D
+        modalities use y0 = 0, y1 = 1). The box's area is the extent amount.
+        """
+        raise NotImplementedError
+
+    def region_extent(self, region: dict, segments: pd.DataFrame) -> tuple[str, float, float, float, float] | None:
+        """The region as (part, x0, x1, y0, y1) in the atoms' coordinates, or None if it cannot be placed."""
+        raise NotImplementedError
+
+    def intersection(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
+        """Per atom (all of one source): the amount of the region it covers, in `extent_unit`."""
+        box = self.region_extent(region, segments)
+        if box is None or not len(atoms):
+            return np.zeros(len(atoms), dtype=float)
+        ext = self.atom_extents(atoms)
+        part, x0, x1, y0, y1 = box
+        w = np.minimum(ext["x1"].to_numpy(float), x1) - np.maximum(ext["x0"].to_numpy(float), x0)
+        h = np.minimum(ext["y1"].to_numpy(float), y1) - np.maximum(ext["y0"].to_numpy(float), y0)
+        same = ext["part"].to_numpy(dtype=object) == part
+        return np.where(same, np.clip(w, 0, None) * np.clip(h, 0, None), 0.0)
+
+
+@dataclass
+class ImportResult:
+    """What an importer produced: entries in spec order plus rows it could not use."""
+
+    entries: list[dict]
+    excluded: list[dict] = field(default_factory=list)  # {item, reason}
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    """One file a dataset needs, as the fetch stage lists it in the manifest."""
+
+    source_id: str
+    path: str  # path inside the upstream repository (archive members: "a.zip!/member")
+    sha256: str | None = None  # pinned hash where known
+    bytes: int | None = None
+
+
+class Dataset:
+    """Base class of a registered dataset; one instance per data set."""
+
+    key: ClassVar[str]  # short name: source_id prefix and set file name
+    name: ClassVar[str]  # origin.dataset in the set entries
+    repo: ClassVar[str]  # upstream repository (owner/name)
+    revision: ClassVar[str]  # pinned commit
+    license: ClassVar[str]
+    annotation_source: ClassVar[str]  # who made the gold
+    annotation_is_human: ClassVar[bool]
+    modality: ClassVar[str]
+    mirror_key: ClassVar[str]  # folder name under a mirror root
+    url_template: ClassVar[str] = "https://raw.githubusercontent.com/{repo}/{revision}/{path}"
+    holders: ClassVar[str]  # how holders are assigned (documentation)
+    observed_at_rule: ClassVar[str]  # how observed_at is assigned (documentation)
+    caveats: ClassVar[str] = ""
+    annotation_files: ClassVar[tuple[str, ...]]  # upstream files that hold the gold
+
+    def url(self, path: str) -> str:
+        outer = path.split("!/", 1)[0]
+        return self.url_template.format(repo=self.repo, revision=self.revision, path=outer)
+
+    def corpus_files(self, annotation_dir: Path) -> list[CorpusFile]:
+        """Every corpus file the annotations name (from the annotations, not the mirror)."""
+        raise NotImplementedError
+
+    def pins(self) -> dict[str, tuple[str, int]]:
+        """path -> (sha256, bytes) known for this revision."""
+        return {}
+
+    def file_of(self, source_id: str) -> str | None:
+        """Manifest path of the file that holds `source_id`."""
+        raise NotImplementedError
+
+    def sources_of(self, entry: dict) -> list[str]:
+        """Source ids an entry needs in the corpus (gold sources by default)."""
+        return sorted({g["source_id"] for g in entry.get("gold", []) if isinstance(g, dict) and "source_id" in g})
+
+    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+        """Parse the present corpus files (manifest path -> local path) into segments."""
+        raise NotImplementedError
+
+    def import_set(self, mirror_dir: Path) -> ImportResult:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "dataset": self.name,
+            "repo": self.repo,
+            "revision": self.revision,
+            "license": self.license,
+            "annotation_source": self.annotation_source,
+            "annotation_is_human": self.annotation_is_human,
+            "modality": self.modality,
+            "holders": self.holders,
+            "observed_at": self.observed_at_rule,
+            "caveats": self.caveats,
+        }
+
+
+def extent_json(extent: dict[str, Any]) -> str:
+    return json.dumps(extent, sort_keys=True, separators=(",", ":"))
+
+
+PINS_DIR = Path(__file__).resolve().parent.parent / "corpus" / "pins"
+
+
+def load_pins(mirror_key: str) -> dict[str, tuple[str, int]]:
+    """Pinned sha256 and size of upstream files, recorded in bench/corpus/pins/<key>.json."""
+    path = PINS_DIR / f"{mirror_key}.json"
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {p: (v[0], int(v[1])) for p, v in data["files"].items()}
+
+
+TEST_SHARE = 0.30
+
+
+def split_of(group: str, salt: str, test_share: float = TEST_SHARE) -> str:
+    """Deterministic split of a group (document, conversation, ...): about `test_share` test.
+
+    All queries of one group share a split, so a document never feeds both splits.
+    """
+    import hashlib
+
+    digest = hashlib.sha256(f"{salt}\x00{group}".encode()).digest()
+    value = int.from_bytes(digest[:8], "big") / 2**64
+    return "test" if value < test_share else "dev"
+
+
+def assign_splits(groups: list[str], salt: str, test_share: float = TEST_SHARE) -> dict[str, str]:
+    """Exactly round(test_share * n) groups go to test, chosen by a salted hash order.
+
+    Deterministic (no RNG, no dependence on input order), and grouped: callers split
+    documents or conversations, never single questions of one document.
+    """
+    import hashlib
+
+    unique = sorted(set(groups))
+    order = sorted(unique, key=lambda g: hashlib.sha256(f"{salt}\x00{g}".encode()).hexdigest())
+    n_test = round(test_share * len(unique))
+    test = set(order[:n_test])
+    return {g: ("test" if g in test else "dev") for g in unique}
+
+
+def interval_extents(x0: Any, x1: Any, part: Any = "") -> pd.DataFrame:
+    """Extent boxes of 1-D atoms: [x0, x1) on the line y = [0, 1) of `part`."""
+    lo = np.asarray(x0, dtype=float)
+    hi = np.asarray(x1, dtype=float)
+    parts = np.broadcast_to(np.asarray(part, dtype=object), lo.shape)
+    return pd.DataFrame({"part": parts, "x0": lo, "x1": hi, "y0": np.zeros_like(lo), "y1": np.ones_like(lo)})

@@ -1,0 +1,237 @@
+"""Code: a source is a tree of files; regions are a symbol or a line of one file.
+
+Region forms: {"path": str, "symbol": str} or {"path": str, "line": int}. `path` is a
+relative POSIX path inside the source's tree; `line` is 1-based. A symbol resolves to
+its line span by parsing the file (see symbols.py): decorators are part of the span
+(it starts at the first decorator line), nested defs and methods are named by dotted
+qualified names ("Class.method", "outer.inner"), and an undotted name also resolves
+when exactly one symbol of the file carries it. A name that is missing or ambiguous
+(two definitions of one qualified name, or a plain name carried by several symbols)
+fails validation with a message saying which.
+
+Segments: one row per file of the tree (seq = the file's rank in path order) with the
+whole normalised text, `path`, `n_lines`, `parser` and `symbols` (the JSON symbol
+table), so one source's segments are enough to validate and resolve any region.
+
+Atoms: extent {"path", "line_start", "line_end"} (inclusive, 1-based) plus the columns
+path, line_start, line_end and char_start/char_end (half-open, within the file).
+An atom overlaps a region when it is in the same file and its line range intersects
+the region's span (inclusive ranges; a line region is the one-line span [line, line]):
+ranges that only touch (one ends on line k, the other starts on k + 1) do not overlap,
+two ranges that share a line do.
+
+Chunkers:
+  symbol  per Python file a partition of its lines: one atom per top-level def or
+          class-less function (nested defs stay inside it), one per method (a def
+          directly in a class body, decorators included; classes nested in classes
+          are split the same way), and the remaining lines as runs: a class atom holds
+          only the class's own lines outside its methods (header, docstring,
+          attributes; several atoms if methods sit between them), and module-level
+          remainder runs (imports, constants, `if __name__` ...) are atoms of their
+          own. Runs are trimmed of blank lines; all-blank runs are dropped. A file
+          without symbols (not Python) is one remainder run.
+  lines   windows of `window_lines` lines with `overlap_lines` shared lines, per file.
+  file    one atom per file.
+Empty files yield no atoms.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from bench.modalities.base import Modality, extent_json, interval_extents, is_int
+from bench.modalities.code.symbols import line_offsets, parse_symbols, resolve, split_lines
+from bench.modalities.textspan import windows
+
+ATOM_CODE_COLUMNS = [
+    "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
+    "path", "line_start", "line_end", "char_start", "char_end",
+]
+SEGMENT_CODE_COLUMNS = [
+    "source_id", "dataset", "modality", "seq", "text", "holder", "observed_at",
+    "path", "n_lines", "parser", "symbols",
+]
+
+
+class CodeModality(Modality):
+    name: ClassVar[str] = "code"
+    region_forms = (frozenset({"path", "symbol"}), frozenset({"path", "line"}))
+    strategies = ("symbol", "lines", "file")
+
+    def check_region_values(self, region: dict) -> str | None:
+        problem = check_path(region["path"])
+        if problem:
+            return problem
+        if "line" in region:
+            if not is_int(region["line"]):
+                return f"line must be an integer, got {region['line']!r}"
+            if region["line"] < 1:
+                return f"line must be >= 1 (lines are 1-based), got {region['line']}"
+            return None
+        symbol = region["symbol"]
+        if not isinstance(symbol, str) or not symbol:
+            return f"symbol must be a non-empty string, got {symbol!r}"
+        if not all(part.isidentifier() for part in symbol.split(".")):
+            return f"symbol must be a dotted name of identifiers, got {symbol!r}"
+        return None
+
+    def check_region_in_corpus(self, region: dict, segments: pd.DataFrame) -> str | None:
+        _, problem = region_span(region, segments)
+        return problem
+
+    def chunk(self, segments: pd.DataFrame, strategy: str, options: dict[str, Any]) -> pd.DataFrame:
+        if strategy not in self.strategies:
+            raise ValueError(f"unknown code chunking strategy {strategy!r}; choose one of {self.strategies}")
+        rows: list[dict] = []
+        for _, seg in segments.sort_values(["source_id", "seq"], kind="stable").iterrows():
+            text = seg["text"]
+            starts, ends = line_offsets(text)
+            common = {"source_id": seg["source_id"], "dataset": seg["dataset"], "modality": self.name,
+                      "holder": seg["holder"], "observed_at": seg["observed_at"], "path": seg["path"]}
+            for key, a, b in _spans(seg, text, strategy, options):
+                lo, hi = int(starts[a - 1]), int(ends[b - 1])
+                rows.append({
+                    **common,
+                    "atom_id": f"{seg['source_id']}#{seg['path']}#{key}",
+                    "text": text[lo:hi],
+                    "extent": extent_json({"path": seg["path"], "line_start": a, "line_end": b}),
+                    "line_start": a, "line_end": b, "char_start": lo, "char_end": hi,
+                })
+        return pd.DataFrame(rows, columns=ATOM_CODE_COLUMNS)
+
+    def overlap(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
+        span, _ = region_span(region, segments)
+        if span is None:
+            return np.zeros(len(atoms), dtype=bool)
+        path, lo, hi = span
+        return (
+            (atoms["path"].to_numpy() == path)
+            & (atoms["line_start"].to_numpy() <= hi)
+            & (atoms["line_end"].to_numpy() >= lo)
+        )
+
+    # Extents are characters of a file (part = the file's path), each line owning its
+    # newline ([line start, line end + 1)), so lines tile the file and a blank line
+    # still has extent 1.
+    extent_unit: ClassVar[str] = "chars"
+
+    def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
+        return interval_extents(atoms["char_start"].to_numpy(), atoms["char_end"].to_numpy() + 1,
+                                atoms["path"].to_numpy(dtype=object))
+
+    def region_extent(self, region: dict, segments: pd.DataFrame) -> tuple[str, float, float, float, float] | None:
+        span, _ = region_span(region, segments)
+        if span is None:
+            return None
+        path, lo, hi = span
+        starts, ends = line_offsets(segments[segments["path"] == path].iloc[0]["text"])
+        return (path, float(starts[lo - 1]), float(ends[hi - 1] + 1), 0.0, 1.0)
+
+
+def check_path(path: Any) -> str | None:
+    if not isinstance(path, str) or not path:
+        return f"path must be a non-empty string, got {path!r}"
+    if path.startswith("/") or "\\" in path or (len(path) > 1 and path[1] == ":"):
+        return f"path must be relative with '/' separators, got {path!r}"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return f"path must not hold empty, '.' or '..' parts, got {path!r}"
+    return None
+
+
+def symbols_of(seg: pd.Series) -> list[dict[str, Any]]:
+    """The segment's symbol table (parsed from its text when the column is absent)."""
+    raw = seg.get("symbols") if hasattr(seg, "get") else None
+    if isinstance(raw, str):
+        return json.loads(raw)
+    return parse_symbols(seg["text"], seg["path"])[0]
+
+
+def region_span(region: dict, segments: pd.DataFrame) -> tuple[tuple[str, int, int] | None, str | None]:
+    """(path, first line, last line) of a region in one source's segments, or a problem."""
+    path = region["path"]
+    rows = segments[segments["path"] == path] if "path" in segments else segments.iloc[0:0]
+    if rows.empty:
+        return None, f"path {path!r} not in the source tree ({len(segments)} files)"
+    seg = rows.iloc[0]
+    if "line" in region:
+        n_lines = len(split_lines(seg["text"]))
+        if not 1 <= region["line"] <= n_lines:
+            return None, f"line {region['line']} outside {path!r} (lines 1..{n_lines})"
+        return (path, region["line"], region["line"]), None
+    sym, problem = resolve(symbols_of(seg), region["symbol"])
+    if sym is None:
+        return None, f"{problem} in {path!r}"
+    return (path, int(sym["line_start"]), int(sym["line_end"])), None
+
+
+def _spans(seg: pd.Series, text: str, strategy: str, options: dict[str, Any]) -> list[tuple[str, int, int]]:
+    lines = split_lines(text)
+    n = len(lines)
+    if n == 0:
+        return []
+    if strategy == "file":
+        return [("file", 1, n)]
+    if strategy == "lines":
+        size, overlap = int(options["window_lines"]), int(options["overlap_lines"])
+        return [(f"w{i}", a + 1, b) for i, (a, b) in enumerate(windows(n, size, overlap))]
+    return symbol_spans(symbols_of(seg), lines)
+
+
+def symbol_spans(symbols: list[dict[str, Any]], lines: list[str]) -> list[tuple[str, int, int]]:
+    """The `symbol` strategy's partition of a file's lines (see the module docstring)."""
+    out: list[tuple[str, int, int]] = []
+    children: dict[int, list[int]] = {}
+    for i, s in enumerate(symbols):
+        children.setdefault(int(s["parent"]), []).append(i)
+
+    def remainder(lo: int, hi: int, taken: list[tuple[int, int]], tag: str) -> None:
+        line = lo
+        for a, b in sorted(taken) + [(hi + 1, hi + 1)]:
+            _run(line, min(a - 1, hi), tag)
+            line = max(line, b + 1)
+
+    def _run(a: int, b: int, tag: str) -> None:
+        while a <= b and not lines[a - 1].strip():
+            a += 1
+        while b >= a and not lines[b - 1].strip():
+            b -= 1
+        if a <= b:
+            out.append((f"{tag}:L{a}-{b}", a, b))
+
+    def split(lo: int, hi: int, members: list[int], tag: str) -> None:
+        taken: list[tuple[int, int]] = []
+        for i in sorted(members, key=lambda k: symbols[k]["line_start"]):
+            s = symbols[i]
+            a, b = int(s["line_start"]), min(int(s["line_end"]), hi)
+            if a < lo or a > hi or (taken and a <= taken[-1][1]):
+                continue  # outside the owner or overlapping a sibling (fallback parses only)
+            taken.append((a, b))
+            if s["kind"] == "class":
+                split(a, b, children.get(i, []), f"c:{s['qualname']}")
+            else:
+                out.append((f"s:{s['qualname']}:L{a}", a, b))
+        remainder(lo, hi, taken, tag)
+
+    split(1, len(lines), children.get(-1, []), "m")
+    return sorted(out, key=lambda t: t[1])
+
+
+def tree_segments(dataset: str, source_id: str, files: dict[str, str], holder: str, observed_at: Any) -> pd.DataFrame:
+    """Segments of one source tree: one row per file (path -> normalised text)."""
+    rows = []
+    for seq, path in enumerate(sorted(files)):
+        text = files[path]
+        symbols, parser = parse_symbols(text, path)
+        rows.append({
+            "source_id": source_id, "dataset": dataset, "modality": "code", "seq": seq, "text": text,
+            "holder": holder, "observed_at": observed_at, "path": path,
+            "n_lines": len(split_lines(text)), "parser": parser,
+            "symbols": json.dumps(symbols, separators=(",", ":")),
+        })
+    df = pd.DataFrame(rows, columns=SEGMENT_CODE_COLUMNS)
+    df["observed_at"] = pd.to_datetime(df["observed_at"], utc=True)
+    return df

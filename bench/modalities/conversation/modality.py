@@ -1,0 +1,106 @@
+"""Conversation: a source is one session of a conversation; regions are turns.
+
+Turn numbers are the ones the data set gives within the session (LoCoMo's
+"D<session>:<turn>"), so a region {"turn": 5} in source "...:session-3" is D3:5.
+An atom overlaps a turn when the turn lies within the atom's turn range.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from bench.modalities.base import Modality, extent_json, interval_extents, is_int
+from bench.modalities.textspan import layout
+
+
+class ConversationModality(Modality):
+    name: ClassVar[str] = "conversation"
+    region_forms = (frozenset({"turn"}),)
+    strategies = ("turn", "window", "session")
+
+    def check_region_values(self, region: dict) -> str | None:
+        if not is_int(region["turn"]):
+            return f"turn must be an integer, got {region['turn']!r}"
+        if region["turn"] < 0:
+            return f"turn must be >= 0, got {region['turn']}"
+        return None
+
+    def check_region_in_corpus(self, region: dict, segments: pd.DataFrame) -> str | None:
+        turns = segments["turn"].to_numpy()
+        if region["turn"] not in set(turns.tolist()):
+            lo, hi = (int(turns.min()), int(turns.max())) if len(turns) else (0, 0)
+            return f"turn {region['turn']} not in the conversation session (turns {lo}..{hi})"
+        return None
+
+    def chunk(self, segments: pd.DataFrame, strategy: str, options: dict[str, Any]) -> pd.DataFrame:
+        rows: list[dict] = []
+        for source_id, seg in segments.groupby("source_id", sort=True):
+            seg = layout(seg)
+            turns = seg["turn"].to_numpy()
+            texts = seg["text"].tolist()
+            c_lo = seg["char_start"].to_numpy()
+            c_hi = seg["char_end"].to_numpy()
+            meta = seg.iloc[0]
+            for key, a, b in _groups(len(seg), strategy, options):
+                t0, t1 = int(turns[a]), int(turns[b - 1])
+                rows.append(
+                    {
+                        "atom_id": f"{source_id}#{key}",
+                        "source_id": source_id,
+                        "dataset": meta["dataset"],
+                        "modality": self.name,
+                        "text": "\n".join(texts[a:b]),
+                        "holder": meta["holder"],
+                        "observed_at": seg["observed_at"].iloc[a:b].max(),
+                        "extent": extent_json({"turn_start": t0, "turn_end": t1}),
+                        "turn_start": t0,
+                        "turn_end": t1,
+                        "char_start": int(c_lo[a]),
+                        "char_end": int(c_hi[b - 1]),
+                    }
+                )
+        return pd.DataFrame(rows, columns=ATOM_CONVERSATION_COLUMNS)
+
+    def overlap(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
+        turn = region["turn"]
+        return (atoms["turn_start"].to_numpy() <= turn) & (atoms["turn_end"].to_numpy() >= turn)
+
+    # Extents are characters of the session's joined text, each turn owning the
+    # newline after it ([char_start, char_end + 1)), so turns tile the session.
+    extent_unit: ClassVar[str] = "chars"
+
+    def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
+        return interval_extents(atoms["char_start"].to_numpy(), atoms["char_end"].to_numpy() + 1)
+
+    def region_extent(self, region: dict, segments: pd.DataFrame) -> tuple[str, float, float, float, float] | None:
+        seg = layout(segments)
+        sel = seg[seg["turn"] == region["turn"]]
+        if sel.empty:
+            return None
+        return ("", float(sel["char_start"].min()), float(sel["char_end"].max() + 1), 0.0, 1.0)
+
+
+ATOM_CONVERSATION_COLUMNS = [
+    "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
+    "turn_start", "turn_end", "char_start", "char_end",
+]
+
+
+def _groups(n: int, strategy: str, options: dict[str, Any]) -> list[tuple[str, int, int]]:
+    if n == 0:
+        return []
+    if strategy == "turn":
+        return [(f"t{i}", i, i + 1) for i in range(n)]
+    if strategy == "session":
+        return [("session", 0, n)]
+    if strategy == "window":
+        from bench.modalities.textspan import windows
+
+        size, overlap = int(options["window_turns"]), int(options["overlap_turns"])
+        return [(f"w{i}", a, b) for i, (a, b) in enumerate(windows(n, size, overlap))]
+    raise ValueError(
+        f"unknown conversation chunking strategy {strategy!r}; choose one of {ConversationModality.strategies}"
+    )

@@ -1,0 +1,178 @@
+"""PDF: regions are pages (1-based) or blocks (0-based paragraphs) of a page.
+
+Segments are (page, block) pairs of text from the PDF's text layer. A block is a
+paragraph of pypdfium2's page text, split at blank lines; a page with no blank line
+is one block 0, and a page with no text layer is one empty block 0, so every page
+exists as a segment even when it holds only pictures.
+
+Overlap: an atom overlaps a page (or block) when their character spans in the
+document's joined text intersect with positive length. A page with no text has an
+empty span; it is overlapped by every atom whose page range covers it (the page
+atom of that page, a window that runs across it, the whole-document atom).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from bench.modalities.base import Modality, extent_json, interval_extents, is_int
+from bench.modalities.textspan import intersects, joined_text, layout, token_spans, windows
+
+
+class PdfModality(Modality):
+    name: ClassVar[str] = "pdf"
+    region_forms = (frozenset({"page"}), frozenset({"page", "block"}))
+    strategies = ("page", "window", "whole")
+
+    def check_region_values(self, region: dict) -> str | None:
+        if not is_int(region["page"]):
+            return f"page must be an integer, got {region['page']!r}"
+        if region["page"] < 1:
+            return f"page must be >= 1 (pages are 1-based), got {region['page']}"
+        if "block" in region:
+            if not is_int(region["block"]):
+                return f"block must be an integer, got {region['block']!r}"
+            if region["block"] < 0:
+                return f"block must be >= 0, got {region['block']}"
+        return None
+
+    def check_region_in_corpus(self, region: dict, segments: pd.DataFrame) -> str | None:
+        n_pages = int(segments["page"].max()) if len(segments) else 0
+        page = region["page"]
+        if page > n_pages:
+            return f"page {page} beyond the document's {n_pages} pages"
+        if "block" in region:
+            n_blocks = int((segments["page"] == page).sum())
+            if region["block"] >= n_blocks:
+                return f"block {region['block']} not on page {page} ({n_blocks} blocks)"
+        return None
+
+    # -- chunking ---------------------------------------------------------------
+
+    def chunk(self, segments: pd.DataFrame, strategy: str, options: dict[str, Any]) -> pd.DataFrame:
+        rows: list[dict] = []
+        for source_id, seg in segments.groupby("source_id", sort=True):
+            seg = layout(seg)
+            meta = seg.iloc[0]
+            common = {
+                "source_id": source_id,
+                "dataset": meta["dataset"],
+                "modality": self.name,
+                "holder": meta["holder"],
+                "observed_at": meta["observed_at"],
+            }
+            for atom in _chunk_one(seg, strategy, options):
+                extent = {"page_start": atom["page_start"], "page_end": atom["page_end"]}
+                rows.append(
+                    {
+                        "atom_id": f"{source_id}#{atom['key']}",
+                        **common,
+                        "text": atom["text"],
+                        "extent": extent_json(extent),
+                        "page_start": atom["page_start"],
+                        "page_end": atom["page_end"],
+                        "char_start": atom["char_start"],
+                        "char_end": atom["char_end"],
+                    }
+                )
+        return pd.DataFrame(rows, columns=ATOM_PDF_COLUMNS)
+
+    def overlap(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
+        seg = layout(segments)
+        page = region["page"]
+        sel = seg[seg["page"] == page]
+        if "block" in region:
+            sel = sel[sel["block"] == region["block"]]
+        if sel.empty:
+            return np.zeros(len(atoms), dtype=bool)
+        g_lo, g_hi = int(sel["char_start"].min()), int(sel["char_end"].max())
+        lo = atoms["char_start"].to_numpy()
+        hi = atoms["char_end"].to_numpy()
+        if g_hi > g_lo:
+            return intersects(lo, hi, g_lo, g_hi)
+        covers = (atoms["page_start"].to_numpy() <= page) & (atoms["page_end"].to_numpy() >= page)
+        return covers
+
+    # Extents are characters of the joined text, each segment owning the newline after
+    # it: segment i spans [char_start, char_end + 1), so the pages tile the document
+    # and a page without a text layer still has extent 1 (it can be covered and paid).
+    extent_unit: ClassVar[str] = "chars"
+
+    def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
+        return interval_extents(atoms["char_start"].to_numpy(), atoms["char_end"].to_numpy() + 1)
+
+    def region_extent(self, region: dict, segments: pd.DataFrame) -> tuple[str, float, float, float, float] | None:
+        seg = layout(segments)
+        sel = seg[seg["page"] == region["page"]]
+        if "block" in region:
+            sel = sel[sel["block"] == region["block"]]
+        if sel.empty:
+            return None
+        return ("", float(sel["char_start"].min()), float(sel["char_end"].max() + 1), 0.0, 1.0)
+
+
+ATOM_PDF_COLUMNS = [
+    "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
+    "page_start", "page_end", "char_start", "char_end",
+]
+
+
+def _chunk_one(seg: pd.DataFrame, strategy: str, options: dict[str, Any]) -> list[dict]:
+    text = joined_text(seg)
+    if strategy == "page":
+        out = []
+        for page, grp in seg.groupby("page", sort=True):
+            lo, hi = int(grp["char_start"].min()), int(grp["char_end"].max())
+            out.append({"key": f"p{page}", "page_start": int(page), "page_end": int(page),
+                        "char_start": lo, "char_end": hi, "text": text[lo:hi]})
+        return out
+    if strategy == "whole":
+        return [{"key": "doc", "page_start": int(seg["page"].min()), "page_end": int(seg["page"].max()),
+                 "char_start": 0, "char_end": len(text), "text": text}]
+    if strategy == "window":
+        size = int(options["window_tokens"])
+        overlap = int(options["overlap_tokens"])
+        t_lo, t_hi = token_spans(text)
+        seg_starts = seg["char_start"].to_numpy()
+        pages = seg["page"].to_numpy()
+        out = []
+        for i, (a, b) in enumerate(windows(len(t_lo), size, overlap)):
+            lo, hi = int(t_lo[a]), int(t_hi[b - 1])
+            p0 = int(pages[np.searchsorted(seg_starts, lo, side="right") - 1])
+            p1 = int(pages[np.searchsorted(seg_starts, hi - 1, side="right") - 1])
+            out.append({"key": f"w{i}", "page_start": p0, "page_end": p1,
+                        "char_start": lo, "char_end": hi, "text": text[lo:hi]})
+        return out
+    raise ValueError(f"unknown pdf chunking strategy {strategy!r}; choose one of {PdfModality.strategies}")
+
+
+def extract_pdf(path: str, source_id: str) -> list[dict]:
+    """Text of every page of one PDF as (page, block, text) rows, via pypdfium2."""
+    import pypdfium2 as pdfium
+
+    rows: list[dict] = []
+    pdf = pdfium.PdfDocument(path)
+    try:
+        for index in range(len(pdf)):
+            page = pdf[index]
+            textpage = page.get_textpage()
+            raw = textpage.get_text_range()
+            textpage.close()
+            page.close()
+            text = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+            blocks = [b.strip() for b in _split_blocks(text)]
+            blocks = [b for b in blocks if b] or [""]
+            for b, block_text in enumerate(blocks):
+                rows.append({"source_id": source_id, "page": index + 1, "block": b, "text": block_text})
+    finally:
+        pdf.close()
+    return rows
+
+
+def _split_blocks(text: str) -> list[str]:
+    import re
+
+    return re.split(r"\n[ \t]*\n", text)

@@ -1,0 +1,226 @@
+"""ScreenAgent (test split): sub-tasks on desktop screenshots with human-drawn click boxes.
+
+Upstream layout (commit 2ebe97d, where data/ScreenAgent/test/ is stored unpacked):
+``data/ScreenAgent/test/<session_id>/<timestamp>.json`` step files and the screenshot
+``.../images/<saved_image_name>`` each one names. A step's ``actions[i].clickable_area``
+``{upper_left_position: {width: x0, height: y0}, lower_right_position: {width: x1,
+height: y1}}`` is a box in absolute pixels of the 1024x768 screenshot ("width" means
+x, "height" means y), drawn by the authors' annotators.
+
+Mapping: one entry per action that has a clickable_area.
+- query_id ``screenagent:<session_id>/<timestamp>#<action index>`` (timestamp = step
+  file stem), origin.item ``<step file path>#actions[<i>]``.
+- question = ``current_task`` verbatim (the task_prompt is not prefixed: the text
+  stays as annotated; the overall task is the session's context, not the question).
+- gold = the screenshot (source_id ``screenagent:data/ScreenAgent/test/<session>/
+  images/<saved_image_name>``) with region ``{"bbox": [x0, y0, x1, y1]}``.
+- answer null, answer_format "none" (grounding only); unanswerable false for every
+  entry: ScreenAgent has no unanswerable sub-tasks (*_neg_eval.json files are
+  retry negatives, not empty-gold queries, and are not mirrored).
+- scope: holder "owner", session = the ScreenAgent session id, scenario "ui-grounding".
+- split: assign_splits grouped by session (ScreenAgent's own split is "test" only).
+
+Time: observed_at of a screenshot is the capture time in its file name
+(``YYYY-MM-DD_HH-MM-SS-ffffff``; no zone is recorded, read as UTC). as_of = the
+observed_at of the step's screenshot + 1 second: the sub-task is asked about the
+screen just captured, so later screenshots of the session are future evidence.
+
+annotation_files: every *.json of the pinned file list (bench/corpus/pins/
+screenagent_test.json, built at import time of the class). The pins record the
+mirrored subset of the upstream tree at this revision: the 208 step files with at
+least one clickable_area plus the 62 planning files of their sessions (planning
+files carry no box and yield no entry). corpus_files reads the step files that are
+present and lists the screenshots they name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
+
+import pandas as pd
+
+from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, is_number, load_pins
+from bench.modalities.ui_screenshot.modality import SEGMENT_UI_COLUMNS, segment_rows
+from bench.modalities.ocr import ocr_many
+
+ROOT = "data/ScreenAgent/test/"
+MIRROR_KEY = "screenagent_test"
+HOLDER = "owner"
+AS_OF_DELTA = timedelta(seconds=1)
+STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})_(\d{2})-(\d{2})-(\d{2})-(\d{6})$")
+
+
+def stamp_time(name: str) -> datetime:
+    """UTC time from a ScreenAgent file name such as 2024-01-12_16-52-37-180900.jpg."""
+    m = STAMP.match(PurePosixPath(name).stem)
+    if not m:
+        raise ValueError(f"no capture time in file name {name!r}")
+    y, mo, d, h, mi, s, us = (int(g) for g in m.groups())
+    return datetime(y, mo, d, h, mi, s, us, tzinfo=timezone.utc)
+
+
+def annotation_paths() -> tuple[str, ...]:
+    return tuple(sorted(p for p in load_pins(MIRROR_KEY) if p.startswith(ROOT) and p.endswith(".json") and "/images/" not in p))
+
+
+def clickable_bbox(area: Any) -> list[Any] | None:
+    """[x0, y0, x1, y1] of a clickable_area, or None when it is malformed."""
+    try:
+        ul, lr = area["upper_left_position"], area["lower_right_position"]
+        return [ul["width"], ul["height"], lr["width"], lr["height"]]
+    except (TypeError, KeyError):
+        return None
+
+
+def bbox_problem(bbox: list[Any] | None, width: Any, height: Any) -> str | None:
+    if bbox is None:
+        return "clickable_area without upper_left/lower_right width/height"
+    if not all(is_number(v) for v in bbox):
+        return f"clickable_area values are not finite numbers: {bbox}"
+    x0, y0, x1, y1 = bbox
+    if not (0 <= x0 < x1 and 0 <= y0 < y1):
+        return f"clickable_area is empty or inverted: {bbox}"
+    if is_number(width) and is_number(height) and (x1 > width or y1 > height):
+        return f"clickable_area {bbox} outside the {width}x{height} screen"
+    return None
+
+
+class ScreenAgent(Dataset):
+    key: ClassVar[str] = "screenagent"
+    name: ClassVar[str] = "niuzaisheng/ScreenAgent"
+    repo: ClassVar[str] = "niuzaisheng/ScreenAgent"
+    revision: ClassVar[str] = "2ebe97daab52267375dece7f8928d8b5f67f93ec"
+    license: ClassVar[str] = "dataset Apache-2.0, code MIT; screenshots show third-party UIs"
+    annotation_source: ClassVar[str] = (
+        "human: ScreenAgent authors manually annotated screenshots, clickable areas and corrected "
+        "plans (Niu et al., IJCAI 2024, arXiv:2402.07945); third-party work. Sub-task wording began "
+        "as model-proposed plan items edited by annotators; the boxes are human-drawn"
+    )
+    annotation_is_human: ClassVar[bool] = True
+    modality: ClassVar[str] = "ui_screenshot"
+    mirror_key: ClassVar[str] = MIRROR_KEY
+    holders: ClassVar[str] = "every screenshot belongs to holder 'owner' (one operator's desktop)"
+    observed_at_rule: ClassVar[str] = (
+        "screenshot: capture time in its file name, read as UTC; as_of: the step's screenshot time + 1 s"
+    )
+    caveats: ClassVar[str] = (
+        "No unanswerable entries (ScreenAgent has none). Questions are sub-task texts, several "
+        "repeated across steps, and screenshots of a session look alike. Only the mirrored subset "
+        "(steps with a clickable_area) is pinned. OCR text is Chinese/English from VNC desktops."
+    )
+    annotation_files: ClassVar[tuple[str, ...]] = annotation_paths()
+
+    def corpus_files(self, annotation_dir: Path) -> list[CorpusFile]:
+        pins = self.pins()
+        paths: set[str] = set()
+        for path in self.annotation_files:
+            local = annotation_dir / path
+            if not local.is_file():
+                continue
+            step = json.loads(local.read_text(encoding="utf-8"))
+            if boxed_actions(step) and plain_name(step.get("saved_image_name")):
+                paths.add(screenshot_path(path, step))
+        return [
+            CorpusFile(source_id=f"{self.key}:{p}", path=p, sha256=pins.get(p, (None, None))[0], bytes=pins.get(p, (None, None))[1])
+            for p in sorted(paths)
+        ]
+
+    def pins(self) -> dict[str, tuple[str, int]]:
+        return load_pins(self.mirror_key)
+
+    def file_of(self, source_id: str) -> str | None:
+        prefix = f"{self.key}:"
+        if not source_id.startswith(prefix):
+            return None
+        path = source_id[len(prefix):]
+        return path if path.startswith(ROOT) and "/images/" in path else None
+
+    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+        shots = sorted(p for p in files if p.startswith(ROOT) and "/images/" in p)
+        results = ocr_many([files[p] for p in shots])
+        rows: list[dict] = []
+        for path, res in zip(shots, results):
+            observed = pd.Timestamp(stamp_time(path))
+            for row in segment_rows(f"{self.key}:{path}", res.width, res.height, res.boxes):
+                rows.append({**row, "observed_at": observed})
+        df = pd.DataFrame(rows, columns=[c for c in SEGMENT_UI_COLUMNS if c not in ("dataset", "modality", "holder")])
+        df["observed_at"] = pd.to_datetime(df["observed_at"], utc=True)
+        df["dataset"] = self.key
+        df["modality"] = self.modality
+        df["holder"] = HOLDER
+        return df[SEGMENT_UI_COLUMNS]
+
+    def import_set(self, mirror_dir: Path) -> ImportResult:
+        steps: list[tuple[str, dict]] = []
+        missing = 0
+        for path in self.annotation_files:
+            local = mirror_dir / path
+            if not local.is_file():
+                missing += 1
+                continue
+            step = json.loads(local.read_text(encoding="utf-8"))
+            if step.get("status") != "planning":
+                steps.append((path, step))
+        splits = assign_splits([session_of(p) for p, _ in steps], self.key)
+        entries: list[dict] = []
+        excluded: list[dict] = []
+        n_boxes = 0
+        for path, step in steps:
+            session = session_of(path)
+            for index, action in boxed_actions(step):
+                n_boxes += 1
+                item = f"{path}#actions[{index}]"
+                bbox = clickable_bbox(action["clickable_area"])
+                problem = bbox_problem(bbox, step.get("video_width"), step.get("video_height"))
+                question = step.get("current_task")
+                if problem is None and (not isinstance(question, str) or not question.strip()):
+                    problem = "step without a current_task text"
+                if problem is None and not plain_name(step.get("saved_image_name")):
+                    problem = f"saved_image_name is not a plain <capture time>.jpg name: {step.get('saved_image_name')!r}"
+                if problem is not None:
+                    excluded.append({"item": item, "reason": problem})
+                    continue
+                shot = screenshot_path(path, step)
+                as_of = stamp_time(shot) + AS_OF_DELTA
+                entries.append(
+                    {
+                        "query_id": f"{self.key}:{session}/{PurePosixPath(path).stem}#{index}",
+                        "modality": self.modality,
+                        "question": question,
+                        "answer": None,
+                        "answer_format": "none",
+                        "gold": [{"source_id": f"{self.key}:{shot}", "region": {"bbox": bbox}}],
+                        "scope": {"holder": HOLDER, "session": session, "scenario": "ui-grounding"},
+                        "as_of": as_of.isoformat(),
+                        "unanswerable": False,
+                        "origin": {"dataset": self.name, "revision": self.revision, "item": item, "license": self.license},
+                        "split": splits[session],
+                    }
+                )
+        notes = {"step_files": len(steps), "boxed_actions": n_boxes, "missing_annotation_files": missing}
+        return ImportResult(entries=entries, excluded=excluded, notes=notes)
+
+
+def session_of(path: str) -> str:
+    return PurePosixPath(path).parent.name
+
+
+def plain_name(name: Any) -> bool:
+    """A bare '<capture time>.jpg' name (no folder, no '..'): a step names only its own images/."""
+    return isinstance(name, str) and name.endswith(".jpg") and STAMP.match(name[: -len(".jpg")]) is not None
+
+
+def screenshot_path(step_path: str, step: dict) -> str:
+    return str(PurePosixPath(step_path).parent / "images" / str(step.get("saved_image_name")))
+
+
+def boxed_actions(step: dict) -> list[tuple[int, dict]]:
+    """(index, action) of every action with a clickable_area (planning steps have none)."""
+    actions = step.get("actions")
+    if step.get("status") == "planning" or not isinstance(actions, list):
+        return []
+    return [(i, a) for i, a in enumerate(actions) if isinstance(a, dict) and "clickable_area" in a]

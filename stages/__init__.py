@@ -1,0 +1,1 @@
+"""One thin click entry point per DVC stage: read inputs, call bench, write outputs."""

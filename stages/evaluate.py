@@ -1,0 +1,70 @@
+"""DVC stage evaluate: metrics per modality (reports/metrics/dev.json) and reports/dev.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from bench.io import iter_jsonl, write_json, write_parquet, write_text
+from bench.metrics import aggregate, per_query
+from bench.report import markdown, metrics_document
+from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SETS_DIR, VALID_DIR, params, read_json
+
+
+def entries_frame(entries: list[dict], regions: pd.DataFrame) -> pd.DataFrame:
+    n_regions = regions.groupby("query_id").size()
+    return pd.DataFrame(
+        {
+            "query_id": [e["query_id"] for e in entries],
+            "modality": [e["modality"] for e in entries],
+            "unanswerable": [bool(e["unanswerable"]) for e in entries],
+            "as_of": pd.to_datetime([e["as_of"] for e in entries], utc=True, format="ISO8601"),
+            "holder": [e["scope"]["holder"] for e in entries],
+            "n_regions": [int(n_regions.get(e["query_id"], 0)) for e in entries],
+        }
+    )
+
+
+@click.command()
+def main() -> None:
+    cfg = params()
+    k = int(cfg["metrics"]["k"])
+    entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
+    invalid = [r for _, r in iter_jsonl(VALID_DIR / "invalid.jsonl")]
+    summary = read_json(VALID_DIR / "summary.json")
+    regions = pd.read_parquet(RESOLVED / "regions.parquet")
+    gold = pd.read_parquet(RESOLVED / "gold.parquet")
+    run = pd.read_parquet(RUNS / "dev.parquet")
+    latency = pd.read_parquet(RUNS / "latency.parquet")
+    system = read_json(RUNS / "system.json")
+    atoms = pd.concat(
+        [pd.read_parquet(p, columns=["atom_id", "holder", "observed_at"]) for p in sorted(ATOMS.glob("*.parquet"))],
+        ignore_index=True,
+    )
+    ent = entries_frame(entries, regions)
+    pq = per_query(ent, run, gold, atoms, k=k, strong_score=float(cfg["metrics"]["strong_score"]))
+    agg = aggregate(pq, latency, k=k)
+    imports = {p.stem: read_json(p) for p in sorted((SETS_DIR / "imports").glob("*.json"))}
+    run_info = {
+        "system": system["name"],
+        "depth": system["depth"],
+        "k": k,
+        "strong_score": float(cfg["metrics"]["strong_score"]),
+        "chunking": cfg["chunking"],
+        "concurrency": system.get("concurrency", 1),
+        "warm": system.get("warm", True),
+    }
+    doc = metrics_document(agg, invalid, summary["sha256"], run_info)
+    write_parquet(ROOT / "data" / "eval" / "per_query.parquet", pq)
+    write_json(REPORTS / "metrics" / "dev.json", doc)
+    stats = read_json(ATOMS / "stats.json")
+    enabled = {Path(p).stem for p in summary["sha256"]["sets"]}
+    write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {k_: v for k_, v in imports.items() if k_ in enabled}, summary, stats))
+    o = doc["overall"]
+    click.echo(f"evaluate: recall@{k} {o[f'recall@{k}']['value']:.4f} (n={o[f'recall@{k}']['n']}), mrr {o['mrr']['value']:.4f}, invalid {doc['invalid_entries']}")
+
+
+if __name__ == "__main__":
+    main()

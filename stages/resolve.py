@@ -1,0 +1,31 @@
+"""DVC stage resolve: gold regions of dev entries -> overlapping atom ids (+ TREC qrels)."""
+
+from __future__ import annotations
+
+import click
+import pandas as pd
+
+from bench.corpus import load_segments
+from bench.io import iter_jsonl, write_parquet, write_text
+from bench.resolve import resolve
+from bench.retrieve import trec_qrels
+from stages.common import ATOMS, REPORTS, RESOLVED, SEGMENTS, VALID_DIR, fail
+
+
+@click.command()
+def main() -> None:
+    entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
+    segments = load_segments(SEGMENTS)
+    if segments is None:
+        fail("no segments; run the extract stage first")
+    atoms = {p.stem: pd.read_parquet(p) for p in sorted(ATOMS.glob("*.parquet"))}
+    gold, regions = resolve(entries, atoms, segments)
+    write_parquet(RESOLVED / "gold.parquet", gold)
+    write_parquet(RESOLVED / "regions.parquet", regions)
+    write_text(REPORTS / "runs" / "dev.qrels", trec_qrels(gold))
+    missed = int((regions["n_atoms"] == 0).sum())
+    click.echo(f"resolve: {len(regions)} gold regions of {len(entries)} entries -> {len(gold)} (region, atom) pairs; {missed} regions overlap no atom")
+
+
+if __name__ == "__main__":
+    main()

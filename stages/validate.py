@@ -1,0 +1,60 @@
+"""DVC stage validate: check every set; pass only valid dev entries downstream.
+
+Writes data/sets/dev.jsonl (valid dev entries), data/sets/invalid.jsonl (entries that
+are invalid as samples here, with the reason) and data/sets/summary.json (counts and
+the sha256 of the manifest and of every set file). Test entries never leave this
+stage: they are counted, not written (only the acceptance stage, run by `bench accept`,
+evaluates them; it validates the sets again itself). Every set is also checked against
+the split lock bench/sets/splits.lock (bench/splits.py).
+"""
+
+from __future__ import annotations
+
+import click
+
+from bench.corpus import Manifest, load_segments
+from bench.io import LineError, sha256_file, write_json, write_jsonl
+from bench.splits import load_lock
+from bench.validate_sets import format_table, invalid_counts, validate
+from stages.common import MANIFEST, ROOT, SEGMENTS, SPLIT_LOCK, VALID_DIR, fail, set_files
+
+
+@click.command()
+def main() -> None:
+    paths = set_files()
+    try:
+        manifest = Manifest.load(MANIFEST)
+        lock = load_lock(SPLIT_LOCK, SPLIT_LOCK.relative_to(ROOT).as_posix()) if SPLIT_LOCK.is_file() else None
+    except LineError as exc:
+        fail(str(exc))
+    if lock is None:
+        fail(f"{SPLIT_LOCK.relative_to(ROOT).as_posix()}: no split lock; freeze the splits with `bench splits freeze --reason ...`")
+    result = validate(paths, manifest, load_segments(SEGMENTS), root=ROOT, lock=lock)
+    if not result.ok:
+        click.echo(format_table(result.errors), err=True)
+        fail(f"{len(result.errors)} problems in {result.errors['file'].nunique()} set file(s); nothing written")
+    dev = result.dev()
+    by_split: dict[str, int] = {}
+    for e in result.entries:
+        by_split[e["split"]] = by_split.get(e["split"], 0) + 1
+    write_jsonl(VALID_DIR / "dev.jsonl", dev)
+    write_jsonl(VALID_DIR / "invalid.jsonl", [r for r in result.invalid if r["split"] == "dev"])
+    write_json(
+        VALID_DIR / "summary.json",
+        {
+            "entries": len(result.entries),
+            "by_split": dict(sorted(by_split.items())),
+            "valid_dev": len(dev),
+            "invalid": invalid_counts(result.invalid),
+            "sha256": {
+                "manifest": sha256_file(MANIFEST),
+                "sets": {p.resolve().relative_to(ROOT).as_posix(): sha256_file(p) for p in paths},
+                "split_lock": sha256_file(SPLIT_LOCK),
+            },
+        },
+    )
+    click.echo(f"validate: {len(result.entries)} entries in {len(paths)} sets; {len(dev)} valid dev; invalid: {invalid_counts(result.invalid)}")
+
+
+if __name__ == "__main__":
+    main()

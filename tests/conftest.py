@@ -1,0 +1,65 @@
+"""Shared fixtures: the real mirror, and a real corpus (manifest + segments) built once."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MIRROR = ROOT.parent / "shared" / "mirror"
+
+
+@pytest.fixture(autouse=True)
+def _dvc_site_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # DVC keeps a per-machine cache of repo state; tests must not share or pollute it
+    monkeypatch.setenv("DVC_SITE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "dvc-site-cache"))
+    monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
+
+
+def need_mirror(*keys: str) -> Path:
+    for key in keys or ("",):
+        if not (MIRROR / key).is_dir():
+            pytest.skip(f"the real data mirror {MIRROR.name}/{key} is not beside the checkout (../shared/mirror)")
+    return MIRROR
+
+
+@pytest.fixture(scope="session")
+def real_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """MMLongBench-Doc and LoCoMo fetched from the real mirror and parsed, once per session."""
+    need_mirror("mmlongbench-doc", "locomo")
+    from bench.corpus import Manifest, extract_all
+    from bench.fetch import FetchLog, fetch_dataset, sort_manifest
+    from bench.io import write_jsonl
+    from bench.modalities import datasets
+
+    base = tmp_path_factory.mktemp("real-corpus")
+    store = base / "store"
+    rows: list[dict] = []
+    log = FetchLog()
+    for key in ("mmlongbench", "locomo"):
+        rows += fetch_dataset(datasets()[key], store, [MIRROR], False, log)
+    manifest_path = base / "manifest.jsonl"
+    write_jsonl(manifest_path, sort_manifest(rows))
+    manifest = Manifest.load(manifest_path)
+    frames = extract_all(manifest, store)
+    return {
+        "base": base,
+        "store": store,
+        "manifest_path": manifest_path,
+        "manifest": manifest,
+        "segments": pd.concat(frames.values(), ignore_index=True),
+    }
+
+
+def write_set(path: Path, entries: list) -> Path:
+    with open(path, "w", encoding="utf-8") as fh:
+        for e in entries:
+            fh.write((e if isinstance(e, str) else json.dumps(e)) + "\n")
+    return path
+
+
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")

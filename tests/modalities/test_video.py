@@ -1,0 +1,323 @@
+"""Video modality: region checks, overlap edges, chunkers, and both importers on the real mirror."""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.modalities import datasets, modalities
+from bench.modalities.video import DATASETS, MODALITY
+from bench.modalities.video.medvidqa import CSV, MedVidQA, parse_track, read_rows
+from bench.modalities.video.modality import DURATION_TOLERANCE, cue_frame, finish_segments, window_bounds
+from bench.modalities.video.tutorialvqa import EVENTS, TutorialVQA
+
+MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "mirror"
+TVQA_DIR = MIRROR / "tutorialvqa"
+MEDVID_DIR = MIRROR / "medvidqa"
+need_tvqa = pytest.mark.skipif(not (TVQA_DIR / EVENTS).exists(), reason=f"TutorialVQA mirror absent at {TVQA_DIR}")
+need_medvid = pytest.mark.skipif(not (MEDVID_DIR / CSV).exists(), reason=f"MedVidQA mirror absent at {MEDVID_DIR}")
+
+SPEC_KEYS = ["query_id", "modality", "question", "answer", "answer_format", "gold", "scope", "as_of",
+             "unanswerable", "origin", "split"]
+
+
+def synthetic(cues: list[tuple[float, float, str]], source_id: str = "tutorialvqa:1") -> pd.DataFrame:
+    raw = [{"source_id": source_id, "cue_index": i, "t_start": a, "t_end": b, "text": t} for i, (a, b, t) in enumerate(cues)]
+    placed, _ = cue_frame(raw)
+    return finish_segments(placed, "tutorialvqa", "owner", {source_id: pd.Timestamp("2016-01-01", tz="UTC")})
+
+
+@pytest.fixture(scope="module")
+def tvqa_segments() -> pd.DataFrame:
+    if not (TVQA_DIR / EVENTS).exists():
+        pytest.skip(f"TutorialVQA mirror absent at {TVQA_DIR}")
+    return TutorialVQA().extract({EVENTS: TVQA_DIR / EVENTS})
+
+
+@pytest.fixture(scope="module")
+def medvid_segments() -> pd.DataFrame:
+    if not (MEDVID_DIR / CSV).exists():
+        pytest.skip(f"MedVidQA mirror absent at {MEDVID_DIR}")
+    return MedVidQA().extract({CSV: MEDVID_DIR / CSV})
+
+
+# -- registration -------------------------------------------------------------
+
+
+def test_registered():
+    assert modalities()["video"] is not None
+    assert {"tutorialvqa", "medvidqa"} <= set(datasets())
+    assert MODALITY.strategies == ("cue", "window")
+    assert all(ds.modality == "video" and ds.annotation_is_human for ds in DATASETS)
+
+
+# -- region shape -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "region",
+    [
+        None,
+        [0, 1],
+        {},
+        {"t_start": 1.0},
+        {"t_end": 2.0},
+        {"t_start": 1.0, "t_end": 2.0, "page": 1},
+        {"start": 1.0, "end": 2.0},
+        {"t_start": "1", "t_end": 2.0},
+        {"t_start": 1.0, "t_end": None},
+        {"t_start": True, "t_end": 2.0},
+        {"t_start": float("nan"), "t_end": 2.0},
+        {"t_start": 1.0, "t_end": float("inf")},
+        {"t_start": -float("inf"), "t_end": 2.0},
+        {"t_start": -0.5, "t_end": 2.0},
+        {"t_start": 2.0, "t_end": 2.0},
+        {"t_start": 3.0, "t_end": 2.0},
+    ],
+)
+def test_bad_region_shapes_rejected(region):
+    assert MODALITY.check_region_shape(region) is not None
+
+
+@pytest.mark.parametrize("region", [{"t_start": 0, "t_end": 5}, {"t_start": 0.0, "t_end": 0.5}, {"t_start": 1, "t_end": 2.5}])
+def test_good_region_shapes_accepted(region):
+    assert MODALITY.check_region_shape(region) is None
+
+
+def test_messages_are_one_line():
+    for region in ({"t_start": 3.0, "t_end": 2.0}, {"t_start": float("nan"), "t_end": 1.0}, {"x": 1}):
+        problem = MODALITY.check_region_shape(region)
+        assert problem and "\n" not in problem
+
+
+# -- region against the real corpus ------------------------------------------
+
+
+def test_region_in_real_tutorialvqa(tvqa_segments):
+    seg = tvqa_segments[tvqa_segments["source_id"] == "tutorialvqa:14643"]
+    end = float(seg["t_end"].max())
+    assert MODALITY.check_region_in_corpus({"t_start": 186.45, "t_end": 202.41}, seg) is None
+    assert MODALITY.check_region_in_corpus({"t_start": 10.0, "t_end": end + DURATION_TOLERANCE}, seg) is None
+    beyond = MODALITY.check_region_in_corpus({"t_start": 10.0, "t_end": end + DURATION_TOLERANCE + 0.5}, seg)
+    assert beyond is not None and "beyond" in beyond
+    assert MODALITY.check_region_in_corpus({"t_start": end, "t_end": end + 1.0}, seg) is not None
+    assert MODALITY.check_region_in_corpus({"t_start": 0.0, "t_end": 1.0}, seg.iloc[0:0]) is not None
+
+
+def test_region_in_real_medvidqa(medvid_segments):
+    seg = medvid_segments[medvid_segments["source_id"] == "medvidqa:Y9-54bnvPGg"]
+    end = float(seg["t_end"].max())
+    assert end == pytest.approx(32.99)
+    # the one gold window that ends 1.01 s after the last caption is within the tolerance
+    assert MODALITY.check_region_in_corpus({"t_start": 6.0, "t_end": 34.0}, seg) is None
+    assert MODALITY.check_region_in_corpus({"t_start": 6.0, "t_end": 36.0}, seg) is not None
+
+
+# -- overlap edges ------------------------------------------------------------
+
+
+def atoms_of(spans: list[tuple[float, float]]) -> pd.DataFrame:
+    return pd.DataFrame({"t_start": [a for a, _ in spans], "t_end": [b for _, b in spans]}, dtype="float64")
+
+
+def test_touching_intervals_do_not_overlap():
+    atoms = atoms_of([(0.0, 5.0), (10.0, 15.0), (4.999, 5.001)])
+    mask = MODALITY.overlap({"t_start": 5.0, "t_end": 10.0}, atoms, None)
+    assert mask.tolist() == [False, False, True]
+
+
+def test_zero_length_atom():
+    atoms = atoms_of([(7.0, 7.0), (5.0, 5.0), (10.0, 10.0), (4.0, 4.0), (11.0, 11.0)])
+    mask = MODALITY.overlap({"t_start": 5.0, "t_end": 10.0}, atoms, None)
+    # inside and at the start: yes; at the (excluded) end and outside: no
+    assert mask.tolist() == [True, True, False, False, False]
+
+
+def test_containment_both_ways():
+    atoms = atoms_of([(0.0, 100.0), (6.0, 7.0), (9.0, 12.0)])
+    assert MODALITY.overlap({"t_start": 5, "t_end": 10}, atoms, None).all()
+
+
+# -- chunkers -----------------------------------------------------------------
+
+
+CUES = [(1.0, 4.0, "a"), (3.5, 9.0, "b"), (9.0, 9.0, "c"), (12.0, 20.0, "d"), (2.0, 3.0, "e")]
+
+
+def test_cue_chunker_sorted_by_start():
+    atoms = MODALITY.chunk(synthetic(CUES), "cue", {})
+    assert atoms["text"].tolist() == ["a", "e", "b", "c", "d"]
+    assert atoms["atom_id"].tolist() == [f"tutorialvqa:1#c{i}" for i in range(5)]
+    assert atoms["extent"].iloc[0] == '{"t_end":4.0,"t_start":1.0}'
+
+
+def test_window_chunker_covers_the_video():
+    seg = synthetic(CUES)
+    atoms = MODALITY.chunk(seg, "window", {"window_seconds": 6, "overlap_seconds": 2})
+    starts, ends = atoms["t_start"].to_numpy(), atoms["t_end"].to_numpy()
+    assert starts[0] == 0.0 and ends[-1] == 20.0
+    assert (starts[1:] < ends[:-1]).all()  # consecutive windows overlap: no gap
+    assert atoms["text"].tolist() == ["a\ne\nb", "b\nc", "b\nc\nd", "d", "d"]
+    assert set("\n".join(atoms["text"]).split("\n")) == {"a", "b", "c", "d", "e"}
+
+
+def test_window_chunker_options_checked():
+    seg = synthetic(CUES)
+    for bad in ({}, {"window_seconds": 5}, {"window_seconds": 5, "overlap_seconds": 5},
+                {"window_seconds": 0, "overlap_seconds": 0}, {"window_seconds": math.nan, "overlap_seconds": 0}):
+        with pytest.raises(ValueError):
+            MODALITY.chunk(seg, "window", bad)
+    with pytest.raises(ValueError):
+        MODALITY.chunk(seg, "scene", {})
+    assert window_bounds(0.0, 10, 0) == []
+
+
+def test_empty_segments_give_empty_atoms():
+    empty = synthetic([])
+    for strategy, opts in (("cue", {}), ("window", {"window_seconds": 10, "overlap_seconds": 0})):
+        atoms = MODALITY.chunk(empty, strategy, opts)
+        assert atoms.empty and list(atoms.columns)[:8] == [
+            "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent"]
+
+
+def test_unplaceable_cues_dropped_and_counted():
+    raw = [{"source_id": "s", "cue_index": i, "t_start": a, "t_end": b, "text": "x"}
+           for i, (a, b) in enumerate([("1.0", "2.0"), (None, "3"), ("4", None), ("5", "4"), ("-1", "2"), ("nan", "1")])]
+    placed, dropped = cue_frame(raw)
+    assert len(placed) == 1
+    assert dropped == {"missing_time": 3, "negative_time": 1, "inverted_time": 1}
+
+
+def test_round_trip_exact_atom_found():
+    seg = synthetic([(10.0, 20.0, "gold cue"), (20.0, 30.0, "after"), (0.0, 10.0, "before")])
+    region = {"t_start": 10.0, "t_end": 20.0}
+    cue = MODALITY.chunk(seg, "cue", {})
+    assert cue.loc[MODALITY.overlap(region, cue, seg), "text"].tolist() == ["gold cue"]
+    win = MODALITY.chunk(seg, "window", {"window_seconds": 10, "overlap_seconds": 0})
+    hit = win[MODALITY.overlap(region, win, seg)]
+    assert hit["atom_id"].tolist() == ["tutorialvqa:1#w1"]
+    assert (hit["t_start"].iloc[0], hit["t_end"].iloc[0]) == (10.0, 20.0)
+
+
+def test_round_trip_real_gold_windows(tvqa_segments):
+    entries = TutorialVQA().import_set(TVQA_DIR).entries
+    for strategy, opts in (("cue", {}), ("window", {"window_seconds": 30, "overlap_seconds": 10})):
+        atoms = MODALITY.chunk(tvqa_segments, strategy, opts)
+        by_source = dict(tuple(atoms.groupby("source_id")))
+        for e in entries[:300]:
+            for g in e["gold"]:
+                assert MODALITY.overlap(g["region"], by_source[g["source_id"]], None).any()
+
+
+# -- TutorialVQA on the real mirror -------------------------------------------
+
+
+def check_entry_shape(e: dict, key: str) -> None:
+    assert list(e) == SPEC_KEYS
+    assert e["query_id"].startswith(f"{key}:") and e["modality"] == "video"
+    assert e["answer"] is None and e["answer_format"] == "none" and e["unanswerable"] is False
+    assert e["split"] in {"dev", "test"} and e["gold"]
+    assert e["scope"] == {"holder": "owner", "session": None, "scenario": "video-qa"}
+    assert pd.Timestamp(e["as_of"]).tzinfo is not None
+    for g in e["gold"]:
+        assert g["source_id"].startswith(f"{key}:")
+        assert MODALITY.check_region_shape(g["region"]) is None
+        assert all(isinstance(v, float) for v in g["region"].values())
+
+
+@need_tvqa
+def test_tutorialvqa_import_real():
+    ds = TutorialVQA()
+    first, second = ds.import_set(TVQA_DIR), ds.import_set(TVQA_DIR)
+    assert first.entries == second.entries and first.excluded == second.excluded and first.notes == second.notes
+    entries = first.entries
+    assert first.notes["upstream_rows"] == 6197
+    assert first.notes["exact_duplicate_rows_dropped"] == 123
+    assert first.notes["exact_duplicate_rows_dropped"] + first.notes["trimmed_question_duplicate_rows_dropped"] == 166
+    assert first.notes["video_question_pairs"] == 6007
+    assert first.notes["pairs_with_several_gold_windows"] == 24
+    assert first.notes["gold_windows_ending_after_last_cue"] == 0
+    assert first.notes["dropped_cues"] == {"missing_time": 13, "negative_time": 0, "inverted_time": 2}
+    assert len(entries) == 6005 and len(entries) + len(first.excluded) == 6007
+    assert Counter(x["reason"] for x in first.excluded) == {"row in none of the upstream train/dev/test files": 2}
+    assert len({e["query_id"] for e in entries}) == len(entries)
+    splits = Counter(e["split"] for e in entries)
+    assert splits == {"dev": 4775, "test": 1230}
+    for e in entries:
+        check_entry_shape(e, "tutorialvqa")
+        assert pd.Timestamp(e["as_of"]) > pd.Timestamp("2017-07-28T12:49:48Z")
+
+
+@need_tvqa
+def test_tutorialvqa_extract_real(tvqa_segments):
+    seg = tvqa_segments
+    assert len(seg) == 3664 - 15 and seg["source_id"].nunique() == 76
+    assert seg.attrs["dropped_cues"]["missing_time"] == 13
+    v4255 = seg[seg["source_id"] == "tutorialvqa:4255"]
+    assert len(v4255) == 186 - 13 - 1
+    assert seg.groupby("source_id")["t_start"].apply(lambda s: s.is_monotonic_increasing).all()
+    assert str(seg["observed_at"].dtype).startswith("datetime64") and str(seg["observed_at"].dt.tz) == "UTC"
+    assert seg["observed_at"].min() == pd.Timestamp("2015-06-23T06:37:44Z")
+    cf = TutorialVQA().corpus_files(TVQA_DIR)
+    assert len(cf) == 76 and {c.path for c in cf} == {EVENTS} and cf[0].sha256
+    assert TutorialVQA().file_of("tutorialvqa:4255") == EVENTS and TutorialVQA().file_of("medvidqa:x") is None
+
+
+# -- MedVidQA on the real mirror ----------------------------------------------
+
+
+@need_medvid
+def test_medvidqa_track_parser_matches_literal_eval():
+    rows, _ = read_rows(MEDVID_DIR / CSV)
+    checked = failed = 0
+    for track in rows["subtitle_timestamps"]:
+        try:
+            d = ast.literal_eval(track)
+        except (ValueError, SyntaxError):
+            failed += 1
+            assert parse_track(track)
+            continue
+        ref = [(float(k.strip("()").split(",")[0]), float(k.strip("()").split(",")[1]), v.strip()) for k, v in d.items()]
+        assert parse_track(track) == ref
+        checked += 1
+    assert failed == 19 and checked == 126
+
+
+@need_medvid
+def test_medvidqa_import_real():
+    ds = MedVidQA()
+    first, second = ds.import_set(MEDVID_DIR), ds.import_set(MEDVID_DIR)
+    assert first.entries == second.entries and first.excluded == second.excluded and first.notes == second.notes
+    entries = first.entries
+    assert first.notes["upstream_rows"] == 145 and first.notes["exact_duplicate_rows_dropped"] == 0
+    assert first.notes["gold_windows_ending_after_last_cue"] == 1
+    assert len(entries) == 144
+    assert first.excluded == [{"item": "row:94", "reason": "video_id '#NAME?' is not a YouTube id"}]
+    assert entries[0]["query_id"] == "medvidqa:0" and entries[0]["gold"][0]["region"] == {"t_start": 7.0, "t_end": 73.0}
+    assert len({e["query_id"] for e in entries}) == len(entries)
+    for e in entries:
+        check_entry_shape(e, "medvidqa")
+    # grouped split: a video never feeds both splits
+    by_video: dict[str, set[str]] = {}
+    for e in entries:
+        by_video.setdefault(e["gold"][0]["source_id"], set()).add(e["split"])
+    assert all(len(s) == 1 for s in by_video.values())
+    assert Counter(e["split"] for e in entries) == {"dev": 96, "test": 48}
+
+
+@need_medvid
+def test_medvidqa_extract_real(medvid_segments):
+    seg = medvid_segments
+    assert seg["source_id"].nunique() == 47 and len(seg) == 7561
+    assert seg.attrs["videos_with_bad_id"] == 1
+    assert seg.groupby("source_id")["t_start"].apply(lambda s: s.is_monotonic_increasing).all()
+    assert np.isfinite(seg[["t_start", "t_end"]].to_numpy()).all()
+    assert (seg["t_end"] >= seg["t_start"]).all()
+    cf = MedVidQA().corpus_files(MEDVID_DIR)
+    assert len(cf) == 47 and {c.path for c in cf} == {CSV}

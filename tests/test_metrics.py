@@ -1,0 +1,457 @@
+"""Tests for bench.metrics: hand-computed cases, independent oracles, properties."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.metrics import aggregate, metric_keys, per_query
+
+T0 = pd.Timestamp("2024-01-01", tz="UTC")
+LATER = pd.Timestamp("2025-01-01", tz="UTC")
+K = 3
+STRONG = 0.8
+LOG3 = math.log2(3)
+
+
+# --------------------------------------------------------------------------- fixture
+
+
+def _entries(rows: list[tuple]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=["query_id", "modality", "unanswerable", "holder", "n_regions"])
+    return df.assign(as_of=T0)
+
+
+def _run(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["query_id", "atom_id", "rank", "score"])
+
+
+def _gold(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["query_id", "gold_idx", "atom_id"])
+
+
+@pytest.fixture()
+def case() -> dict:
+    """Nine entries covering every edge case; k = 3, strong_score = 0.8."""
+    atoms = pd.DataFrame(
+        {
+            "atom_id": [f"a{i}" for i in range(1, 9)],
+            "holder": ["owner"] * 7 + ["other"],
+            "observed_at": [T0 - pd.Timedelta(days=1)] * 6 + [LATER, T0],
+        }
+    )
+    entries = _entries(
+        [
+            ("q1", "pdf", False, "owner", 2),  # partial hit, first hit at rank 2
+            ("q2", "pdf", False, "owner", 3),  # a6 overlaps 2 regions; region 2 has no atom; a7 future leak
+            ("q3", "pdf", True, "owner", 0),  # unanswerable, strong evidence; foreign atom below k
+            ("q4", "image", True, "owner", 0),  # unanswerable, weak evidence; foreign atom in top-k
+            ("q5", "image", False, "owner", 1),  # absent from run
+            ("q6", "image", False, "owner", 1),  # failed (its run rows must be ignored)
+            ("q7", "conversation", False, "owner", 1),  # answerable, no resolvable region
+            ("q8", "conversation", True, "owner", 0),  # unanswerable + failed
+            ("q9", "code", False, "owner", 1),  # first hit below k
+        ]
+    )
+    run = _run(
+        [
+            ("q1", "a4", 1, 0.9), ("q1", "a2", 2, 0.8), ("q1", "a5", 3, 0.7), ("q1", "a1", 4, 0.6),
+            ("q2", "a6", 1, 0.9), ("q2", "a7", 2, 0.5),
+            ("q3", "a4", 1, 0.9), ("q3", "a1", 2, 0.3), ("q3", "a2", 3, 0.2), ("q3", "a3", 4, 0.1),
+            ("q3", "a8", 5, 0.05),
+            ("q4", "a4", 1, 0.5), ("q4", "a8", 2, 0.4),
+            ("q6", "a1", 1, 0.99),
+            ("q7", "a1", 1, 0.9),
+            ("q9", "a4", 1, 0.9), ("q9", "a5", 2, 0.8), ("q9", "a2", 3, 0.7), ("q9", "a3", 4, 0.6),
+            ("zz", "a1", 1, 0.9),  # not an evaluated entry: ignored
+        ]
+    )
+    gold = _gold(
+        [
+            ("q1", 0, "a1"), ("q1", 1, "a2"), ("q1", 1, "a3"),
+            ("q2", 0, "a6"), ("q2", 1, "a6"),
+            ("q5", 0, "a1"),
+            ("q6", 0, "a1"),
+            ("q9", 0, "a3"),
+            ("zz", 0, "a1"),  # not an evaluated entry: ignored
+        ]
+    )
+    latency = pd.DataFrame(
+        {
+            "query_id": ["q1", "q2", "q3", "q4", "q6", "q9", "zz"],
+            "latency_ms": [100.0, 200.0, 300.0, 50.0, 999.0, 10.0, 1.0],
+        }
+    )
+    return {"entries": entries, "run": run, "gold": gold, "atoms": atoms, "latency": latency, "failed": {"q6", "q8"}}
+
+
+def _pq(c: dict, **kw) -> pd.DataFrame:
+    kw.setdefault("failed", c["failed"])
+    return per_query(c["entries"], c["run"], c["gold"], c["atoms"], k=K, strong_score=STRONG, **kw)
+
+
+def _row(df: pd.DataFrame, qid: str) -> pd.Series:
+    return df.set_index("query_id").loc[qid]
+
+
+# --------------------------------------------------------------------------- per-query, by hand
+
+
+def test_partial_hit(case: dict) -> None:
+    r = _row(_pq(case), "q1")
+    assert r["recall@3"] == pytest.approx(0.5)  # region 1 via a2; region 0 (a1) only at rank 4
+    assert r["atom_recall@3"] == pytest.approx(1 / 3)
+    assert r["mrr"] == pytest.approx(0.5)
+    assert r["ndcg@3"] == pytest.approx((1 / LOG3) / (1 + 1 / LOG3 + 0.5))
+    assert (r["first_hit_rank"], r["n_returned"], r["n_gold_atoms"]) == (2, 4, 3)
+    assert (r["temporal_ok"], r["holder_ok"]) == (1.0, 1.0)
+    assert math.isnan(r["false_recall"])
+
+
+def test_duplicate_overlap_empty_region_and_temporal_leak(case: dict) -> None:
+    r = _row(_pq(case), "q2")
+    assert r["recall@3"] == pytest.approx(2 / 3)  # a6 covers regions 0 and 1; region 2 has no atom
+    assert r["atom_recall@3"] == 1.0
+    assert r["mrr"] == 1.0
+    assert r["ndcg@3"] == pytest.approx(1.0)
+    assert r["n_gold_atoms"] == 1
+    assert r["temporal_ok"] == 0.0  # a7 observed after as_of
+    assert r["holder_ok"] == 1.0
+
+
+def test_unanswerable(case: dict) -> None:
+    df = _pq(case)
+    q3, q4 = _row(df, "q3"), _row(df, "q4")
+    for r in (q3, q4):
+        assert all(math.isnan(r[c]) for c in ["recall@3", "atom_recall@3", "mrr", "ndcg@3"])
+    assert q3["false_recall"] == 1.0
+    assert q4["false_recall"] == 0.0
+    assert q3["holder_ok"] == 1.0  # foreign a8 is at rank 5 > k
+    assert q4["holder_ok"] == 0.0  # foreign a8 is at rank 2 <= k
+
+
+def test_false_recall_threshold_is_inclusive_and_whole_list() -> None:
+    entries = _entries([("u", "pdf", True, "h", 0)])
+    atoms = pd.DataFrame({"atom_id": ["a", "b"], "holder": "h", "observed_at": T0})
+    run = _run([("u", "a", 1, 0.1), ("u", "b", 50, 0.8)])  # strong atom far below k
+    out = per_query(entries, run, _gold([]), atoms, k=3, strong_score=0.8)
+    assert out.loc[0, "false_recall"] == 1.0
+    out = per_query(entries, run, _gold([]), atoms, k=3, strong_score=0.80001)
+    assert out.loc[0, "false_recall"] == 0.0
+
+
+def test_absent_from_run(case: dict) -> None:
+    r = _row(_pq(case), "q5")
+    assert [r[c] for c in ["recall@3", "atom_recall@3", "mrr", "ndcg@3"]] == [0.0] * 4
+    assert (r["temporal_ok"], r["holder_ok"], r["n_returned"]) == (1.0, 1.0, 0)
+    assert math.isnan(r["first_hit_rank"]) and not r["failed"]
+
+
+def test_failed_is_nan_and_ignores_run_rows(case: dict) -> None:
+    df = _pq(case)
+    r = _row(df, "q6")
+    assert r["failed"] and r["n_returned"] == 0
+    assert all(math.isnan(r[c]) for c in metric_keys(K).values())
+    assert _row(df, "q8")["failed"]
+
+
+def test_answerable_without_resolvable_region(case: dict) -> None:
+    r = _row(_pq(case), "q7")
+    assert [r[c] for c in ["recall@3", "atom_recall@3", "mrr", "ndcg@3"]] == [0.0] * 4
+    assert r["n_gold_atoms"] == 0
+
+
+def test_mrr_uses_whole_list(case: dict) -> None:
+    r = _row(_pq(case), "q9")
+    assert r["mrr"] == pytest.approx(0.25)
+    assert r["recall@3"] == 0.0 and r["atom_recall@3"] == 0.0 and r["ndcg@3"] == 0.0
+
+
+def test_rank_column_is_authoritative() -> None:
+    entries = _entries([("q", "pdf", False, "h", 1)])
+    atoms = pd.DataFrame({"atom_id": ["a", "b", "c"], "holder": "h", "observed_at": T0})
+    # equal scores, rows out of order: only `rank` decides
+    run = _run([("q", "c", 3, 0.5), ("q", "a", 1, 0.5), ("q", "b", 2, 0.5)])
+    out = per_query(entries, run, _gold([("q", 0, "b")]), atoms, k=10, strong_score=1.0)
+    assert out.loc[0, "mrr"] == 0.5
+    assert out.loc[0, "ndcg@10"] == pytest.approx(1 / LOG3)
+
+
+def test_output_is_one_row_per_entry_sorted(case: dict) -> None:
+    df = _pq(case)
+    assert list(df["query_id"]) == [f"q{i}" for i in range(1, 10)]
+    assert df["failed"].tolist() == [q in {"q6", "q8"} for q in df["query_id"]]
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda c: c["entries"].__setitem__("query_id", ["q1"] * 9), "unique"),
+        (lambda c: c.__setitem__("gold", _gold([("q3", 0, "a1")])), "unanswerable"),
+        (lambda c: c.__setitem__("run", _run([("q1", "zz", 1, 1.0)])), "missing"),
+        (lambda c: c.__setitem__("run", _run([("q1", "a1", 1, 1.0), ("q1", "a2", 1, 0.5)])), "rank"),
+        (lambda c: c.__setitem__("gold", _gold([("q5", 0, "a1"), ("q5", 1, "a2")])), "n_regions"),
+    ],
+)
+def test_invalid_inputs_raise(case: dict, mutate, message: str) -> None:
+    mutate(case)
+    with pytest.raises(ValueError, match=message):
+        _pq(case)
+
+
+# --------------------------------------------------------------------------- aggregation
+
+
+def _cell(value, n: int, d: int) -> dict:
+    return {"value": value, "n": n, "denominator": d}
+
+
+def _assert_cell(got: dict, value, n: int, d: int) -> None:
+    assert (got["n"], got["denominator"]) == (n, d)
+    if value is None:
+        assert got["value"] is None
+    else:
+        assert type(got["value"]) is float and got["value"] == pytest.approx(value)
+
+
+def test_aggregate_shape_and_values(case: dict) -> None:
+    rep = aggregate(_pq(case), case["latency"], failed=case["failed"])
+    assert list(rep) == ["by_modality", "overall"]
+    assert list(rep["by_modality"]) == ["code", "conversation", "image", "pdf"]
+    expected_keys = [
+        "recall@3", "atom_recall@3", "mrr", "ndcg@3", "false_recall",
+        "temporal_correctness", "holder_correctness", "latency_p50_ms", "latency_p95_ms",
+    ]
+    for group in [*rep["by_modality"].values(), rep["overall"]]:
+        assert list(group) == expected_keys
+    json.dumps(rep, allow_nan=False)
+
+    pdf, image = rep["by_modality"]["pdf"], rep["by_modality"]["image"]
+    conv, code = rep["by_modality"]["conversation"], rep["by_modality"]["code"]
+    _assert_cell(pdf["recall@3"], (0.5 + 2 / 3) / 2, 2, 2)
+    _assert_cell(pdf["false_recall"], 1.0, 1, 1)
+    _assert_cell(pdf["temporal_correctness"], 2 / 3, 3, 3)
+    _assert_cell(pdf["holder_correctness"], 1.0, 3, 3)
+    _assert_cell(pdf["latency_p50_ms"], 200.0, 3, 3)
+    _assert_cell(pdf["latency_p95_ms"], 290.0, 3, 3)
+
+    _assert_cell(image["recall@3"], 0.0, 1, 2)  # failed q6 stays in the denominator
+    _assert_cell(image["false_recall"], 0.0, 1, 1)
+    _assert_cell(image["temporal_correctness"], 2 / 3, 2, 3)  # failed -> 0
+    _assert_cell(image["holder_correctness"], 1 / 3, 2, 3)
+    _assert_cell(image["latency_p50_ms"], 50.0, 1, 3)  # failed q6's latency excluded
+
+    _assert_cell(conv["false_recall"], 0.0, 0, 1)  # failed unanswerable contributes 0
+    _assert_cell(conv["latency_p95_ms"], None, 0, 2)
+    _assert_cell(code["false_recall"], None, 0, 0)  # no unanswerable entry
+    _assert_cell(code["mrr"], 0.25, 1, 1)
+
+    ov = rep["overall"]
+    _assert_cell(ov["recall@3"], (0.5 + 2 / 3) / 6, 5, 6)
+    _assert_cell(ov["atom_recall@3"], (1 / 3 + 1) / 6, 5, 6)
+    _assert_cell(ov["mrr"], (0.5 + 1 + 0.25) / 6, 5, 6)
+    ndcg_q1 = (1 / LOG3) / (1 + 1 / LOG3 + 0.5)
+    _assert_cell(ov["ndcg@3"], (ndcg_q1 + 1) / 6, 5, 6)
+    _assert_cell(ov["false_recall"], 1 / 3, 2, 3)
+    _assert_cell(ov["temporal_correctness"], 6 / 9, 7, 9)
+    _assert_cell(ov["holder_correctness"], 6 / 9, 7, 9)
+    _assert_cell(ov["latency_p50_ms"], 100.0, 5, 9)
+    _assert_cell(ov["latency_p95_ms"], 280.0, 5, 9)
+
+
+def test_failed_only_given_to_aggregate_is_equivalent(case: dict) -> None:
+    want = aggregate(_pq(case), case["latency"], failed=case["failed"])
+    got = aggregate(_pq(case, failed=None), case["latency"], failed=pd.Series(sorted(case["failed"])))
+    assert got == want
+
+
+def test_default_k_keys_and_no_latency() -> None:
+    entries = _entries([("q", "pdf", False, "h", 1)])
+    atoms = pd.DataFrame({"atom_id": ["a"], "holder": "h", "observed_at": T0})
+    df = per_query(entries, _run([("q", "a", 1, 1.0)]), _gold([("q", 0, "a")]), atoms, strong_score=0.5)
+    rep = aggregate(df, None)
+    assert list(rep["overall"])[:4] == ["recall@10", "atom_recall@10", "mrr", "ndcg@10"]
+    assert rep["overall"]["recall@10"] == _cell(1.0, 1, 1)
+    assert rep["overall"]["latency_p50_ms"] == _cell(None, 0, 1)
+
+
+def test_empty_inputs() -> None:
+    entries = _entries([("q", "pdf", False, "h", 2), ("u", "pdf", True, "h", 0)])
+    atoms = pd.DataFrame({"atom_id": pd.Series([], dtype=str), "holder": pd.Series([], dtype=str),
+                          "observed_at": pd.Series([], dtype="datetime64[ns, UTC]")})
+    df = per_query(entries, _run([]), _gold([]), atoms, strong_score=0.5)
+    rep = aggregate(df, pd.DataFrame({"query_id": [], "latency_ms": []}))
+    assert rep["overall"]["recall@10"] == _cell(0.0, 1, 1)
+    assert rep["overall"]["false_recall"] == _cell(0.0, 1, 1)
+    assert rep["overall"]["temporal_correctness"] == _cell(1.0, 2, 2)
+
+
+# --------------------------------------------------------------------------- independent oracles
+
+
+def _oracle_data(n_queries: int = 300, depth: int = 100, pool: int = 150, seed: int = 7):
+    rng = np.random.default_rng(seed)
+    run_rows, gold_rows, entry_rows = [], [], []
+    for i in range(n_queries):
+        qid = f"q{i:03d}"
+        cand = [f"{qid}_d{j}" for j in rng.permutation(pool)]
+        kind = rng.random()
+        if kind < 0.1:  # unanswerable
+            entry_rows.append((qid, "pdf", True, "h", 0))
+        elif kind < 0.15:  # answerable but no region resolves to an atom
+            entry_rows.append((qid, "pdf", False, "h", 1))
+        else:
+            rel = rng.choice(pool, size=int(rng.integers(1, 6)), replace=False)  # some beyond depth
+            entry_rows.append((qid, "pdf", False, "h", len(rel)))
+            gold_rows += [(qid, g, cand[j]) for g, j in enumerate(rel)]
+        scores = np.sort(rng.uniform(0, 1, depth))[::-1] + np.arange(depth, 0, -1)  # strictly decreasing
+        run_rows += [(qid, cand[r], r + 1, float(scores[r])) for r in range(depth)]
+    run, gold = _run(run_rows), _gold(gold_rows)
+    atoms = pd.DataFrame({"atom_id": run["atom_id"], "holder": "h", "observed_at": T0})
+    return _entries(entry_rows), run, gold, atoms
+
+
+@pytest.fixture(scope="module")
+def oracle_case():
+    entries, run, gold, atoms = _oracle_data()
+    ours = per_query(entries, run, gold, atoms, k=10, strong_score=1e9).set_index("query_id")
+    qrels = {q: {a: 1 for a in g["atom_id"]} for q, g in gold.groupby("query_id")}
+    run_d = {q: dict(zip(g["atom_id"], g["score"])) for q, g in run.groupby("query_id") if q in qrels}
+    assert len(qrels) > 200 and sum(len(v) for v in qrels.values()) > 500
+    return ours, qrels, run_d
+
+
+def test_oracle_pytrec_eval(oracle_case) -> None:
+    import pytrec_eval
+
+    ours, qrels, run_d = oracle_case
+    res = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "ndcg_cut.10", "recall.10"}).evaluate(run_d)
+    assert set(res) == set(qrels)
+    for q, m in res.items():
+        assert ours.loc[q, "mrr"] == pytest.approx(m["recip_rank"], abs=1e-9)
+        assert ours.loc[q, "ndcg@10"] == pytest.approx(m["ndcg_cut_10"], abs=1e-9)
+        assert ours.loc[q, "atom_recall@10"] == pytest.approx(m["recall_10"], abs=1e-9)
+        assert ours.loc[q, "recall@10"] == pytest.approx(m["recall_10"], abs=1e-9)  # 1 region per atom here
+
+
+def test_oracle_ir_measures(oracle_case) -> None:
+    import ir_measures
+    from ir_measures import RR, nDCG
+
+    ours, qrels, run_d = oracle_case
+    seen = 0
+    for m in ir_measures.iter_calc([RR, nDCG @ 10], qrels, run_d):
+        col = "mrr" if m.measure == RR else "ndcg@10"
+        assert ours.loc[m.query_id, col] == pytest.approx(m.value, abs=1e-9)
+        seen += 1
+    assert seen == 2 * len(qrels)
+
+
+def test_oracle_ranx(oracle_case) -> None:
+    import warnings
+
+    ours, qrels, run_d = oracle_case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from ranx import Qrels, Run, evaluate
+
+        run = Run(run_d)
+        evaluate(Qrels(qrels), run, ["mrr", "ndcg@10"])
+    for metric, col in (("mrr", "mrr"), ("ndcg@10", "ndcg@10")):
+        theirs = run.scores[metric]
+        assert set(theirs) == set(qrels)
+        for q, v in theirs.items():
+            assert ours.loc[q, col] == pytest.approx(float(v), abs=1e-9)
+
+
+def test_oracle_gold_region_order_irrelevant_for_ranking_metrics(oracle_case) -> None:
+    ours, qrels, _ = oracle_case
+    answerable = ours.loc[~ours["unanswerable"]]
+    empty = answerable.loc[answerable["n_gold_atoms"] == 0]
+    assert len(empty) > 0 and (empty[["mrr", "ndcg@10", "atom_recall@10", "recall@10"]] == 0).all().all()
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@st.composite
+def scenarios(draw) -> dict:
+    n_atoms = draw(st.integers(1, 8))
+    atom_ids = [f"a{i}" for i in range(n_atoms)]
+    atoms = pd.DataFrame(
+        {
+            "atom_id": atom_ids,
+            "holder": draw(st.lists(st.sampled_from(["h1", "h2"]), min_size=n_atoms, max_size=n_atoms)),
+            "observed_at": [T0 + pd.Timedelta(days=d) for d in draw(
+                st.lists(st.integers(0, 4), min_size=n_atoms, max_size=n_atoms))],
+        }
+    )
+    entries, run, gold = [], [], []
+    qids = [f"q{i}" for i in range(draw(st.integers(1, 6)))]
+    for qid in qids:
+        unans = draw(st.booleans())
+        n_regions = 0 if unans else draw(st.integers(0, 4))
+        entries.append({
+            "query_id": qid, "modality": draw(st.sampled_from(["pdf", "image", "code"])),
+            "unanswerable": unans, "holder": draw(st.sampled_from(["h1", "h2"])),
+            "n_regions": n_regions, "as_of": T0 + pd.Timedelta(days=draw(st.integers(0, 4))),
+        })
+        for g in range(n_regions):
+            for a in draw(st.lists(st.sampled_from(atom_ids), max_size=3, unique=True)):
+                gold.append((qid, g, a))
+        returned = draw(st.permutations(atom_ids))[: draw(st.integers(0, n_atoms))]
+        scores = sorted(draw(st.lists(st.floats(0, 1), min_size=len(returned), max_size=len(returned))),
+                        reverse=True)
+        run += [(qid, a, r + 1, s) for r, (a, s) in enumerate(zip(returned, scores))]
+    timed = draw(st.lists(st.sampled_from(qids), unique=True))
+    return {
+        "entries": pd.DataFrame(entries), "run": _run(run), "gold": _gold(gold), "atoms": atoms,
+        "latency": pd.DataFrame({"query_id": timed, "latency_ms": [float(draw(st.integers(1, 1000))) for _ in timed]}),
+        "failed": draw(st.sets(st.sampled_from(qids))),
+        "k": draw(st.integers(1, 5)), "strong": draw(st.floats(0, 1)), "seed": draw(st.integers(0, 2**31)),
+    }
+
+
+def _evaluate(s: dict, frames: dict, failed) -> tuple[pd.DataFrame, dict]:
+    df = per_query(frames["entries"], frames["run"], frames["gold"], frames["atoms"],
+                   k=s["k"], strong_score=s["strong"], failed=failed)
+    return df, aggregate(df, frames["latency"], failed=failed)
+
+
+FRAMES = ("entries", "run", "gold", "atoms", "latency")
+PROPS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@settings(max_examples=40, **PROPS)
+@given(scenarios())
+def test_metrics_in_unit_interval_and_n_le_denominator(s: dict) -> None:
+    df, rep = _evaluate(s, {f: s[f] for f in FRAMES}, s["failed"])
+    for col in metric_keys(s["k"]).values():
+        vals = df[col].dropna()
+        assert ((vals >= 0) & (vals <= 1)).all(), col
+    for group in [*rep["by_modality"].values(), rep["overall"]]:
+        for name, cell in group.items():
+            assert 0 <= cell["n"] <= cell["denominator"]
+            if cell["denominator"] == 0:
+                assert cell["value"] is None
+            if cell["value"] is not None and not name.startswith("latency"):
+                assert 0.0 <= cell["value"] <= 1.0
+    json.dumps(rep, allow_nan=False)
+
+
+@settings(max_examples=30, **PROPS)
+@given(scenarios())
+def test_row_order_does_not_matter(s: dict) -> None:
+    base_df, base_rep = _evaluate(s, {f: s[f] for f in FRAMES}, s["failed"])
+    shuffled = {f: s[f].sample(frac=1, random_state=s["seed"] + i) for i, f in enumerate(FRAMES)}
+    df, rep = _evaluate(s, shuffled, sorted(s["failed"], reverse=True))
+    pd.testing.assert_frame_equal(df, base_df)
+    assert rep == base_rep
+    rep2 = aggregate(base_df.sample(frac=1, random_state=s["seed"]), s["latency"], failed=s["failed"])
+    assert rep2 == base_rep

@@ -1,0 +1,188 @@
+"""The validator rejects one bad set per hard constraint, with file, line, query_id and check."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.validate_sets import format_table, validate
+from tests.conftest import ROOT, write_set
+
+SETS = ROOT / "bench" / "sets"
+
+
+def _entries(key: str) -> list[dict]:
+    return [json.loads(line) for line in (SETS / f"{key}.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def base(real_corpus: dict) -> dict[str, dict]:
+    """Valid real entries: answerable pdf on a present PDF, unanswerable pdf, locomo."""
+    present = {r["path"] for r in real_corpus["manifest"].rows if r["status"] == "present"}
+    pdf = [e for e in _entries("mmlongbench") if f"data/documents/{e['query_id'].split(':')[1]}" in present]
+    conv = _entries("locomo")
+    return {
+        "pdf": next(e for e in pdf if not e["unanswerable"] and len(e["gold"]) == 1),
+        "pdf_unanswerable": next(e for e in pdf if e["unanswerable"]),
+        "conversation": next(e for e in conv if not e["unanswerable"]),
+        "pdf_unavailable": next(
+            e for e in _entries("mmlongbench") if f"data/documents/{e['query_id'].split(':')[1]}" not in present
+        ),
+    }
+
+
+def run(tmp_path: Path, real_corpus: dict, *files: list) -> "object":
+    paths = [write_set(tmp_path / f"set{i}.jsonl", entries) for i, entries in enumerate(files)]
+    return validate(paths, real_corpus["manifest"], real_corpus["segments"], root=tmp_path)
+
+
+def one_failure(result, check_part: str, value_part: str = "") -> dict:
+    assert not result.ok, "expected the set to be rejected"
+    rows = result.errors.to_dict("records")
+    hits = [r for r in rows if check_part in r["check"] or check_part in r["value"]]
+    assert hits, f"no failure mentions {check_part!r}:\n{format_table(result.errors)}"
+    if value_part:
+        assert any(value_part in r["value"] for r in hits), format_table(result.errors)
+    return hits[0]
+
+
+def test_valid_real_entries_pass(tmp_path, real_corpus, base):
+    result = run(tmp_path, real_corpus, [base["pdf"], base["pdf_unanswerable"], base["conversation"]])
+    assert result.ok, format_table(result.errors)
+    assert len(result.entries) == 3 and result.invalid == []
+
+
+def test_entry_on_unavailable_pdf_is_invalid_not_an_error(tmp_path, real_corpus, base):
+    result = run(tmp_path, real_corpus, [base["pdf"], base["pdf_unavailable"]])
+    assert result.ok
+    assert [r["query_id"] for r in result.invalid] == [base["pdf_unavailable"]["query_id"]]
+    assert result.invalid[0]["reason"].startswith("corpus file unavailable: data/documents/")
+    assert base["pdf_unavailable"]["query_id"] not in {e["query_id"] for e in result.dev()}
+
+
+def test_invalid_json_line(tmp_path, real_corpus, base):
+    result = run(tmp_path, real_corpus, [base["pdf"], '{"query_id": "x", ', base["conversation"]])
+    row = one_failure(result, "invalid JSON")
+    assert (row["file"], row["line"]) == ("set0.jsonl", 2)
+
+
+def test_non_utf8_bytes(tmp_path, real_corpus, base):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(json.dumps(base["pdf"]).encode() + b"\n" + b'{"question": "caf\xe9"}\n')
+    result = validate([path], real_corpus["manifest"], real_corpus["segments"], root=tmp_path)
+    row = one_failure(result, "not valid UTF-8")
+    assert row["line"] == 2
+
+
+@pytest.mark.parametrize(
+    ("mutate", "check", "value"),
+    [
+        (lambda e: e.pop("split"), "fields", "missing field split"),
+        (lambda e: e.update(extra=1), "fields", "unknown field extra"),
+        (lambda e: e["scope"].pop("holder"), "fields", "missing field scope.holder"),
+        (lambda e: e.update(unanswerable="no"), "unanswerable", "no"),
+        (lambda e: e.update(question=""), "question", ""),
+        (lambda e: e.update(answer_format="text"), "answer_format", "text"),
+        (lambda e: e.update(split="train"), "split", "train"),
+        (lambda e: e.update(modality="audio"), "modality", "audio"),
+        (lambda e: e["gold"][0].update(region={"turn": 3}), "gold/region shape", "pdf region must have keys"),
+        (lambda e: e["gold"][0].update(region={}), "gold/region shape", "pdf region must have keys"),
+        (lambda e: e["gold"][0].update(region={"page": -1}), "gold/region shape", "page must be >= 1"),
+        (lambda e: e["gold"][0].update(region={"page": "5"}), "gold/region shape", "page must be an integer"),
+        (lambda e: e["gold"][0].update(region={"page": 9999}), "corpus", "beyond the document"),
+        (lambda e: e["gold"][0].update(region={"page": 1, "block": 999}), "corpus", "block 999 not on page 1"),
+        (lambda e: e.update(gold=[]), "gold must be empty if and only if unanswerable", ""),
+        (lambda e: e.update(as_of="2024-01-01T00:00:00"), "as_of", "no timezone"),
+        (lambda e: e.update(as_of="next tuesday"), "as_of", "not an ISO 8601"),
+        (lambda e: e["origin"].update(dataset="someone/else"), "dataset registration", "not registered"),
+        (lambda e: e["origin"].update(revision="0" * 40), "corpus", "revision 0000000000000000000000000000000000000000"),
+        (lambda e: e["gold"][0].update(source_id="mmlongbench:not-a-document.pdf"), "corpus", "not in the manifest"),
+        (lambda e: e["gold"][0].update(source_id="mmlongbench:../../../etc/passwd"), "corpus", "leaves the corpus"),
+        (lambda e: e["gold"][0].update(source_id="mmlongbench:/etc/passwd"), "corpus", "absolute"),
+        (lambda e: e["gold"][0].update(source_id="locomo:conv-26:session-1"), "corpus", "does not belong"),
+    ],
+)
+def test_bad_pdf_entry_rejected(tmp_path, real_corpus, base, mutate, check, value):
+    bad = copy.deepcopy(base["pdf"])
+    mutate(bad)
+    result = run(tmp_path, real_corpus, [base["conversation"], bad])
+    row = one_failure(result, check, value)
+    assert row["file"] == "set0.jsonl" and row["line"] == 2
+    assert len(result.entries) == 0, "nothing passes when a set has errors"
+
+
+def test_gold_on_unanswerable_entry(tmp_path, real_corpus, base):
+    bad = copy.deepcopy(base["pdf_unanswerable"])
+    bad["gold"] = copy.deepcopy(base["pdf"]["gold"])
+    row = one_failure(run(tmp_path, real_corpus, [bad]), "gold must be empty if and only if unanswerable")
+    assert row["query_id"] == bad["query_id"]
+
+
+def test_answer_on_unanswerable_entry(tmp_path, real_corpus, base):
+    bad = copy.deepcopy(base["pdf_unanswerable"])
+    bad["answer"] = "42"
+    one_failure(run(tmp_path, real_corpus, [bad]), "answer", "unanswerable entry must have answer null")
+
+
+def test_turn_not_in_conversation(tmp_path, real_corpus, base):
+    bad = copy.deepcopy(base["conversation"])
+    bad["gold"][0]["region"] = {"turn": 999}
+    one_failure(run(tmp_path, real_corpus, [bad]), "corpus", "turn 999 not in the conversation session")
+
+
+def test_session_not_in_conversation(tmp_path, real_corpus, base):
+    bad = copy.deepcopy(base["conversation"])
+    conv = bad["gold"][0]["source_id"].split(":")[1]
+    bad["gold"][0]["source_id"] = f"locomo:{conv}:session-99"
+    one_failure(run(tmp_path, real_corpus, [bad]), "corpus", "not found in its corpus file")
+
+
+def test_duplicate_query_id_across_files(tmp_path, real_corpus, base):
+    result = run(tmp_path, real_corpus, [base["pdf"]], [base["conversation"], base["pdf"]])
+    rows = [r for r in result.errors.to_dict("records") if "unique" in r["check"]]
+    assert {(r["file"], r["line"]) for r in rows} == {("set0.jsonl", 1), ("set1.jsonl", 2)}
+
+
+def test_source_without_human_annotation(tmp_path, real_corpus, base, monkeypatch):
+    from bench.modalities.pdf.mmlongbench import MMLongBench
+
+    monkeypatch.setattr(MMLongBench, "annotation_is_human", False)
+    one_failure(run(tmp_path, real_corpus, [base["pdf"]]), "dataset registration", "not third-party human")
+
+
+def test_all_failures_collected_in_one_table(tmp_path, real_corpus, base):
+    a = copy.deepcopy(base["pdf"])
+    a["as_of"] = "2024-01-01"
+    b = copy.deepcopy(base["conversation"])
+    b["modality"] = "audio"
+    result = run(tmp_path, real_corpus, [a, "not json", b])
+    assert {r["line"] for r in result.errors.to_dict("records")} == {1, 2, 3}
+    table = format_table(result.errors)
+    assert table.splitlines()[0].split() == ["file", "line", "query_id", "check", "value"]
+
+
+def test_committed_sets_are_valid(real_corpus):
+    paths = [SETS / "mmlongbench.jsonl", SETS / "locomo.jsonl"]
+    result = validate(paths, real_corpus["manifest"], real_corpus["segments"], root=ROOT)
+    assert result.ok, format_table(result.errors.head(20))
+    reasons = {r["reason"].split(": ")[0] for r in result.invalid}
+    assert reasons == {"corpus file unavailable"}
+
+
+def test_cli_exit_code_and_table(tmp_path, real_corpus, base):
+    bad = copy.deepcopy(base["pdf"])
+    bad["gold"][0]["region"] = {"page": 9999}
+    path = write_set(tmp_path / "bad.jsonl", [bad])
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "validate_sets.py"), str(path), "--manifest", str(real_corpus["manifest_path"])],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+    )
+    # without data/segments the CLI parses the corpus itself from data/corpus; in a
+    # checkout that never ran the pipeline it says so instead
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "beyond the document" in proc.stdout or "run the fetch stage" in proc.stderr + proc.stdout
