@@ -53,7 +53,14 @@ def validate(files: tuple[str, ...], manifest: str | None) -> None:
         except IntegrityError as exc:
             raise click.ClickException(str(exc)) from None
         segments = None if not frames else __import__("pandas").concat(frames.values(), ignore_index=True)
-    result = run_validate(paths, man, segments, root=root)
+    from bench.splits import load_lock
+
+    lock_path = root / "bench" / "sets" / "splits.lock"
+    try:
+        lock = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
+    except LineError as exc:
+        raise click.ClickException(str(exc)) from None
+    result = run_validate(paths, man, segments, root=root, lock=lock)
     if not result.ok:
         click.echo(format_table(result.errors))
         click.echo(f"{len(result.errors)} problems in {result.errors['file'].nunique()} file(s)", err=True)
@@ -97,6 +104,141 @@ def sources() -> None:
     from bench.modalities import datasets
 
     click.echo(json.dumps([ds.describe() for ds in datasets().values()], indent=2))
+
+
+@cli.command()
+def accept() -> None:
+    """Final acceptance: evaluate the test split once, through its locked stage.
+
+    Refuses (one line, exit 1) inside `dvc exp run` or a queued experiment, with
+    uncommitted changes to code, params or sets, with stale dev metrics, or when the
+    manifest, a set or the split lock differs from what the dev run recorded.
+    """
+    import os
+    import secrets
+    import subprocess
+
+    from bench import accept as acc
+    from bench.io import write_text
+
+    root = project_root()
+    try:
+        reason = acc.preflight(root, os.environ, _enabled_set_files(root))
+    except (RuntimeError, LineError, ValueError) as exc:
+        reason = str(exc)
+    if reason:
+        click.echo(f"bench accept: refused: {reason}", err=True)
+        sys.exit(1)
+    token = secrets.token_hex(16)
+    write_text(root / acc.TOKEN_FILE, token + "\n")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", acc.STAGE],
+            cwd=root, env=acc.stage_env(os.environ, token), check=False,
+        )
+    finally:
+        acc.remove_token(root)
+    if proc.returncode != 0:
+        click.echo("bench accept: the acceptance stage failed (reason above); nothing recorded", err=True)
+        sys.exit(1)
+    rows = acc.read_audit(root / acc.AUDIT)
+    k = int(yaml_params(root)["metrics"]["k"])
+    click.echo(f"bench accept: {acc.describe(rows[-1], k)}; audit row appended to {acc.AUDIT}, metrics in {acc.TEST_METRICS}")
+
+
+def yaml_params(root: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+
+
+def _enabled_set_files(root: Path) -> list[Path]:
+    from bench.modalities import datasets
+
+    chosen = yaml_params(root).get("datasets", "all")
+    keys = sorted(datasets()) if chosen == "all" else sorted(chosen)
+    return [root / "bench" / "sets" / f"{k}.jsonl" for k in keys if (root / "bench" / "sets" / f"{k}.jsonl").is_file()]
+
+
+@cli.group("splits")
+def splits_cmd() -> None:
+    """The split lock bench/sets/splits.lock: which query_ids are test, frozen."""
+
+
+@splits_cmd.command("freeze")
+@click.option("--reason", required=True, help="why the splits change; recorded in the lock")
+def splits_freeze(reason: str) -> None:
+    """Re-freeze the splits of every set in bench/sets (an explicit, recorded act)."""
+    import os
+    from datetime import datetime, timezone
+
+    from bench.accept import experiment_reason, git_commit
+    from bench.io import write_text
+    from bench.splits import changes, freeze, load_lock, lock_text, set_triples
+
+    root = project_root()
+    why = experiment_reason(os.environ, root)
+    if why:
+        raise click.ClickException(f"refused: {why}")
+    lock_path = root / "bench" / "sets" / "splits.lock"
+    try:
+        old = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
+        triples = set_triples(sorted((root / "bench" / "sets").glob("*.jsonl")))
+        new = freeze(old, triples, utc=datetime.now(timezone.utc).isoformat(timespec="seconds"), git_commit=git_commit(root), reason=reason)
+    except (LineError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    write_text(lock_path, lock_text(new))
+    rec = new.freezes[-1]
+    click.echo(f"freeze {rec['freeze']}: {rec['entries']} entries, {rec['test']} test; changes {json.dumps(changes(old, triples))} -> bench/sets/splits.lock")
+
+
+@cli.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="also write the comparison as JSON here")
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", help="what to print (default Markdown)")
+@click.option("--resamples", type=int, default=None, help="bootstrap resamples (default params metrics.bootstrap_resamples)")
+@click.option("--permutations", type=int, default=10000, show_default=True, help="sign flips of the randomization test")
+@click.option("--seed", type=int, default=None, help="default params metrics.bootstrap_seed")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="significance level after Holm correction")
+def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | None, permutations: int, seed: int | None, alpha: float) -> None:
+    """Compare run B with run A: paired differences, intervals, Holm-corrected p-values.
+
+    A and B are each a folder (holding reports/per_query/dev.parquet), a git revision
+    or a DVC experiment name. See docs/comparing.md.
+    """
+    import yaml
+
+    from bench.compare import CompareError, compare as run_compare, load_run, markdown as compare_md
+    from bench.io import write_json
+
+    root = project_root()
+    cfg = {}
+    if (root / "params.yaml").is_file():
+        cfg = (yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8")) or {}).get("metrics", {})
+    try:
+        ra, rb = load_run(a, root), load_run(b, root)
+        result = run_compare(ra.per_query, rb.per_query, resamples=resamples or int(cfg.get("bootstrap_resamples", 1000)),
+                             permutations=permutations, seed=int(cfg.get("bootstrap_seed", 0)) if seed is None else seed, alpha=alpha)
+    except CompareError as exc:
+        raise click.ClickException(str(exc)) from None
+    result["a"], result["b"] = ra.describe(), rb.describe()
+    if json_out:
+        write_json(json_out, result)
+    click.echo(json.dumps(result, indent=2) if fmt == "json" else compare_md(result, ra.describe(), rb.describe()))
+
+
+@cli.command("systems")
+def systems_() -> None:
+    """List the built-in systems under test and the adapters (docs/systems.md)."""
+    from bench.systems import BUILTINS
+    from bench.systems.dense import dependencies_missing
+
+    missing = dependencies_missing()
+    for name, entry in BUILTINS.items():
+        note = f"  (unavailable: {missing})" if missing and name.split("-")[0] in ("dense", "hybrid") else ""
+        click.echo(f"{name:15} {entry}{note}")
+    click.echo("adapters: builtin | python (module:callable) | command (JSON lines) | http (loopback URL)")
 
 
 def main() -> None:

@@ -73,6 +73,8 @@ def extract_all(manifest: Manifest, store: Path) -> dict[str, pd.DataFrame]:
         if not files:
             continue
         seg = ds.extract(files)
+        if seg.empty:
+            continue  # e.g. only annotation files present: nothing to parse
         seg["observed_at"] = pd.to_datetime(seg["observed_at"], utc=True)
         out[key] = seg.reset_index(drop=True)
     return out

@@ -246,36 +246,45 @@ def per_query_fair(
     gold_by_q = gold.assign(query_id=gold["query_id"].astype(str), atom_id=gold["atom_id"].astype(str)).groupby(
         "query_id", sort=False)["atom_id"].agg(lambda s: sorted(set(s))).to_dict()
     reg = region_ext.dropna(subset=BOX)
-    reg_by_q = {q: g for q, g in reg.groupby(reg["query_id"].astype(str), sort=False)}
+    reg_by_q: dict[str, list[tuple[Any, np.ndarray]]] = {}
+    for q, s, p, b in zip(reg["query_id"].astype(str), reg["source_id"].astype(str), reg["part"].astype(str),
+                          reg[BOX].to_numpy(float), strict=True):
+        reg_by_q.setdefault(q, []).append(((s, p), b))
 
     answerable = ~ent["unanswerable"].astype(bool).to_numpy()
+    rows: dict[str, list[float]] = {}
     for qid, ok in zip(qids, answerable, strict=True):
-        if not ok or qid in failed_ids:
-            continue
-        rq = reg_by_q.get(qid)
-        gold_boxes = [] if rq is None else [((s, p), np.array(b, dtype=float)) for s, p, *b in rq[["source_id", "part", *BOX]].itertuples(index=False)]
-        cand_ids = [a for a in gold_by_q.get(qid, []) if a in apos]
-        cand = [(aspace[apos[a]], aboxes[apos[a]]) for a in cand_ids]
-        cells, mg, mc = box_measure(gold_boxes, cand)
-        g_ext = float(cells[mg].sum())
-        retrieved = [a for a in top_by_q.get(qid, []) if a in apos]
-        paid_top = float(sum(aarea[apos[a]] for a in retrieved))
-        cand_index = {a: i for i, a in enumerate(cand_ids)}
-        hit = [cand_index[a] for a in retrieved if a in cand_index]
-        covered = float(cells[mg & mc[hit].any(axis=0)].sum()) if hit else 0.0
-        union = g_ext + paid_top - covered
-        paid_cand = np.array([aarea[apos[a]] for a in cand_ids], dtype=float)
-        out.loc[qid] = [
-            g_ext,
-            covered,
-            paid_top,
-            covered / g_ext if g_ext > 0 else 0.0,
-            covered / paid_top if paid_top > 0 else 0.0,
-            covered / union if union > 0 else 0.0,
-            _oracle_coverage(cells, mg, mc, k) / g_ext if g_ext > 0 else 0.0,
-            _oracle_iou(cells, mg, mc, paid_cand, g_ext, k),
-        ]
+        if ok and qid not in failed_ids:
+            rows[qid] = _query_fair(qid, reg_by_q, gold_by_q, top_by_q, apos, aspace, aboxes, aarea, k)
+    if rows:
+        out.loc[list(rows)] = np.array(list(rows.values()), dtype=float)
     return out.reset_index()
+
+
+def _query_fair(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, apos: dict, aspace: list,
+                aboxes: np.ndarray, aarea: np.ndarray, k: int) -> list[float]:
+    gold_boxes = reg_by_q.get(qid, [])
+    cand_ids = [a for a in gold_by_q.get(qid, []) if a in apos]
+    cand = [(aspace[apos[a]], aboxes[apos[a]]) for a in cand_ids]
+    cells, mg, mc = box_measure(gold_boxes, cand)
+    g_ext = float(cells[mg].sum())
+    retrieved = [a for a in top_by_q.get(qid, []) if a in apos]
+    paid_top = float(sum(aarea[apos[a]] for a in retrieved))
+    cand_index = {a: i for i, a in enumerate(cand_ids)}
+    hit = [cand_index[a] for a in retrieved if a in cand_index]
+    covered = float(cells[mg & mc[hit].any(axis=0)].sum()) if hit else 0.0
+    union = g_ext + paid_top - covered
+    paid_cand = np.array([aarea[apos[a]] for a in cand_ids], dtype=float)
+    return [
+        g_ext,
+        covered,
+        paid_top,
+        covered / g_ext if g_ext > 0 else 0.0,
+        covered / paid_top if paid_top > 0 else 0.0,
+        covered / union if union > 0 else 0.0,
+        _oracle_coverage(cells, mg, mc, k) / g_ext if g_ext > 0 else 0.0,
+        _oracle_iou(cells, mg, mc, paid_cand, g_ext, k),
+    ]
 
 
 # --------------------------------------------------------------------------- aggregation

@@ -15,12 +15,14 @@ inputs give a byte-identical manifest (no times, no local paths in it).
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import os
 import shutil
 import socket
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +55,7 @@ def copy_hashed(src: Path, dest: Path) -> tuple[str, int, Path]:
     The caller renames the temp file over dest only once the hash is accepted.
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_orphans(dest)
     h = hashlib.sha256()
     size = 0
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
@@ -69,6 +72,13 @@ def copy_hashed(src: Path, dest: Path) -> tuple[str, int, Path]:
     return h.hexdigest(), size, Path(tmp)
 
 
+def remove_orphans(dest: Path) -> None:
+    """Temp copies a killed run left beside `dest` (never the resumable '.download' part)."""
+    for orphan in dest.parent.glob(f".{glob.escape(dest.name)}.*.part"):
+        with contextlib.suppress(FileNotFoundError):
+            orphan.unlink()
+
+
 def hash_file(path: Path) -> tuple[str, int]:
     h = hashlib.sha256()
     size = 0
@@ -80,7 +90,12 @@ def hash_file(path: Path) -> tuple[str, int]:
 
 
 def download(url: str, dest: Path, attempts: int = 3, timeout: float = 20.0, backoff: float = 1.0) -> Path:
-    """Download to a '.part' file beside dest (resuming it if present); return the part path."""
+    """Download to a '.download' part beside dest (resuming it if present); return the part path.
+
+    A body shorter than its Content-Length (a dropped connection) is an error: the
+    next attempt, after a backoff, resumes the part with a Range request. A whole part
+    left by a run killed before the rename answers 416 and is returned as it is.
+    """
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(f".{dest.name}.download")
     last: Exception | None = None
@@ -90,9 +105,20 @@ def download(url: str, dest: Path, attempts: int = 3, timeout: float = 20.0, bac
             req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 mode = "ab" if have and resp.status == 206 else "wb"
+                expected = resp.headers.get("Content-Length")
                 with open(part, mode) as fh:
+                    before = fh.tell()
                     shutil.copyfileobj(resp, fh, CHUNK)
+                    got = fh.tell() - before
+                # a dropped connection ends the body early without an error: check the length
+                if expected is not None and expected.isdigit() and got != int(expected):
+                    raise OSError(f"connection closed after {got} of {expected} bytes")
             return part
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416 and have:  # the part is already whole (a run killed before the rename)
+                return part
+            last = exc
+            time.sleep(backoff * (2**attempt))
         except Exception as exc:  # network errors of any kind: retry with backoff
             last = exc
             time.sleep(backoff * (2**attempt))
@@ -161,11 +187,17 @@ def fetch_file(
             log.quarantined.append(f"{cf.path}: member sha256 {sha} differs from pin {pin_sha}")
             return row
         dest.parent.mkdir(parents=True, exist_ok=True)
+        remove_orphans(dest)
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        make_readable(tmp)
-        os.replace(tmp, dest)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            make_readable(tmp)
+            os.replace(tmp, dest)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
         return accept(sha, len(data))
 
     # 3. mirror roots, in order

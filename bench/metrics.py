@@ -70,16 +70,28 @@ Latency          value = p50 / p95 (numpy linear percentile) of latency_ms over 
                  = all entries of the group; value ``None`` when n == 0.
 All numbers are plain Python ``float`` / ``int`` (JSON-serialisable); nothing is
 rounded.  Modalities are sorted alphabetically.
+
+Implementation
+--------------
+Query and atom ids become integer codes once (query code = position among the
+entries sorted by query_id, atom code = row of ``atoms``), by a pyarrow hash lookup;
+every duplicate check, sort, membership test and per-query reduction then runs in
+numpy on those codes (``np.bincount`` over query codes, pair keys
+``query * n_atoms + atom``).  The run is sorted by (query, rank) only when it does
+not already come in that order.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["per_query", "aggregate", "metric_keys"]
 
@@ -91,6 +103,7 @@ LATENCY_COLUMNS = ("query_id", "latency_ms")
 
 Failed = Iterable[str] | pd.Series | None
 MetricCell = dict[str, Any]
+Ids = pa.Array | pa.ChunkedArray
 
 
 # --------------------------------------------------------------------------- helpers
@@ -124,9 +137,30 @@ def _ids(values: pd.Series) -> pd.Series:
     return values.astype(str)
 
 
-def _by_query(values: pd.Series, index: pd.Index, fill: float) -> np.ndarray:
-    """Align a query_id-indexed Series to `index`, filling absent queries."""
-    return values.reindex(index).fillna(fill).to_numpy(dtype=float)
+def _arrow_ids(values: pd.Series | pd.Index) -> Ids:
+    """Ids as a pyarrow string array (zero-copy for pandas' pyarrow-backed ``str``)."""
+    return pa.array(values.astype(str), type=pa.large_string(), from_pandas=True)
+
+
+def _lookup(values: Ids, universe: Ids) -> np.ndarray:
+    """Position of every value in `universe` (whose values are unique); -1 where absent."""
+    return pc.index_in(values, value_set=universe).fill_null(-1).to_numpy().astype(np.int64)
+
+
+def _distinct(*cols: np.ndarray) -> np.ndarray:
+    """Indices of one row per distinct tuple of the int columns `cols`, in tuple order."""
+    order = np.lexsort(cols[::-1])
+    changed = np.zeros(len(order), dtype=bool)
+    changed[:1] = True
+    for col in cols:
+        s = col[order]
+        changed[1:] |= s[1:] != s[:-1]
+    return order[changed]
+
+
+def _count(q: np.ndarray, n: int) -> np.ndarray:
+    """Number of occurrences of every query code 0..n-1."""
+    return np.bincount(q, minlength=n)
 
 
 def _idcg_table(k: int) -> np.ndarray:
@@ -142,6 +176,45 @@ def _safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- input prep
+
+
+@dataclass(frozen=True)
+class _Entries:
+    """Entries sorted by query_id; a query's code is its row here."""
+
+    frame: pd.DataFrame  # indexed by query_id: modality, unanswerable, as_of, holder, n_regions
+    ids: Ids
+    failed: np.ndarray  # bool per entry
+    as_of: np.ndarray  # naive-UTC datetime64
+    holder: np.ndarray  # holder code (shared with _Atoms.holder)
+
+
+@dataclass(frozen=True)
+class _Atoms:
+    """Atoms in input order; an atom's code is its row here."""
+
+    ids: Ids
+    holder: np.ndarray  # holder code (shared with _Entries.holder)
+    observed_at: np.ndarray  # naive-UTC datetime64
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Run rows of evaluated, non-failed queries as codes, sorted by (query, rank)."""
+
+    q: np.ndarray
+    a: np.ndarray
+    rank: np.ndarray
+    score: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Gold:
+    """Distinct (query, gold_idx, atom) rows of evaluated entries, as codes."""
+
+    q: np.ndarray
+    g: np.ndarray
+    a: np.ndarray
 
 
 def _prep_entries(entries: pd.DataFrame) -> pd.DataFrame:
@@ -163,145 +236,146 @@ def _prep_entries(entries: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("query_id", kind="stable").set_index("query_id")
 
 
-def _prep_run(run: pd.DataFrame, ent: pd.DataFrame, failed: set[str]) -> pd.DataFrame:
-    """Run rows of evaluated, non-failed queries, sorted by (query_id, rank)."""
-    _require(run, RUN_COLUMNS, "run")
-    out = pd.DataFrame(
-        {
-            "query_id": _ids(run["query_id"]),
-            "atom_id": _ids(run["atom_id"]),
-            "rank": run["rank"].astype(int),
-            "score": run["score"].astype(float),
-        }
-    )
-    keep = out["query_id"].isin(ent.index) & ~out["query_id"].isin(failed)
-    out = out.loc[keep]
-    if (out["rank"] < 1).any():
-        raise ValueError("run.rank must be 1-based")
-    if out.duplicated(["query_id", "rank"]).any():
-        raise ValueError("run has duplicate (query_id, rank)")
-    if out.duplicated(["query_id", "atom_id"]).any():
-        raise ValueError("run has duplicate (query_id, atom_id)")
-    return out.sort_values(["query_id", "rank"], kind="stable").reset_index(drop=True)
-
-
-def _prep_gold(gold: pd.DataFrame, ent: pd.DataFrame) -> pd.DataFrame:
-    _require(gold, GOLD_COLUMNS, "gold")
-    out = pd.DataFrame(
-        {
-            "query_id": _ids(gold["query_id"]),
-            "gold_idx": gold["gold_idx"].astype(int),
-            "atom_id": _ids(gold["atom_id"]),
-        }
-    )
-    out = out.loc[out["query_id"].isin(ent.index)].drop_duplicates()
-    if ent["unanswerable"].to_numpy()[ent.index.get_indexer(out["query_id"])].any():
-        raise ValueError("gold rows given for an unanswerable entry")
-    regions = out.groupby("query_id")["gold_idx"].nunique()
-    if (regions > ent.loc[regions.index, "n_regions"]).any():
-        raise ValueError("gold has more distinct gold_idx than entries.n_regions")
-    return out
-
-
-def _prep_atoms(atoms: pd.DataFrame) -> pd.DataFrame:
+def _prep_atoms(atoms: pd.DataFrame) -> tuple[Ids, pd.Series, np.ndarray]:
+    """(atom ids, holders, naive-UTC observed_at), in input order."""
     _require(atoms, ATOM_COLUMNS, "atoms")
-    out = pd.DataFrame(
-        {
-            "atom_holder": atoms["holder"].astype(str).to_numpy(),
-            "observed_at": _utc_naive(pd.to_datetime(atoms["observed_at"], utc=True)),
-        },
-        index=pd.Index(_ids(atoms["atom_id"]), name="atom_id"),
-    )
-    if out.index.has_duplicates:
+    ids = _arrow_ids(atoms["atom_id"])
+    if pc.count_distinct(ids, mode="all").as_py() != len(ids):
         raise ValueError("atoms.atom_id must be unique")
-    return out
+    observed = _utc_naive(pd.to_datetime(atoms["observed_at"], utc=True))
+    return ids, atoms["holder"].astype(str).reset_index(drop=True), observed
 
 
-def _attach(run: pd.DataFrame, ent: pd.DataFrame, atoms: pd.DataFrame) -> pd.DataFrame:
-    """Add the entry's as_of/holder and the atom's holder/observed_at to every run row."""
-    apos = atoms.index.get_indexer(run["atom_id"])
-    if (apos < 0).any():
-        missing = run.loc[apos < 0, "atom_id"].unique()[:5]
-        raise ValueError(f"run atoms missing from atoms: {list(missing)}")
-    qpos = ent.index.get_indexer(run["query_id"])
-    out = run.assign(
-        as_of=_utc_naive(ent["as_of"])[qpos],
-        holder=ent["holder"].to_numpy()[qpos],
-        atom_holder=atoms["atom_holder"].to_numpy()[apos],
-        observed_at=atoms["observed_at"].to_numpy()[apos],
+def _prep(entries: pd.DataFrame, atoms: pd.DataFrame, failed: set[str]) -> tuple[_Entries, _Atoms]:
+    """Entries and atoms with holder codes over one vocabulary."""
+    ent = _prep_entries(entries)
+    atom_ids, atom_holder, observed = _prep_atoms(atoms)
+    holders, _ = pd.factorize(pd.concat([ent["holder"].reset_index(drop=True), atom_holder], ignore_index=True))
+    n = len(ent)
+    # a missing holder equals nothing, not even another missing one (as `!=` on strings)
+    atom_codes = np.where(holders[n:] < 0, -2, holders[n:])
+    return (
+        _Entries(ent, _arrow_ids(ent.index), ent.index.isin(list(failed)), _utc_naive(ent["as_of"]), holders[:n]),
+        _Atoms(atom_ids, atom_codes, observed),
     )
-    if out["observed_at"].isna().any():
+
+
+def _atom_codes(ids: Ids, atoms: _Atoms) -> np.ndarray:
+    """Atom code of every id; ids absent from atoms get codes >= len(atoms), one per id."""
+    codes = _lookup(ids, atoms.ids)
+    unknown = np.flatnonzero(codes < 0)
+    if len(unknown):
+        extra, _ = pd.factorize(pd.Series(ids.take(pa.array(unknown)).to_pandas()), use_na_sentinel=False)
+        codes[unknown] = len(atoms.ids) + extra
+    return codes
+
+
+def _prep_run(run: pd.DataFrame, ent: _Entries, atoms: _Atoms) -> _Run:
+    """Codes of the evaluated, non-failed queries' rows, sorted by (query, rank), checked."""
+    _require(run, RUN_COLUMNS, "run")
+    atom_ids = _arrow_ids(run["atom_id"])
+    q_all = _lookup(_arrow_ids(run["query_id"]), ent.ids)
+    rank_all = run["rank"].astype(int).to_numpy()
+    rows = np.flatnonzero(q_all >= 0)
+    rows = rows[~ent.failed[q_all[rows]]]
+    q, rank = q_all[rows], rank_all[rows]
+    if (rank < 1).any():
+        raise ValueError("run.rank must be 1-based")
+    same_q = q[1:] == q[:-1]
+    if not ((q[1:] > q[:-1]) | (same_q & (rank[1:] > rank[:-1]))).all():
+        order = np.lexsort((rank, q))
+        rows, q, rank = rows[order], q[order], rank[order]
+        same_q = q[1:] == q[:-1]
+        if (same_q & (rank[1:] == rank[:-1])).any():
+            raise ValueError("run has duplicate (query_id, rank)")
+    a = _atom_codes(atom_ids, atoms)[rows]
+    n_codes = int(a.max()) + 1 if len(a) else 1
+    pairs = np.sort(q * n_codes + a)
+    if (pairs[1:] == pairs[:-1]).any():
+        raise ValueError("run has duplicate (query_id, atom_id)")
+    unknown = a >= len(atoms.ids)
+    if unknown.any():
+        missing = list(dict.fromkeys(atom_ids.take(pa.array(rows[unknown])).to_pylist()))[:5]
+        raise ValueError(f"run atoms missing from atoms: {missing}")
+    if np.isnat(atoms.observed_at)[a].any():
         raise ValueError("atoms.observed_at is missing for a returned atom")
-    return out
+    return _Run(q, a, rank, run["score"].astype(float).to_numpy()[rows])
+
+
+def _prep_gold(gold: pd.DataFrame, ent: _Entries, atoms: _Atoms) -> _Gold:
+    _require(gold, GOLD_COLUMNS, "gold")
+    q = _lookup(_arrow_ids(gold["query_id"]), ent.ids)
+    g = gold["gold_idx"].astype(int).to_numpy()
+    a = _atom_codes(_arrow_ids(gold["atom_id"]), atoms)
+    rows = np.flatnonzero(q >= 0)
+    rows = rows[_distinct(q[rows], g[rows], a[rows])]
+    q, g, a = q[rows], g[rows], a[rows]
+    if ent.frame["unanswerable"].to_numpy()[q].any():
+        raise ValueError("gold rows given for an unanswerable entry")
+    regions = _count(q[_distinct(q, g)], len(ent.ids))
+    if (regions > ent.frame["n_regions"].to_numpy()).any():
+        raise ValueError("gold has more distinct gold_idx than entries.n_regions")
+    return _Gold(q, g, a)
 
 
 # --------------------------------------------------------------------------- per-query parts
 
 
-def _ranking_metrics(run: pd.DataFrame, gold: pd.DataFrame, ent: pd.DataFrame, k: int) -> pd.DataFrame:
+def _ranking_metrics(run: _Run, gold: _Gold, ent: _Entries, k: int) -> dict[str, np.ndarray]:
     """recall@k, atom_recall@k, mrr, ndcg@k, n_gold_atoms, first_hit_rank."""
-    idx = ent.index
-    gold_atoms = gold[["query_id", "atom_id"]].drop_duplicates()
-    n_gold = gold_atoms.groupby("query_id").size().reindex(idx, fill_value=0).to_numpy()
+    n = len(ent.ids)
+    n_codes = int(max(run.a.max(initial=0), gold.a.max(initial=0))) + 1
+    gold_keys = gold.q * n_codes + gold.a
+    run_keys = run.q * n_codes + run.a
+    gold_atoms = _distinct(gold.q, gold.a)
+    n_gold = _count(gold.q[gold_atoms], n)
 
-    rel = pd.MultiIndex.from_frame(run[["query_id", "atom_id"]]).isin(
-        pd.MultiIndex.from_frame(gold_atoms)
-    )
-    topk = run["rank"].to_numpy() <= k
-    hits = run.loc[rel]
-    first_hit = _by_query(hits.groupby("query_id")["rank"].min(), idx, np.nan)
+    rel = pd.Series(run_keys, copy=False).isin(gold_keys[gold_atoms]).to_numpy()
+    topk = run.rank <= k
+    hit_q, hit_rank = run.q[rel], run.rank[rel]
+    first = np.ones(len(hit_q), dtype=bool)
+    first[1:] = hit_q[1:] != hit_q[:-1]  # rows come sorted by (query, rank)
+    first_hit = np.full(n, np.nan)
+    first_hit[hit_q[first]] = hit_rank[first]
 
-    top_hits = run.loc[rel & topk]
-    gains = pd.Series(1.0 / np.log2(top_hits["rank"].to_numpy() + 1.0), index=top_hits["query_id"])
-    dcg = _by_query(gains.groupby(level=0).sum(), idx, 0.0)
-    n_top_hits = _by_query(top_hits.groupby("query_id").size(), idx, 0.0)
+    top_hit = rel & topk
+    top_q = run.q[top_hit]
+    dcg = np.bincount(top_q, weights=1.0 / np.log2(run.rank[top_hit] + 1.0), minlength=n)
+    n_top_hits = _count(top_q, n).astype(float)
     idcg = _idcg_table(k)[np.minimum(n_gold, k)]
 
-    covered = gold.merge(run.loc[topk, ["query_id", "atom_id"]], on=["query_id", "atom_id"])
-    n_covered = _by_query(covered.groupby("query_id")["gold_idx"].nunique(), idx, 0.0)
+    covered = pd.Series(gold_keys, copy=False).isin(run_keys[topk]).to_numpy()
+    cq, cg = gold.q[covered], gold.g[covered]
+    n_covered = _count(cq[_distinct(cq, cg)], n).astype(float)
 
-    return pd.DataFrame(
-        {
-            "n_gold_atoms": n_gold,
-            "first_hit_rank": first_hit,
-            f"recall@{k}": _safe_ratio(n_covered, ent["n_regions"].to_numpy(dtype=float)),
-            f"atom_recall@{k}": _safe_ratio(n_top_hits, n_gold.astype(float)),
-            "mrr": np.where(np.isnan(first_hit), 0.0, 1.0 / first_hit),
-            f"ndcg@{k}": _safe_ratio(dcg, idcg),
-        },
-        index=idx,
-    )
+    return {
+        "n_gold_atoms": n_gold,
+        "first_hit_rank": first_hit,
+        f"recall@{k}": _safe_ratio(n_covered, ent.frame["n_regions"].to_numpy(dtype=float)),
+        f"atom_recall@{k}": _safe_ratio(n_top_hits, n_gold.astype(float)),
+        "mrr": np.where(np.isnan(first_hit), 0.0, 1.0 / first_hit),
+        f"ndcg@{k}": _safe_ratio(dcg, idcg),
+    }
 
 
-def _leak_metrics(run: pd.DataFrame, ent: pd.DataFrame, k: int) -> pd.DataFrame:
-    """temporal_ok / holder_ok over the top-k atoms (run rows carry `_attach` columns)."""
-    top = run.loc[run["rank"] <= k]
-    leaks = pd.DataFrame(
-        {
-            "future": (top["observed_at"] > top["as_of"]).to_numpy(dtype=bool),
-            "foreign": (top["atom_holder"] != top["holder"]).to_numpy(dtype=bool),
-        },
-        index=top["query_id"].to_numpy(),
-    )
-    any_leak = leaks.groupby(level=0).any().reindex(ent.index, fill_value=False)
-    return pd.DataFrame(
-        {
-            "temporal_ok": (~any_leak["future"].astype(bool)).astype(float).to_numpy(),
-            "holder_ok": (~any_leak["foreign"].astype(bool)).astype(float).to_numpy(),
-        },
-        index=ent.index,
-    )
-
-
-def _returned_metrics(run: pd.DataFrame, ent: pd.DataFrame, strong_score: float) -> pd.DataFrame:
+def _returned_metrics(run: _Run, ent: _Entries, strong_score: float) -> dict[str, np.ndarray]:
     """n_returned and the raw false-recall flag (whole returned list)."""
-    grouped = run.groupby("query_id")
-    n_returned = grouped.size().reindex(ent.index, fill_value=0).astype(int)
-    strong = (grouped["score"].max() >= strong_score).reindex(ent.index, fill_value=False)
-    return pd.DataFrame(
-        {"n_returned": n_returned.to_numpy(), "false_recall": strong.astype(float).to_numpy()},
-        index=ent.index,
-    )
+    n = len(ent.ids)
+    strong = _count(run.q[run.score >= strong_score], n) > 0
+    return {"n_returned": _count(run.q, n), "false_recall": strong.astype(float)}
+
+
+def _leak_metrics(run: _Run, ent: _Entries, atoms: _Atoms, k: int) -> dict[str, np.ndarray]:
+    """temporal_ok / holder_ok over the top-k atoms."""
+    n = len(ent.ids)
+    top = run.rank <= k
+    q, a = run.q[top], run.a[top]
+    future = atoms.observed_at[a] > ent.as_of[q]
+    foreign = atoms.holder[a] != ent.holder[q]
+    return {
+        "temporal_ok": (_count(q[future], n) == 0).astype(float),
+        "holder_ok": (_count(q[foreign], n) == 0).astype(float),
+    }
 
 
 # --------------------------------------------------------------------------- public API
@@ -339,28 +413,27 @@ def per_query(
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise ValueError("k must be a positive int")
     k = int(k)
-    failed_ids = _failed_ids(failed)
-    ent = _prep_entries(entries)
-    ran = _attach(_prep_run(run, ent, failed_ids), ent, _prep_atoms(atoms))
-    gld = _prep_gold(gold, ent)
+    ent, atm = _prep(entries, atoms, _failed_ids(failed))
+    ran = _prep_run(run, ent, atm)
+    gld = _prep_gold(gold, ent, atm)
 
-    out = pd.concat(
-        [
-            ent[["modality", "unanswerable", "n_regions"]],
-            _ranking_metrics(ran, gld, ent, k),
-            _returned_metrics(ran, ent, strong_score),
-            _leak_metrics(ran, ent, k),
-        ],
-        axis=1,
-    )
-    out.insert(2, "failed", out.index.isin(list(failed_ids)))
-
-    unans = out["unanswerable"].to_numpy()
-    answerable_cols = [f"recall@{k}", f"atom_recall@{k}", "mrr", f"ndcg@{k}"]
-    out.loc[unans, answerable_cols] = np.nan
-    out.loc[~unans, "false_recall"] = np.nan
-    out.loc[out["failed"].to_numpy(), list(metric_keys(k).values())] = np.nan
-    return out.rename_axis("query_id").reset_index()
+    frame = ent.frame
+    columns: dict[str, Any] = {
+        "modality": frame["modality"],
+        "unanswerable": frame["unanswerable"],
+        "failed": ent.failed,
+        "n_regions": frame["n_regions"],
+        **_ranking_metrics(ran, gld, ent, k),
+        **_returned_metrics(ran, ent, strong_score),
+        **_leak_metrics(ran, ent, atm, k),
+    }
+    unans = frame["unanswerable"].to_numpy()
+    for col in (f"recall@{k}", f"atom_recall@{k}", "mrr", f"ndcg@{k}"):
+        columns[col] = np.where(unans, np.nan, columns[col])
+    columns["false_recall"] = np.where(unans, columns["false_recall"], np.nan)
+    for col in metric_keys(k).values():
+        columns[col] = np.where(ent.failed, np.nan, columns[col])
+    return pd.DataFrame(columns, index=frame.index).rename_axis("query_id").reset_index()
 
 
 def _infer_k(columns: Iterable[str]) -> int:

@@ -45,6 +45,36 @@ def metric_table(block: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def system_section(run: dict[str, Any]) -> list[str]:
+    """How the system was run (adapter, concurrency, warm-up, latency) and its failures per modality."""
+    lat = run.get("latency") or {}
+    warm = (
+        f"warm: {run.get('warmup_queries', 0)} warm-up queries were sent once, untimed, before the timed run"
+        if run.get("warm") else "cold: no warm-up query before the timed run"
+    )
+    out = [
+        "## System under test",
+        "",
+        f"Adapter `{run.get('adapter', 'builtin')}`, concurrency {run.get('concurrency', 1)} "
+        f"(queries in flight at once), per-query timeout {'—' if run.get('timeout_s') is None else format(run['timeout_s'], 'g')} s; {warm}. "
+        "Compile latency is measured by the harness around each call (index build excluded): "
+        f"p50 {_fmt(lat.get('p50_ms'))} ms, p95 {_fmt(lat.get('p95_ms'))} ms, p99 {_fmt(lat.get('p99_ms'))} ms, n={lat.get('n', '—')}.",
+        "",
+    ]
+    failures = run.get("failures_by_modality") or {}
+    if failures:
+        out += [
+            "Failed queries (timeout or crash) stay in every denominator and count 0.",
+            "",
+            "| modality | queries | failed | timeout | crash |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for modality, row in failures.items():
+            out.append(f"| {modality} | {row['queries']} | {row['failed']} | {row.get('timeout', 0)} | {row.get('crash', 0)} |")
+        out.append("")
+    return out
+
+
 def markdown(
     doc: dict[str, Any],
     entries: list[dict],
@@ -65,6 +95,7 @@ def markdown(
         "(annotated entries it is defined over: answerable ones for ranking metrics, "
         "unanswerable ones for false recall, all for temporal/holder correctness and latency).",
         "",
+        *system_section(run),
         "## Overall",
         "",
         *metric_table(doc["overall"]),

@@ -1,18 +1,46 @@
-"""Run the system under test over the dev entries, timing each call."""
+"""Run the system under test over the dev entries through an adapter, timing each call.
+
+What a system is sent is built by `query_of` + `protocol.request_of` only: the
+question, as_of, scope and k, under an opaque request id. Never gold, answer,
+answer_format, split, unanswerable, the query id or a path of the sets.
+
+Robustness rules (docs/systems.md):
+
+* every call has a timeout; a timed-out or crashed call makes its query *failed*:
+  it has no run rows, no latency, a row in `failures`, and it stays in every
+  denominator (evaluate passes the failed ids to the metrics);
+* a malformed response (not the protocol's shape, wrong types, NaN/inf scores,
+  unknown or duplicate atom ids, more than k hits, scores rising down the list)
+  stops the run with a ValueError naming the query;
+* `concurrency` channels carry at most that many queries at once;
+* warm-up: before the timed run the first `warmup` queries are sent once each
+  (spread over the channels), their answers checked and thrown away, their time
+  not recorded. Then every query is sent and timed.
+
+Latency is the wall clock around the adapter call only (send, wait, receive and
+decode), measured by the harness; checking the answer is not timed. The index
+build (or a command system's start-up, until it prints `{"ready": true}`) happens
+before and is not timed either.
+"""
 
 from __future__ import annotations
 
-import math
-import numbers
+import queue
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
-from bench.systems import Query, System
+from bench.systems import Query, Response
+from bench.systems.adapters import Adapter, Channel, SystemCrash, SystemTimeout
+from bench.systems.protocol import MalformedResponse, parse_response, request_of
 
 RUN_COLUMNS = ["query_id", "rank", "atom_id", "score"]
-LATENCY_COLUMNS = ["query_id", "latency_ms", "n_returned"]
+LATENCY_COLUMNS = ["query_id", "latency_ms", "n_returned", "abstain", "confidence"]
+FAILURE_COLUMNS = ["query_id", "modality", "kind", "message", "elapsed_ms"]
 
 
 def query_of(entry: dict, k: int) -> Query:
@@ -28,44 +56,130 @@ def query_of(entry: dict, k: int) -> Query:
     )
 
 
-class SystemResultError(ValueError):
-    """A system returned a result the harness cannot score; str() names the query."""
+@dataclass
+class RunResult:
+    run: pd.DataFrame  # query_id, rank, atom_id, score
+    latency: pd.DataFrame  # per answered query: query_id, latency_ms, n_returned, abstain, confidence
+    failures: pd.DataFrame  # per failed query: query_id, modality, kind (timeout|crash), message, elapsed_ms
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[str]:
+        return self.failures["query_id"].tolist()
 
 
-def check_hit(query_id: str, rank: int, atom_id: object, score: object, seen: set[str], known: Collection[str] | None) -> None:
-    """Refuse a NaN/infinite/non-numeric score, an unknown atom id or an atom returned twice."""
-    if not isinstance(atom_id, str) or not atom_id:
-        raise SystemResultError(f"query {query_id}: rank {rank}: atom id must be a non-empty string, got {atom_id!r}")
-    if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
-        raise SystemResultError(f"query {query_id}: rank {rank}: atom {atom_id} has score {score!r}, not a finite number")
-    if known is not None and atom_id not in known:
-        raise SystemResultError(f"query {query_id}: rank {rank}: unknown atom id {atom_id} (not among the chunked atoms)")
-    if atom_id in seen:
-        raise SystemResultError(f"query {query_id}: rank {rank}: system returned atom {atom_id} twice")
+@dataclass
+class _Outcome:
+    response: Response | None = None
+    elapsed_ms: float = 0.0
+    kind: str | None = None
+    message: str = ""
 
 
-def run_system(system: System, entries: list[dict], k: int, known_atoms: Collection[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return (run: query_id, rank, atom_id, score) and (latency per query in ms).
+def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str, clock: Callable[[], float]) -> _Outcome:
+    channel = pool.get()
+    try:
+        start = clock()
+        try:
+            raw = channel.call(request, timeout_s)
+        except SystemTimeout as exc:
+            return _Outcome(None, (clock() - start) * 1000.0, "timeout", str(exc))
+        except SystemCrash as exc:
+            return _Outcome(None, (clock() - start) * 1000.0, "crash", str(exc))
+        except MalformedResponse as exc:
+            raise ValueError(f"{label}: malformed response: {exc}") from None
+        elapsed = (clock() - start) * 1000.0
+    finally:
+        pool.put(channel)
+    try:
+        response = parse_response(raw, k, known, expect_id=request["id"])
+    except MalformedResponse as exc:
+        raise ValueError(f"{label}: malformed response: {exc}") from None
+    return _Outcome(response, elapsed)
 
-    Latency is wall-clock around the call, from question to ranked list ("compile
-    latency"); the index is built before the first call and is not timed. A hit with a
-    NaN or infinite score, an atom id not in `known_atoms` (when given) or an atom
-    returned twice raises SystemResultError naming the query.
-    """
+
+def run_queries(
+    adapter: Adapter,
+    entries: list[dict],
+    k: int,
+    *,
+    timeout_s: float = 30.0,
+    concurrency: int = 1,
+    warmup: int = 0,
+    known_atoms: Collection[str] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> RunResult:
+    """Send every entry's query through `adapter`; see the module docstring for the rules."""
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    known = known_atoms if known_atoms is None or isinstance(known_atoms, (set, frozenset)) else set(known_atoms)
+    pool: queue.Queue[Channel] = queue.Queue()
+    channels: list[Channel] = []
+    try:
+        for _ in range(concurrency):
+            channel = adapter.open()
+            channels.append(channel)
+            pool.put(channel)
+        requests = [request_of(query_of(e, k), f"r{i + 1}") for i, e in enumerate(entries)]
+        n_warm = min(warmup, len(entries))
+        warm_requests = [{**requests[i], "id": f"w{i + 1}"} for i in range(n_warm)]
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bench-query") as pool_exec:
+            warm = list(pool_exec.map(
+                lambda i: _call(pool, warm_requests[i], timeout_s, k, known, f"warm-up query {entries[i]['query_id']}", clock),
+                range(n_warm),
+            ))
+            warm_failed = [o for o in warm if o.kind is not None]
+            if n_warm and len(warm_failed) == n_warm:
+                raise RuntimeError(f"the system answered none of the {n_warm} warm-up queries; first failure: {warm_failed[0].kind}: {warm_failed[0].message}")
+            outcomes = list(pool_exec.map(
+                lambda i: _call(pool, requests[i], timeout_s, k, known, f"query {entries[i]['query_id']}", clock),
+                range(len(entries)),
+            ))
+    finally:
+        for channel in channels:
+            channel.close()
+
     run_rows: list[tuple[str, int, str, float]] = []
-    lat_rows: list[tuple[str, float, int]] = []
-    for entry in entries:
-        query = query_of(entry, k)
-        start = time.perf_counter()
-        hits = system.search(query)
-        elapsed = (time.perf_counter() - start) * 1000.0
-        seen: set[str] = set()
-        for rank, hit in enumerate(hits, start=1):
-            check_hit(entry["query_id"], rank, hit.atom_id, hit.score, seen, known_atoms)
-            seen.add(hit.atom_id)
-            run_rows.append((entry["query_id"], rank, hit.atom_id, hit.score))
-        lat_rows.append((entry["query_id"], elapsed, len(hits)))
-    return pd.DataFrame(run_rows, columns=RUN_COLUMNS), pd.DataFrame(lat_rows, columns=LATENCY_COLUMNS)
+    lat_rows: list[tuple[str, float, int, bool, float | None]] = []
+    fail_rows: list[tuple[str, str, str, str, float]] = []
+    for entry, outcome in zip(entries, outcomes, strict=True):
+        qid = entry["query_id"]
+        if outcome.response is None:
+            fail_rows.append((qid, entry["modality"], str(outcome.kind), outcome.message, outcome.elapsed_ms))
+            continue
+        resp = outcome.response
+        run_rows.extend((qid, rank, hit.atom_id, hit.score) for rank, hit in enumerate(resp.hits, start=1))
+        lat_rows.append((qid, outcome.elapsed_ms, len(resp.hits), resp.abstain, resp.confidence))
+    latency = pd.DataFrame(lat_rows, columns=LATENCY_COLUMNS)
+    latency["confidence"] = latency["confidence"].astype(float)
+    info = {
+        "adapter": adapter.kind,
+        "concurrency": concurrency,
+        "timeout_s": timeout_s,
+        "warmup_queries": n_warm,
+        "warmup_failed": len(warm_failed),
+        "warm": n_warm > 0 and len(warm_failed) < n_warm,
+        "restarts": adapter.restarts(),
+        "queries": len(entries),
+        "failed": len(fail_rows),
+    }
+    return RunResult(
+        pd.DataFrame(run_rows, columns=RUN_COLUMNS),
+        latency,
+        pd.DataFrame(fail_rows, columns=FAILURE_COLUMNS),
+        info,
+    )
+
+
+def run_system(system: Any, entries: list[dict], k: int, **options: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A Python System through the Python adapter: (run, latency). Failures raise."""
+    from bench.systems.adapters import PythonAdapter
+
+    result = run_queries(PythonAdapter(system, getattr(system, "name", "system")), entries, k, **options)
+    if len(result.failures):
+        row = result.failures.iloc[0]
+        raise RuntimeError(f"query {row.query_id}: {row.kind}: {row.message}")
+    return result.run, result.latency
 
 
 def trec_run(run: pd.DataFrame, tag: str) -> str:
@@ -78,3 +192,6 @@ def trec_qrels(gold: pd.DataFrame) -> str:
     pairs = gold[["query_id", "atom_id"]].drop_duplicates().sort_values(["query_id", "atom_id"])
     lines = [f"{q} 0 {a} 1" for q, a in pairs.itertuples(index=False)]
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+__all__ = ["RUN_COLUMNS", "LATENCY_COLUMNS", "FAILURE_COLUMNS", "RunResult", "query_of", "run_queries", "run_system", "trec_run", "trec_qrels"]

@@ -129,7 +129,8 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
         parsed, errs = read_lines(path, display)
         line_errors.extend(errs)
         for lineno, obj in parsed:
-            rows.append(flatten(obj, display, lineno))
+            shown = {**obj, "modality": _hashable(obj["modality"])} if isinstance(obj, dict) and isinstance(obj.get("modality"), (list, dict)) else obj
+            rows.append(flatten(shown, display, lineno))  # a list as modality would crash a dict lookup
             entries.append((obj, display, lineno))
             keyed.append((obj, display, lineno, path.stem))
         if not parsed:
@@ -137,6 +138,8 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
     if lock is not None:
         line_errors.extend(lock_failures(keyed, lock))
     frame = pd.DataFrame(rows)
+    if len(frame):  # a list or object as query_id would crash the uniqueness check: keep it shown, not hashed
+        frame["query_id"] = frame["query_id"].map(_hashable)
     lookup = manifest.lookup()
     by_source = {sid: grp for sid, grp in segments.groupby("source_id", sort=False)} if segments is not None and len(segments) else {}
     invalid: list[dict] = []
@@ -146,19 +149,62 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
         mods = set(modalities())
         for i, (obj, display, lineno) in enumerate(entries):
             hard = ""
-            if structurally_ok.iloc[i] and obj.get("modality") in mods and isinstance(obj.get("origin", {}).get("revision"), str):
+            if structurally_ok.iloc[i] and isinstance(obj.get("modality"), str) and obj["modality"] in mods and isinstance(obj.get("origin", {}).get("revision"), str):
                 hard, soft = corpus_problem(obj, lookup, by_source)
                 if soft:
                     invalid.append({"query_id": obj["query_id"], "file": display, "line": lineno, "split": obj.get("split"), "modality": obj["modality"], "reason": soft})
             problems.append(hard)
         frame["corpus_problem"] = problems
-        table = failures(frame, entry_schema())
+        table = _tidy(failures(frame, entry_schema()), frame)
     else:
         table = pd.DataFrame(columns=FAILURE_COLUMNS)
     errors = pd.concat([pd.DataFrame(line_errors, columns=FAILURE_COLUMNS), table], ignore_index=True)
     errors = errors.sort_values(["file", "line"], kind="stable").reset_index(drop=True)
     passed = [obj for obj, _, _ in entries] if errors.empty else []
     return ValidationResult(errors=errors, entries=passed, invalid=invalid if errors.empty else [])
+
+
+IFF = "gold must be empty if and only if unanswerable"
+UNIQUE = "query_id must be unique across all set files"
+
+
+def _tidy(table: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per entry for the gold/unanswerable check (Pandera reports a frame-wide
+    check once per column) and the plain name of the uniqueness check."""
+    if table.empty:
+        return table
+    table = table.copy()
+    table.loc[table["check"].str.endswith("field_uniqueness"), "check"] = UNIQUE
+    iff = table["check"].str.endswith(IFF)
+    if iff.any():
+        facts = frame.set_index(["file", "line"])[["unanswerable", "n_gold"]]
+        rows = table.loc[iff, ["file", "line", "query_id"]].drop_duplicates(["file", "line"])
+        rows["check"] = IFF
+        rows["value"] = [f"unanswerable={str(facts.loc[(f, ln), 'unanswerable']).lower()}, gold has {facts.loc[(f, ln), 'n_gold']} regions" for f, ln in zip(rows["file"], rows["line"])]
+        table = pd.concat([table.loc[~iff], rows], ignore_index=True)
+    return table.drop_duplicates().sort_values(["file", "line", "check"], kind="stable").reset_index(drop=True)
+
+
+class _Shown:
+    """A JSON value that is not hashable (list, object), hashable by its JSON text; never a str."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, value: Any) -> None:
+        self.text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Shown) and other.text == self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _hashable(value: Any) -> Any:
+    return _Shown(value) if isinstance(value, (list, dict)) else value
 
 
 def _display(path: Path, root: Path | None) -> str:

@@ -19,6 +19,7 @@ STORE = ROOT / "data" / "corpus"
 SEGMENTS = ROOT / "data" / "segments"
 VALID_DIR = ROOT / "data" / "sets"
 ATOMS = ROOT / "data" / "atoms"
+SERVED = ROOT / "data" / "served"  # the atoms the system under test serves (retrieve stage)
 RUNS = ROOT / "data" / "runs"
 RESOLVED = ROOT / "data" / "resolved"
 REPORTS = ROOT / "reports"

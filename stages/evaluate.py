@@ -10,7 +10,8 @@ import pandas as pd
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
 from bench.metrics import aggregate, per_query
 from bench.report import markdown, metrics_document
-from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SETS_DIR, VALID_DIR, params, read_json
+from stages import evaluate_fair
+from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SERVED, SETS_DIR, VALID_DIR, params, read_json
 
 
 def entries_frame(entries: list[dict], regions: pd.DataFrame) -> pd.DataFrame:
@@ -27,6 +28,19 @@ def entries_frame(entries: list[dict], regions: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def failure_summary(ent: pd.DataFrame, failures: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """Per modality: queries, failed, and failed by kind (timeout, crash)."""
+    kinds = dict(zip(failures["query_id"].astype(str), failures["kind"].astype(str), strict=True))
+    out: dict[str, dict[str, int]] = {}
+    for qid, modality in zip(ent["query_id"], ent["modality"], strict=True):
+        row = out.setdefault(str(modality), {"queries": 0, "failed": 0})
+        row["queries"] += 1
+        if qid in kinds:
+            row["failed"] += 1
+            row[kinds[qid]] = row.get(kinds[qid], 0) + 1
+    return dict(sorted(out.items()))
+
+
 @click.command()
 def main() -> None:
     cfg = params()
@@ -40,12 +54,15 @@ def main() -> None:
     latency = pd.read_parquet(RUNS / "latency.parquet")
     system = read_json(RUNS / "system.json")
     atoms = pd.concat(
-        [pd.read_parquet(p, columns=["atom_id", "holder", "observed_at"]) for p in sorted(ATOMS.glob("*.parquet"))],
+        [pd.read_parquet(p, columns=["atom_id", "holder", "observed_at"]) for p in sorted(SERVED.glob("*.parquet"))],
         ignore_index=True,
     )
     ent = entries_frame(entries, regions)
-    pq = per_query(ent, run, gold, atoms, k=k, strong_score=float(cfg["metrics"]["strong_score"]))
-    agg = aggregate(pq, latency, k=k)
+    # failed queries (timeout, crash) stay in every denominator and count 0
+    failures = pd.read_parquet(RUNS / "failures.parquet") if (RUNS / "failures.parquet").exists() else pd.DataFrame(columns=["query_id", "kind"])
+    failed = failures["query_id"].astype(str).tolist()
+    pq = per_query(ent, run, gold, atoms, k=k, strong_score=float(cfg["metrics"]["strong_score"]), failed=failed)
+    agg = aggregate(pq, latency, failed, k=k)
     imports = {p.stem: read_json(p) for p in sorted((SETS_DIR / "imports").glob("*.json"))}
     run_info = {
         "system": system["name"],
@@ -55,13 +72,21 @@ def main() -> None:
         "chunking": cfg["chunking"],
         "concurrency": system.get("concurrency", 1),
         "warm": system.get("warm", True),
+        "adapter": system.get("adapter", "builtin"),
+        "warmup_queries": system.get("warmup_queries", 0),
+        "timeout_s": system.get("timeout_s"),
+        "latency": system.get("latency"),
+        "failures_by_modality": failure_summary(ent, failures),
     }
     doc = metrics_document(agg, invalid, summary["sha256"], run_info)
+    # chunk-fair metrics, 95% intervals on every cell, atom statistics, ties (stages/evaluate_fair.py)
+    doc, full, fair_ctx = evaluate_fair.extend(doc, pq, ent, run, gold, regions, latency, failed, cfg)
     write_parquet(ROOT / "data" / "eval" / "per_query.parquet", pq)
     write_json(REPORTS / "metrics" / "dev.json", doc)
     stats = read_json(ATOMS / "stats.json")
     enabled = {Path(p).stem for p in summary["sha256"]["sets"]}
     write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {k_: v for k_, v in imports.items() if k_ in enabled}, summary, stats))
+    evaluate_fair.write_outputs(doc, full, fair_ctx, entries, run, gold, regions, cfg)
     o = doc["overall"]
     click.echo(f"evaluate: recall@{k} {o[f'recall@{k}']['value']:.4f} (n={o[f'recall@{k}']['n']}), mrr {o['mrr']['value']:.4f}, invalid {doc['invalid_entries']}")
 

@@ -9,7 +9,7 @@ from bench.corpus import load_segments
 from bench.io import iter_jsonl, write_parquet, write_text
 from bench.resolve import resolve
 from bench.retrieve import trec_qrels
-from stages.common import ATOMS, REPORTS, RESOLVED, SEGMENTS, VALID_DIR, fail
+from stages.common import REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
 
 
 @click.command()
@@ -18,7 +18,8 @@ def main() -> None:
     segments = load_segments(SEGMENTS)
     if segments is None:
         fail("no segments; run the extract stage first")
-    atoms = {p.stem: pd.read_parquet(p) for p in sorted(ATOMS.glob("*.parquet"))}
+    # the atoms the system under test serves (its own, or the harness chunks): see stages/retrieve.py
+    atoms = {p.stem: pd.read_parquet(p) for p in sorted(SERVED.glob("*.parquet"))}
     gold, regions = resolve(entries, atoms, segments)
     write_parquet(RESOLVED / "gold.parquet", gold)
     write_parquet(RESOLVED / "regions.parquet", regions)

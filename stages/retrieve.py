@@ -1,45 +1,143 @@
-"""DVC stage retrieve: run the system under test on the valid dev entries."""
+"""DVC stage retrieve: run the system under test on the valid dev entries.
+
+1. The served atoms: the harness's chunks (data/atoms) or, with `system.atoms`, the
+   system's own atoms file, checked against the contract and turned into the
+   modality columns; written to data/served/ (resolve and evaluate read them).
+2. The system, through the adapter `system.adapter` names (docs/systems.md).
+3. Every dev query, timed; failures recorded, malformed answers stop the stage.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 import time
+from pathlib import Path
 
 import click
+import numpy as np
 import pandas as pd
 
-from bench.corpus import load_segments  # noqa: F401  (kept for symmetry with other stages)
-from bench.io import iter_jsonl, write_json, write_parquet, write_text
-from bench.retrieve import run_system, trec_run
-from bench.systems import build_system
-from stages.common import ATOMS, REPORTS, RUNS, VALID_DIR, fail, params
+from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_jsonl, write_parquet, write_text
+from bench.retrieve import run_queries, trec_run
+from bench.systems import MissingExtra
+from bench.systems.adapters import SystemCrash
+from bench.systems.atoms import AtomsError, contract_rows, load_system_atoms
+from bench.systems.config import make_adapter, system_config
+from stages.common import ATOMS, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, VALID_DIR, fail, params
 
 COMMON = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
 
 
-def load_atoms() -> pd.DataFrame:
-    frames = [pd.read_parquet(p, columns=COMMON) for p in sorted(ATOMS.glob("*.parquet"))]
+def served_atoms(atoms_file: str | None) -> tuple[dict[str, pd.DataFrame] | None, dict]:
+    """(frames to write, or None to copy data/atoms as is; provenance)."""
+    if atoms_file is None:
+        if not list(ATOMS.glob("*.parquet")):
+            fail(f"no atoms in {ATOMS.name}/; run the chunk stage first")
+        return None, {"source": "harness chunking (data/atoms)"}
+    from bench.corpus import load_segments
+
+    path = (ROOT / atoms_file).resolve()
+    try:
+        frames = load_system_atoms(path, load_segments(SEGMENTS))
+    except AtomsError as exc:
+        fail(str(exc))
     if not frames:
-        fail(f"no atoms in {ATOMS.name}/; run the chunk stage first")
-    return pd.concat(frames, ignore_index=True)
+        fail(f"{atoms_file}: system.atoms: the file holds no atoms")
+    return frames, {"source": "system", "file": atoms_file, "sha256": sha256_file(path)}
+
+
+def write_served(frames: dict[str, pd.DataFrame] | None) -> None:
+    SERVED.mkdir(parents=True, exist_ok=True)
+    if frames is None:  # byte copies: an unchanged chunking leaves resolve up to date
+        names = {p.name for p in ATOMS.glob("*.parquet")}
+        for src in sorted(ATOMS.glob("*.parquet")):
+            with atomic_writer(SERVED / src.name, "wb") as fh:
+                fh.write(src.read_bytes())
+    else:
+        names = {f"{m}.parquet" for m in frames}
+        for modality, frame in frames.items():
+            write_parquet(SERVED / f"{modality}.parquet", frame)
+    for stale in SERVED.glob("*.parquet"):
+        if stale.name not in names:
+            stale.unlink()
+
+
+def percentiles(latency_ms: pd.Series) -> dict:
+    values = latency_ms.to_numpy(dtype=float)
+    if not len(values):
+        return {"n": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None}
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return {"n": int(len(values)), "p50_ms": float(p50), "p95_ms": float(p95), "p99_ms": float(p99)}
 
 
 @click.command()
 def main() -> None:
-    cfg = params()["system"]
-    entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
-    atoms = load_atoms()
-    start = time.perf_counter()
     try:
-        system = build_system(cfg["name"], atoms)
+        cfg = system_config(params()["system"])
     except ValueError as exc:
         fail(f"params.yaml {exc}")
-    build_s = time.perf_counter() - start
-    run, latency = run_system(system, entries, int(cfg["depth"]))
-    write_parquet(RUNS / "dev.parquet", run)
-    write_parquet(RUNS / "latency.parquet", latency)
-    write_json(RUNS / "system.json", {"name": system.name, "depth": int(cfg["depth"]), "atoms": len(atoms), "index_build_s": round(build_s, 3), "warm": True, "concurrency": 1})
-    write_text(REPORTS / "runs" / "dev.run", trec_run(run, system.name))
-    click.echo(f"retrieve: {system.name}: {len(entries)} queries over {len(atoms)} atoms; index {build_s:.1f}s; p50 {latency['latency_ms'].median():.2f} ms")
+    entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
+    frames, provenance = served_atoms(cfg.atoms)
+    write_served(frames)
+    atoms = pd.concat([pd.read_parquet(p, columns=COMMON) for p in sorted(SERVED.glob("*.parquet"))], ignore_index=True)
+
+    with contextlib.ExitStack() as stack:
+        def atoms_jsonl() -> Path:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-served-")))
+            served = {p.stem: pd.read_parquet(p) for p in sorted(SERVED.glob("*.parquet"))}
+            write_jsonl(folder / "atoms.jsonl", contract_rows(served))
+            return folder / "atoms.jsonl"
+
+        start = time.perf_counter()
+        try:
+            adapter = make_adapter(cfg, atoms, atoms_jsonl, cwd=ROOT)
+        except (ValueError, MissingExtra) as exc:
+            fail(f"params.yaml system: {exc}")
+        build_s = time.perf_counter() - start  # a Python system's index build (a command system starts in the run)
+        start = time.perf_counter()
+        try:
+            result = run_queries(
+                adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, concurrency=cfg.concurrency,
+                warmup=cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)),
+            )
+        except SystemCrash as exc:
+            fail(f"system {cfg.name!r} could not be started: {exc}")
+        except (ValueError, RuntimeError) as exc:
+            fail(f"system {cfg.name!r}: {exc}")
+        run_s = time.perf_counter() - start
+
+    lat = percentiles(result.latency["latency_ms"])
+    info = {
+        "name": cfg.name,
+        "adapter": cfg.adapter,
+        "entry": cfg.entry,
+        "depth": cfg.depth,
+        "atoms": len(atoms),
+        "atoms_source": provenance,
+        "concurrency": cfg.concurrency,
+        "timeout_s": cfg.timeout_s,
+        "warmup_queries": result.info["warmup_queries"],
+        "warm": result.info["warm"],
+        "restarts": result.info["restarts"],
+        "queries": len(entries),
+        "failed": len(result.failures),
+        "failed_by_kind": {str(k): int(v) for k, v in result.failures["kind"].value_counts().sort_index().items()},
+        "latency": lat,
+        "index_build_s": round(build_s, 3),
+        "run_s": round(run_s, 3),
+    }
+    write_parquet(RUNS / "dev.parquet", result.run)
+    write_parquet(RUNS / "latency.parquet", result.latency)
+    write_parquet(RUNS / "failures.parquet", result.failures)
+    write_json(RUNS / "system.json", info)
+    write_json(SERVED / "served.json", {**provenance, "atoms": {m: int(n) for m, n in atoms["modality"].value_counts().sort_index().items()}})
+    write_text(REPORTS / "runs" / "dev.run", trec_run(result.run, cfg.name.replace(" ", "_")))
+    p50 = "—" if lat["p50_ms"] is None else f"{lat['p50_ms']:.2f} ms"
+    click.echo(
+        f"retrieve: {cfg.name} ({cfg.adapter}): {len(entries)} queries over {len(atoms)} atoms; "
+        f"failed {len(result.failures)}; p50 {p50} (n={lat['n']}, concurrency {cfg.concurrency}, warm-up {result.info['warmup_queries']})"
+    )
 
 
 if __name__ == "__main__":

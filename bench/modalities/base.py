@@ -234,3 +234,89 @@ def interval_extents(x0: Any, x1: Any, part: Any = "") -> pd.DataFrame:
     hi = np.asarray(x1, dtype=float)
     parts = np.broadcast_to(np.asarray(part, dtype=object), lo.shape)
     return pd.DataFrame({"part": parts, "x0": lo, "x1": hi, "y0": np.zeros_like(lo), "y1": np.ones_like(lo)})
+
+
+# -- vectorised overlap (gold resolution, see bench/resolve.py) ----------------------
+
+PAIR_COLUMNS = ["region_row", "atom_row"]
+
+
+def pairs_frame(region_rows: Any, atom_rows: Any) -> pd.DataFrame:
+    return pd.DataFrame({
+        "region_row": np.asarray(region_rows, dtype=np.int64),
+        "atom_row": np.asarray(atom_rows, dtype=np.int64),
+    })
+
+
+def overlap_pairs_per_region(modality: "Modality", regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+    """Reference join: `modality.overlap` called once per region on its source's atoms.
+
+    `regions` has columns source_id and region (the region dict); `atoms` holds the
+    modality's atoms; `segments` the segments of (at least) their sources. Returns
+    (region_row, atom_row) positions of every overlapping pair, by region then atom.
+    """
+    by_source = atoms.groupby("source_id", sort=False).indices
+    segs_by_source = segments.groupby("source_id", sort=False).indices if len(segments) else {}
+    empty = pd.DataFrame()
+    r_out: list[np.ndarray] = []
+    a_out: list[np.ndarray] = []
+    for r, (sid, region) in enumerate(zip(regions["source_id"].tolist(), regions["region"].tolist(), strict=True)):
+        pos = by_source.get(sid)
+        if pos is None or not len(pos):
+            continue
+        seg_pos = segs_by_source.get(sid)
+        seg = segments.iloc[seg_pos] if seg_pos is not None else empty
+        hit = np.asarray(modality.overlap(region, atoms.iloc[pos], seg), dtype=bool)
+        a_out.append(pos[hit])
+        r_out.append(np.full(int(hit.sum()), r, dtype=np.int64))
+    if not r_out:
+        return pairs_frame([], [])
+    return pairs_frame(np.concatenate(r_out), np.concatenate(a_out))
+
+
+def candidate_pairs(
+    r_group: Any, r_lo: Any, r_hi: Any, a_group: Any, a_lo: Any, a_hi: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted-array interval join: (region, atom) positions with the same group and
+    a_lo <= r_hi and a_hi >= r_lo (closed bounds, so a superset of every half-open or
+    point rule; callers apply their exact rule to the pairs).
+
+    Values are replaced by their dense ranks over all four arrays (order and ties are
+    kept exactly, floats included) and offset by the group's code, so one
+    `searchsorted` per side finds each region's candidate run among the atoms sorted
+    by (group, a_lo); the running maximum of a_hi bounds the run from below. Cost is
+    O((R + A) log(R + A) + pairs) for atoms of similar length within a group.
+    """
+    r_group, a_group = np.asarray(r_group, dtype=object), np.asarray(a_group, dtype=object)
+    codes, uniques = pd.factorize(np.concatenate([a_group, r_group]))
+    a_code, r_code = codes[: len(a_group)].astype(np.int64), codes[len(a_group):].astype(np.int64)
+    values = np.concatenate([np.asarray(v, dtype=float) for v in (a_lo, a_hi, r_lo, r_hi)])
+    _, ranks = np.unique(values, return_inverse=True)
+    ranks = ranks.astype(np.int64)
+    n_a, n_r = len(a_group), len(r_group)
+    ra_lo, ra_hi = ranks[:n_a], ranks[n_a: 2 * n_a]
+    rr_lo, rr_hi = ranks[2 * n_a: 2 * n_a + n_r], ranks[2 * n_a + n_r:]
+    m = np.int64(len(values) + 1)
+    order = np.lexsort((ra_lo, a_code))
+    lo_key = a_code[order] * m + ra_lo[order]
+    hi_key = np.maximum.accumulate(a_code[order] * m + ra_hi[order]) if n_a else np.zeros(0, np.int64)
+    first = np.searchsorted(hi_key, r_code * m + rr_lo, side="left")
+    last = np.searchsorted(lo_key, r_code * m + rr_hi, side="right")
+    counts = np.clip(last - first, 0, None)
+    total = int(counts.sum())
+    r_idx = np.repeat(np.arange(n_r, dtype=np.int64), counts)
+    starts = np.repeat(first - (np.cumsum(counts) - counts), counts)
+    a_idx = order[starts + np.arange(total, dtype=np.int64)] if total else np.zeros(0, np.int64)
+    return r_idx, a_idx.astype(np.int64)
+
+
+def _default_overlap_pairs(self: "Modality", regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+    """Every (region_row, atom_row) pair that overlaps, by the modality's `overlap`.
+
+    Modalities override this with a vectorised join giving the same pairs; this
+    default calls `overlap` once per region (see overlap_pairs_per_region).
+    """
+    return overlap_pairs_per_region(self, regions, atoms, segments)
+
+
+Modality.overlap_pairs = _default_overlap_pairs  # type: ignore[attr-defined]

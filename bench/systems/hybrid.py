@@ -22,8 +22,8 @@ POOL = 1000
 class HybridSystem:
     def __init__(self, atoms: pd.DataFrame, scoped: bool, encoder: Encoder | None = None, embeddings: np.ndarray | None = None) -> None:
         self.name = "hybrid-scoped" if scoped else "hybrid"
+        self.dense = DenseSystem(atoms, scoped=scoped, encoder=encoder, embeddings=embeddings)  # first: fails fast without the extra
         self.bm25 = BM25System(atoms, scoped=scoped)
-        self.dense = DenseSystem(atoms, scoped=scoped, encoder=encoder, embeddings=embeddings)
         self.atom_ids = self.bm25.atom_ids  # both sort atoms by atom_id: same positions
 
     def search(self, query: Query) -> list[Hit]:

@@ -244,11 +244,16 @@ def test_tutorialvqa_import_real():
     assert first.notes["pairs_with_several_gold_windows"] == 24
     assert first.notes["gold_windows_ending_after_last_cue"] == 0
     assert first.notes["dropped_cues"] == {"missing_time": 13, "negative_time": 0, "inverted_time": 2}
-    assert len(entries) == 6005 and len(entries) + len(first.excluded) == 6007
-    assert Counter(x["reason"] for x in first.excluded) == {"row in none of the upstream train/dev/test files": 2}
+    assert len(entries) == 6003 and len(entries) + len(first.excluded) == 6007
+    # two upstream rows belong to no split; two questions are empty strings upstream
+    assert Counter(x["reason"] for x in first.excluded) == {
+        "row in none of the upstream train/dev/test files": 2,
+        "empty question text": 2,
+    }
+    assert all(e["question"].strip() for e in entries)
     assert len({e["query_id"] for e in entries}) == len(entries)
     splits = Counter(e["split"] for e in entries)
-    assert splits == {"dev": 4775, "test": 1230}
+    assert splits == {"dev": 4773, "test": 1230}
     for e in entries:
         check_entry_shape(e, "tutorialvqa")
         assert pd.Timestamp(e["as_of"]) > pd.Timestamp("2017-07-28T12:49:48Z")

@@ -114,6 +114,28 @@ class CodeModality(Modality):
             & (atoms["line_end"].to_numpy() >= lo)
         )
 
+    def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Vectorised `overlap` for many regions at once: (region_row, atom_row) pairs.
+
+        Region spans come from `region_spans` (one parse per file, one lookup per
+        distinct region); the join is on (source, path) and the inclusive line ranges.
+        """
+        from bench.modalities.base import candidate_pairs, pairs_frame
+
+        spans = region_spans(regions, segments)
+        placed = np.flatnonzero([s is not None for s in spans])
+        if not len(placed) or not len(atoms):
+            return pairs_frame([], [])
+        sids = regions["source_id"].to_numpy(dtype=object)[placed]
+        r_key = np.asarray([f"{sid}\x00{spans[i][0]}" for sid, i in zip(sids, placed)], dtype=object)
+        g_lo = np.asarray([spans[i][1] for i in placed], dtype=np.int64)
+        g_hi = np.asarray([spans[i][2] for i in placed], dtype=np.int64)
+        a_key = (atoms["source_id"].astype(str) + "\x00" + atoms["path"].astype(str)).to_numpy(dtype=object)
+        l0, l1 = atoms["line_start"].to_numpy(dtype=np.int64), atoms["line_end"].to_numpy(dtype=np.int64)
+        r, a = candidate_pairs(r_key, g_lo, g_hi, a_key, l0, l1)
+        keep = (l0[a] <= g_hi[r]) & (l1[a] >= g_lo[r])
+        return pairs_frame(placed[r[keep]], a[keep])
+
     # Extents are characters of a file (part = the file's path), each line owning its
     # newline ([line start, line end + 1)), so lines tile the file and a blank line
     # still has extent 1.
@@ -166,6 +188,48 @@ def region_span(region: dict, segments: pd.DataFrame) -> tuple[tuple[str, int, i
     if sym is None:
         return None, f"{problem} in {path!r}"
     return (path, int(sym["line_start"]), int(sym["line_end"])), None
+
+
+def region_spans(regions: pd.DataFrame, segments: pd.DataFrame) -> list[tuple[str, int, int] | None]:
+    """`region_span` of many (source_id, region) rows, with each file parsed once.
+
+    Same answers as region_span on the source's segments: the first segment of the
+    source with the region's path is the file; a line must lie in it; a symbol must
+    resolve in its symbol table.
+    """
+    files: dict[tuple[str, str], dict[str, Any]] = {}
+    if len(segments) and "path" in segments:
+        wanted = set(regions["source_id"].tolist())
+        firsts = segments[segments["source_id"].isin(wanted)].drop_duplicates(["source_id", "path"], keep="first")
+        cols = [c for c in ("text", "symbols") if c in firsts]
+        values = zip(firsts["source_id"].tolist(), firsts["path"].tolist(), *(firsts[c].tolist() for c in cols), strict=True)
+        for sid, path, *rest in values:
+            files[(sid, path)] = {"path": path, **dict(zip(cols, rest, strict=True))}
+    n_lines: dict[tuple[str, str], int] = {}
+    symbols: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    memo: dict[tuple[str, str, str, Any], tuple[str, int, int] | None] = {}
+    out: list[tuple[str, int, int] | None] = []
+    for sid, region in zip(regions["source_id"].tolist(), regions["region"].tolist(), strict=True):
+        path = region["path"]
+        kind = "line" if "line" in region else "symbol"
+        key = (sid, path, kind, region[kind])
+        if key not in memo:
+            seg = files.get((sid, path))
+            span = None
+            if seg is not None and kind == "line":
+                if (sid, path) not in n_lines:
+                    n_lines[(sid, path)] = len(split_lines(seg["text"]))
+                if 1 <= region["line"] <= n_lines[(sid, path)]:
+                    span = (path, region["line"], region["line"])
+            elif seg is not None:
+                if (sid, path) not in symbols:
+                    symbols[(sid, path)] = symbols_of(seg)
+                sym, _ = resolve(symbols[(sid, path)], region["symbol"])
+                if sym is not None:
+                    span = (path, int(sym["line_start"]), int(sym["line_end"]))
+            memo[key] = span
+        out.append(memo[key])
+    return out
 
 
 def _spans(seg: pd.Series, text: str, strategy: str, options: dict[str, Any]) -> list[tuple[str, int, int]]:

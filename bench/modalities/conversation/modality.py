@@ -68,6 +68,16 @@ class ConversationModality(Modality):
         turn = region["turn"]
         return (atoms["turn_start"].to_numpy() <= turn) & (atoms["turn_end"].to_numpy() >= turn)
 
+    def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Vectorised `overlap` for many regions at once: (region_row, atom_row) pairs."""
+        from bench.modalities.base import candidate_pairs, pairs_frame
+
+        turn = np.asarray([r["turn"] for r in regions["region"]], dtype=np.int64)
+        t0, t1 = atoms["turn_start"].to_numpy(dtype=np.int64), atoms["turn_end"].to_numpy(dtype=np.int64)
+        r, a = candidate_pairs(regions["source_id"].to_numpy(), turn, turn, atoms["source_id"].to_numpy(), t0, t1)
+        keep = (t0[a] <= turn[r]) & (t1[a] >= turn[r])
+        return pairs_frame(r[keep], a[keep])
+
     # Extents are characters of the session's joined text, each turn owning the
     # newline after it ([char_start, char_end + 1)), so turns tile the session.
     extent_unit: ClassVar[str] = "chars"

@@ -96,6 +96,52 @@ class PdfModality(Modality):
         covers = (atoms["page_start"].to_numpy() <= page) & (atoms["page_end"].to_numpy() >= page)
         return covers
 
+    def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Vectorised `overlap` for many regions at once: (region_row, atom_row) pairs.
+
+        Each region's character span comes from one vectorised layout of all its
+        sources' segments; regions with text join atoms on character spans, regions
+        on pages without text join them on page ranges, as `overlap` does.
+        """
+        from bench.modalities.base import candidate_pairs, pairs_frame
+
+        if not len(regions) or not len(atoms) or not len(segments):
+            return pairs_frame([], [])
+        seg = layout_many(segments[segments["source_id"].isin(set(regions["source_id"].tolist()))])
+        page = np.asarray([x["page"] for x in regions["region"]], dtype=np.int64)
+        block = np.asarray([x.get("block", -1) for x in regions["region"]], dtype=np.int64)
+        want = pd.DataFrame({"source_id": regions["source_id"].to_numpy(dtype=object), "page": page, "block": block})
+        by_page = seg.groupby(["source_id", "page"], sort=False).agg(g_lo=("char_start", "min"), g_hi=("char_end", "max"))
+        by_block = seg.groupby(["source_id", "page", "block"], sort=False).agg(g_lo=("char_start", "min"), g_hi=("char_end", "max"))
+        span = np.full((len(want), 2), -1, dtype=np.int64)
+        found = np.zeros(len(want), dtype=bool)
+        for mask, table, keys in ((block < 0, by_page, ["source_id", "page"]), (block >= 0, by_block, ["source_id", "page", "block"])):
+            if not mask.any() or not len(table):
+                continue
+            idx = pd.MultiIndex.from_frame(want.loc[mask, keys]) if len(keys) > 1 else want.loc[mask, keys[0]]
+            pos = table.index.get_indexer(idx)
+            hit = pos >= 0
+            rows = np.flatnonzero(mask)[hit]
+            span[rows] = table.to_numpy(dtype=np.int64)[pos[hit]]
+            found[rows] = True
+        g_lo, g_hi = span[:, 0], span[:, 1]
+        a_src, r_src = atoms["source_id"].to_numpy(dtype=object), regions["source_id"].to_numpy(dtype=object)
+        lo, hi = atoms["char_start"].to_numpy(dtype=np.int64), atoms["char_end"].to_numpy(dtype=np.int64)
+        p0, p1 = atoms["page_start"].to_numpy(dtype=np.int64), atoms["page_end"].to_numpy(dtype=np.int64)
+        out_r: list[np.ndarray] = []
+        out_a: list[np.ndarray] = []
+        text = np.flatnonzero(found & (g_hi > g_lo))
+        r, a = candidate_pairs(r_src[text], g_lo[text], g_hi[text], a_src, lo, hi)
+        keep = intersects(lo[a], hi[a], g_lo[text][r], g_hi[text][r])
+        out_r.append(text[r[keep]])
+        out_a.append(a[keep])
+        empty = np.flatnonzero(found & (g_hi <= g_lo))
+        r, a = candidate_pairs(r_src[empty], page[empty], page[empty], a_src, p0, p1)
+        keep = (p0[a] <= page[empty][r]) & (p1[a] >= page[empty][r])
+        out_r.append(empty[r[keep]])
+        out_a.append(a[keep])
+        return pairs_frame(np.concatenate(out_r), np.concatenate(out_a))
+
     # Extents are characters of the joined text, each segment owning the newline after
     # it: segment i spans [char_start, char_end + 1), so the pages tile the document
     # and a page without a text layer still has extent 1 (it can be covered and paid).
@@ -112,6 +158,16 @@ class PdfModality(Modality):
         if sel.empty:
             return None
         return ("", float(sel["char_start"].min()), float(sel["char_end"].max() + 1), 0.0, 1.0)
+
+
+def layout_many(segments: pd.DataFrame) -> pd.DataFrame:
+    """`textspan.layout` of many sources at once (char offsets restart per source)."""
+    seg = segments.sort_values(["source_id", "seq"], kind="stable").reset_index(drop=True)
+    lengths = seg["text"].str.len().to_numpy(dtype=np.int64)
+    step = pd.Series(lengths + 1).groupby(seg["source_id"].to_numpy(), sort=False).cumsum().to_numpy()
+    seg["char_start"] = step - (lengths + 1)
+    seg["char_end"] = seg["char_start"].to_numpy() + lengths
+    return seg
 
 
 ATOM_PDF_COLUMNS = [

@@ -117,6 +117,17 @@ class VideoModality(Modality):
         return overlaps(atoms["t_start"].to_numpy(dtype=float), atoms["t_end"].to_numpy(dtype=float),
                         float(region["t_start"]), float(region["t_end"]))
 
+    def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Vectorised `overlap` for many regions at once: (region_row, atom_row) pairs."""
+        from bench.modalities.base import candidate_pairs, pairs_frame
+
+        g_lo = np.asarray([float(x["t_start"]) for x in regions["region"]], dtype=float)
+        g_hi = np.asarray([float(x["t_end"]) for x in regions["region"]], dtype=float)
+        lo, hi = atoms["t_start"].to_numpy(dtype=float), atoms["t_end"].to_numpy(dtype=float)
+        r, a = candidate_pairs(regions["source_id"].to_numpy(), g_lo, g_hi, atoms["source_id"].to_numpy(), lo, hi)
+        keep = overlaps(lo[a], hi[a], g_lo[r], g_hi[r])
+        return pairs_frame(r[keep], a[keep])
+
     # Extents are seconds on the video's time line; a zero-length cue has extent 0.
     extent_unit: ClassVar[str] = "seconds"
 

@@ -1,0 +1,270 @@
+"""`bench compare A B`: is run B better than run A, per modality and metric, honestly?
+
+A run is found from its committed per-query table ``reports/per_query/dev.parquet``
+(written by the evaluate stage, cache: false, so it is in git with every commit and
+every DVC experiment) plus ``reports/metrics/dev.json`` for its description. A and
+B may each be
+
+* a folder (a project checkout or a copy of its ``reports/``), or the parquet file;
+* a git revision (``HEAD``, ``main~1``, a commit hash) of the project's repository;
+* a DVC experiment name (as ``dvc exp show`` lists it; found under ``refs/exps``).
+
+For every (modality, metric) -- and ``overall`` -- the comparison pairs the
+queries present in both runs (by query_id) that are in the metric's denominator,
+with the same rules as dev.json (a failed query counts 0), and reports
+
+* mean of A, mean of B and the paired difference B - A with its 95% bootstrap
+  interval (queries resampled in pairs);
+* a two-sided paired randomization (sign-flip) test p-value and its Holm-adjusted
+  value across every row compared (all modalities and metrics together);
+* win / tie / loss counts over queries (a win is B better than A on that query:
+  higher, or lower for false_recall);
+* "significant" only when the Holm-adjusted p is below alpha; otherwise the text
+  says plainly that the difference is not significant.
+The number of tied score positions (``tied@k``) of each run is reported as well.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.uncertainty import bootstrap_ci, holm, paired_randomization_test, rng_for
+
+PER_QUERY = "reports/per_query/dev.parquet"
+METRICS = "reports/metrics/dev.json"
+
+#: metric -> (per-query column template, scope, higher is better)
+COMPARED: dict[str, tuple[str, str, bool]] = {
+    "recall@{k}": ("recall@{k}", "answerable", True),
+    "mrr": ("mrr", "answerable", True),
+    "ndcg@{k}": ("ndcg@{k}", "answerable", True),
+    "coverage@{k}": ("coverage@{k}", "answerable", True),
+    "precision@{k}": ("precision@{k}", "answerable", True),
+    "iou@{k}": ("iou@{k}", "answerable", True),
+    "false_recall": ("false_recall", "unanswerable", False),
+}
+
+
+class CompareError(Exception):
+    """A run cannot be found or read; str() is the one-line message."""
+
+
+@dataclass
+class RunData:
+    label: str
+    per_query: pd.DataFrame
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        run = self.metrics.get("run", {})
+        chunking = run.get("chunking", {})
+        parts = [f"{m}={c.get('strategy')}" + ("" if len(c) <= 1 else "(" + ",".join(
+            f"{key}={val}" for key, val in sorted(c.items()) if key != "strategy") + ")")
+            for m, c in sorted(chunking.items())]
+        return f"{self.label} ({run.get('system', '?')}; {' '.join(parts) or 'chunking unknown'})"
+
+
+# --------------------------------------------------------------------------- finding runs
+
+
+def _git(root: Path, *args: str) -> bytes | None:
+    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, check=False)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _exp_commit(root: Path, name: str) -> str | None:
+    out = _git(root, "for-each-ref", "--format=%(refname) %(objectname)", "refs/exps")
+    if not out:
+        return None
+    hits = [line.split()[1] for line in out.decode().splitlines() if line.split()[0].rsplit("/", 1)[-1] == name]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _read_parquet_bytes(data: bytes, where: str) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - any parse failure is a bad input file
+        raise CompareError(f"{where}: not a readable parquet table ({exc.__class__.__name__})") from None
+
+
+def load_run(spec: str, root: Path) -> RunData:
+    """Find a run by folder, parquet file, git revision or DVC experiment name."""
+    path = Path(spec)
+    if path.exists():
+        if path.is_file():
+            pq_path, metrics_path = path, path.parent.parent / "metrics" / "dev.json"
+        elif (path / PER_QUERY).is_file():
+            pq_path, metrics_path = path / PER_QUERY, path / METRICS
+        elif (path / "per_query" / "dev.parquet").is_file():
+            pq_path, metrics_path = path / "per_query" / "dev.parquet", path / "metrics" / "dev.json"
+        else:
+            raise CompareError(f"{spec}: folder holds no {PER_QUERY}; run the evaluate stage there first")
+        frame = _read_parquet_bytes(pq_path.read_bytes(), str(pq_path))
+        metrics = json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else {}
+        return RunData(spec, frame, metrics)
+    rev = None
+    if _git(root, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}") is not None:
+        rev = spec
+    else:
+        rev = _exp_commit(root, spec)
+    if rev is None:
+        raise CompareError(f"{spec}: not a folder, a git revision or a DVC experiment name of {root.name}")
+    data = _git(root, "show", f"{rev}:{PER_QUERY}")
+    if data is None:
+        raise CompareError(f"{spec}: revision has no {PER_QUERY} (evaluated before per-query tables were committed?)")
+    metrics_raw = _git(root, "show", f"{rev}:{METRICS}")
+    metrics = json.loads(metrics_raw.decode("utf-8")) if metrics_raw else {}
+    return RunData(spec, _read_parquet_bytes(data, f"{spec}:{PER_QUERY}"), metrics)
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def _contrib(df: pd.DataFrame, column: str) -> np.ndarray:
+    vals = df[column].to_numpy(dtype=float)
+    return np.where(df["failed"].astype(bool).to_numpy(), 0.0, np.nan_to_num(vals, nan=0.0))
+
+
+def _infer_k(df: pd.DataFrame) -> int:
+    ks = sorted(int(c.split("@")[1]) for c in df.columns if c.startswith("recall@"))
+    if not ks:
+        raise CompareError("per-query table has no recall@k column")
+    return ks[0]
+
+
+def compare(
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    *,
+    resamples: int = 1000,
+    permutations: int = 10000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> dict[str, Any]:
+    """Paired comparison of two per-query tables (see the module docstring)."""
+    k = _infer_k(a)
+    if _infer_k(b) != k:
+        raise CompareError("the two runs use different k")
+    a = a.assign(query_id=a["query_id"].astype(str)).set_index("query_id")
+    b = b.assign(query_id=b["query_id"].astype(str)).set_index("query_id")
+    common = a.index.intersection(b.index).sort_values()
+    pa, pb = a.loc[common], b.loc[common]
+    if (pa["unanswerable"].astype(bool) != pb["unanswerable"].astype(bool)).any():
+        raise CompareError("the two runs disagree on which queries are unanswerable: different sets")
+    rows: list[dict[str, Any]] = []
+    groups = [(str(m), pa.index[pa["modality"] == m]) for m in sorted(pa["modality"].astype(str).unique())]
+    groups.append(("overall", pa.index))
+    for group, idx in groups:
+        ga, gb = pa.loc[idx], pb.loc[idx]
+        unans = ga["unanswerable"].astype(bool).to_numpy()
+        for metric_t, (col_t, scope, higher) in COMPARED.items():
+            metric, col = metric_t.format(k=k), col_t.format(k=k)
+            if col not in ga.columns or col not in gb.columns:
+                continue
+            keep = unans if scope == "unanswerable" else ~unans
+            xa, xb = _contrib(ga, col)[keep], _contrib(gb, col)[keep]
+            n = int(keep.sum())
+            if n == 0:
+                continue
+            d = xb - xa
+            better = d > 0 if higher else d < 0
+            worse = d < 0 if higher else d > 0
+            ci = bootstrap_ci(d, resamples=resamples, rng=rng_for(seed, "compare", group, metric))
+            p = paired_randomization_test(d, resamples=permutations, rng=rng_for(seed, "perm", group, metric))
+            rows.append({
+                "modality": group, "metric": metric, "n": n, "higher_is_better": higher,
+                "a": float(xa.mean()), "b": float(xb.mean()), "diff": float(d.mean()),
+                "ci95": [ci[0], ci[1]] if ci else [None, None],
+                "p": p, "wins": int(better.sum()), "ties": int((d == 0).sum()), "losses": int(worse.sum()),
+            })
+    adjusted = holm([r["p"] for r in rows])
+    for r, p_holm in zip(rows, adjusted, strict=True):
+        r["p_holm"] = None if np.isnan(p_holm) else float(p_holm)
+        r["significant"] = bool(r["p_holm"] is not None and r["p_holm"] < alpha)
+        r["verdict"] = _verdict(r)
+    ties = {}
+    tcol = f"tied@{k}"
+    for name, frame in (("a", a), ("b", b)):
+        if tcol in frame.columns:
+            t = frame[tcol].fillna(0).astype(int)
+            ties[name] = {"tied_positions": int(t.sum()), "queries_with_ties": int((t > 0).sum()), "queries": int(len(t))}
+    return {
+        "k": k,
+        "alpha": alpha,
+        "resamples": resamples,
+        "permutations": permutations,
+        "seed": seed,
+        "queries": {"both": int(len(common)), "only_a": int(len(a.index.difference(b.index))),
+                    "only_b": int(len(b.index.difference(a.index)))},
+        "ties": ties,
+        "rows": rows,
+    }
+
+
+def _verdict(r: dict[str, Any]) -> str:
+    if not r["significant"]:
+        return "not significant"
+    good = (r["diff"] > 0) == r["higher_is_better"]
+    return "B better" if good else "B worse"
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _f(x: Any, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and np.isnan(x)):
+        return "—"
+    return f"{x:.{digits}f}"
+
+
+def _p(x: Any) -> str:
+    if x is None:
+        return "—"
+    return "<0.0001" if x < 1e-4 else f"{x:.4f}"
+
+
+def markdown(result: dict[str, Any], label_a: str, label_b: str) -> str:
+    q = result["queries"]
+    out = [
+        f"# Comparison: B vs A (k = {result['k']})",
+        "",
+        f"- A: {label_a}",
+        f"- B: {label_b}",
+        f"- paired queries: {q['both']} (only in A: {q['only_a']}, only in B: {q['only_b']}; those are left out)",
+        f"- diff = B − A with a 95% bootstrap interval ({result['resamples']} resamples of queries, seed {result['seed']}); "
+        f"p = two-sided paired randomization test ({result['permutations']} sign flips), "
+        f"p_holm = Holm-corrected over all {len(result['rows'])} rows; significant when p_holm < {result['alpha']}.",
+        "- win/tie/loss: queries where B is better / equal / worse (for false_recall lower is better).",
+        "",
+        "| modality | metric | n | A | B | diff (B−A) | 95% CI | p | p_holm | win/tie/loss | verdict |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---|---|",
+    ]
+    for r in result["rows"]:
+        lo, hi = r["ci95"]
+        out.append(
+            f"| {r['modality']} | {r['metric']} | {r['n']} | {_f(r['a'])} | {_f(r['b'])} | {r['diff']:+.4f} | "
+            f"[{_f(lo)}, {_f(hi)}] | {_p(r['p'])} | {_p(r['p_holm'])} | {r['wins']}/{r['ties']}/{r['losses']} | {r['verdict']} |"
+        )
+    sig = [r for r in result["rows"] if r["significant"]]
+    out.append("")
+    if not sig:
+        out.append("**No difference is significant** after Holm correction: on these queries the two runs cannot be told apart.")
+    else:
+        out.append(f"{len(sig)} of {len(result['rows'])} differences are significant after Holm correction; "
+                   f"the other {len(result['rows']) - len(sig)} are not significant.")
+    if result["ties"]:
+        out += ["", "Tied score positions in the top k (order set by the tie rule: score descending, then atom_id ascending):", ""]
+        for name, label in (("a", "A"), ("b", "B")):
+            t = result["ties"].get(name)
+            if t:
+                out.append(f"- {label}: {t['tied_positions']} tied positions in {t['queries_with_ties']} of {t['queries']} queries")
+    out.append("")
+    return "\n".join(out)

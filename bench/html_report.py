@@ -1,0 +1,207 @@
+"""reports/dev.html: one self-contained page (no network, no script) with the metric
+table (value, 95% interval, n, denominator), the pictures (inline SVG) and a
+per-query drill-down with the misses first.
+
+Pure functions: :func:`drilldown` builds the drill-down rows from frames,
+:func:`render` turns everything into HTML text.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+SNIPPET = 120
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem auto;max-width:1200px;padding:0 1rem;color:#1d1d1f}
+h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #ddd}h3{font-size:1.05rem}
+table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}th,td{border:1px solid #ddd;padding:.2rem .45rem;vertical-align:top}
+th{background:#f3f3f5;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.figs{display:flex;flex-wrap:wrap;gap:1rem}.fig{border:1px solid #eee;padding:.3rem}.fig svg{width:560px;height:auto}
+details{border:1px solid #e3e3e3;border-radius:4px;margin:.3rem 0;padding:.25rem .5rem}summary{cursor:pointer}
+.miss{background:#fff1f0}.hit{background:#effaf1}.tag{display:inline-block;border-radius:3px;padding:0 .3rem;font-size:.75rem;margin-left:.3rem}
+.tag.miss{color:#a8071a;border:1px solid #ffa39e}.tag.hit{color:#135200;border:1px solid #b7eb8f}.tag.fr{color:#874d00;border:1px solid #ffd591;background:#fff7e6}
+code{font-size:.8rem}.muted{color:#666;font-size:.85rem}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _num(x: Any, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and np.isnan(x)):
+        return "—"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}" if abs(x) < 1000 else f"{x:.1f}"
+    return str(x)
+
+
+# --------------------------------------------------------------------------- drill-down data
+
+
+def drilldown(
+    entries: list[dict],
+    per_query: pd.DataFrame,
+    run: pd.DataFrame,
+    gold: pd.DataFrame,
+    region_ext: pd.DataFrame,
+    regions: pd.DataFrame,
+    atoms: pd.DataFrame,
+    *,
+    k: int = 10,
+    per_modality: int = 100,
+    strong_score: float | None = None,
+) -> dict[str, Any]:
+    """Per modality, up to `per_modality` queries, misses first.
+
+    Order: answerable queries by recall@k then coverage@k ascending (misses first),
+    then unanswerable queries with a false recall, then the other unanswerable ones;
+    ties by query_id. ``atoms``: atom_id, text, extent (JSON) and ``amount`` (extent
+    in the modality's unit). Returns {"modalities": {m: {"total", "shown", "queries"}}}.
+    """
+    ent = {e["query_id"]: e for e in entries}
+    pq = per_query.assign(query_id=per_query["query_id"].astype(str))
+    top = run.loc[run["rank"].astype(int) <= k].astype({"query_id": str, "atom_id": str})
+    top_by_q = {q: g.sort_values("rank") for q, g in top.groupby("query_id", sort=False)}
+    gold_sets = gold.astype({"query_id": str, "atom_id": str}).groupby("query_id")["atom_id"].agg(set).to_dict()
+    reg = regions.astype({"query_id": str}).merge(region_ext[["query_id", "gold_idx", "extent"]].astype({"query_id": str}),
+                                                  on=["query_id", "gold_idx"], how="left")
+    reg_by_q = {q: g.sort_values("gold_idx") for q, g in reg.groupby("query_id", sort=False)}
+    info = atoms.set_index("atom_id")
+    rc, cc = f"recall@{k}", f"coverage@{k}"
+    out: dict[str, Any] = {}
+    for modality, grp in pq.groupby("modality", sort=True):
+        ans = grp.loc[~grp["unanswerable"].astype(bool)].sort_values([rc, cc, "query_id"], na_position="first")
+        un = grp.loc[grp["unanswerable"].astype(bool)].sort_values(["false_recall", "query_id"], ascending=[False, True])
+        order = pd.concat([ans, un])
+        queries = []
+        for r in order.head(per_modality).to_dict("records"):
+            qid = r["query_id"]
+            e = ent.get(qid, {})
+            gset = gold_sets.get(qid, set())
+            rows = []
+            t = top_by_q.get(qid)
+            if t is not None:
+                for a in t.itertuples(index=False):
+                    meta = info.loc[a.atom_id] if a.atom_id in info.index else None
+                    rows.append({
+                        "rank": int(a.rank), "atom_id": a.atom_id, "score": float(a.score),
+                        "extent": None if meta is None else str(meta["extent"]),
+                        "amount": None if meta is None else float(meta["amount"]),
+                        "gold": a.atom_id in gset,
+                        "text": "" if meta is None else str(meta["text"])[:SNIPPET],
+                    })
+            g = reg_by_q.get(qid)
+            queries.append({
+                "query_id": qid, "question": e.get("question", ""), "unanswerable": bool(r["unanswerable"]),
+                "failed": bool(r.get("failed", False)),
+                "metrics": {c: r.get(c) for c in (rc, cc, f"precision@{k}", f"iou@{k}", "mrr", "false_recall") if c in r},
+                "gold": [] if g is None else [
+                    {"source_id": x.source_id, "region": x.region, "extent": None if pd.isna(x.extent) else float(x.extent),
+                     "n_atoms": int(x.n_atoms)} for x in g.itertuples(index=False)],
+                "top": rows,
+            })
+        out[str(modality)] = {"total": int(len(grp)), "shown": len(queries), "queries": queries}
+    return {"k": k, "strong_score": strong_score, "modalities": out}
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def metric_table_html(block: dict[str, dict[str, Any]]) -> str:
+    rows = ["<table><tr><th>metric</th><th>value</th><th>95% interval</th><th>n</th><th>denominator</th></tr>"]
+    for name, cell in block.items():
+        if not isinstance(cell, dict) or "value" not in cell:
+            continue
+        lo, hi = (cell.get("ci95") or [None, None])
+        ci = "—" if lo is None else f"[{_num(lo)}, {_num(hi)}]"
+        rows.append(f"<tr><td>{_e(name)}</td><td class=num>{_num(cell['value'])}</td><td class=num>{ci}</td>"
+                    f"<td class=num>{cell['n']}</td><td class=num>{cell['denominator']}</td></tr>")
+    rows.append("</table>")
+    return "\n".join(rows)
+
+
+def _query_html(q: dict[str, Any], k: int, open_: bool = False) -> str:
+    m = q["metrics"]
+    rc = m.get(f"recall@{k}")
+    if q["unanswerable"]:
+        tag = "<span class='tag fr'>false recall</span>" if m.get("false_recall") == 1 else "<span class='tag hit'>unanswerable, quiet</span>"
+    elif q["failed"]:
+        tag = "<span class='tag miss'>failed</span>"
+    else:
+        tag = "<span class='tag hit'>all found</span>" if rc == 1 else "<span class='tag miss'>miss</span>"
+    summary = (f"<summary><code>{_e(q['query_id'])}</code>{tag} — {_e(q['question'])} "
+               f"<span class=muted>({', '.join(f'{_e(c)} {_num(v, 3)}' for c, v in m.items() if v is not None and not (isinstance(v, float) and np.isnan(v)))})</span></summary>")
+    parts = [summary]
+    if q["gold"]:
+        parts.append("<table><tr><th>gold source</th><th>region</th><th>extent</th><th>atoms overlapping</th></tr>")
+        for g in q["gold"]:
+            parts.append(f"<tr><td><code>{_e(g['source_id'])}</code></td><td><code>{_e(g['region'])}</code></td>"
+                         f"<td class=num>{_num(g['extent'], 1)}</td><td class=num>{g['n_atoms']}</td></tr>")
+        parts.append("</table>")
+    else:
+        parts.append("<p class=muted>No gold (unanswerable).</p>")
+    if q["top"]:
+        parts.append(f"<table><tr><th>rank</th><th>atom</th><th>score</th><th>extent</th><th>amount</th><th>overlaps gold</th><th>text</th></tr>")
+        for a in q["top"]:
+            cls = "hit" if a["gold"] else ""
+            parts.append(f"<tr class='{cls}'><td class=num>{a['rank']}</td><td><code>{_e(a['atom_id'])}</code></td>"
+                         f"<td class=num>{_num(a['score'], 3)}</td><td><code>{_e(a['extent'])}</code></td>"
+                         f"<td class=num>{_num(a['amount'], 1)}</td><td>{'yes' if a['gold'] else 'no'}</td><td>{_e(a['text'])}</td></tr>")
+        parts.append("</table>")
+    else:
+        parts.append("<p class=muted>The system returned nothing.</p>")
+    return ("<details open>" if open_ else "<details>") + "\n".join(parts) + "</details>"
+
+
+def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], *, title: str = "Dev evaluation") -> str:
+    """The whole page; ``figures`` maps a caption to inline SVG text."""
+    run = doc.get("run", {})
+    k = drill.get("k", run.get("k", 10))
+    boot = run.get("bootstrap", {})
+    chunk = ", ".join(f"{m}={c.get('strategy')}" for m, c in sorted(run.get("chunking", {}).items()))
+    out = [
+        "<!DOCTYPE html>",
+        "<html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        f"<p>System <code>{_e(run.get('system', '?'))}</code> (depth {_e(run.get('depth', '?'))}), chunking: {_e(chunk)}. "
+        f"Every metric has n (entries with a system result), its denominator (annotated entries it is defined over) and "
+        f"a 95% percentile bootstrap interval over queries ({_e(boot.get('resamples', '?'))} resamples, seed {_e(boot.get('seed', '?'))}).</p>",
+        "<h2>Metrics</h2>",
+        "<h3>overall</h3>",
+        metric_table_html(doc.get("overall", {})),
+    ]
+    for m, block in doc.get("by_modality", {}).items():
+        out += [f"<h3>{_e(m)}</h3>", metric_table_html(block)]
+    stats = doc.get("atom_stats", {})
+    if stats:
+        out += ["<h2>Atoms</h2>", "<table><tr><th>modality</th><th>unit</th><th>atoms</th><th>median extent</th><th>p95 extent</th>"
+                "<th>gold regions</th><th>no atom overlaps</th><th>share</th></tr>"]
+        for m, s in stats.items():
+            out.append(f"<tr><td>{_e(m)}</td><td>{_e(s['unit'])}</td><td class=num>{s['atoms']}</td><td class=num>{_num(s['median_extent'], 1)}</td>"
+                       f"<td class=num>{_num(s['p95_extent'], 1)}</td><td class=num>{s['gold_regions']}</td><td class=num>{s['unreached_regions']}</td>"
+                       f"<td class=num>{_num(s['unreached_share'], 4)}</td></tr>")
+        out.append("</table>")
+    ties = doc.get("ties", {})
+    if ties:
+        out += ["<p>Tied score positions in the top k (their order is set by the tie rule: score descending, then atom_id ascending): "
+                + "; ".join(f"{_e(m)} {t['tied_positions']} positions in {t['queries_with_ties']} of {t['queries']} queries" for m, t in ties.items())
+                + ".</p>"]
+    out.append("<h2>Pictures</h2><div class=figs>")
+    for caption, svg in figures.items():
+        out.append(f"<figure class=fig>{svg}<figcaption class=muted>{_e(caption)}</figcaption></figure>")
+    out.append("</div>")
+    out.append("<h2>Per-query drill-down (misses first)</h2>")
+    out.append("<p class=muted>Each query shows its question, gold regions (with extent in the modality's unit and how many atoms "
+               "overlap them) and the top-k atoms with their extents; green rows overlap gold.</p>")
+    for m, block in drill.get("modalities", {}).items():
+        out.append(f"<h3>{_e(m)} — {block['shown']} of {block['total']} queries shown</h3>")
+        out += [_query_html(q, k, open_=i < 2) for i, q in enumerate(block["queries"])]  # first two misses shown open
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+

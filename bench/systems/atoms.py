@@ -1,0 +1,331 @@
+"""The atoms a system serves: the contract for system-provided atoms, and the served set.
+
+A system that does its own chunking hands the harness its atoms as JSONL (one object
+per line) or Parquet, one row per atom:
+
+| field | type | meaning |
+|---|---|---|
+| atom_id | non-empty string, unique | the id the system returns in its hits |
+| source_id | non-empty string | the harness source it was cut from (e.g. `locomo:conv-26:session-3`) |
+| modality | one of the harness's modalities | must agree with the source's |
+| extent | object (or its JSON text) | where the atom lies, in the modality's region terms (below) |
+| observed_at | ISO 8601 time with a timezone | when the memory was formed |
+| holder | non-empty string | whose memory it is |
+| text | string, optional | what the atom says (the built-in systems need it) |
+
+Extents per modality (inclusive ranges unless stated):
+
+| modality | extent |
+|---|---|
+| pdf | `{"page_start": p, "page_end": q}` or `{"page": p}` (pages 1-based) |
+| conversation | `{"turn_start": a, "turn_end": b}` or `{"turn": t}` |
+| code | `{"path": "...", "line_start": a, "line_end": b}` or `{"path": "...", "line": n}` |
+| video | `{"t_start": s, "t_end": e}` (seconds, half-open) |
+| ui_screenshot | `{"bbox": [x0, y0, x1, y1]}` (pixels, half-open) |
+| image | `{}` (the whole image) |
+
+`atoms_from_extents` turns valid rows into the frames each modality's `overlap`
+reads (its ATOM_<MOD>_COLUMNS), so gold regions resolve against the system's own
+atoms with the same rule as against the harness's chunks. A PDF atom's character
+span is that of its pages in the parsed document.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pa
+
+from bench.io import LineError, iter_jsonl, short
+from bench.modalities import modalities
+from bench.modalities.base import extent_json, is_int
+from bench.modalities.textspan import layout
+
+CONTRACT_FIELDS = ["atom_id", "source_id", "modality", "extent", "observed_at", "holder"]
+OPTIONAL_FIELDS = ["text"]
+
+
+class AtomsError(ValueError):
+    """System-provided atoms break the contract; str() lists the first problems, one per line."""
+
+
+def atom_columns(modality: str) -> list[str]:
+    """ATOM_<MOD>_COLUMNS of a modality's module (the columns its chunker writes)."""
+    module = importlib.import_module(f"bench.modalities.{modality}.modality")
+    found = [v for k, v in vars(module).items() if k.startswith("ATOM_") and k.endswith("_COLUMNS")]
+    if len(found) != 1:
+        raise RuntimeError(f"bench.modalities.{modality}.modality must define exactly one ATOM_<MOD>_COLUMNS")
+    return list(found[0])
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_atoms_file(path: Path) -> pd.DataFrame:
+    """Rows of a JSONL or Parquet atoms file, with a `_line` column (JSONL line / Parquet row)."""
+    if not path.is_file():
+        raise AtomsError(f"{path}: system.atoms: no such file")
+    if path.suffix.lower() in (".parquet", ".pq"):
+        df = pd.read_parquet(path)
+        return df.assign(_line=np.arange(1, len(df) + 1))
+    rows = []
+    try:
+        for lineno, obj in iter_jsonl(path):
+            if not isinstance(obj, dict):
+                raise AtomsError(f"{path}:{lineno}: <line>: an atom must be a JSON object, got {type(obj).__name__}")
+            rows.append({**obj, "_line": lineno})
+    except LineError as exc:
+        raise AtomsError(str(exc)) from None
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- the contract
+
+
+def _iso_with_tz(value: Any) -> bool:
+    if isinstance(value, pd.Timestamp):
+        return value.tzinfo is not None
+    if not isinstance(value, str):
+        return False
+    try:
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError):
+        return False
+    return ts.tzinfo is not None and not pd.isna(ts)
+
+
+def _extent_object(value: Any) -> bool:
+    if isinstance(value, dict):
+        return True
+    if isinstance(value, str):
+        try:
+            return isinstance(json.loads(value), dict)
+        except json.JSONDecodeError:
+            return False
+    return False
+
+
+def _nonempty_str(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def contract_schema() -> pa.DataFrameSchema:
+    known = sorted(modalities())
+    return pa.DataFrameSchema(
+        {
+            "atom_id": pa.Column(object, [pa.Check(_nonempty_str, element_wise=True, error="non-empty string")], unique=True, nullable=False),
+            "source_id": pa.Column(object, [pa.Check(_nonempty_str, element_wise=True, error="non-empty string")], nullable=False),
+            "modality": pa.Column(object, [pa.Check(lambda v: v in known, element_wise=True, error=f"one of {known}")], nullable=False),
+            "extent": pa.Column(object, [pa.Check(_extent_object, element_wise=True, error="a JSON object")], nullable=False),
+            "observed_at": pa.Column(object, [pa.Check(_iso_with_tz, element_wise=True, error="ISO 8601 time with a timezone")], nullable=False),
+            "holder": pa.Column(object, [pa.Check(_nonempty_str, element_wise=True, error="non-empty string")], nullable=False),
+            "text": pa.Column(object, [pa.Check(lambda v: isinstance(v, str), element_wise=True, error="a string")], nullable=True, required=False),
+        },
+        strict=False,
+        coerce=False,
+    )
+
+
+def _problems(df: pd.DataFrame, display: str) -> list[str]:
+    missing = [c for c in CONTRACT_FIELDS if c not in df.columns]
+    if missing:
+        return [f"{display}: missing field(s) {missing}; every atom needs {CONTRACT_FIELDS}"]
+    extra = sorted(set(df.columns) - set(CONTRACT_FIELDS) - set(OPTIONAL_FIELDS) - {"_line"})
+    if extra:
+        return [f"{display}: unknown field(s) {extra}; allowed: {CONTRACT_FIELDS + OPTIONAL_FIELDS}"]
+    frame = df.astype({c: object for c in df.columns if c != "_line"})
+    # timestamps read from Parquet are Timestamps already; strings are checked as text
+    try:
+        contract_schema().validate(frame.drop(columns="_line"), lazy=True)
+    except pa.errors.SchemaErrors as exc:
+        out = []
+        cases = exc.failure_cases
+        for row in cases.itertuples(index=False):
+            idx = row.index
+            line = int(df["_line"].iloc[int(idx)]) if idx is not None and not pd.isna(idx) else None
+            where = f"{display}:{line}" if line is not None else display
+            out.append(f"{where}: {row.column}: must be {row.check} (value: {short(row.failure_case)})")
+        return out
+    return []
+
+
+def validate_contract(df: pd.DataFrame, display: str) -> pd.DataFrame:
+    """Check rows against the contract (Pandera, lazy); raise AtomsError listing problems."""
+    problems = _problems(df, display)
+    if problems:
+        head = "\n".join(problems[:20])
+        more = f"\n… {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise AtomsError(f"{len(problems)} problem(s) in the system's atoms:\n{head}{more}")
+    out = df.copy()
+    out["extent"] = [e if isinstance(e, dict) else json.loads(e) for e in out["extent"]]
+    out["observed_at"] = pd.to_datetime(out["observed_at"].map(lambda v: pd.Timestamp(v).isoformat()), utc=True, format="ISO8601")
+    if "text" not in out.columns:
+        out["text"] = ""
+    out["text"] = out["text"].fillna("")
+    return out
+
+
+# --------------------------------------------------------------------------- extents -> modality columns
+
+
+def _ints(extent: dict, keys: tuple[str, ...], minimum: int) -> list[int]:
+    vals = [extent[k] for k in keys]
+    for k, v in zip(keys, vals, strict=True):
+        if not is_int(v) or v < minimum:
+            raise ValueError(f"{k} must be an integer >= {minimum}, got {v!r}")
+    return vals
+
+
+def _range(extent: dict, single: str, lo: str, hi: str, minimum: int) -> tuple[int, int]:
+    if set(extent) == {single}:
+        (v,) = _ints(extent, (single,), minimum)
+        return v, v
+    if set(extent) == {lo, hi}:
+        a, b = _ints(extent, (lo, hi), minimum)
+        if a > b:
+            raise ValueError(f"{lo} {a} is after {hi} {b}")
+        return a, b
+    raise ValueError(f"extent must have keys {{{single}}} or {{{lo}, {hi}}}, got {{{', '.join(sorted(extent))}}}")
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _pdf(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
+    a, b = _range(extent, "page", "page_start", "page_end", 1)
+    lo = hi = -1
+    if seg is not None and len(seg):
+        pages = seg[(seg["page"] >= a) & (seg["page"] <= b)]
+        if len(pages):
+            lo, hi = int(pages["char_start"].min()), int(pages["char_end"].max())
+    return {"page_start": a, "page_end": b, "char_start": lo, "char_end": hi, "extent": {"page_start": a, "page_end": b}}
+
+
+def _conversation(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
+    a, b = _range(extent, "turn", "turn_start", "turn_end", 0)
+    return {"turn_start": a, "turn_end": b, "char_start": -1, "char_end": -1, "extent": {"turn_start": a, "turn_end": b}}
+
+
+def _code(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
+    path = extent.get("path")
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"extent needs a non-empty path, got {path!r}")
+    rest = {k: v for k, v in extent.items() if k != "path"}
+    a, b = _range(rest, "line", "line_start", "line_end", 1)
+    return {"path": path, "line_start": a, "line_end": b, "char_start": -1, "char_end": -1,
+            "extent": {"path": path, "line_start": a, "line_end": b}}
+
+
+def _video(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
+    if set(extent) != {"t_start", "t_end"}:
+        raise ValueError(f"extent must have keys {{t_start, t_end}}, got {{{', '.join(sorted(extent))}}}")
+    t0, t1 = extent["t_start"], extent["t_end"]
+    if not (_number(t0) and _number(t1)) or t0 < 0 or t0 > t1:
+        raise ValueError(f"t_start and t_end must be finite seconds with 0 <= t_start <= t_end, got {t0!r}, {t1!r}")
+    return {"t_start": float(t0), "t_end": float(t1), "extent": {"t_start": t0, "t_end": t1}}
+
+
+def _size(seg: pd.DataFrame | None) -> tuple[int, int]:
+    if seg is None or not len(seg) or "width" not in seg:
+        return -1, -1
+    return int(seg["width"].iloc[0]), int(seg["height"].iloc[0])
+
+
+def _ui(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
+    bbox = extent.get("bbox")
+    if set(extent) != {"bbox"} or not isinstance(bbox, list) or len(bbox) != 4 or not all(_number(v) for v in bbox):
+        raise ValueError(f"extent must be {{\"bbox\": [x0, y0, x1, y1]}} with finite numbers, got {short(extent)}")
+    x0, y0, x1, y1 = (float(v) for v in bbox)
+    if not (x0 < x1 and y0 < y1):
+        raise ValueError(f"bbox needs x0 < x1 and y0 < y1, got {bbox}")
+    w, h = _size(seg)
+    return {"x0": x0, "y0": y0, "x1": x1, "y1": y1, "width": w, "height": h, "boxes": "[]", "extent": {"bbox": bbox}}
+
+
+def _image(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
+    if extent:
+        raise ValueError(f"an image atom's extent must be {{}}, got {short(extent)}")
+    w, h = _size(seg)
+    return {"width": w, "height": h, "extent": {}}
+
+
+EXTENT_PARSERS = {"pdf": _pdf, "conversation": _conversation, "code": _code, "video": _video, "ui_screenshot": _ui, "image": _image}
+
+
+def atoms_from_extents(atoms: pd.DataFrame, segments: pd.DataFrame | None, display: str = "system.atoms") -> dict[str, pd.DataFrame]:
+    """Contract rows (validated) -> modality -> frame with that modality's ATOM_<MOD>_COLUMNS.
+
+    Raises AtomsError for an extent that does not fit its modality, or an atom whose
+    source the corpus knows under another modality.
+    """
+    segs: dict[str, pd.DataFrame] = {}
+    seg_modality: dict[str, str] = {}
+    dataset_of: dict[str, str] = {}
+    if segments is not None and len(segments):
+        for sid, grp in segments.groupby("source_id", sort=False):
+            seg_modality[str(sid)] = str(grp["modality"].iloc[0])
+            dataset_of[str(sid)] = str(grp["dataset"].iloc[0])
+            segs[str(sid)] = grp
+    laid: dict[str, pd.DataFrame] = {}
+    problems: list[str] = []
+    rows: dict[str, list[dict]] = {}
+    lines = atoms["_line"].tolist() if "_line" in atoms.columns else [None] * len(atoms)
+    for line, row in zip(lines, atoms.drop(columns=["_line"], errors="ignore").itertuples(index=False), strict=True):
+        where = f"{display}:{line}" if line is not None else display
+        sid, modality = str(row.source_id), str(row.modality)
+        known = seg_modality.get(sid)
+        if known is not None and known != modality:
+            problems.append(f"{where}: modality: source {sid} is {known}, the atom says {modality}")
+            continue
+        seg = segs.get(sid)
+        if modality == "pdf" and seg is not None:
+            if sid not in laid:
+                laid[sid] = layout(seg)
+            seg = laid[sid]
+        try:
+            cols = EXTENT_PARSERS[modality](row.extent, seg)
+        except (ValueError, TypeError, KeyError) as exc:
+            problems.append(f"{where}: extent: {exc} (value: {short(row.extent)})")
+            continue
+        cols["extent"] = extent_json(cols["extent"])
+        rows.setdefault(modality, []).append({
+            "atom_id": str(row.atom_id), "source_id": sid, "dataset": dataset_of.get(sid, sid.split(":", 1)[0]),
+            "modality": modality, "text": str(row.text), "holder": str(row.holder), "observed_at": row.observed_at, **cols,
+        })
+    if problems:
+        head = "\n".join(problems[:20])
+        more = f"\n… {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise AtomsError(f"{len(problems)} problem(s) in the system's atoms:\n{head}{more}")
+    out = {}
+    for modality, recs in sorted(rows.items()):
+        frame = pd.DataFrame(recs, columns=atom_columns(modality))
+        frame["observed_at"] = pd.to_datetime(frame["observed_at"], utc=True)
+        out[modality] = frame
+    return out
+
+
+def load_system_atoms(path: Path, segments: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """Read, validate (Pandera contract) and convert a system's atoms file."""
+    raw = read_atoms_file(path)
+    return atoms_from_extents(validate_contract(raw, str(path)), segments, str(path))
+
+
+def contract_rows(served: dict[str, pd.DataFrame]) -> Iterator[dict[str, Any]]:
+    """The served atoms as contract rows (what a command system is given to index)."""
+    for modality in sorted(served):
+        frame = served[modality]
+        observed = pd.to_datetime(frame["observed_at"], utc=True)
+        for row, ts in zip(frame[["atom_id", "source_id", "extent", "holder", "text"]].itertuples(index=False), observed, strict=True):
+            yield {
+                "atom_id": row.atom_id, "source_id": row.source_id, "modality": modality,
+                "extent": json.loads(row.extent) if isinstance(row.extent, str) else row.extent,
+                "observed_at": ts.isoformat(), "holder": row.holder, "text": "" if row.text is None else str(row.text),
+            }

@@ -1,0 +1,121 @@
+"""Serve any Python system (a built-in or `module:callable`) over the command or HTTP protocol.
+
+    python -m bench.systems.serve bm25 --atoms data/served            # JSON lines on stdin/stdout
+    python -m bench.systems.serve bm25 --atoms data/served --http 127.0.0.1:8765
+
+`--atoms` is a folder of `<modality>.parquet` atoms (the harness's `data/served/`
+or `data/atoms/`) or an atoms file in the contract format (JSONL or Parquet). The
+system is built first; then one line `{"ready": true}` (with `"url"` in HTTP mode)
+is printed on stdout. This wraps the built-in systems in the external protocols, so
+the harness can check that a system's metrics do not depend on the adapter.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import click
+import pandas as pd
+
+from bench.systems import System, build_system
+from bench.systems.adapters import loopback_url
+from bench.systems.protocol import query_of_request, response_to_json
+
+
+def load_atoms(path: Path) -> pd.DataFrame:
+    if path.is_dir():
+        frames = [pd.read_parquet(p) for p in sorted(path.glob("*.parquet"))]
+        if not frames:
+            raise click.ClickException(f"{path}: no <modality>.parquet atoms")
+        return pd.concat(frames, ignore_index=True)
+    from bench.systems.atoms import AtomsError, read_atoms_file, validate_contract
+
+    try:
+        return validate_contract(read_atoms_file(path), str(path))
+    except AtomsError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def answer(system: System, request: dict[str, Any]) -> dict[str, Any]:
+    return response_to_json(system.search(query_of_request(request)), request.get("id"))
+
+
+def serve_lines(system: System, stdin: Any, stdout: Any, record: Any = None) -> None:
+    stdout.write(json.dumps({"ready": True}) + "\n")
+    stdout.flush()
+    for line in stdin:
+        if not line.strip():
+            continue
+        if record is not None:
+            record.write(line if line.endswith("\n") else line + "\n")
+            record.flush()
+        stdout.write(json.dumps(answer(system, json.loads(line))) + "\n")
+        stdout.flush()
+
+
+def make_server(system: System, host: str, port: int, record: Any = None) -> ThreadingHTTPServer:
+    lock = threading.Lock()  # the built-in systems are not promised to be thread-safe
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            try:
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                request = json.loads(raw)
+                with lock:
+                    if record is not None:
+                        record.write(raw.decode("utf-8") + "\n")
+                        record.flush()
+                    body = json.dumps(answer(system, request)).encode("utf-8")
+                status = 200
+            except Exception as exc:  # noqa: BLE001 - report any failure as a 500
+                body, status = json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode("utf-8"), 500
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+            return None
+
+    return ThreadingHTTPServer((host, port), Handler)
+
+
+@click.command()
+@click.argument("entry")
+@click.option("--atoms", "atoms_path", required=True, type=click.Path(exists=True, path_type=Path), help="served atoms folder or contract atoms file")
+@click.option("--http", "http_addr", default=None, help="serve HTTP on HOST:PORT (loopback only; port 0 picks a free one)")
+@click.option("--record", "record_path", default=None, type=click.Path(dir_okay=False, path_type=Path), help="append every request received to this file (to inspect what the harness sent)")
+def main(entry: str, atoms_path: Path, http_addr: str | None, record_path: Path | None) -> None:
+    try:
+        system = build_system(entry, load_atoms(atoms_path))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    record = open(record_path, "a", encoding="utf-8") if record_path else None  # noqa: SIM115 - lives as long as the server
+    if http_addr is None:
+        serve_lines(system, sys.stdin, sys.stdout, record)
+        return
+    host, _, port = http_addr.rpartition(":")
+    try:
+        loopback_url(f"http://{host}:{port}/")
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    server = make_server(system, host, int(port), record)
+    url = f"http://{host}:{server.server_address[1]}/"
+    sys.stdout.write(json.dumps({"ready": True, "url": url}) + "\n")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

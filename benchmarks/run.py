@@ -1,0 +1,150 @@
+"""Run the benchmark suite: `python -m benchmarks.run [--size small|full] [--only CASE ...]`.
+
+Every figure is our time next to a reference measured in the same run on the same
+data, and their ratio; absolute times and the machine (cores, memory, load) are kept
+beside it. Writes reports/perf.json and reports/perf.md (see docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from benchmarks.common import MIRROR, ROOT, machine
+
+SIZES: dict[str, dict[str, Any]] = {
+    "small": {"metrics": [1000], "metrics_repeats": 1,
+              "resolve": (1000, 10_000, [1, 2, 4], 1, 2),
+              "fetch": ["locomo"], "fetch_repeats": 1, "pdf_limit": 2, "pdf_repeats": 1,
+              "dvc": None, "dvc_repeats": 1},
+    "full": {"metrics": [10_000, 100_000], "metrics_repeats": 3,
+             "resolve": (100_000, 1_000_000, [1, 2, 4], 3, 10),
+             "fetch": None, "fetch_repeats": 3, "pdf_limit": None, "pdf_repeats": 2,
+             "dvc": ["mmlongbench", "locomo"], "dvc_repeats": 3},
+}
+CASES = ("metrics", "resolve", "fetch", "pdf", "dvc")
+
+
+def _fmt(x: float | None, unit: str = "s") -> str:
+    if x is None:
+        return "–"
+    if unit == "s":
+        return f"{x * 1000:.2f} ms" if x < 0.1 else f"{x:.3f} s"
+    return f"{x:.2f}"
+
+
+def markdown(doc: dict) -> str:
+    m = doc["machine"]
+    lines = [
+        "# Performance",
+        "",
+        f"Size `{doc['size']}`, run {doc['started']} in {doc['wall_s']:.0f} s on {m['cores']} cores "
+        f"({m['usable_cores']} usable), {m['memory_gib']} GiB, Python {m['python']}, load average at start "
+        f"{m['load_average_at_start']}. Ratios are ours / reference, both measured in this run, in this "
+        "process, on the same data; the statistic (best of N) is given per figure. Command: "
+        f"`python -m benchmarks.run --size {doc['size']}`.",
+        "",
+        "| case | figure | ours | reference | ratio | goal | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for case, figs in doc["cases"].items():
+        if isinstance(figs, dict) and "skipped" in figs:
+            lines.append(f"| {case} | skipped: {figs['skipped']} | | | | | |")
+            continue
+        for f in figs:
+            met = {True: "yes", False: "**no**", None: "–"}[f["met"]]
+            lines.append(f"| {case} | {f['name']} | {_fmt(f['ours_s'])} | {_fmt(f['reference_s'])} | "
+                         f"{_fmt(f['ratio'], '')} | {f['goal']} | {met} |")
+    lines += ["", "References:", ""]
+    for case, figs in doc["cases"].items():
+        if isinstance(figs, list):
+            for f in figs:
+                lines.append(f"* {f['name']}: {f['reference']} ({f.get('statistic', 'one run')})")
+    dvc = doc["cases"].get("dvc")
+    if isinstance(dvc, list):
+        for f in dvc:
+            if "stages" in f:
+                lines += ["", "Per stage (each stage command run once more, in order; peak RSS of the command):", "",
+                          "| stage | wall | peak RSS |", "|---|---|---|"]
+                lines += [f"| {s['stage']} | {s['wall_s']:.2f} s | {s['peak_rss_mib']:.0f} MiB |" for s in f["stages"]]
+            if "p95_ms" in f:
+                lines += ["", f"BM25 compile latency over {f['atoms']} real atoms, {f['queries']} dev queries: "
+                          f"p50 {f['p50_ms']:.2f} ms, p95 {f['p95_ms']:.2f} ms (bare bm25s scoring: p50 "
+                          f"{f['bare_p50_ms']:.2f} ms, p95 {f['bare_p95_ms']:.2f} ms)."]
+    metrics = doc["cases"].get("metrics")
+    if isinstance(metrics, list):
+        lines += ["", "Agreement with pytrec_eval (max |difference| per query where both define the metric):", ""]
+        for f in metrics:
+            if "vs pytrec_eval" in f["name"]:
+                lines.append(f"* {f['name']}: {json.dumps(f['agreement_with_pytrec_eval'])}")
+    return "\n".join(lines) + "\n"
+
+
+def run(size: str, only: tuple[str, ...], out_dir: Path) -> dict:
+    cfg = SIZES[size]
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    t0 = time.perf_counter()
+    doc: dict[str, Any] = {"size": size, "started": started, "machine": machine(), "cases": {}}
+    have_mirror = MIRROR.is_dir()
+    for case in CASES:
+        if only and case not in only:
+            continue
+        click.echo(f"benchmarks: {case} ...", err=True)
+        if case == "metrics":
+            from benchmarks import case_metrics
+
+            doc["cases"][case] = case_metrics.run_case(cfg["metrics"], cfg["metrics_repeats"])
+        elif case == "resolve":
+            from benchmarks import case_resolve
+
+            doc["cases"][case] = case_resolve.run_case(*cfg["resolve"])
+        elif case == "fetch":
+            if not have_mirror:
+                doc["cases"][case] = {"skipped": "no data mirror beside the checkout (../shared/mirror)"}
+                continue
+            from bench.modalities import datasets
+            from benchmarks import case_fetch
+
+            doc["cases"][case] = case_fetch.run_case(cfg["fetch"] or sorted(datasets()), cfg["fetch_repeats"])
+        elif case == "pdf":
+            if not (MIRROR / "mmlongbench-doc").is_dir():
+                doc["cases"][case] = {"skipped": "no MMLongBench-Doc mirror"}
+                continue
+            from benchmarks import case_pdf
+
+            doc["cases"][case] = case_pdf.run_case(cfg["pdf_limit"], cfg["pdf_repeats"])
+        elif case == "dvc":
+            if cfg["dvc"] is None:
+                doc["cases"][case] = {"skipped": f"size {size} (a cold dvc repro takes about a minute)"}
+                continue
+            if not have_mirror:
+                doc["cases"][case] = {"skipped": "no data mirror beside the checkout"}
+                continue
+            from benchmarks import case_dvc
+
+            doc["cases"][case] = case_dvc.run_case(cfg["dvc"], cfg["dvc_repeats"])
+    doc["wall_s"] = time.perf_counter() - t0
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from bench.io import write_json, write_text
+
+    write_json(out_dir / "perf.json", doc)
+    write_text(out_dir / "perf.md", markdown(doc))
+    return doc
+
+
+@click.command()
+@click.option("--size", type=click.Choice(sorted(SIZES)), default="full", show_default=True)
+@click.option("--only", multiple=True, type=click.Choice(CASES), help="run only these cases (repeatable)")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=ROOT / "reports", show_default="reports/")
+def main(size: str, only: tuple[str, ...], out_dir: Path) -> None:
+    """Benchmark the hot paths against reference tools; write perf.json and perf.md."""
+    doc = run(size, only, out_dir)
+    click.echo(markdown(doc))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""End to end: one `dvc repro` evaluates a built-in system, the example command system,
+an HTTP system started here, and a system that serves its own atoms; a built-in
+system's metrics do not depend on the adapter that runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import MIRROR, ROOT, need_mirror
+
+pytestmark = pytest.mark.e2e
+
+SKIP = shutil.ignore_patterns("data", ".git", "cache", "tmp", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", ".benchmarks")
+
+
+def sh(args: list[str], cwd: Path, env: dict) -> str:
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout + proc.stderr
+
+
+def set_system(work: Path, **system) -> None:
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["system"] = {**params["system"], "adapter": "builtin", "entry": None, "atoms": None, "name": "bm25", **system}
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+CONTRACT = ("recall@10", "atom_recall@10", "mrr", "ndcg@10", "false_recall", "temporal_correctness", "holder_correctness")
+
+
+def metrics(work: Path) -> dict:
+    """The contract's metric cells (value, n, denominator) per modality; latency differs by nature."""
+    doc = json.loads((work / "reports/metrics/dev.json").read_text())
+    return {
+        m: {k: {f: block[k][f] for f in ("value", "n", "denominator")} for k in CONTRACT}
+        for m, block in doc["by_modality"].items()
+    }
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
+    need_mirror("mmlongbench-doc", "locomo")
+    work = tmp_path_factory.mktemp("e2e-systems") / "project"
+    shutil.copytree(ROOT, work, ignore=SKIP)
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["fetch"]["mirror_dirs"] = [str(MIRROR)]
+    params["fetch"]["download"] = "never"
+    params["datasets"] = ["mmlongbench", "locomo"]
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    set_system(work)
+    env = dict(os.environ)
+    env["DVC_SITE_CACHE_DIR"] = str(work.parent / "site-cache")
+    sh(["git", "init", "-q"], work, env)
+    sh(["dvc", "repro"], work, env)
+    return work, env, metrics(work)
+
+
+def test_builtin_run_reports_adapter_and_failures(project):
+    work, _, base = project
+    doc = json.loads((work / "reports/metrics/dev.json").read_text())
+    assert doc["run"]["adapter"] == "builtin" and doc["run"]["warm"] and doc["run"]["concurrency"] == 1
+    assert doc["run"]["failures_by_modality"]["pdf"]["failed"] == 0
+    report = (work / "reports/dev.md").read_text()
+    assert "## System under test" in report and "| modality | queries | failed | timeout | crash |" in report
+    assert base["conversation"]["recall@10"]["n"] > 0
+
+
+def test_same_metrics_whichever_adapter_runs_bm25(project):
+    work, env, base = project
+    set_system(work, adapter="python", entry="bench.systems.bm25:bm25")
+    sh(["dvc", "repro"], work, env)
+    assert metrics(work) == base
+    set_system(work, adapter="command", entry="{python} -m bench.systems.serve bm25 --atoms data/served", concurrency=2)
+    sh(["dvc", "repro"], work, env)
+    assert metrics(work) == base
+    assert json.loads((work / "data/runs/system.json").read_text())["adapter"] == "command"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.systems.serve", "bm25", "--atoms", "data/served", "--http", "127.0.0.1:0"],
+        cwd=work, env=env, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        url = json.loads(server.stdout.readline())["url"]
+        set_system(work, adapter="http", entry=url)
+        sh(["dvc", "repro"], work, env)
+        assert metrics(work) == base
+        assert json.loads((work / "reports/metrics/dev.json").read_text())["run"]["adapter"] == "http"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_example_command_system(project):
+    work, env, _ = project
+    set_system(work, name="keyword-example", adapter="command", entry="{python} examples/keyword_system.py {atoms} --scoped")
+    out = sh(["dvc", "repro"], work, env)
+    assert "keyword-example (command)" in out
+    doc = json.loads((work / "reports/metrics/dev.json").read_text())
+    for block in doc["by_modality"].values():
+        assert block["recall@10"]["n"] == block["recall@10"]["denominator"] > 0
+        assert block["holder_correctness"]["value"] == 1.0 and block["temporal_correctness"]["value"] == 1.0  # it scopes
+    assert doc["run"]["system"] == "keyword-example"
+
+
+def test_system_serving_its_own_atoms(project):
+    """Atoms handed over by the system (ids of its own) are what gold resolves against."""
+    work, env, base = project
+    from bench.systems.atoms import contract_rows
+
+    served = {p.stem: pd.read_parquet(p) for p in sorted((work / "data/atoms").glob("*.parquet"))}
+    rows = [{**r, "atom_id": "mine:" + r["atom_id"]} for r in contract_rows(served)]
+    (work / "my_atoms.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    set_system(work, atoms="my_atoms.jsonl")
+    sh(["dvc", "repro"], work, env)
+    assert metrics(work) == base  # same extents, other ids: same metrics
+    gold = pd.read_parquet(work / "data/resolved/gold.parquet")
+    assert len(gold) and gold["atom_id"].str.startswith("mine:").all()
+    assert json.loads((work / "data/served/served.json").read_text())["source"] == "system"
+    (work / "my_atoms.jsonl").write_text(json.dumps({**rows[0], "observed_at": "2023-01-01"}) + "\n")
+    proc = subprocess.run(["dvc", "repro", "-f", "retrieve", "--single-item"], cwd=work, env=env, capture_output=True, text=True)
+    assert proc.returncode != 0 and "my_atoms.jsonl:1: observed_at: must be ISO 8601 time with a timezone" in proc.stderr + proc.stdout

@@ -1,0 +1,291 @@
+"""The locked test split, end to end on the real mirror (MMLongBench-Doc + LoCoMo).
+
+One temp copy of the project: every test entry's question carries a unique marker
+(poison), and every Python process started under it logs which set files it opens
+(an audit hook installed through sitecustomize). The dev pipeline runs with both;
+then `bench accept` and every refusal are exercised on that copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from bench.accept import experiment_reason, recorded_hash_mismatch, stage_refusal
+from tests.conftest import MIRROR, ROOT, need_mirror
+
+pytestmark = pytest.mark.e2e
+
+POISON = "ZQXPOISONQZX"
+SKIP = shutil.ignore_patterns("data", ".git", "cache", "tmp", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", "acceptance.jsonl", "test.json", "dvc.lock")
+SITECUSTOMIZE = '''
+import os, sys
+_LOG = os.environ.get("BENCH_AUDIT_LOG")
+def _hook(event, args):
+    if event != "open" or not args or isinstance(args[0], int):
+        return
+    path = os.fsdecode(args[0]).replace(os.sep, "/")
+    if "/bench/sets/" in "/" + path and path.endswith(".jsonl"):
+        with open(_LOG, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.path.basename(sys.argv[0]) if sys.argv else '?'}\\t{path}\\n")
+if _LOG:
+    sys.addaudithook(_hook)
+'''
+
+
+def sh(args: list[str], cwd: Path, env: dict, ok: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if ok:
+        assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def accept(work: Path, env: dict, ok: bool = True) -> subprocess.CompletedProcess:
+    return sh([sys.executable, "-m", "bench.cli", "accept"], work, env, ok)
+
+
+def audit_lines(work: Path) -> list[tuple[str, str]]:
+    log = work.parent / "audit.log"
+    if not log.is_file():
+        return []
+    return [tuple(line.split("\t", 1)) for line in log.read_text().splitlines()]
+
+
+def contains_poison(path: Path) -> bool:
+    if path.suffix == ".parquet":  # compressed: look into the decoded strings
+        df = pd.read_parquet(path)
+        return any(df[c].astype(str).str.contains(POISON, regex=False).any() for c in df.columns if df[c].dtype == object or str(df[c].dtype).startswith("str"))
+    return POISON.encode() in path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    need_mirror("mmlongbench-doc", "locomo")
+    base = tmp_path_factory.mktemp("accept")
+    work = base / "project"
+    shutil.copytree(ROOT, work, ignore=SKIP)
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["datasets"] = ["mmlongbench", "locomo"]
+    params["fetch"]["mirror_dirs"] = [str(MIRROR)]
+    params["fetch"]["download"] = "never"
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    # poison: every test entry's question carries the marker (ids and splits unchanged)
+    for key in params["datasets"]:
+        path = work / "bench" / "sets" / f"{key}.jsonl"
+        out = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            e = json.loads(line)
+            if e["split"] == "test":
+                e["question"] = f"{e['question']} {POISON}"
+            out.append(json.dumps(e, ensure_ascii=False))
+        path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    (base / "audit").mkdir()
+    (base / "audit" / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_EXP", "DVC_STAGE", "BENCH_ACCEPT"))}
+    env.update(
+        DVC_SITE_CACHE_DIR=str(base / "site-cache"),
+        PYTHONPATH=str(base / "audit"),
+        BENCH_AUDIT_LOG=str(base / "audit.log"),
+        GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
+        GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
+    )
+    sh(["git", "init", "-q"], work, env)
+    sh(["git", "add", "-A"], work, env)
+    sh(["git", "commit", "-q", "-m", "copy"], work, env)
+    sh(["dvc", "repro"], work, env)
+    sh(["git", "add", "-A"], work, env)
+    sh(["git", "commit", "-q", "-m", "dev run"], work, env)
+    return work, env
+
+
+def test_dev_pipeline_never_reads_test_entries(project):
+    work, _ = project
+    stages_opening_sets = {prog for prog, path in audit_lines(work) if prog.endswith(".py") and "/stages/" not in prog}
+    readers = {prog for prog, _ in audit_lines(work)}
+    # of all stage scripts, only validate opens the set files (it must, to split them)
+    assert "validate.py" in readers
+    assert readers & {"fetch.py", "extract.py", "chunk.py", "retrieve.py", "resolve.py", "evaluate.py", "accept.py"} == set(), readers
+    assert stages_opening_sets <= {"validate.py"}
+    # and nothing the dev pipeline wrote carries a test entry (the marker is in every test question)
+    written = [p for d in ("data", "reports") for p in (work / d).rglob("*") if p.is_file() and "corpus" not in p.parts]
+    assert len(written) > 10
+    leaked = [p.relative_to(work).as_posix() for p in written if contains_poison(p)]
+    assert leaked == []
+    dev = [json.loads(x) for x in (work / "data/sets/dev.jsonl").read_text().splitlines()]
+    assert dev and {e["split"] for e in dev} == {"dev"}
+
+
+def test_fresh_repro_and_exp_run_never_run_acceptance(project):
+    work, env = project
+    assert "up to date" in sh(["dvc", "status", "dvc.yaml"], work, env).stdout
+    out = sh(["dvc", "repro"], work, env)
+    assert "accept" not in out.stdout + out.stderr
+    log = work.parent / "audit.log"
+    log.unlink()
+    sh(["dvc", "exp", "run", "-S", "metrics.k=5"], work, env)
+    assert not (work / "reports/metrics/test.json").exists() and not (work / "reports/acceptance.jsonl").exists()
+    assert {prog for prog, _ in audit_lines(work)} & {"accept.py", "retrieve.py", "resolve.py"} == set()
+    assert "test.json" not in sh(["dvc", "metrics", "show"], work, env).stdout
+    # back to the committed dev run
+    sh(["git", "checkout", "--", "."], work, env)
+    sh(["dvc", "checkout"], work, env)
+    assert "up to date" in sh(["dvc", "status", "dvc.yaml"], work, env).stdout
+
+
+def test_stage_refuses_unless_called_by_bench_accept(project):
+    work, env = project
+    proc = sh([sys.executable, "-m", "stages.accept"], work, env, ok=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "error: accept: refused: the acceptance stage runs only through `bench accept` (no valid acceptance token)"
+    # even a forged token in the environment is not enough, and `dvc repro -P` cannot run it
+    proc = sh([sys.executable, "-m", "stages.accept"], work, {**env, "BENCH_ACCEPT_TOKEN": "guess"}, ok=False)
+    assert proc.returncode == 1 and "only through `bench accept`" in proc.stderr
+    proc = sh(["dvc", "repro", "-P"], work, env, ok=False)
+    assert proc.returncode != 0 and "only through `bench accept`" in proc.stdout + proc.stderr
+    assert not (work / "reports/metrics/test.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("exp-env", "refused: inside a DVC experiment (DVC_EXP_BASELINE_REV=abc): acceptance never runs while tuning"),
+        ("stage-env", "refused: called from the DVC stage dvc.yaml:evaluate: run `bench accept` yourself, not from a pipeline"),
+        ("params", "refused: uncommitted changes to code, params or sets: params.yaml; commit them first"),
+        ("code", "refused: uncommitted changes to code, params or sets: bench/metrics.py; commit them first"),
+        ("untracked-set", "refused: uncommitted changes to code, params or sets: bench/sets/new.jsonl; commit them first"),
+        ("stale", "refused: dev metrics are stale: `dvc status dvc.yaml` reports evaluate changed; run `dvc repro` and commit"),
+    ],
+)
+def test_accept_refuses(project, change, reason):
+    work, env = project
+    run_env = dict(env)
+    restore: list[tuple[Path, bytes | None]] = []
+
+    def edit(rel: str, data: bytes) -> None:
+        path = work / rel
+        restore.append((path, path.read_bytes() if path.exists() else None))
+        path.write_bytes(data)
+
+    if change == "exp-env":
+        run_env["DVC_EXP_BASELINE_REV"] = "abc"
+    elif change == "stage-env":
+        run_env["DVC_STAGE"] = "dvc.yaml:evaluate"
+    elif change == "params":
+        edit("params.yaml", (work / "params.yaml").read_bytes() + b"# tuned\n")
+    elif change == "code":
+        edit("bench/metrics.py", (work / "bench/metrics.py").read_bytes() + b"\n")
+    elif change == "untracked-set":
+        edit("bench/sets/new.jsonl", b"{}\n")
+    elif change == "stale":
+        edit("data/eval/per_query.parquet", (work / "data/eval/per_query.parquet").read_bytes() + b"x")
+    try:
+        proc = accept(work, run_env, ok=False)
+    finally:
+        for path, data in restore:
+            path.unlink() if data is None else path.write_bytes(data)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [f"bench accept: {reason}"]
+    assert not (work / "reports/acceptance.jsonl").exists() and not (work / "reports/metrics/test.json").exists()
+
+
+def test_accept_on_real_data_and_again_on_the_same_commit(project):
+    work, env = project
+    (work.parent / "audit.log").unlink(missing_ok=True)
+    proc = accept(work, env)
+    assert "acceptance #1 on commit" in proc.stdout
+    head = sh(["git", "rev-parse", "HEAD"], work, env).stdout.strip()
+    dev = json.loads((work / "reports/metrics/dev.json").read_text())
+    test = json.loads((work / "reports/metrics/test.json").read_text())
+    # same shape as dev.json
+    assert set(test) == set(dev) and set(test["by_modality"]) == set(dev["by_modality"])
+    for block, dev_block in [(test["overall"], dev["overall"]), *((test["by_modality"][m], dev["by_modality"][m]) for m in dev["by_modality"])]:
+        assert set(block) == set(dev_block)
+        for name, cell in block.items():
+            assert set(cell) == set(dev_block[name]) >= {"value", "n", "denominator"} and 0 <= cell["n"] <= cell["denominator"]
+    assert test["sha256"] == dev["sha256"] and test["run"]["split"] == "test"
+    # its denominators are the valid test entries, disjoint from dev
+    n_test = sum(1 for key in ("mmlongbench", "locomo") for line in (work / f"bench/sets/{key}.jsonl").read_text().splitlines() if '"split": "test"' in line)
+    assert test["overall"]["temporal_correctness"]["denominator"] + test["invalid_entries"] == n_test
+    assert test["overall"]["recall@10"]["value"] is not None
+    # the accept stage is the one reader (positive control of the audit hook); `bench accept`
+    # itself (cli.py) opens the sets only to hash them against the dev run's record
+    assert {prog for prog, _ in audit_lines(work)} == {"accept.py", "cli.py"}
+    rows = [json.loads(x) for x in (work / "reports/acceptance.jsonl").read_text().splitlines()]
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["git_commit"] == head and row["acceptance"] == 1 and row["earlier_on_this_commit"] == []
+    assert row["sha256"] == dev["sha256"] and len(row["params_sha256"]) == 64 and row["utc"].endswith("+00:00")
+    assert row["metrics"]["overall"] == test["overall"]
+    leaked = [p.name for p in (work / "reports").rglob("*") if p.is_file() and contains_poison(p)]
+    assert leaked == []
+
+    first = (work / "reports/acceptance.jsonl").read_bytes()
+    proc = accept(work, env)
+    assert f"acceptance #2 on commit {head[:12]} (this commit was already accepted: #1; all rows kept)" in proc.stdout
+    text = (work / "reports/acceptance.jsonl").read_bytes()
+    assert text.startswith(first) and len(text.splitlines()) == 2
+    assert json.loads(text.splitlines()[1])["earlier_on_this_commit"] == [1]
+
+
+def test_accept_refuses_sets_that_differ_from_the_dev_run(project):
+    """`dvc commit -f` makes dvc status clean without a dev run: the recorded sha256 still differ."""
+    work, env = project
+    path = work / "bench/sets/locomo.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = next(n for n, x in enumerate(lines) if '"split": "dev"' in x)
+    e = json.loads(lines[i])
+    e["question"] += " (edited)"
+    lines[i] = json.dumps(e, ensure_ascii=False)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    sh(["dvc", "commit", "-f", "dvc.yaml"], work, env)
+    sh(["git", "add", "-A"], work, env)
+    sh(["git", "commit", "-q", "-m", "edit without a dev run"], work, env)
+    assert "up to date" in sh(["dvc", "status", "dvc.yaml"], work, env).stdout
+    before = (work / "reports/acceptance.jsonl").read_bytes()
+    proc = accept(work, env, ok=False)
+    assert proc.returncode == 1
+    line = proc.stderr.strip()
+    assert line.startswith("bench accept: refused: bench/sets/locomo.jsonl: sha256 ") and "differs from the dev run's" in line
+    assert (work / "reports/acceptance.jsonl").read_bytes() == before
+
+
+# --------------------------------------------------------------------------- unit checks
+
+
+def test_experiment_detection(tmp_path):
+    assert experiment_reason({}, tmp_path) is None
+    assert "inside a DVC experiment" in experiment_reason({"DVC_EXP_NAME": "x"}, tmp_path)
+    assert "queued DVC experiment" in experiment_reason({}, tmp_path / ".dvc" / "tmp" / "exps" / "tmpabc")
+
+
+def test_stage_guard_needs_matching_single_use_token(tmp_path):
+    token = tmp_path / ".accept-token"
+    assert "only through `bench accept`" in stage_refusal({}, token)
+    token.write_text("abc\n")
+    assert "only through `bench accept`" in stage_refusal({"BENCH_ACCEPT_TOKEN": "abd"}, token)
+    assert stage_refusal({"BENCH_ACCEPT_TOKEN": "abc"}, token) is None
+    assert "inside a DVC experiment" in stage_refusal({"BENCH_ACCEPT_TOKEN": "abc", "DVC_EXP_BASELINE_REV": "r"}, token)
+
+
+def test_recorded_hash_mismatch_names_the_file(tmp_path):
+    (tmp_path / "bench/corpus").mkdir(parents=True)
+    (tmp_path / "bench/sets").mkdir(parents=True)
+    (tmp_path / "bench/corpus/manifest.jsonl").write_text("{}\n")
+    s = tmp_path / "bench/sets/a.jsonl"
+    s.write_text("{}\n")
+    from bench.io import sha256_file
+
+    rec = {"sha256": {"manifest": sha256_file(tmp_path / "bench/corpus/manifest.jsonl"), "sets": {"bench/sets/a.jsonl": sha256_file(s)}}}
+    assert recorded_hash_mismatch(tmp_path, [s], rec, rec) is None
+    s.write_text("{} \n")
+    assert recorded_hash_mismatch(tmp_path, [s], rec, rec).startswith("bench/sets/a.jsonl: sha256 ")
+    (tmp_path / "bench/corpus/manifest.jsonl").write_text("[]\n")
+    assert recorded_hash_mismatch(tmp_path, [s], rec, rec).startswith("bench/corpus/manifest.jsonl: sha256 ")

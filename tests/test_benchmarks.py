@@ -1,0 +1,54 @@
+"""The benchmark suite runs at its small size and writes both reports; vectorised gold
+resolution equals the per-region reference. No timed assertions."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from bench.resolve import resolve, resolve_per_region
+from benchmarks.synth import MODALITIES, make_case
+
+
+@pytest.mark.parametrize(("seed", "mixed"), [(0, True), (1, False), (2, True)])
+def test_vectorised_resolve_equals_per_region_reference(seed: int, mixed: bool) -> None:
+    case = make_case(600, 6000, seed=seed, mixed=mixed)
+    assert set(case.atoms) == set(MODALITIES)
+    gold, regions = resolve(case.entries, case.atoms, case.segments)
+    ref_gold, ref_regions = resolve_per_region(case.entries, case.atoms, case.segments)
+    pd.testing.assert_frame_equal(regions, ref_regions)
+    pd.testing.assert_frame_equal(gold, ref_gold)
+    # the case exercises hits, misses and future atoms in every modality
+    for m in MODALITIES:
+        mine = regions[regions["modality"] == m]
+        assert (mine["n_atoms"] > 0).any() and (mine["n_atoms"] == 0).any(), m
+    assert regions["n_future_atoms"].sum() > 0
+
+
+def test_resolve_without_atoms_or_entries() -> None:
+    case = make_case(60, 600, seed=3)
+    gold, regions = resolve(case.entries, {}, case.segments)
+    assert gold.empty and (regions["n_atoms"] == 0).all() and len(regions) == case.n_regions
+    gold, regions = resolve([], case.atoms, case.segments)
+    assert gold.empty and regions.empty
+
+
+def test_suite_small_writes_both_reports(tmp_path) -> None:
+    from benchmarks.run import CASES, run
+
+    doc = run("small", (), tmp_path)
+    on_disk = json.loads((tmp_path / "perf.json").read_text())
+    assert on_disk["size"] == "small" and set(on_disk["cases"]) == set(CASES)
+    assert {"cores", "memory_gib", "usable_cores"} <= set(on_disk["machine"])
+    keys = {"name", "ours_s", "reference", "reference_s", "ratio", "goal", "met"}
+    figures = [f for figs in on_disk["cases"].values() if isinstance(figs, list) for f in figs]
+    assert figures and all(keys <= set(f) for f in figures)
+    metrics = on_disk["cases"]["metrics"]
+    assert any(f["agreement_with_pytrec_eval"]["equal"] for f in metrics)
+    resolve_ref = on_disk["cases"]["resolve"][0]
+    assert resolve_ref["identical"] is True
+    md = (tmp_path / "perf.md").read_text()
+    assert "| case | figure | ours | reference | ratio | goal | met |" in md
+    assert doc["cases"]["dvc"] == {"skipped": on_disk["cases"]["dvc"]["skipped"]}

@@ -1,0 +1,141 @@
+"""`bench compare`: paired differences, intervals, Holm, win/tie/loss; finding runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from bench.cli import cli
+from bench.compare import CompareError, compare, load_run, markdown
+
+
+def table(seed: int, n: int = 300, shift: float = 0.0, modality_split: bool = True) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    unans = np.arange(n) % 5 == 0
+    recall = (rng.random(n) < 0.5).astype(float)
+    df = pd.DataFrame({
+        "query_id": [f"q{i:04d}" for i in range(n)],
+        "modality": np.where(np.arange(n) % 2 == 0, "pdf", "conversation") if modality_split else "pdf",
+        "unanswerable": unans, "failed": False,
+        "recall@10": np.where(unans, np.nan, recall), "mrr": np.where(unans, np.nan, recall / 2),
+        "ndcg@10": np.where(unans, np.nan, recall / 3), "coverage@10": np.where(unans, np.nan, recall),
+        "precision@10": np.where(unans, np.nan, recall * 0.1), "iou@10": np.where(unans, np.nan, recall * 0.1),
+        "false_recall": np.where(unans, (rng.random(n) < 0.3).astype(float), np.nan),
+        "tied@10": rng.integers(0, 2, n),
+    })
+    return df
+
+
+def test_identical_runs_are_not_significant():
+    a = table(1)
+    res = compare(a, a.copy(), resamples=200, permutations=2000)
+    assert res["rows"] and all(r["p"] == 1.0 and not r["significant"] and r["diff"] == 0 for r in res["rows"])
+    assert all(r["wins"] == 0 and r["losses"] == 0 for r in res["rows"])
+    md = markdown(res, "A", "B")
+    assert "No difference is significant" in md
+
+
+def test_clear_improvement_is_significant_with_counts():
+    a = table(1)
+    b = a.copy()
+    ans = ~b["unanswerable"]
+    gain = ans & (b["recall@10"] == 0) & (np.arange(len(b)) % 3 == 0)
+    b.loc[gain, ["recall@10", "coverage@10"]] = 1.0
+    res = compare(a, b, resamples=500, permutations=5000, seed=1)
+    rows = {(r["modality"], r["metric"]): r for r in res["rows"]}
+    r = rows[("overall", "recall@10")]
+    assert r["n"] == int(ans.sum())
+    assert r["wins"] == int(gain.sum()) and r["losses"] == 0 and r["ties"] == r["n"] - r["wins"]
+    assert r["diff"] == pytest.approx(gain.sum() / ans.sum())
+    assert r["ci95"][0] > 0 and r["significant"] and r["verdict"] == "B better"
+    assert r["p_holm"] >= r["p"]
+    assert not rows[("overall", "mrr")]["significant"]
+    # Holm runs across every row compared (all modalities and metrics)
+    ps = sorted(x["p"] for x in res["rows"])
+    assert min(x["p_holm"] for x in res["rows"]) == pytest.approx(min(1.0, len(ps) * ps[0]))
+    assert res["ties"]["a"]["tied_positions"] == int(a["tied@10"].sum())
+
+
+def test_lower_is_better_for_false_recall():
+    a = table(2)
+    b = a.copy()
+    b.loc[b["unanswerable"], "false_recall"] = 0.0
+    res = compare(a, b, resamples=200, permutations=2000)
+    r = next(x for x in res["rows"] if x["modality"] == "overall" and x["metric"] == "false_recall")
+    assert r["diff"] < 0 and r["wins"] == int(a.loc[a["unanswerable"], "false_recall"].sum()) and r["losses"] == 0
+
+
+def test_failed_queries_count_zero_and_unpaired_are_reported():
+    a = table(3)
+    b = a.iloc[:-10].copy()
+    b.loc[b.index[:5], "failed"] = True
+    res = compare(a, b, resamples=100, permutations=1000)
+    assert res["queries"] == {"both": len(a) - 10, "only_a": 10, "only_b": 0}
+    r = next(x for x in res["rows"] if x["modality"] == "overall" and x["metric"] == "recall@10")
+    assert r["losses"] == int(a.iloc[:5]["recall@10"].fillna(0).gt(0).sum())
+
+
+def test_different_sets_are_refused():
+    a = table(4)
+    b = a.copy()
+    b.loc[b.index[1], "unanswerable"] = True
+    with pytest.raises(CompareError, match="unanswerable"):
+        compare(a, b)
+
+
+def _git(cwd: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+def _write_run(root: Path, frame: pd.DataFrame, strategy: str) -> None:
+    (root / "reports/per_query").mkdir(parents=True, exist_ok=True)
+    (root / "reports/metrics").mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(root / "reports/per_query/dev.parquet", index=False)
+    (root / "reports/metrics/dev.json").write_text(json.dumps({"run": {"system": "bm25", "chunking": {"pdf": {"strategy": strategy}}}}))
+
+
+def test_runs_from_folders_git_revisions_and_experiment_refs(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "bench").mkdir()
+    (repo / "params.yaml").write_text("metrics:\n  bootstrap_resamples: 200\n  bootstrap_seed: 3\n")
+    _git(repo, "init", "-q")
+    _write_run(repo, table(5), "page")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "page")
+    better = table(5)
+    better.loc[~better["unanswerable"], "recall@10"] = 1.0
+    _write_run(repo, better, "window")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "window")
+    # a DVC experiment is a commit under refs/exps/.../<name>
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+    _git(repo, "update-ref", "refs/exps/ab/cdef0123/brisk-oaks", sha)
+
+    assert load_run("HEAD~1", repo).metrics["run"]["chunking"]["pdf"]["strategy"] == "page"
+    assert load_run("brisk-oaks", repo).per_query["recall@10"].max() == 1.0
+    assert "window" in load_run(str(repo), repo).describe()
+    with pytest.raises(CompareError, match="not a folder, a git revision or a DVC experiment"):
+        load_run("no-such-exp", repo)
+
+    cwd = os.getcwd()
+    os.chdir(repo)
+    try:
+        out = CliRunner().invoke(cli, ["compare", "HEAD~1", "brisk-oaks", "--json", str(tmp_path / "c.json")])
+        bad = CliRunner().invoke(cli, ["compare", "HEAD~1", "nope"])
+    finally:
+        os.chdir(cwd)
+    assert out.exit_code == 0, out.output
+    assert "| overall | recall@10 |" in out.output and "B better" in out.output and "page" in out.output
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert doc["resamples"] == 200 and doc["seed"] == 3 and doc["rows"]
+    assert bad.exit_code != 0 and "nope" in bad.output

@@ -1,0 +1,201 @@
+"""Chunk-fair metrics: extents, coverage/precision/IoU, the oracle ceiling, ties, and the
+whole-document trap on real MMLongBench-Doc documents."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
+from bench.modalities import modalities
+
+
+def _atoms_1d(spec: dict[str, tuple[float, float]], source: str = "s") -> pd.DataFrame:
+    return pd.DataFrame([{"atom_id": a, "source_id": source, "part": "", "x0": lo, "x1": hi, "y0": 0.0, "y1": 1.0,
+                          "extent": hi - lo, "modality": "video"} for a, (lo, hi) in spec.items()])
+
+
+def _regions_1d(spec: list[tuple[str, int, float, float]], source: str = "s") -> pd.DataFrame:
+    return pd.DataFrame([{"query_id": q, "gold_idx": i, "source_id": source, "part": "", "x0": lo, "x1": hi,
+                          "y0": 0.0, "y1": 1.0, "extent": hi - lo} for q, i, lo, hi in spec])
+
+
+def _run(rows: list[tuple[str, str, int]]) -> pd.DataFrame:
+    return pd.DataFrame([{"query_id": q, "atom_id": a, "rank": r, "score": 10.0 - r} for q, a, r in rows])
+
+
+def test_coverage_precision_iou_by_hand():
+    # gold [10, 30); windows w0 [0, 20) and w1 [15, 35) overlap each other; w2 is elsewhere
+    atoms = _atoms_1d({"w0": (0, 20), "w1": (15, 35), "w2": (50, 60)})
+    regions = _regions_1d([("q", 0, 10, 30)])
+    gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 0], "atom_id": ["w0", "w1"]})
+    run = _run([("q", "w0", 1), ("q", "w1", 2), ("q", "w2", 3)])
+    ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False]})
+    out = per_query_fair(ent, run, gold, regions, atoms, k=10).iloc[0]
+    assert out["gold_extent"] == 20
+    assert out["covered@10"] == 20  # union of w0 and w1 inside gold, not 10 + 15
+    assert out["retrieved_extent@10"] == 20 + 20 + 10  # each retrieved atom paid for
+    assert out["coverage@10"] == 1.0
+    assert out["precision@10"] == pytest.approx(20 / 50)
+    assert out["iou@10"] == pytest.approx(20 / (20 + 50 - 20))
+    # k = 1: only w0, covering [10, 20)
+    one = per_query_fair(ent, run, gold, regions, atoms, k=1).iloc[0]
+    assert one["coverage@1"] == pytest.approx(0.5) and one["precision@1"] == pytest.approx(0.5)
+    assert one["iou@1"] == pytest.approx(10 / 30)
+    assert one["oracle_coverage@1"] == pytest.approx(15 / 20)  # w1 covers more of the gold
+
+
+def test_oracle_is_one_when_atoms_coincide_with_gold():
+    atoms = _atoms_1d({"a": (0, 10), "b": (10, 25), "c": (25, 40)})
+    regions = _regions_1d([("q", 0, 10, 25), ("q", 1, 25, 40)])
+    gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 1], "atom_id": ["b", "c"]})
+    run = _run([("q", "a", 1), ("q", "b", 2)])
+    ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False]})
+    out = per_query_fair(ent, run, gold, regions, atoms, k=10).iloc[0]
+    assert out["oracle_coverage@10"] == 1.0 and out["oracle_iou@10"] == 1.0
+    assert out["coverage@10"] == pytest.approx(15 / 30)
+    # a ceiling the chunker sets: one atom spanning gold and more cannot reach IoU 1
+    big = _atoms_1d({"all": (0, 40)})
+    g2 = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 1], "atom_id": ["all", "all"]})
+    out2 = per_query_fair(ent, _run([("q", "all", 1)]), g2, regions, big, k=10).iloc[0]
+    assert out2["oracle_coverage@10"] == 1.0 and out2["oracle_iou@10"] == pytest.approx(30 / 40)
+
+
+def test_oracle_iou_prefers_fewer_atoms_when_one_costs_more_than_it_covers():
+    # gold [0, 10); atom a = [0, 9) (covers 9, pays 9), atom b = [9, 100) (covers 1, pays 91)
+    atoms = _atoms_1d({"a": (0, 9), "b": (9, 100)})
+    regions = _regions_1d([("q", 0, 0, 10)])
+    gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 0], "atom_id": ["a", "b"]})
+    ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False]})
+    out = per_query_fair(ent, _run([("q", "b", 1)]), gold, regions, atoms, k=10).iloc[0]
+    assert out["oracle_iou@10"] == pytest.approx(0.9)  # {a} alone, better than {a, b} = 10/100
+    assert out["oracle_coverage@10"] == 1.0
+
+
+def test_unanswerable_and_failed_are_nan_and_count_zero():
+    atoms = _atoms_1d({"a": (0, 10)})
+    regions = _regions_1d([("q1", 0, 0, 10), ("q2", 0, 0, 10)])
+    gold = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": [0, 0], "atom_id": ["a", "a"]})
+    ent = pd.DataFrame({"query_id": ["q1", "q2", "u"], "modality": "video", "unanswerable": [False, False, True]})
+    out = per_query_fair(ent, _run([("q1", "a", 1), ("q2", "a", 1)]), gold, regions, atoms, k=10, failed=["q2"])
+    assert out.set_index("query_id").loc["q1", "iou@10"] == 1.0
+    assert out.set_index("query_id")[["iou@10"]].loc[["q2", "u"]].isna().all().all()
+    cells = fair_cells(out.merge(ent).assign(failed=lambda d: d["query_id"] == "q2"), k=10)
+    assert cells["by_modality"]["video"]["iou@10"] == {"value": 0.5, "n": 1, "denominator": 2}
+
+
+def test_two_dimensional_boxes_union_is_exact():
+    atoms = pd.DataFrame([{"atom_id": a, "source_id": "s", "part": "", "x0": x0, "x1": x1, "y0": y0, "y1": y1,
+                           "extent": (x1 - x0) * (y1 - y0), "modality": "ui_screenshot"}
+                          for a, (x0, y0, x1, y1) in {"l0": (0, 0, 10, 10), "l1": (5, 5, 15, 15)}.items()])
+    regions = pd.DataFrame([{"query_id": "q", "gold_idx": 0, "source_id": "s", "part": "", "x0": 0.0, "x1": 20.0,
+                             "y0": 0.0, "y1": 20.0, "extent": 400.0}])
+    gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 0], "atom_id": ["l0", "l1"]})
+    out = per_query_fair(pd.DataFrame({"query_id": ["q"], "unanswerable": [False]}),
+                         _run([("q", "l0", 1), ("q", "l1", 2)]), gold, regions, atoms, k=10).iloc[0]
+    assert out["covered@10"] == 175  # 100 + 100 - 25 overlap
+    assert out["retrieved_extent@10"] == 200
+
+
+def test_modality_extents_and_intersection():
+    mods = modalities()
+    video = pd.DataFrame({"t_start": [0.0, 5.0, 12.0], "t_end": [5.0, 12.0, 12.0]})
+    assert mods["video"].intersection({"t_start": 4.0, "t_end": 10.0}, video, pd.DataFrame()).tolist() == [1.0, 5.0, 0.0]
+    ui = pd.DataFrame({"x0": [0.0, 50.0], "y0": [0.0, 0.0], "x1": [100.0, 60.0], "y1": [10.0, 5.0]})
+    assert mods["ui_screenshot"].intersection({"bbox": [90, 0, 200, 100]}, ui, pd.DataFrame()).tolist() == [100.0, 0.0]
+    img = pd.DataFrame({"atom_id": ["x"]})
+    assert mods["image"].intersection({}, img, pd.DataFrame()).tolist() == [1.0]
+    # pdf: the page with no text layer still has extent 1 and is covered by its page atom
+    seg = pd.DataFrame({"source_id": "d", "dataset": "x", "modality": "pdf", "seq": [0, 1, 2], "page": [1, 2, 3],
+                        "block": [0, 0, 0], "text": ["abc", "", "defg"], "holder": "h",
+                        "observed_at": pd.Timestamp("2024-01-01", tz="UTC")})
+    atoms = mods["pdf"].chunk(seg, "page", {})
+    assert mods["pdf"].atom_extents(atoms)["x1"].sub(mods["pdf"].atom_extents(atoms)["x0"]).tolist() == [4, 1, 5]
+    assert mods["pdf"].intersection({"page": 2}, atoms, seg).tolist() == [0, 1, 0]
+    whole = mods["pdf"].chunk(seg, "whole", {})
+    assert mods["pdf"].intersection({"page": 3}, whole, seg).tolist() == [5]
+
+
+def test_ties_counted_where_the_rule_decides():
+    run = pd.DataFrame({"query_id": ["q"] * 4 + ["r"] * 2, "atom_id": list("abcdxy"), "rank": [1, 2, 3, 4, 1, 2],
+                        "score": [5.0, 3.0, 3.0, 1.0, 2.0, 1.0]})
+    t = tied_positions(run, k=2).set_index("query_id")["tied@2"]
+    assert t.to_dict() == {"q": 1, "r": 0}  # rank 2 ties rank 3 (the cut at k = 2 was set by atom_id)
+    assert tied_positions(run, k=10).set_index("query_id")["tied@10"].to_dict() == {"q": 2, "r": 0}
+
+
+# --------------------------------------------------------------------------- real data
+
+
+def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.DataFrame:
+    from bench.chunking import chunk_modality
+    from bench.metrics import per_query
+    from bench.resolve import resolve
+    from bench.retrieve import run_system
+    from bench.systems import build_system
+    from tests.conftest import ROOT
+
+    seg = real_corpus["segments"]
+    seg = seg[seg["modality"] == "pdf"]
+    entries = [json.loads(line) for line in (ROOT / "bench/sets/mmlongbench.jsonl").read_text().splitlines()]
+    sources = set(seg["source_id"])
+    entries = [e for e in entries if e["split"] == "dev" and not e["unanswerable"] and {g["source_id"] for g in e["gold"]} <= sources]
+    by_doc = pd.Series([e["gold"][0]["source_id"] for e in entries]).value_counts()
+    docs = set(sorted(by_doc.index, key=lambda d: (-by_doc[d], d))[:n_docs])
+    entries = [e for e in entries if e["gold"][0]["source_id"] in docs]
+    seg = seg[seg["source_id"].isin(docs)]
+    atoms = chunk_modality("pdf", seg, {"strategy": strategy, "window_tokens": 200, "overlap_tokens": 50})
+    gold, regions = resolve(entries, {"pdf": atoms}, seg)
+    run, _ = run_system(build_system("bm25", atoms), entries, 100)
+    ent = pd.DataFrame({"query_id": [e["query_id"] for e in entries], "modality": "pdf", "unanswerable": False,
+                        "as_of": pd.to_datetime([e["as_of"] for e in entries], utc=True),
+                        "holder": [e["scope"]["holder"] for e in entries], "n_regions": [len(e["gold"]) for e in entries]})
+    pq = per_query(ent, run, gold, atoms, k=10, strong_score=12.0)
+    segs = {s: g for s, g in seg.groupby("source_id")}
+    rext = region_extents(regions, lambda s: segs[s])
+    fair = per_query_fair(ent, run, gold, rext, atom_extents({"pdf": atoms}), k=10)
+    return pq.merge(fair, on="query_id")
+
+
+@pytest.fixture(scope="module")
+def page_and_whole(real_corpus) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return _real_pdf_case(real_corpus, "page"), _real_pdf_case(real_corpus, "whole")
+
+
+def test_whole_document_trap_on_real_mmlongbench(page_and_whole):
+    page, whole = page_and_whole
+    assert len(page) == len(whole) >= 100
+    # the queries whose document BM25 finds at all (whole-document recall@10 = 1)
+    found = whole.loc[whole["recall@10"] == 1.0, "query_id"]
+    assert len(found) >= 0.5 * len(whole)
+    m_page = page.set_index("query_id").loc[found].mean(numeric_only=True)
+    m_whole = whole.set_index("query_id").loc[found].mean(numeric_only=True)
+    # recall@10 looks perfect for whole documents and far better than for pages ...
+    assert m_whole["recall@10"] == 1.0 and m_page["recall@10"] < 0.9
+    assert m_whole["coverage@10"] == 1.0
+    # ... but the reader pays for whole documents: precision and IoU collapse
+    assert m_whole["precision@10"] < m_page["precision@10"] / 5
+    assert m_whole["iou@10"] < m_page["iou@10"] / 5
+    # and the chunker's own ceiling shows it: page atoms can reach IoU ~1, a whole document cannot
+    assert m_page["oracle_iou@10"] > 0.99
+    assert m_whole["oracle_iou@10"] < 0.2
+
+
+def test_oracle_is_one_for_page_atoms_on_real_gold_pages(page_and_whole):
+    page, _ = page_and_whole
+    # gold regions are real pages: page atoms coincide with them, so the oracle reaches 1
+    few = page[page["n_regions"] <= 10]
+    assert len(few) >= 100
+    assert (few["oracle_iou@10"] == 1.0).all() and (few["oracle_coverage@10"] == 1.0).all()
+
+
+def test_atom_statistics():
+    ext = pd.DataFrame({"modality": ["pdf"] * 4, "extent": [1.0, 2.0, 3.0, 100.0]})
+    regions = pd.DataFrame({"modality": ["pdf", "pdf", "pdf"], "n_atoms": [1, 0, 2]})
+    st = atom_statistics(ext, regions)["pdf"]
+    assert st["unit"] == "chars" and st["atoms"] == 4 and st["median_extent"] == 2.5
+    assert st["p95_extent"] == pytest.approx(np.percentile([1, 2, 3, 100], 95))
+    assert st["unreached_regions"] == 1 and st["unreached_share"] == pytest.approx(1 / 3)

@@ -1,0 +1,89 @@
+"""reports/dev.html: self-contained, metric table with intervals, pictures, drill-down misses first;
+and it renders in headless Chromium (skipped when chromium is not installed)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.html_report import drilldown, render
+from bench.plots import fair_points, latency_quantiles, latency_svg, precision_coverage_svg, recall_curve, recall_curve_svg, threshold_curve, threshold_svg
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    entries = [
+        {"query_id": "q1", "question": "Where is <b>the</b> chart?", "modality": "pdf"},
+        {"query_id": "q2", "question": "Found question", "modality": "pdf"},
+        {"query_id": "u1", "question": "Not answerable", "modality": "pdf"},
+    ]
+    pq = pd.DataFrame({"query_id": ["q1", "q2", "u1"], "modality": "pdf", "unanswerable": [False, False, True],
+                       "failed": False, "n_regions": [1, 1, 0], "recall@10": [0.0, 1.0, np.nan],
+                       "coverage@10": [0.0, 1.0, np.nan], "precision@10": [0.0, 0.5, np.nan], "iou@10": [0.0, 0.5, np.nan],
+                       "mrr": [0.0, 1.0, np.nan], "false_recall": [np.nan, np.nan, 1.0], "latency_ms": [1.0, 2.0, 3.0]})
+    run = pd.DataFrame({"query_id": ["q1", "q2", "q2", "u1"], "atom_id": ["d#p2", "d#p1", "d#p2", "d#p1"],
+                        "rank": [1, 1, 2, 1], "score": [3.0, 9.0, 2.0, 20.0]})
+    gold = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": [0, 0], "atom_id": ["d#p1", "d#p1"]})
+    regions = pd.DataFrame({"query_id": ["q1", "q2"], "modality": "pdf", "gold_idx": [0, 0], "source_id": "d",
+                            "region": ['{"page": 1}', '{"page": 1}'], "n_atoms": [1, 1], "n_future_atoms": [0, 0]})
+    rext = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": [0, 0], "extent": [10.0, 10.0]})
+    atoms = pd.DataFrame({"atom_id": ["d#p1", "d#p2"], "text": ["page one", "page two"],
+                          "extent": ['{"page_end":1,"page_start":1}', '{"page_end":2,"page_start":2}'], "amount": [10.0, 10.0]})
+    cell = {"value": 0.5, "n": 2, "denominator": 2, "ci95": [0.0, 1.0]}
+    doc = {"by_modality": {"pdf": {"recall@10": cell, "coverage@10": cell, "precision@10": cell, "iou@10": cell,
+                                   "oracle_coverage@10": cell, "oracle_iou@10": cell}},
+           "overall": {"recall@10": cell}, "run": {"system": "bm25", "depth": 100, "chunking": {"pdf": {"strategy": "page"}},
+                                                     "bootstrap": {"resamples": 1000, "seed": 0}},
+           "atom_stats": {"pdf": {"unit": "chars", "atoms": 2, "median_extent": 10.0, "p95_extent": 10.0, "gold_regions": 2,
+                                  "unreached_regions": 0, "unreached_share": 0.0}},
+           "ties": {"pdf": {"tied_positions": 0, "queries_with_ties": 0, "queries": 3}}}
+    curve = recall_curve(pq, run, gold, max_k=100)
+    assert curve.loc[(curve["modality"] == "pdf") & (curve["k"] == 10), "recall"].item() == 0.5
+    th = threshold_curve(pq, run, gold, 10, thresholds=np.array([0.0, 5.0, 25.0]))
+    pdf = th[th["modality"] == "pdf"].set_index("threshold")
+    assert pdf["false_recall"].tolist() == [1.0, 1.0, 0.0] and pdf["recall@10"].tolist() == [0.5, 0.5, 0.0]
+    figures = {"recall": recall_curve_svg(curve), "pc": precision_coverage_svg(fair_points(doc)),
+               "latency": latency_svg(latency_quantiles(pq)), "threshold": threshold_svg(th, 10, 12.0)}
+    drill = drilldown(entries, pq, run, gold, rext, regions, atoms, k=10)
+    return render(doc, figures, drill)
+
+
+def test_page_is_self_contained(page):
+    assert page.startswith("<!DOCTYPE html>")
+    assert not re.search(r"<(script|link|img|iframe)\b", page)
+    assert not re.search(r"(src|href)\s*=\s*['\"]?https?:", page)
+    assert page.count("<svg") == 4
+
+
+def test_metric_table_and_drilldown(page):
+    assert "<td class=num>[0.0000, 1.0000]</td>" in page and "denominator" in page
+    assert "Where is &lt;b&gt;the&lt;/b&gt; chart?" in page  # escaped
+    assert page.index("q1") < page.index("q2") < page.index("u1")  # misses first, then unanswerable
+    assert "false recall" in page and "page one" in page
+
+
+def test_figures_are_deterministic():
+    curve = pd.DataFrame({"modality": "pdf", "k": [1, 2], "recall": [0.1, 0.2]})
+    assert recall_curve_svg(curve) == recall_curve_svg(curve)
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="chromium is not installed")
+def test_renders_in_headless_chromium(page, tmp_path):
+    from PIL import Image
+
+    html = tmp_path / "dev.html"
+    html.write_text(page, encoding="utf-8")
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run([str(ROOT / "scripts/screenshot_report.sh"), str(html), str(shot), "1200,1600"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    img = np.asarray(Image.open(shot).convert("L"))
+    assert img.shape == (1600, 1200)
+    dark = (img < 128).mean()
+    assert 0.005 < dark < 0.5  # text and lines drawn, not a blank page
