@@ -193,8 +193,7 @@ class _Entries:
 class _Atoms:
     """Atoms in input order; an atom's code is its row here."""
 
-    ids: Ids
-    holder: np.ndarray  # holder code (shared with _Entries.holder)
+    holder: np.ndarray  # holder code (shared with _Entries.holder; never equal when missing)
     observed_at: np.ndarray  # naive-UTC datetime64
 
 
@@ -236,80 +235,81 @@ def _prep_entries(entries: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("query_id", kind="stable").set_index("query_id")
 
 
-def _prep_atoms(atoms: pd.DataFrame) -> tuple[Ids, pd.Series, np.ndarray]:
-    """(atom ids, holders, naive-UTC observed_at), in input order."""
-    _require(atoms, ATOM_COLUMNS, "atoms")
-    ids = _arrow_ids(atoms["atom_id"])
-    if pc.count_distinct(ids, mode="all").as_py() != len(ids):
-        raise ValueError("atoms.atom_id must be unique")
-    observed = _utc_naive(pd.to_datetime(atoms["observed_at"], utc=True))
-    return ids, atoms["holder"].astype(str).reset_index(drop=True), observed
+def _atom_codes(atom_ids: Ids, columns: list[Ids]) -> list[np.ndarray]:
+    """Atom code (row of `atom_ids`, first occurrence) of every id in each of `columns`,
+    by one hash lookup over all of them; ids absent from the atoms get codes
+    >= len(atom_ids), one per distinct id."""
+    chunks = [chunk for col in columns for chunk in (col.chunks if isinstance(col, pa.ChunkedArray) else [col])]
+    everything = pa.chunked_array(chunks, type=pa.large_string())
+    codes = _lookup(everything, atom_ids)
+    unknown = np.flatnonzero(codes < 0)
+    if len(unknown):
+        extra, _ = pd.factorize(everything.take(pa.array(unknown)).to_pandas(), use_na_sentinel=False)
+        codes[unknown] = len(atom_ids) + extra
+    return np.split(codes, np.cumsum([len(col) for col in columns])[:-1])
 
 
-def _prep(entries: pd.DataFrame, atoms: pd.DataFrame, failed: set[str]) -> tuple[_Entries, _Atoms]:
-    """Entries and atoms with holder codes over one vocabulary."""
+def _prep(
+    entries: pd.DataFrame, atoms: pd.DataFrame, failed: set[str], lookups: list[Ids]
+) -> tuple[_Entries, _Atoms, list[np.ndarray]]:
+    """Entries, atoms (holder codes over one vocabulary) and the atom codes of `lookups`."""
     ent = _prep_entries(entries)
-    atom_ids, atom_holder, observed = _prep_atoms(atoms)
+    _require(atoms, ATOM_COLUMNS, "atoms")
+    observed = _utc_naive(pd.to_datetime(atoms["observed_at"], utc=True))
+    atom_ids = _arrow_ids(atoms["atom_id"])
+    own, *codes = _atom_codes(atom_ids, [atom_ids, *lookups])
+    if not np.array_equal(own, np.arange(len(own))):
+        raise ValueError("atoms.atom_id must be unique")
+    atom_holder = atoms["holder"].astype(str).reset_index(drop=True)
     holders, _ = pd.factorize(pd.concat([ent["holder"].reset_index(drop=True), atom_holder], ignore_index=True))
     n = len(ent)
     # a missing holder equals nothing, not even another missing one (as `!=` on strings)
-    atom_codes = np.where(holders[n:] < 0, -2, holders[n:])
-    return (
-        _Entries(ent, _arrow_ids(ent.index), ent.index.isin(list(failed)), _utc_naive(ent["as_of"]), holders[:n]),
-        _Atoms(atom_ids, atom_codes, observed),
-    )
+    atm = _Atoms(np.where(holders[n:] < 0, -2, holders[n:]), observed)
+    failed_mask = ent.index.isin(list(failed))
+    return _Entries(ent, _arrow_ids(ent.index), failed_mask, _utc_naive(ent["as_of"]), holders[:n]), atm, codes
 
 
-def _atom_codes(ids: Ids, atoms: _Atoms) -> np.ndarray:
-    """Atom code of every id; ids absent from atoms get codes >= len(atoms), one per id."""
-    codes = _lookup(ids, atoms.ids)
-    unknown = np.flatnonzero(codes < 0)
-    if len(unknown):
-        extra, _ = pd.factorize(pd.Series(ids.take(pa.array(unknown)).to_pandas()), use_na_sentinel=False)
-        codes[unknown] = len(atoms.ids) + extra
-    return codes
-
-
-def _prep_run(run: pd.DataFrame, ent: _Entries, atoms: _Atoms) -> _Run:
-    """Codes of the evaluated, non-failed queries' rows, sorted by (query, rank), checked."""
-    _require(run, RUN_COLUMNS, "run")
-    atom_ids = _arrow_ids(run["atom_id"])
-    q_all = _lookup(_arrow_ids(run["query_id"]), ent.ids)
-    rank_all = run["rank"].astype(int).to_numpy()
-    rows = np.flatnonzero(q_all >= 0)
-    rows = rows[~ent.failed[q_all[rows]]]
-    q, rank = q_all[rows], rank_all[rows]
+def _prep_run(run: pd.DataFrame, atom_ids: Ids, atom_codes: np.ndarray, ent: _Entries, atoms: _Atoms) -> _Run:
+    """Rows of the evaluated, non-failed queries, sorted by (query, rank), checked."""
+    q = _lookup(_arrow_ids(run["query_id"]), ent.ids)
+    rank = run["rank"].astype(int).to_numpy()
+    score = run["score"].astype(float).to_numpy()
+    a = atom_codes
+    keep = q >= 0
+    keep[keep] = ~ent.failed[q[keep]]
+    rows = None if keep.all() else np.flatnonzero(keep)
+    if rows is not None:
+        q, rank = q[rows], rank[rows]
     if (rank < 1).any():
         raise ValueError("run.rank must be 1-based")
-    same_q = q[1:] == q[:-1]
-    if not ((q[1:] > q[:-1]) | (same_q & (rank[1:] > rank[:-1]))).all():
+    if not ((q[1:] > q[:-1]) | ((q[1:] == q[:-1]) & (rank[1:] > rank[:-1]))).all():
         order = np.lexsort((rank, q))
-        rows, q, rank = rows[order], q[order], rank[order]
-        same_q = q[1:] == q[:-1]
-        if (same_q & (rank[1:] == rank[:-1])).any():
+        rows = order if rows is None else rows[order]
+        q, rank = q[order], rank[order]
+        if ((q[1:] == q[:-1]) & (rank[1:] == rank[:-1])).any():
             raise ValueError("run has duplicate (query_id, rank)")
-    a = _atom_codes(atom_ids, atoms)[rows]
+    if rows is not None:
+        a, score = a[rows], score[rows]
     n_codes = int(a.max()) + 1 if len(a) else 1
     pairs = np.sort(q * n_codes + a)
     if (pairs[1:] == pairs[:-1]).any():
         raise ValueError("run has duplicate (query_id, atom_id)")
-    unknown = a >= len(atoms.ids)
-    if unknown.any():
-        missing = list(dict.fromkeys(atom_ids.take(pa.array(rows[unknown])).to_pylist()))[:5]
+    unknown = np.flatnonzero(a >= len(atoms.observed_at))
+    if len(unknown):
+        at = unknown if rows is None else rows[unknown]
+        missing = list(dict.fromkeys(atom_ids.take(pa.array(at)).to_pylist()))[:5]
         raise ValueError(f"run atoms missing from atoms: {missing}")
-    if np.isnat(atoms.observed_at)[a].any():
+    if np.isnat(atoms.observed_at).any() and np.isnat(atoms.observed_at)[a].any():
         raise ValueError("atoms.observed_at is missing for a returned atom")
-    return _Run(q, a, rank, run["score"].astype(float).to_numpy()[rows])
+    return _Run(q, a, rank, score)
 
 
-def _prep_gold(gold: pd.DataFrame, ent: _Entries, atoms: _Atoms) -> _Gold:
-    _require(gold, GOLD_COLUMNS, "gold")
+def _prep_gold(gold: pd.DataFrame, atom_codes: np.ndarray, ent: _Entries) -> _Gold:
     q = _lookup(_arrow_ids(gold["query_id"]), ent.ids)
     g = gold["gold_idx"].astype(int).to_numpy()
-    a = _atom_codes(_arrow_ids(gold["atom_id"]), atoms)
     rows = np.flatnonzero(q >= 0)
-    rows = rows[_distinct(q[rows], g[rows], a[rows])]
-    q, g, a = q[rows], g[rows], a[rows]
+    rows = rows[_distinct(q[rows], g[rows], atom_codes[rows])]
+    q, g, a = q[rows], g[rows], atom_codes[rows]
     if ent.frame["unanswerable"].to_numpy()[q].any():
         raise ValueError("gold rows given for an unanswerable entry")
     regions = _count(q[_distinct(q, g)], len(ent.ids))
@@ -330,7 +330,11 @@ def _ranking_metrics(run: _Run, gold: _Gold, ent: _Entries, k: int) -> dict[str,
     gold_atoms = _distinct(gold.q, gold.a)
     n_gold = _count(gold.q[gold_atoms], n)
 
-    rel = pd.Series(run_keys, copy=False).isin(gold_keys[gold_atoms]).to_numpy()
+    is_gold_atom = np.zeros(n_codes, dtype=bool)
+    is_gold_atom[gold.a] = True
+    maybe = np.flatnonzero(is_gold_atom[run.a])  # cheap filter before the pair lookup
+    rel = np.zeros(len(run_keys), dtype=bool)
+    rel[maybe] = pd.Series(run_keys[maybe], copy=False).isin(gold_keys[gold_atoms]).to_numpy()
     topk = run.rank <= k
     hit_q, hit_rank = run.q[rel], run.rank[rel]
     first = np.ones(len(hit_q), dtype=bool)
@@ -413,9 +417,12 @@ def per_query(
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise ValueError("k must be a positive int")
     k = int(k)
-    ent, atm = _prep(entries, atoms, _failed_ids(failed))
-    ran = _prep_run(run, ent, atm)
-    gld = _prep_gold(gold, ent, atm)
+    _require(run, RUN_COLUMNS, "run")
+    _require(gold, GOLD_COLUMNS, "gold")
+    run_atoms, gold_atoms = _arrow_ids(run["atom_id"]), _arrow_ids(gold["atom_id"])
+    ent, atm, (run_codes, gold_codes) = _prep(entries, atoms, _failed_ids(failed), [run_atoms, gold_atoms])
+    ran = _prep_run(run, run_atoms, run_codes, ent, atm)
+    gld = _prep_gold(gold, gold_codes, ent)
 
     frame = ent.frame
     columns: dict[str, Any] = {

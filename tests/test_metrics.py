@@ -455,3 +455,71 @@ def test_row_order_does_not_matter(s: dict) -> None:
     assert rep == base_rep
     rep2 = aggregate(base_df.sample(frac=1, random_state=s["seed"]), s["latency"], failed=s["failed"])
     assert rep2 == base_rep
+
+
+# --------------------------------------------------------------------------- integer-code engine edge cases
+
+
+def _reference_row(s: dict, qid: str) -> dict[str, float]:
+    """Plain-Python per-query metrics of one answerable, non-failed entry (module docstring)."""
+    k = s["k"]
+    e = s["entries"].set_index("query_id").loc[qid]
+    run = s["run"].loc[s["run"]["query_id"] == qid].sort_values("rank")
+    gold = s["gold"].loc[s["gold"]["query_id"] == qid]
+    gold_atoms = set(gold["atom_id"])
+    top = run.loc[run["rank"] <= k]
+    hits = [r for a, r in zip(run["atom_id"], run["rank"]) if a in gold_atoms]
+    dcg = sum(1 / math.log2(r + 1) for a, r in zip(top["atom_id"], top["rank"]) if a in gold_atoms)
+    idcg = sum(1 / math.log2(r + 1) for r in range(1, min(len(gold_atoms), k) + 1))
+    covered = set(gold.loc[gold["atom_id"].isin(set(top["atom_id"])), "gold_idx"])
+    return {
+        f"recall@{k}": len(covered) / e["n_regions"] if e["n_regions"] else 0.0,
+        f"atom_recall@{k}": len(gold_atoms & set(top["atom_id"])) / len(gold_atoms) if gold_atoms else 0.0,
+        "mrr": 1 / hits[0] if hits else 0.0,
+        f"ndcg@{k}": dcg / idcg if idcg else 0.0,
+    }
+
+
+@settings(max_examples=40, **PROPS)
+@given(scenarios())
+def test_ranking_metrics_equal_plain_python_reference(s: dict) -> None:
+    df = per_query(s["entries"], s["run"], s["gold"], s["atoms"], k=s["k"], strong_score=s["strong"]).set_index("query_id")
+    for qid in df.index[~df["unanswerable"].to_numpy()]:
+        for col, want in _reference_row(s, qid).items():
+            assert df.loc[qid, col] == pytest.approx(want, abs=1e-12), (qid, col)
+
+
+def test_gold_atom_absent_from_atoms_counts_but_never_hits() -> None:
+    entries = _entries([("q", "pdf", False, "h", 2)])
+    atoms = pd.DataFrame({"atom_id": ["a", "b"], "holder": "h", "observed_at": T0})
+    gold = _gold([("q", 0, "a"), ("q", 1, "ghost"), ("q", 1, "ghost2")])
+    out = per_query(entries, _run([("q", "b", 1, 0.9), ("q", "a", 2, 0.5)]), gold, atoms, k=3, strong_score=1.0)
+    row = out.iloc[0]
+    assert row["n_gold_atoms"] == 3 and row["first_hit_rank"] == 2.0
+    assert row["recall@3"] == 0.5 and row["atom_recall@3"] == pytest.approx(1 / 3)
+
+
+def test_missing_holder_never_matches() -> None:
+    entries = _entries([("q", "pdf", True, None, 0)])
+    atoms = pd.DataFrame({"atom_id": ["a"], "holder": [None], "observed_at": T0})
+    out = per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3, strong_score=1.0)
+    assert out.loc[0, "holder_ok"] == 0.0
+
+
+def test_duplicate_atom_ids_and_missing_atoms_are_reported() -> None:
+    entries = _entries([("q", "pdf", False, "h", 1), ("r", "pdf", False, "h", 1)])
+    atoms = pd.DataFrame({"atom_id": ["a", "a"], "holder": "h", "observed_at": T0})
+    with pytest.raises(ValueError, match="atoms.atom_id must be unique"):
+        per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3, strong_score=1.0)
+    atoms = pd.DataFrame({"atom_id": ["a"], "holder": "h", "observed_at": T0})
+    run = _run([("r", "z", 1, 0.1), ("q", "y", 2, 0.1), ("q", "x", 1, 0.1), ("q", "a", 3, 0.1)])
+    with pytest.raises(ValueError, match=r"missing from atoms: \['x', 'y', 'z'\]"):  # in (query_id, rank) order
+        per_query(entries, run, _gold([]), atoms, k=3, strong_score=1.0)
+
+
+def test_non_string_ids_are_compared_as_strings() -> None:
+    entries = _entries([(1, "pdf", False, "h", 1), (10, "pdf", False, "h", 1)])
+    atoms = pd.DataFrame({"atom_id": [5, 6], "holder": "h", "observed_at": T0})
+    run = _run([("10", 6, 1, 0.5), (1, "5", 1, 0.5)])
+    out = per_query(entries, run, _gold([(10, 0, "6"), ("1", 0, 5)]), atoms, k=3, strong_score=1.0)
+    assert out["query_id"].tolist() == ["1", "10"] and out["mrr"].tolist() == [1.0, 1.0]
