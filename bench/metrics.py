@@ -235,6 +235,13 @@ def _prep_entries(entries: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("query_id", kind="stable").set_index("query_id")
 
 
+def _strictly_increasing(ids: Ids) -> bool:
+    """True when the ids have no nulls and each is greater than the previous one."""
+    if ids.null_count or len(ids) < 2:
+        return not ids.null_count
+    return bool(pc.all(pc.less(ids[:-1], ids[1:])).as_py())
+
+
 def _atom_codes(atom_ids: Ids, columns: list[Ids]) -> list[np.ndarray]:
     """Atom code (row of `atom_ids`, first occurrence) of every id in each of `columns`,
     by one hash lookup over all of them; ids absent from the atoms get codes
@@ -257,9 +264,12 @@ def _prep(
     _require(atoms, ATOM_COLUMNS, "atoms")
     observed = _utc_naive(pd.to_datetime(atoms["observed_at"], utc=True))
     atom_ids = _arrow_ids(atoms["atom_id"])
-    own, *codes = _atom_codes(atom_ids, [atom_ids, *lookups])
-    if not np.array_equal(own, np.arange(len(own))):
-        raise ValueError("atoms.atom_id must be unique")
+    if _strictly_increasing(atom_ids):  # unique without a hash pass
+        codes = _atom_codes(atom_ids, lookups)
+    else:
+        own, *codes = _atom_codes(atom_ids, [atom_ids, *lookups])
+        if not np.array_equal(own, np.arange(len(own))):
+            raise ValueError("atoms.atom_id must be unique")
     atom_holder = atoms["holder"].astype(str).reset_index(drop=True)
     holders, _ = pd.factorize(pd.concat([ent["holder"].reset_index(drop=True), atom_holder], ignore_index=True))
     n = len(ent)
@@ -275,14 +285,21 @@ def _prep_run(run: pd.DataFrame, atom_ids: Ids, atom_codes: np.ndarray, ent: _En
     rank = run["rank"].astype(int).to_numpy()
     score = run["score"].astype(float).to_numpy()
     a = atom_codes
-    keep = q >= 0
-    keep[keep] = ~ent.failed[q[keep]]
-    rows = None if keep.all() else np.flatnonzero(keep)
+    drop = q < 0
+    if ent.failed.any():
+        drop |= ent.failed[q]
+    rows = np.flatnonzero(~drop) if drop.any() else None
     if rows is not None:
         q, rank = q[rows], rank[rows]
     if (rank < 1).any():
         raise ValueError("run.rank must be 1-based")
-    if not ((q[1:] > q[:-1]) | ((q[1:] == q[:-1]) & (rank[1:] > rank[:-1]))).all():
+    max_rank = int(rank.max()) if len(rank) else 0
+    if len(ent.ids) * (max_rank + 1) < 2**62:  # one int key per (query, rank): fewer passes
+        key = q * (max_rank + 1) + rank
+        ordered = bool((key[1:] > key[:-1]).all())
+    else:
+        ordered = bool(((q[1:] > q[:-1]) | ((q[1:] == q[:-1]) & (rank[1:] > rank[:-1]))).all())
+    if not ordered:
         order = np.lexsort((rank, q))
         rows = order if rows is None else rows[order]
         q, rank = q[order], rank[order]
@@ -294,8 +311,8 @@ def _prep_run(run: pd.DataFrame, atom_ids: Ids, atom_codes: np.ndarray, ent: _En
     pairs = np.sort(q * n_codes + a)
     if (pairs[1:] == pairs[:-1]).any():
         raise ValueError("run has duplicate (query_id, atom_id)")
-    unknown = np.flatnonzero(a >= len(atoms.observed_at))
-    if len(unknown):
+    if len(a) and a.max() >= len(atoms.observed_at):
+        unknown = np.flatnonzero(a >= len(atoms.observed_at))
         at = unknown if rows is None else rows[unknown]
         missing = list(dict.fromkeys(atom_ids.take(pa.array(at)).to_pylist()))[:5]
         raise ValueError(f"run atoms missing from atoms: {missing}")
@@ -326,15 +343,15 @@ def _ranking_metrics(run: _Run, gold: _Gold, ent: _Entries, k: int) -> dict[str,
     n = len(ent.ids)
     n_codes = int(max(run.a.max(initial=0), gold.a.max(initial=0))) + 1
     gold_keys = gold.q * n_codes + gold.a
-    run_keys = run.q * n_codes + run.a
     gold_atoms = _distinct(gold.q, gold.a)
     n_gold = _count(gold.q[gold_atoms], n)
 
     is_gold_atom = np.zeros(n_codes, dtype=bool)
     is_gold_atom[gold.a] = True
     maybe = np.flatnonzero(is_gold_atom[run.a])  # cheap filter before the pair lookup
-    rel = np.zeros(len(run_keys), dtype=bool)
-    rel[maybe] = pd.Series(run_keys[maybe], copy=False).isin(gold_keys[gold_atoms]).to_numpy()
+    rel = np.zeros(len(run.q), dtype=bool)
+    maybe_keys = run.q[maybe] * n_codes + run.a[maybe]
+    rel[maybe] = pd.Series(maybe_keys, copy=False).isin(gold_keys[gold_atoms]).to_numpy()
     topk = run.rank <= k
     hit_q, hit_rank = run.q[rel], run.rank[rel]
     first = np.ones(len(hit_q), dtype=bool)
@@ -348,7 +365,8 @@ def _ranking_metrics(run: _Run, gold: _Gold, ent: _Entries, k: int) -> dict[str,
     n_top_hits = _count(top_q, n).astype(float)
     idcg = _idcg_table(k)[np.minimum(n_gold, k)]
 
-    covered = pd.Series(gold_keys, copy=False).isin(run_keys[topk]).to_numpy()
+    top_keys = run.q[topk] * n_codes + run.a[topk]
+    covered = pd.Series(gold_keys, copy=False).isin(top_keys).to_numpy()
     cq, cg = gold.q[covered], gold.g[covered]
     n_covered = _count(cq[_distinct(cq, cg)], n).astype(float)
 

@@ -523,3 +523,11 @@ def test_non_string_ids_are_compared_as_strings() -> None:
     run = _run([("10", 6, 1, 0.5), (1, "5", 1, 0.5)])
     out = per_query(entries, run, _gold([(10, 0, "6"), ("1", 0, 5)]), atoms, k=3, strong_score=1.0)
     assert out["query_id"].tolist() == ["1", "10"] and out["mrr"].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("ids", [["a", "b", "b"], ["b", "a", "b"], ["a", None, None]])
+def test_duplicate_atom_ids_raise_sorted_or_not(ids: list) -> None:
+    entries = _entries([("q", "pdf", True, "h", 0)])
+    atoms = pd.DataFrame({"atom_id": ids, "holder": "h", "observed_at": T0})
+    with pytest.raises(ValueError, match="atoms.atom_id must be unique"):
+        per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3, strong_score=1.0)
