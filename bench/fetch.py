@@ -24,6 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from bench.io import make_readable
 from bench.modalities.base import CorpusFile, Dataset
 
 CHUNK = 1 << 20
+FETCH_WORKERS = os.cpu_count() or 1
 
 
 @dataclass
@@ -249,11 +251,22 @@ def fetch_dataset(
         log.problems.append(f"{ds.key}: annotation files unavailable; its corpus file list is unknown")
         return rows
     seen = {r["path"] for r in rows}
+    files: list[CorpusFile] = []
     for cf in ds.corpus_files(store / ds.key):
-        if cf.path in seen:
-            continue
-        seen.add(cf.path)
-        rows.append(fetch_file(ds, cf, store, mirror_roots, allow_download, log, downloader))
+        if cf.path not in seen:
+            seen.add(cf.path)
+            files.append(cf)
+
+    def one(cf: CorpusFile) -> dict:
+        return fetch_file(ds, cf, store, mirror_roots, allow_download, log, downloader)
+
+    # plain files in parallel (hashlib and file I/O release the GIL), then archive
+    # members, whose outer archive must be in the store first
+    plain = [cf for cf in files if "!/" not in cf.path]
+    members = [cf for cf in files if "!/" in cf.path]
+    with ThreadPoolExecutor(max_workers=max(1, min(FETCH_WORKERS, len(plain)))) as pool:
+        rows.extend(pool.map(one, plain))
+    rows.extend(one(cf) for cf in members)
     return rows
 
 

@@ -19,6 +19,7 @@ atoms     one row per retrievable unit after chunking. Common columns: atom_id,
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,11 +191,19 @@ PINS_DIR = Path(__file__).resolve().parent.parent / "corpus" / "pins"
 
 
 def load_pins(mirror_key: str) -> dict[str, tuple[str, int]]:
-    """Pinned sha256 and size of upstream files, recorded in bench/corpus/pins/<key>.json."""
-    path = PINS_DIR / f"{mirror_key}.json"
-    if not path.exists():
+    """Pinned sha256 and size of upstream files, recorded in bench/corpus/pins/<key>.json.
+
+    Read once per process (fetch asks for every file; the screenshot pins alone are
+    87 KB of JSON); callers get a shared mapping and must not change it.
+    """
+    return _pins_cached(str(PINS_DIR / f"{mirror_key}.json"))
+
+
+@functools.lru_cache(maxsize=None)
+def _pins_cached(path: str) -> dict[str, tuple[str, int]]:
+    if not Path(path).exists():
         return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
     return {p: (v[0], int(v[1])) for p, v in data["files"].items()}
 
 
