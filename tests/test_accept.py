@@ -9,8 +9,6 @@ then `bench accept` and every refusal are exercised on that copy.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,12 +18,14 @@ import pytest
 import yaml
 
 from bench.accept import experiment_reason, recorded_hash_mismatch, stage_refusal
-from tests.conftest import MIRROR, ROOT, need_mirror
+from tests.conftest import need_mirror
+from tests.project_copy import copy_project, project_env, run
 
 pytestmark = pytest.mark.e2e
 
 POISON = "ZQXPOISONQZX"
-SKIP = shutil.ignore_patterns("data", ".git", "cache", "tmp", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", "acceptance.jsonl", "test.json", "dvc.lock")
+#: beyond the usual: earlier acceptances and lock files of the working tree
+SKIP = ("acceptance.jsonl", "test.json", "dvc.lock")
 SITECUSTOMIZE = '''
 import os, sys
 _LOG = os.environ.get("BENCH_AUDIT_LOG")
@@ -41,11 +41,7 @@ if _LOG:
 '''
 
 
-def sh(args: list[str], cwd: Path, env: dict, ok: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    if ok:
-        assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc
+sh = run
 
 
 def accept(work: Path, env: dict, ok: bool = True) -> subprocess.CompletedProcess:
@@ -70,13 +66,8 @@ def contains_poison(path: Path) -> bool:
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     need_mirror("mmlongbench-doc", "locomo")
     base = tmp_path_factory.mktemp("accept")
-    work = base / "project"
-    shutil.copytree(ROOT, work, ignore=SKIP)
+    work = copy_project(base / "project", datasets=["mmlongbench", "locomo"], skip=SKIP)
     params = yaml.safe_load((work / "params.yaml").read_text())
-    params["datasets"] = ["mmlongbench", "locomo"]
-    params["fetch"]["mirror_dirs"] = [str(MIRROR)]
-    params["fetch"]["download"] = "never"
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     # poison: every test entry's question carries the marker (ids and splits unchanged)
     for key in params["datasets"]:
         path = work / "bench" / "sets" / f"{key}.jsonl"
@@ -89,13 +80,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
         path.write_text("\n".join(out) + "\n", encoding="utf-8")
     (base / "audit").mkdir()
     (base / "audit" / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_EXP", "DVC_STAGE", "BENCH_ACCEPT"))}
-    env.update(
-        DVC_SITE_CACHE_DIR=str(base / "site-cache"),
-        PYTHONPATH=str(base / "audit"),
-        BENCH_AUDIT_LOG=str(base / "audit.log"),
-        GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
-        GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
+    env = project_env(
+        base / "site-cache", drop=("DVC_EXP", "DVC_STAGE", "BENCH_ACCEPT"),
+        PYTHONPATH=str(base / "audit"), BENCH_AUDIT_LOG=str(base / "audit.log"),
     )
     sh(["git", "init", "-q"], work, env)
     sh(["git", "add", "-A"], work, env)

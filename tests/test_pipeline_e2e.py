@@ -3,43 +3,27 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
-from tests.conftest import MIRROR, ROOT, need_mirror
+from tests.conftest import need_mirror
+from tests.project_copy import copy_project, project_env, run
 
 pytestmark = pytest.mark.e2e
 
-SKIP = shutil.ignore_patterns("data", ".git", "cache", "tmp", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", ".benchmarks")
-
-
 def sh(args: list[str], cwd: Path, env: dict) -> str:
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    proc = run(args, cwd, env)
     return proc.stdout + proc.stderr
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     need_mirror("mmlongbench-doc", "locomo")
-    work = tmp_path_factory.mktemp("e2e") / "project"
-    shutil.copytree(ROOT, work, ignore=SKIP)
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["fetch"]["mirror_dirs"] = [str(MIRROR)]
-    params["fetch"]["download"] = "never"
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = dict(os.environ)
-    env.update(
-        DVC_SITE_CACHE_DIR=str(work.parent / "site-cache"),
-        GIT_AUTHOR_NAME="e2e", GIT_AUTHOR_EMAIL="e2e@example.invalid",
-        GIT_COMMITTER_NAME="e2e", GIT_COMMITTER_EMAIL="e2e@example.invalid",
-    )
+    work = copy_project(tmp_path_factory.mktemp("e2e") / "project")
+    env = project_env(work.parent / "site-cache")
     sh(["git", "init", "-q"], work, env)
     sh(["git", "add", "-A"], work, env)
     sh(["git", "commit", "-q", "-m", "copy"], work, env)

@@ -5,8 +5,6 @@ system's metrics do not depend on the adapter that runs it."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,16 +13,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import MIRROR, ROOT, need_mirror
+from tests.conftest import need_mirror
+from tests.project_copy import copy_project, project_env, run
 
 pytestmark = pytest.mark.e2e
 
-SKIP = shutil.ignore_patterns("data", ".git", "cache", "tmp", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", ".benchmarks")
-
-
 def sh(args: list[str], cwd: Path, env: dict) -> str:
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    proc = run(args, cwd, env)
     return proc.stdout + proc.stderr
 
 
@@ -49,16 +44,9 @@ def metrics(work: Path) -> dict:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
     need_mirror("mmlongbench-doc", "locomo")
-    work = tmp_path_factory.mktemp("e2e-systems") / "project"
-    shutil.copytree(ROOT, work, ignore=SKIP)
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["fetch"]["mirror_dirs"] = [str(MIRROR)]
-    params["fetch"]["download"] = "never"
-    params["datasets"] = ["mmlongbench", "locomo"]
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    work = copy_project(tmp_path_factory.mktemp("e2e-systems") / "project", datasets=["mmlongbench", "locomo"])
     set_system(work)
-    env = dict(os.environ)
-    env["DVC_SITE_CACHE_DIR"] = str(work.parent / "site-cache")
+    env = project_env(work.parent / "site-cache")
     sh(["git", "init", "-q"], work, env)
     sh(["dvc", "repro"], work, env)
     return work, env, metrics(work)

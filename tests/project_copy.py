@@ -1,0 +1,46 @@
+"""A fresh, git-initialised copy of the project for end-to-end DVC tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import MIRROR, ROOT
+
+#: never copied: run outputs, caches and tool state of the working tree
+SKIP = ("data", ".git", "cache", "tmp", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", ".benchmarks")
+
+
+def run(args: list[str], cwd: Path, env: dict, ok: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if ok:
+        assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def copy_project(work: Path, datasets: list[str] | None = None, skip: tuple[str, ...] = ()) -> Path:
+    """Copy the project to `work`, reading the real mirror and never downloading."""
+    shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns(*SKIP, *skip))
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["fetch"]["mirror_dirs"] = [str(MIRROR)]
+    params["fetch"]["download"] = "never"
+    if datasets is not None:
+        params["datasets"] = datasets
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return work
+
+
+def project_env(site_cache: Path, drop: tuple[str, ...] = (), **extra: str) -> dict:
+    """The test's environment with its own DVC site cache and a git identity (for exp run)."""
+    env = {k: v for k, v in os.environ.items() if not (drop and k.startswith(drop))}
+    env.update(
+        DVC_SITE_CACHE_DIR=str(site_cache),
+        GIT_AUTHOR_NAME="e2e", GIT_AUTHOR_EMAIL="e2e@example.invalid",
+        GIT_COMMITTER_NAME="e2e", GIT_COMMITTER_EMAIL="e2e@example.invalid",
+        **extra,
+    )
+    return env
