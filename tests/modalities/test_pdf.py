@@ -402,3 +402,16 @@ def test_importer_is_deterministic(imported, tmp_path):
     assert len(lines) == 1062 and json.loads(lines[0]) == imported.entries[0]
     record = json.loads((tmp_path / "a/imports/mmlongbench.json").read_text(encoding="utf-8"))
     assert (record["entries"], record["unanswerable"], record["excluded"]) == (1062, 223, 20)
+
+
+def test_parallel_extraction_equals_one_process():
+    from bench.modalities.pdf.mmlongbench import extract_many
+
+    paths = sorted(DOCS.glob("*.pdf"))[:4] if DOCS.is_dir() else []
+    if len(paths) < 2:
+        pytest.skip(f"need two MMLongBench-Doc PDFs in {DOCS}")
+    jobs = [(str(p), f"mmlongbench:{p.name}") for p in paths]
+    sequential = extract_many(jobs, workers=1)
+    parallel = extract_many(jobs, workers=2)
+    assert parallel == sequential
+    assert [doc[0]["source_id"] for doc in parallel] == [f"mmlongbench:{p.name}" for p in paths]

@@ -63,12 +63,12 @@ class MMLongBench(Dataset):
         return sorted(found)
 
     def extract(self, files: dict[str, Path]) -> pd.DataFrame:
-        rows: list[dict] = []
-        for path, local in sorted(files.items()):
-            if not path.startswith("data/documents/"):
-                continue
-            source_id = f"{self.key}:{path[len('data/documents/'):]}"
-            rows.extend(extract_pdf(str(local), source_id))
+        jobs = [
+            (str(local), f"{self.key}:{path[len('data/documents/'):]}")
+            for path, local in sorted(files.items())
+            if path.startswith("data/documents/")
+        ]
+        rows = [row for doc in extract_many(jobs) for row in doc]
         df = pd.DataFrame(rows, columns=["source_id", "page", "block", "text"])
         df["dataset"] = self.key
         df["modality"] = self.modality
@@ -118,6 +118,28 @@ class MMLongBench(Dataset):
                 }
             )
         return ImportResult(entries=entries, excluded=excluded, notes={"upstream_rows": len(samples)})
+
+
+def _extract_job(job: tuple[str, str]) -> list[dict]:
+    return extract_pdf(*job)
+
+
+def extract_many(jobs: list[tuple[str, str]], workers: int | None = None) -> list[list[dict]]:
+    """extract_pdf over (path, source_id) jobs, one document per task on every core.
+
+    pdfium holds the GIL while it extracts, so documents go to worker processes;
+    results come back in job order, so the output does not depend on the pool.
+    """
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    workers = workers or os.cpu_count() or 1
+    if workers == 1 or len(jobs) < 2:
+        return [_extract_job(job) for job in jobs]
+    # fork, not spawn: spawn re-runs the caller's __main__ (see bench/modalities/ocr.py)
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("fork")) as pool:
+        return list(pool.map(_extract_job, jobs, chunksize=1))
 
 
 def count_pages(folder: Path) -> dict[str, int]:
