@@ -228,6 +228,30 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     click.echo(json.dumps(result, indent=2) if fmt == "json" else compare_md(result, ra.describe(), rb.describe()))
 
 
+@cli.command("eval")
+@click.argument("qrels", type=click.Path(dir_okay=False))
+@click.argument("run", type=click.Path(dir_okay=False))
+@click.option("-q", "per_query_lines", is_flag=True, help="also print every query's values (trec_eval -q)")
+@click.option("-c", "--complete", is_flag=True, help="average over every judged query, a missing one scoring 0 (trec_eval -c)")
+@click.option("--json", "as_json", is_flag=True, help="print JSON (means as value, n, denominator) instead of three columns")
+def eval_(qrels: str, run: str, per_query_lines: bool, complete: bool, as_json: bool) -> None:
+    """Evaluate a TREC RUN against TREC QRELS as trec_eval does (arguments in its order).
+
+    Measures: map, recip_rank, P_10, recall_10, ndcg_cut_10. See docs/trec-eval.md.
+    """
+    from bench.trec_eval import evaluate, format_trec, read_qrels, read_run, to_json
+
+    try:
+        result = evaluate(read_qrels(qrels), read_run(run), complete=complete)
+    except LineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    if as_json:
+        click.echo(json.dumps(to_json(result, per_query_values=per_query_lines), indent=2))
+    else:
+        click.echo(format_trec(result, per_query_lines=per_query_lines), nl=False)
+
+
 @cli.command("systems")
 def systems_() -> None:
     """List the built-in systems under test and the adapters (docs/systems.md)."""
