@@ -37,7 +37,7 @@ import pandas as pd
 from bench.io import LineError, short
 from bench.metrics import per_query
 
-__all__ = ["MEASURES", "Evaluation", "evaluate", "read_qrels", "read_run", "rank_run", "format_trec", "to_json"]
+__all__ = ["MEASURES", "Evaluation", "evaluate", "format_trec", "rank_run", "read_qrels", "read_run", "to_json"]
 
 #: measures in trec_eval's print order
 MEASURES = ("map", "recip_rank", "P_10", "recall_10", "ndcg_cut_10")
@@ -48,7 +48,7 @@ _EPOCH = pd.Timestamp("2000-01-01", tz="UTC")
 def _lines(path: str | Path, display: str) -> Iterator[tuple[int, list[str]]]:
     """(line number, whitespace-split fields) of every non-blank line."""
     try:
-        fh = open(path, "rb")
+        fh = open(path, "rb")  # noqa: SIM115 (closed by the with below)
     except OSError as exc:
         raise LineError(display, None, "<file>", exc.strerror or "cannot be read") from None
     with fh:
