@@ -25,6 +25,9 @@ details{border:1px solid #e3e3e3;border-radius:4px;margin:.3rem 0;padding:.25rem
 .miss{background:#fff1f0}.hit{background:#effaf1}.tag{display:inline-block;border-radius:3px;padding:0 .3rem;font-size:.75rem;margin-left:.3rem}
 .tag.miss{color:#a8071a;border:1px solid #ffa39e}.tag.hit{color:#135200;border:1px solid #b7eb8f}.tag.fr{color:#874d00;border:1px solid #ffd591;background:#fff7e6}
 code{font-size:.8rem}.muted{color:#666;font-size:.85rem}
+.pics{display:flex;flex-wrap:wrap;gap:.5rem;align-items:flex-start;margin:.4rem 0}.pic{margin:0}.pic figcaption{font-size:.75rem;color:#444}
+img.thumb{border:1px solid #ccc;display:block}svg.timeline{display:block;margin:.3rem 0}
+table.code pre{margin:0;font-size:.75rem;white-space:pre}table.code td{padding:0 .4rem}tr.hitline td{background:#ffe8e6}
 """
 
 
@@ -90,6 +93,7 @@ def drilldown(
                     meta = info.loc[a.atom_id] if a.atom_id in info.index else None
                     rows.append({
                         "rank": int(a.rank), "atom_id": a.atom_id, "score": float(a.score),
+                        "source_id": None if meta is None or "source_id" not in meta else str(meta["source_id"]),
                         "extent": None if meta is None else str(meta["extent"]),
                         "amount": None if meta is None else float(meta["amount"]),
                         "gold": a.atom_id in gset,
@@ -125,7 +129,7 @@ def metric_table_html(block: dict[str, dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
-def _query_html(q: dict[str, Any], k: int, open_: bool = False) -> str:
+def _query_html(q: dict[str, Any], k: int, open_: bool = False, picture: str = "") -> str:
     m = q["metrics"]
     rc = m.get(f"recall@{k}")
     if q["unanswerable"]:
@@ -137,6 +141,8 @@ def _query_html(q: dict[str, Any], k: int, open_: bool = False) -> str:
     summary = (f"<summary><code>{_e(q['query_id'])}</code>{tag} — {_e(q['question'])} "
                f"<span class=muted>({', '.join(f'{_e(c)} {_num(v, 3)}' for c, v in m.items() if v is not None and not (isinstance(v, float) and np.isnan(v)))})</span></summary>")
     parts = [summary]
+    if picture:
+        parts.append(picture)
     if q["gold"]:
         parts.append("<table><tr><th>gold source</th><th>region</th><th>extent</th><th>atoms overlapping</th></tr>")
         for g in q["gold"]:
@@ -158,8 +164,11 @@ def _query_html(q: dict[str, Any], k: int, open_: bool = False) -> str:
     return ("<details open>" if open_ else "<details>") + "\n".join(parts) + "</details>"
 
 
-def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], *, title: str = "Dev evaluation") -> str:
-    """The whole page; ``figures`` maps a caption to inline SVG text."""
+def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], *, title: str = "Dev evaluation",
+           pictures: dict[str, Any] | None = None) -> str:
+    """The whole page; ``figures`` maps a caption to inline SVG text; ``pictures`` is
+    :func:`bench.thumbnails.pictures` (query_id -> HTML fragment, and the cap per modality)."""
+    pics = (pictures or {}).get("queries", {})
     run = doc.get("run", {})
     k = drill.get("k", run.get("k", 10))
     boot = run.get("bootstrap", {})
@@ -199,9 +208,17 @@ def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], 
     out.append("<h2>Per-query drill-down (misses first)</h2>")
     out.append("<p class=muted>Each query shows its question, gold regions (with extent in the modality's unit and how many atoms "
                "overlap them) and the top-k atoms with their extents; green rows overlap gold.</p>")
+    if pictures is not None:
+        out.append(f"<p class=muted>Pictures (inline, drawn from the corpus files) for the first {pictures['per_modality']} answerable "
+                   "queries per modality: screenshots and photos with the gold box in green and the top-k atoms' boxes in red, "
+                   "numbered by rank; each gold PDF page with the ranks its atoms came back at; a video timeline with the gold "
+                   "span (green) and the top-k spans (red); the gold code symbol's lines with the ranks covering each line.</p>")
     for m, block in drill.get("modalities", {}).items():
-        out.append(f"<h3>{_e(m)} — {block['shown']} of {block['total']} queries shown</h3>")
-        out += [_query_html(q, k, open_=i < 2) for i, q in enumerate(block["queries"])]  # first two misses shown open
+        n_pics = sum(q["query_id"] in pics for q in block["queries"])
+        with_pics = f", {n_pics} with pictures" if pictures is not None else ""
+        out.append(f"<h3>{_e(m)} — {block['shown']} of {block['total']} queries shown{with_pics}</h3>")
+        out += [_query_html(q, k, open_=i < 2, picture=pics.get(q["query_id"], ""))
+                for i, q in enumerate(block["queries"])]  # first two misses shown open
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 

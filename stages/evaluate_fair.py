@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.corpus import Manifest
 from bench.fair import atom_extents, atom_statistics, fair_cells, fair_keys, per_query_fair, region_extents, tied_positions
 from bench.html_report import drilldown, render
 from bench.io import write_parquet, write_text
@@ -26,8 +27,9 @@ from bench.plots import (
     threshold_curve,
     threshold_svg,
 )
+from bench.thumbnails import CorpusFiles, pictures
 from bench.uncertainty import add_intervals
-from stages.common import REPORTS, SEGMENTS, SERVED
+from stages.common import MANIFEST, REPORTS, SEGMENTS, SERVED, STORE
 
 PER_QUERY_TABLE = REPORTS / "per_query" / "dev.parquet"
 PLOTS = REPORTS / "plots"
@@ -93,7 +95,7 @@ def extend(
     out = {**doc, "by_modality": report["by_modality"], "overall": report["overall"],
            "atom_stats": atom_statistics(aext, regions), "ties": tie_summary}
     out["run"] = {**doc.get("run", {}), "bootstrap": {"resamples": resamples, "seed": seed, "method": "percentile", "confidence": 0.95, "over": "queries"}}
-    ctx = {"k": k, "atoms": atoms, "aext": aext, "rext": rext}
+    ctx = {"k": k, "atoms": atoms, "aext": aext, "rext": rext, "segs": segs}
     return out, full, ctx
 
 
@@ -121,11 +123,12 @@ def write_outputs(doc: dict[str, Any], full: pd.DataFrame, ctx: dict[str, Any], 
         f"false recall and recall@{k} against the strong-evidence threshold (grey: metrics.strong_score)":
             threshold_svg(thresholds.loc[thresholds["modality"] != "overall"], k, float(cfg["metrics"]["strong_score"])),
     }
-    atoms_info = pd.concat([a[["atom_id", "text", "extent"]] for a in ctx["atoms"].values()], ignore_index=True)
+    atoms_info = pd.concat([a[["atom_id", "source_id", "text", "extent"]] for a in ctx["atoms"].values()], ignore_index=True)
     atoms_info = atoms_info.merge(ctx["aext"][["atom_id", "extent"]].rename(columns={"extent": "amount"}), on="atom_id", how="left")
     drill = drilldown(entries, full, run, gold, ctx["rext"], regions, atoms_info, k=k,
                       strong_score=float(cfg["metrics"]["strong_score"]))
-    write_text(HTML, render(doc, figures, drill))
+    pics = pictures(drill, CorpusFiles.from_manifest(Manifest.load(MANIFEST), STORE), ctx["segs"])
+    write_text(HTML, render(doc, figures, drill, pictures=pics))
 
 
 def _wide(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
