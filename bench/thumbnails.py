@@ -121,7 +121,7 @@ def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
 
 def _encode(img: Image.Image) -> str:
     buf = io.BytesIO()
-    img.convert("RGB").save(buf, format="JPEG", quality=JPEG_QUALITY, optimize=True)
+    img.convert("RGB").save(buf, format="JPEG", quality=JPEG_QUALITY, optimize=True, subsampling=0)  # 4:4:4 keeps thin lines red/green
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -194,15 +194,15 @@ def timeline_svg(duration: float, gold: list[tuple[float, float]], atoms: list[t
     def x(t: float) -> float:
         return pad + inner * max(0.0, min(t, duration)) / duration
 
-    parts = [(f"<svg class=timeline xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+    parts = [(f"<svg class='timeline' xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
               f"viewBox='0 0 {width} {height}' role='img' aria-label='timeline'>"),
              f"<rect x='{pad}' y='{top}' width='{inner}' height='10' fill='#eee' stroke='#999'/>"]
     for t0, t1 in gold:
-        parts.append(f"<rect class=gold x='{x(t0):.1f}' y='{top - 4}' width='{max(2.0, x(t1) - x(t0)):.1f}' "
+        parts.append(f"<rect class='gold' x='{x(t0):.1f}' y='{top - 4}' width='{max(2.0, x(t1) - x(t0)):.1f}' "
                      f"height='{height - top - 14}' fill='rgb{GREEN}' fill-opacity='0.25' stroke='rgb{GREEN}'/>")
     for i, (rank, t0, t1) in enumerate(sorted(atoms)):
         y = top + 14 + i * lane
-        parts.append(f"<rect class=atom x='{x(t0):.1f}' y='{y}' width='{max(2.0, x(t1) - x(t0)):.1f}' height='{lane - 3}' "
+        parts.append(f"<rect class='atom' x='{x(t0):.1f}' y='{y}' width='{max(2.0, x(t1) - x(t0)):.1f}' height='{lane - 3}' "
                      f"fill='rgb{RED}'><title>rank {rank}: {t0:.2f}–{t1:.2f} s</title></rect>"
                      f"<text x='{pad - 4}' y='{y + lane - 4}' font-size='9' text-anchor='end' fill='rgb{RED}'>{rank}</text>")
     parts.append(f"<text x='{pad}' y='12' font-size='10'>0 s</text>"
