@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from bench.io import LineError, short
 from bench.metrics import per_query
@@ -118,8 +120,8 @@ def read_run(path: str | Path, display: str | None = None) -> pd.DataFrame:
 
 def _desc_codes(values: pd.Series) -> np.ndarray:
     """Integer codes whose order is the byte order of the UTF-8 strings (code-point order)."""
-    uniques = np.sort(values.unique().astype(str))
-    return np.searchsorted(uniques, values.to_numpy(dtype=str))
+    arr = pa.array(values.astype(str), type=pa.large_string(), from_pandas=True)
+    return pc.rank(arr, sort_keys="ascending", tiebreaker="dense").to_numpy().astype(np.int64)
 
 
 def rank_run(run: pd.DataFrame) -> pd.DataFrame:
