@@ -152,11 +152,14 @@ def box_thumbnail(image: Path | Image.Image, gold: list[list[float]], atoms: lis
                   width: int = SHOT_WIDTH, crop: tuple[float, float, float, float] | None = None) -> Image.Image:
     """The picture (or its `crop` in original pixels) scaled to `width`, gold boxes green,
     atom boxes red with their rank; atoms are drawn first so gold stays on top."""
-    src = image if isinstance(image, Image.Image) else Image.open(image)
-    src = src.convert("RGB")
+    if isinstance(image, Image.Image):
+        src = image.convert("RGB")
+    else:
+        with Image.open(image) as opened:
+            src = opened.convert("RGB")
     ox, oy = (crop[0], crop[1]) if crop else (0.0, 0.0)
     if crop:
-        src = src.crop(tuple(round(v) for v in crop))
+        src = src.crop((round(crop[0]), round(crop[1]), round(crop[2]), round(crop[3])))
     scale = min(1.0, width / src.width) if not crop else min(ZOOM_MAX / max(src.width, src.height), 3.0)
     out = src.resize((max(1, round(src.width * scale)), max(1, round(src.height * scale))), Image.Resampling.LANCZOS)
     draw = ImageDraw.Draw(out)
@@ -253,8 +256,8 @@ def _screenshot(q: dict, files: CorpusFiles) -> str:
             continue
         gbox = _json(g["region"]).get("bbox")
         atoms = [(a["rank"], b) for a in _same_source(q["top"], g["source_id"]) if (b := _json(a["extent"]).get("bbox"))]
-        with Image.open(path) as im:
-            im = im.convert("RGB")
+        with Image.open(path) as opened:
+            im = opened.convert("RGB")
             full = box_thumbnail(im, [gbox] if gbox else [], atoms)
             parts = [_img(_encode(full), f"screenshot {g['source_id']} with gold box and top-k boxes")]
             if gbox:
