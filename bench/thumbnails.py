@@ -388,9 +388,19 @@ def _code(q: dict, segments: dict[str, pd.DataFrame]) -> str:
 
 
 def query_pictures(modality: str, q: dict, files: CorpusFiles, segments: dict[str, pd.DataFrame]) -> str:
-    """The HTML fragment of pictures for one drill-down query ('' when its modality has none)."""
+    """The HTML fragment of pictures for one drill-down query ('' when its modality has none).
+
+    A file that cannot be decoded (not an image, a broken PDF) gives a one-line note: a
+    picture never stops the evaluation."""
     if not q.get("gold"):
         return ""
+    try:
+        return _query_pictures(modality, q, files, segments)
+    except (OSError, ValueError, RuntimeError) as exc:  # PIL.UnidentifiedImageError is an OSError, PdfiumError a RuntimeError
+        return f"<p class=muted>No picture: {_e(type(exc).__name__)}: {_e(str(exc)[:200])}</p>"
+
+
+def _query_pictures(modality: str, q: dict, files: CorpusFiles, segments: dict[str, pd.DataFrame]) -> str:
     if modality == "ui_screenshot":
         return _screenshot(q, files)
     if modality == "image":

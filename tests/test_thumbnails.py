@@ -156,6 +156,18 @@ def test_missing_file_is_a_note_not_a_crash(files):
     assert "is not in the corpus store" in query_pictures("ui_screenshot", query(entry, []), files, {})
 
 
+def test_undecodable_file_is_a_note_not_a_crash(tmp_path):
+    entry = first_dev_entry("screenagent")
+    source = entry["gold"][0]["source_id"]
+    rel = datasets()["screenagent"].file_of(source)
+    broken = tmp_path / "store" / "screenagent" / rel
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"not a jpeg")
+    files = CorpusFiles(tmp_path / "store", frozenset({("screenagent", rel)}))
+    fragment = query_pictures("ui_screenshot", query(entry, []), files, {})
+    assert fragment.startswith("<p class=muted>No picture: UnidentifiedImageError: cannot identify image file")
+
+
 def test_video_timeline_places_gold_and_atoms_on_the_video_length():
     svg = timeline_svg(200.0, [(50.0, 100.0)], [(2, 150.0, 160.0), (1, 0.0, 10.0)], width=628)
     root = ET.fromstring(svg)  # well-formed SVG
