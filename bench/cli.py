@@ -239,12 +239,15 @@ def eval_(qrels: str, run: str, per_query_lines: bool, complete: bool, as_json: 
 
     Measures: map, recip_rank, P_10, recall_10, ndcg_cut_10. See docs/trec-eval.md.
     """
-    from bench.trec_eval import evaluate, format_trec, read_qrels, read_run, to_json
+    from bench.trec_eval import NoCommonQuery, evaluate, format_trec, read_qrels, read_run, to_json
 
     try:
         result = evaluate(read_qrels(qrels), read_run(run), complete=complete)
     except LineError as exc:
         click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except NoCommonQuery as exc:
+        click.echo(f"error: {run}: {exc}", err=True)
         sys.exit(1)
     if as_json:
         click.echo(json.dumps(to_json(result, per_query_values=per_query_lines), indent=2))

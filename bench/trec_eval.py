@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from bench.io import LineError, short
 from bench.metrics import per_query
 
-__all__ = ["MEASURES", "Evaluation", "evaluate", "format_trec", "rank_run", "read_qrels", "read_run", "to_json"]
+__all__ = ["MEASURES", "Evaluation", "NoCommonQuery", "evaluate", "format_trec", "rank_run", "read_qrels", "read_run", "to_json"]
 
 #: measures in trec_eval's print order
 MEASURES = ("map", "recip_rank", "P_10", "recall_10", "ndcg_cut_10")
@@ -141,6 +141,10 @@ def rank_run(run: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+class NoCommonQuery(ValueError):
+    """The run and the qrels share no query (and ``complete`` is off)."""
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """Per-query values (index query_id, one column per measure) and the means."""
@@ -148,9 +152,11 @@ class Evaluation:
     per_query: pd.DataFrame
     means: dict[str, float]
     n: int  # queries in both files (evaluated with a result)
+    # (per_query also holds, with -c, the judged queries the run lacks, all 0)
     denominator: int  # queries averaged over
     complete: bool
     run_only: int  # run queries absent from the qrels (not evaluated)
+    in_both: pd.Index  # the queries of both files, sorted
 
 
 def _graded(ranked: pd.DataFrame, qrels: pd.DataFrame, queries: pd.Index, k: int) -> pd.DataFrame:
@@ -222,16 +228,18 @@ def evaluate(qrels: pd.DataFrame, run: pd.DataFrame, *, complete: bool = False, 
     table = pd.DataFrame({"map": graded["map"], "recip_rank": engine["mrr"], f"P_{k}": graded[f"P_{k}"],
                           f"recall_{k}": engine[f"recall@{k}"], f"ndcg_cut_{k}": graded[f"ndcg_cut_{k}"]},
                          index=queries).rename_axis("query_id").astype(float)
-    means = {m: (float(table[m].sum()) / len(queries) if len(queries) else 0.0) for m in table.columns}
-    return Evaluation(table, means, n=len(both), denominator=len(queries), complete=complete,
+    if not len(queries):
+        raise NoCommonQuery("no query of the run is judged in the qrels: a mean over 0 queries is undefined (use -c to score every judged query as 0)")
+    means = {m: float(table[m].sum()) / len(queries) for m in table.columns}
+    return Evaluation(table, means, n=len(both), denominator=len(queries), complete=complete, in_both=both,
                       run_only=len(in_run - set(judged)))
 
 
 def format_trec(ev: Evaluation, *, per_query_lines: bool = False) -> str:
     """trec_eval's three columns: ``measure<TAB>query<TAB>value`` (``all`` for the mean)."""
     out = []
-    if per_query_lines:
-        for q, row in ev.per_query.iterrows():
+    if per_query_lines:  # as trec_eval -q: the queries of both files (with -c too)
+        for q, row in ev.per_query.loc[ev.in_both].iterrows():
             out += [f"{m:<22}\t{q}\t{v:.4f}" for m, v in row.items()]
     out.append(f"{'num_q':<22}\tall\t{ev.denominator}")
     out += [f"{m:<22}\tall\t{v:.4f}" for m, v in ev.means.items()]
@@ -246,5 +254,5 @@ def to_json(ev: Evaluation, *, per_query_values: bool = False) -> dict[str, Any]
         "all": {m: {"value": v, "n": ev.n, "denominator": ev.denominator} for m, v in ev.means.items()},
     }
     if per_query_values:
-        doc["per_query"] = {str(q): {m: float(v) for m, v in row.items()} for q, row in ev.per_query.iterrows()}
+        doc["per_query"] = {str(q): {m: float(v) for m, v in row.items()} for q, row in ev.per_query.loc[ev.in_both].iterrows()}
     return doc

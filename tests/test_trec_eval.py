@@ -99,6 +99,20 @@ def test_complete_averages_over_every_judged_query(tmp_path):
     assert len(missing) == 9 and (missing.to_numpy() == 0).all()
     for ours, name in THEIRS.items():
         assert ev.means[ours] == pytest.approx(sum(v[name] for v in theirs.values()) / 80, abs=1e-12)
+    # as trec_eval -q -c: per-query lines for the queries of both files only, the mean over all 80
+    res = CliRunner().invoke(cli, ["eval", "-q", "-c", str(qrels_path), str(run_path)])
+    rows = [line.split("\t") for line in res.output.splitlines()]
+    assert {q for _, q, _ in rows if q != "all"} == set(theirs)
+    assert ["num_q                 ", "all", "80"] in rows
+
+
+def test_no_common_query_is_an_error_unless_complete(tmp_path):
+    q = write(tmp_path / "x.qrels", ["q1 0 d0 1", "q2 0 d1 0"])
+    r = write(tmp_path / "x.run", ["other Q0 d0 1 1.0 sys"])
+    res = CliRunner().invoke(cli, ["eval", str(q), str(r)])
+    assert res.exit_code == 1 and "no query of the run is judged in the qrels" in res.output
+    res = CliRunner().invoke(cli, ["eval", "-c", str(q), str(r)])
+    assert res.exit_code == 0 and "num_q                 \tall\t2\n" in res.output and "map                   \tall\t0.0000" in res.output
 
 
 def test_cli_prints_trec_eval_columns_and_json(tmp_path):
