@@ -39,11 +39,13 @@ from typing import ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
-from bench.modalities.video.modality import VideoModality, cue_frame, finish_segments
+from bench.modalities.derived import derive_subset
+from bench.modalities.video.modality import VideoModality, before_gold_moment, cue_frame, finish_segments
 
 CSV = "Dataset/test_merged_clean.csv"
 ENCODING = "cp1252"
 HOLDER = "owner"
+RULE = "before-gold"
 OBSERVED_AT = "2022-01-01T00:00:00+00:00"
 AS_OF = "2023-06-01T00:00:00+00:00"
 #: the key regex of SOURCE.json, with the key's quotes so caption text cannot match it
@@ -213,4 +215,6 @@ class MedVidQA(Dataset):
             "upstream_cues": segments.attrs["upstream_cues"],
             "excluded_by_reason": dict(Counter(e["reason"] for e in excluded)),
         }
-        return ImportResult(entries=entries, excluded=excluded, notes=notes)
+        derived, notes["derived_unanswerable"] = derive_subset(
+            entries, lambda e: before_gold_moment(e, by_source), RULE, f"{self.key}:{RULE}")
+        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)

@@ -46,7 +46,8 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, load_pins
-from bench.modalities.video.modality import VideoModality, cue_frame, finish_segments
+from bench.modalities.derived import derive_subset
+from bench.modalities.video.modality import VideoModality, before_gold_moment, cue_frame, finish_segments
 
 EVENTS = "data/raw/helpx_photoshop_tutorials.events.json"
 QA = "data/qa.json"
@@ -55,6 +56,7 @@ SPLIT_FILES = {"train": "data/train.json", "dev": "data/dev.json", "test": "data
 #: upstream split -> ours; a pair takes the first of these its rows are in
 SPLIT_MAP = (("test", "test"), ("dev", "dev"), ("train", "dev"))
 HOLDER = "owner"
+RULE = "before-gold"
 #: after the last video's publication (2017-07-28 12:49:48 UTC), before the paper (2019)
 AS_OF = "2018-01-01T00:00:00+00:00"
 STAMP = re.compile(r"_(\d{14})\.[^/]*$")
@@ -192,7 +194,9 @@ class TutorialVQA(Dataset):
             "dropped_cues": segments.attrs["dropped_cues"],
             "upstream_cues": segments.attrs["upstream_cues"],
         }
-        return ImportResult(entries=entries, excluded=excluded, notes=notes)
+        derived, notes["derived_unanswerable"] = derive_subset(
+            entries, lambda e: before_gold_moment(e, by_source), RULE, f"{self.key}:{RULE}")
+        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)
 
 
 def _load(mirror_dir: Path, path: str) -> Any:
