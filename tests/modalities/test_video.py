@@ -402,3 +402,19 @@ def test_medvidqa_derived_unanswerable_real(medvid_segments):
     assert len(derived) == 26
     assert result.notes["derived_unanswerable"]["not_eligible_by_reason"] == {
         "first gold cue starts less than 2 s after the video starts": 2}
+
+
+@pytest.mark.parametrize("key", ["tutorialvqa", "medvidqa"])
+def test_human_entries_asked_after_their_gold_is_observed(key, request):
+    """Per-cue observed_at keeps temporal correctness meaningful: no human gold atom is future memory."""
+    ds = {"tutorialvqa": TutorialVQA(), "medvidqa": MedVidQA()}[key]
+    folder = {"tutorialvqa": TVQA_DIR, "medvidqa": MEDVID_DIR}[key]
+    segments = request.getfixturevalue({"tutorialvqa": "tvqa_segments", "medvidqa": "medvid_segments"}[key])
+    entries = [e for e in ds.import_set(folder).entries if not is_derived(e)]
+    for strategy in ("cue", "window"):
+        atoms = dict(tuple(MODALITY.chunk(segments, strategy, {"window_seconds": 30, "overlap_seconds": 10}).groupby("source_id")))
+        for e in entries:
+            for g in e["gold"]:
+                a = atoms[g["source_id"]]
+                hit = MODALITY.overlap(g["region"], a, None)
+                assert hit.any() and (a.loc[hit, "observed_at"] <= pd.Timestamp(e["as_of"])).all(), e["query_id"]

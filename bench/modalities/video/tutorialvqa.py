@@ -31,7 +31,23 @@ The 2 qa.json rows in no split file form pairs of their own and are excluded.
 
 answer: TutorialVQA has no answer text; the segment title is a human label of the
 segment, not an answer to the question, so answer is null with answer_format "none".
-There are no unanswerable questions.
+TutorialVQA has no unanswerable questions of its own.
+
+Time: a memory watches each video from its publication time (the _YYYYMMDDhhmmss stamp
+of its video_url, UTC; 2015-06-23 .. 2017-07-28), so a transcript sentence is observed
+at publication + its begin second (bench/modalities/video/modality.py). Human entries
+are asked at AS_OF (2018-01-01), after every video has been watched to its end (the
+longest video ends minutes after publication), so every gold cue is observed by then.
+
+Derived unanswerable entries (bench/modalities/derived.py, rule "before-gold"): the
+question asked 1 s before the first sentence that overlaps its gold window(s) is
+observed (modality.before_gold_moment), i.e. while the video plays but before
+the answer is said. query_id "<source query_id>:before-gold", empty gold, origin.item
+"<source item>|derived:before-gold", the source's split. Left out (listed in
+bench/sets/imports/tutorialvqa.json, notes.derived_unanswerable): question texts that
+are gold in more than one video (another video, already watched, may answer them),
+and windows whose first sentence begins less than 2 s into the video. A deterministic
+subset per split makes derived entries 15 % of the split.
 """
 
 from __future__ import annotations
@@ -106,11 +122,13 @@ class TutorialVQA(Dataset):
     mirror_key: ClassVar[str] = "tutorialvqa"
     holders: ClassVar[str] = "every video belongs to holder 'owner' (one learner's video library)"
     observed_at_rule: ClassVar[str] = (
-        "each video: the publication stamp _YYYYMMDDhhmmss in its video_url, read as UTC "
-        f"(2015-06-23 .. 2017-07-28); as_of {AS_OF} for every question"
+        "each sentence: its video's publication stamp _YYYYMMDDhhmmss in the video_url, read as UTC "
+        f"(2015-06-23 .. 2017-07-28), plus the sentence's begin second; as_of {AS_OF} for every human "
+        "question; derived unanswerable twins 1 s before their first gold sentence"
     )
     caveats: ClassVar[str] = (
-        "No unanswerable questions (0%). No answer text (answer null). 89 question texts are gold "
+        "No human unanswerable questions; derived ones ask a question 1 s before its gold is said "
+        "(origin.item '|derived:before-gold'). No answer text (answer null). 89 question texts are gold "
         "in several videos and other videos may answer a question without being annotated "
         "(false-negative risk in corpus-wide retrieval). 15 transcript sentences with null or "
         "inverted times are not in the corpus. Upstream train rows are in dev."
