@@ -222,9 +222,9 @@ class ScreenAgent(Dataset):
         # a session begins with its earliest screenshot in the corpus
         first_shot: dict[str, datetime] = {}
         for e in entries:
-            shot = stamp_time(e["gold"][0]["source_id"])
+            taken = stamp_time(e["gold"][0]["source_id"])
             session = e["scope"]["session"]
-            first_shot[session] = min(shot, first_shot.get(session, shot))
+            first_shot[session] = min(taken, first_shot.get(session, taken))
 
         def moment(entry: dict) -> tuple[datetime | None, str | None]:
             return first_shot[entry["scope"]["session"]] - BEFORE, None
