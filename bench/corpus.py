@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.fetch import hash_file, local_path
+from bench.fetch import hash_file, hash_tree, stored_path
 from bench.io import LineError, iter_jsonl
 from bench.modalities import datasets
 
@@ -45,6 +45,11 @@ class Manifest:
 
 def verify_file(row: dict, local: Path) -> None:
     """Stop with the file named when its size or sha256 differs from the manifest."""
+    if row.get("form") == "tree" and local.is_dir():  # an unpacked tree: its digest (bench/fetch.py)
+        sha, size, _ = hash_tree(local)
+        if (sha, size) != (row["sha256"], row["bytes"]):
+            raise IntegrityError(f"{row['key']}/{row['path']}: tree digest {sha} ({size} bytes) on disk, manifest says {row['sha256']} ({row['bytes']} bytes)")
+        return
     if not local.is_file():
         raise IntegrityError(f"{row['key']}/{row['path']}: listed as present in the manifest but missing from the store; run the fetch stage")
     size = local.stat().st_size
@@ -59,7 +64,7 @@ def verified_files(manifest: Manifest, key: str, store: Path) -> dict[str, Path]
     """Present files of one dataset (manifest path -> local path), each verified first."""
     files: dict[str, Path] = {}
     for row in manifest.present(key):
-        local = local_path(store, key, row["path"])
+        local = stored_path(store, row)
         verify_file(row, local)
         files[row["path"]] = local
     return files
