@@ -40,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,13 @@ def sweep_stale(root: Path) -> list[Path]:
         if not folder.is_dir():
             continue
         lock = folder / LOCK
+        if not lock.exists():
+            try:
+                young = time.time() - folder.stat().st_mtime < 60
+            except OSError:
+                continue
+            if young:
+                continue  # just made by a run that has not locked it yet
         fd = _try_lock(lock) if lock.exists() else None
         if lock.exists() and fd is None:
             continue  # a live run holds it
