@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import need_mirror
-from tests.systems.test_sandbox import bwrap_usable
+from tests.systems.conftest import bwrap_usable
 from tests.project_copy import copy_project, project_env, run
 
 pytestmark = pytest.mark.e2e

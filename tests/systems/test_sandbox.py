@@ -34,18 +34,11 @@ from bench.systems.sandbox import (
     sweep_stale,
 )
 from bench.systems.session import open_system
-from tests.systems.conftest import ROOT, entry
+from tests.systems.conftest import ROOT, bwrap_usable, entry
 
 HERE = Path(__file__).parent
 TOKEN = "accept-token-that-must-not-leak"
 SANDBOX_ENV = {"HOME", "TMPDIR", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"}
-
-
-def bwrap_usable() -> bool:
-    try:
-        return choose_isolation("auto")[0] == "bwrap"
-    except SandboxError:
-        return False
 
 
 @pytest.fixture(scope="module")
