@@ -15,18 +15,15 @@ leaves the previous ones untouched.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from datetime import datetime, timezone
-from pathlib import Path
 
 import click
 import pandas as pd
 
 from bench.accept import AUDIT, DEV_METRICS, SUMMARY, TEST_METRICS, TOKEN_FILE, append_audit, audit_row, describe, git_commit, read_audit, recorded_hash_mismatch, stage_refusal
 from bench.corpus import Manifest, load_segments
-from bench.io import LineError, sha256_file, write_json, write_jsonl
+from bench.io import LineError, sha256_file, write_json
 from bench.metrics import aggregate, per_query
 from bench.report import metrics_document
 from bench.resolve import resolve
@@ -34,11 +31,12 @@ from bench.retrieve import run_queries
 from bench.splits import load_lock
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
-from bench.systems.atoms import contract_rows
-from bench.systems.config import make_adapter, system_config
+from bench.systems.config import system_config
+from bench.systems.sandbox import protected_paths, system_temp_root
+from bench.systems.session import open_system
 from bench.validate_sets import format_table, validate
 from stages import evaluate_fair
-from stages.common import MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, fail, params, read_json, set_files
+from stages.common import MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, STORE, fail, params, read_json, set_files
 from stages.evaluate import entries_frame, failure_summary
 from stages.retrieve import COMMON, percentiles
 
@@ -83,18 +81,14 @@ def main() -> None:
     if not frames:
         fail("no served atoms in data/served; run the dev pipeline (`dvc repro`) first")
     atoms = pd.concat([pd.read_parquet(p, columns=COMMON) for p in frames], ignore_index=True)
-    with contextlib.ExitStack() as stack:
-        def atoms_jsonl() -> Path:
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-served-")))
-            write_jsonl(folder / "atoms.jsonl", contract_rows({p.stem: pd.read_parquet(p) for p in frames}))
-            return folder / "atoms.jsonl"
-
-        try:
-            adapter = make_adapter(sys_cfg, atoms, atoms_jsonl, cwd=ROOT)
-            ran = run_queries(adapter, test, sys_cfg.depth, timeout_s=sys_cfg.timeout_s, concurrency=sys_cfg.concurrency,
-                                 warmup=sys_cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)))
-        except (ValueError, RuntimeError, MissingExtra, SystemCrash) as exc:  # malformed results name the query
-            fail(f"system {sys_cfg.name!r}: {exc}")
+    served = {p.stem: pd.read_parquet(p) for p in frames}
+    try:  # the same sandbox as the dev run (bench/systems/session.py): never the sets, the token or DVC_*
+        with open_system(sys_cfg, served, atoms, segments=segments, manifest_rows=list(manifest.rows), store=STORE, root=ROOT,
+                         temp_root=system_temp_root(ROOT), protected=protected_paths(ROOT), host_env=os.environ) as opened:
+            ran = run_queries(opened.adapter, test, sys_cfg.depth, timeout_s=sys_cfg.timeout_s, concurrency=sys_cfg.concurrency,
+                              warmup=sys_cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)))
+    except (ValueError, RuntimeError, MissingExtra, SystemCrash) as exc:  # malformed results name the query
+        fail(f"system {sys_cfg.name!r}: {exc}")
     gold, regions = resolve(test, {p.stem: pd.read_parquet(p) for p in frames}, segments)
     ent = entries_frame(test, regions)
     failed = ran.failures["query_id"].astype(str).tolist()
