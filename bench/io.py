@@ -70,8 +70,38 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         fh.write(text)
 
 
+class NonFiniteError(ValueError):
+    """A NaN or infinity where strict JSON has no number; str() names file and key."""
+
+
+def non_finite_key(obj: Any, key: str = "") -> str | None:
+    """Dotted path of the first NaN/inf float inside `obj`, or None."""
+    if isinstance(obj, float) and not (obj == obj and obj not in (float("inf"), float("-inf"))):
+        return key or "<value>"
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found = non_finite_key(v, f"{key}.{k}" if key else str(k))
+            if found:
+                return found
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            found = non_finite_key(v, f"{key}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
-    write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    """Strict JSON (no NaN/Infinity tokens): a non-finite number is refused, naming its key,
+    and nothing is written."""
+    try:
+        text = json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False, allow_nan=False)
+    except ValueError as exc:
+        where = non_finite_key(obj)
+        if where is None:
+            raise
+        raise NonFiniteError(f"{Path(path).name}: {where}: not a finite number; strict JSON has no NaN/Infinity, nothing written") from exc
+    write_text(path, text + "\n")
 
 
 def dumps_line(obj: Any) -> str:
