@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import io
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -76,7 +77,7 @@ class NonFiniteError(ValueError):
 
 def non_finite_key(obj: Any, key: str = "") -> str | None:
     """Dotted path of the first NaN/inf float inside `obj`, or None."""
-    if isinstance(obj, float) and not (obj == obj and obj not in (float("inf"), float("-inf"))):
+    if isinstance(obj, float) and not math.isfinite(obj):
         return key or "<value>"
     if isinstance(obj, dict):
         for k, v in obj.items():

@@ -6,6 +6,7 @@ import copy
 import json
 import subprocess
 import sys
+
 import pytest
 import yaml
 
