@@ -30,7 +30,7 @@ import pandas as pd
 
 from bench.corpus import Manifest
 from bench.modalities import dataset_by_name, modalities
-from bench.schema import entry_schema, failures, flatten
+from bench.schema import entry_schema, failures, flatten, printable
 from bench.splits import SplitLock, lock_failures
 
 FAILURE_COLUMNS = ["file", "line", "query_id", "check", "value"]
@@ -137,6 +137,7 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
             keyed.append((None, display, 0, path.stem))
     if lock is not None:
         line_errors.extend(lock_failures(keyed, lock))
+    line_errors.extend(cross_split_repeats(entries))
     frame = pd.DataFrame(rows)
     if len(frame):  # a list or object as query_id would crash the uniqueness check: keep it shown, not hashed
         frame["query_id"] = frame["query_id"].map(_hashable)
@@ -145,7 +146,7 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
     invalid: list[dict] = []
     if len(frame):
         problems = []
-        structurally_ok = (frame[["field_problem", "gold_problem", "as_of_problem", "dataset_problem", "answer_problem"]] == "").all(axis=1)
+        structurally_ok = (frame[["field_problem", "gold_problem", "as_of_problem", "dataset_problem", "answer_problem", "text_problem", "id_problem"]] == "").all(axis=1)
         mods = set(modalities())
         for i, (obj, display, lineno) in enumerate(entries):
             hard = ""
@@ -159,9 +160,47 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
     else:
         table = pd.DataFrame(columns=FAILURE_COLUMNS)
     errors = pd.concat([pd.DataFrame(line_errors, columns=FAILURE_COLUMNS), table], ignore_index=True)
+    errors = errors.map(printable)  # ids or values with lone surrogates stay printable
     errors = errors.sort_values(["file", "line"], kind="stable").reset_index(drop=True)
     passed = [obj for obj, _, _ in entries] if errors.empty else []
     return ValidationResult(errors=errors, entries=passed, invalid=invalid if errors.empty else [])
+
+
+REPEAT = "dev entry repeats a test entry"
+
+
+def _normal_text(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _gold_key(gold: list) -> str:
+    return json.dumps(sorted(json.dumps(g, sort_keys=True, ensure_ascii=True) for g in gold))
+
+
+def cross_split_repeats(entries: Sequence[tuple[Any, str, int]]) -> list[dict]:
+    """Failure rows for dev entries whose question (case and whitespace normalised) and
+    gold equal a test entry's: a test question copied into dev under a new query_id
+    would otherwise be tuned on."""
+    test: dict[tuple[str, str], tuple[str, str, int]] = {}
+    dev: list[tuple[tuple[str, str], Any, str, int]] = []
+    for obj, display, lineno in entries:
+        if not isinstance(obj, dict) or not isinstance(obj.get("question"), str) or not isinstance(obj.get("gold"), list):
+            continue  # the schema reports these
+        try:
+            key = (_normal_text(obj["question"]), _gold_key(obj["gold"]))
+        except (TypeError, ValueError):
+            continue
+        if obj.get("split") == "test":
+            test.setdefault(key, (str(obj.get("query_id")), display, lineno))
+        elif obj.get("split") == "dev":
+            dev.append((key, obj.get("query_id"), display, lineno))
+    rows = []
+    for key, qid, display, lineno in dev:
+        if key in test:
+            tq, tfile, tline = test[key]
+            rows.append({"file": display, "line": lineno, "query_id": qid if isinstance(qid, str) else str(qid), "check": REPEAT,
+                         "value": f"same question and gold as test entry {tq} ({tfile}:{tline})"})
+    return rows
 
 
 IFF = "gold must be empty if and only if unanswerable"
