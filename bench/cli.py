@@ -201,7 +201,10 @@ def splits_freeze(reason: str) -> None:
 @click.option("--permutations", type=int, default=10000, show_default=True, help="sign flips of the randomization test")
 @click.option("--seed", type=int, default=None, help="default params metrics.bootstrap_seed")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="significance level after Holm correction")
-def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | None, permutations: int, seed: int | None, alpha: float) -> None:
+@click.option("--max-unpaired", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+              help="share of all queries that may be in only one run (then only shared queries are compared)")
+def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | None, permutations: int, seed: int | None, alpha: float,
+            max_unpaired: float) -> None:
     """Compare run B with run A: paired differences, intervals, Holm-corrected p-values.
 
     A and B are each a folder (holding reports/per_query/dev.parquet), a git revision
@@ -219,7 +222,8 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     try:
         ra, rb = load_run(a, root), load_run(b, root)
         result = run_compare(ra.per_query, rb.per_query, resamples=resamples or int(cfg.get("bootstrap_resamples", 1000)),
-                             permutations=permutations, seed=int(cfg.get("bootstrap_seed", 0)) if seed is None else seed, alpha=alpha)
+                             permutations=permutations, seed=int(cfg.get("bootstrap_seed", 0)) if seed is None else seed, alpha=alpha,
+                             max_unpaired=max_unpaired)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
     result["a"], result["b"] = ra.describe(), rb.describe()
