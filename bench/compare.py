@@ -188,7 +188,7 @@ def check_table(df: Any, label: str) -> None:
         if values.isna().any() or not values.map(lambda v: isinstance(v, (bool, np.bool_)) or v in (0, 1)).all():
             raise CompareError(f"{label}: malformed per-query table: column {col!r} must hold true/false only")
     k = _infer_k(df, label)
-    for metric_t, (col_t, _, _) in COMPARED.items():
+    for col_t, _, _ in COMPARED.values():
         col = col_t.format(k=k)
         if col not in df.columns:
             continue
