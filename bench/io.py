@@ -12,6 +12,7 @@ import io
 import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -63,6 +64,28 @@ def atomic_writer(path: str | os.PathLike, mode: str = "w") -> Iterator[io.IOBas
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Fill a temp folder beside `path`; on success it replaces `path` whole (the old
+    folder is removed only then); on any failure the old folder stays as it was."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
+        old = None
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            os.replace(target, old / target.name)
+        os.replace(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

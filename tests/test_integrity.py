@@ -264,3 +264,103 @@ def test_gold_iff_unanswerable_and_duplicates_are_one_clear_row_each(tmp_path, r
     assert sum(1 for r in rows if r[0] == "a.jsonl") == 1
     assert [r for r in rows if r[0] == "b.jsonl"] == [("b.jsonl", 1, "query_id must be unique across all set files", good["query_id"]),
                                                      ("b.jsonl", 2, "query_id must be unique across all set files", good["query_id"])]
+
+
+# --------------------------------------------------------------------------- refusals keep previous outputs
+
+
+def _snapshot(work: Path, *rels: str) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    for rel in rels:
+        p = work / rel
+        files = [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else []
+        for f in files:
+            out[f.relative_to(work).as_posix()] = f.read_bytes() if f.stat().st_size < 50_000_000 else str(f.stat().st_size).encode()
+    return out
+
+
+@pytest.mark.e2e
+def test_refused_stages_leave_their_previous_outputs(tmp_path):
+    """fetch (unknown data set), validate (a bad entry) and evaluate (k > depth) refuse
+    with one line under `dvc repro`; each stage's previous outputs stay byte for byte."""
+    import subprocess
+
+    import yaml
+
+    from tests.project_copy import copy_project, project_env, run
+
+    need_mirror("mmlongbench-doc", "locomo")
+    work = copy_project(tmp_path / "project", datasets=["mmlongbench", "locomo"], skip=("dvc.lock",))
+    env = project_env(tmp_path / "site-cache", drop=("DVC_EXP", "DVC_STAGE"))
+    for args in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "copy"], ["dvc", "repro"]):
+        run(args, work, env)
+    outputs = ("bench/corpus/manifest.jsonl", "data/corpus", "data/sets", "reports/metrics/dev.json", "reports/dev.md",
+               "reports/per_query/dev.parquet", "reports/plots", "data/eval")
+    before = _snapshot(work, *outputs)
+    assert any(k.startswith("data/corpus/") for k in before) and "data/sets/dev.jsonl" in before
+    params_text = (work / "params.yaml").read_text()
+
+    def repro_refused(needle: str) -> str:
+        proc = subprocess.run(["dvc", "repro"], cwd=work, env=env, capture_output=True, text=True, check=False)
+        assert proc.returncode != 0, proc.stdout + proc.stderr
+        errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and needle in errors[0], proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr
+        after = _snapshot(work, *outputs)
+        assert sorted(after) == sorted(before)
+        assert [k for k in before if after[k] != before[k]] == []
+        return errors[0]
+
+    params = yaml.safe_load(params_text)
+    params["datasets"] = ["mmlongbench", "locomoo"]
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert repro_refused("params.yaml: datasets: unknown data set 'locomoo' (did you mean 'locomo'?)")
+    (work / "params.yaml").write_text(params_text)
+
+    sets = work / "bench" / "sets" / "locomo.jsonl"
+    good = sets.read_text(encoding="utf-8")
+    sets.write_text(good + '{"query_id": "locomo:broken"}\n', encoding="utf-8")
+    assert repro_refused("problems in 1 set file(s); nothing written")
+    sets.write_text(good, encoding="utf-8")
+
+    params = yaml.safe_load(params_text)
+    params["metrics"]["k"] = 500
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert repro_refused("params.yaml: metrics.k: 500 is more than system.depth (100)")
+    (work / "params.yaml").write_text(params_text)
+    assert "up to date" in run(["dvc", "status", "dvc.yaml"], work, env).stdout
+
+
+@pytest.mark.e2e
+def test_unsafe_archive_member_is_a_one_line_refusal(tmp_path):
+    """LoCoMo's real zip with one '..' member added, unpinned: the fetch stage stops with
+    one line naming archive and member; no traceback, no manifest written."""
+    import subprocess
+    import sys
+    import zipfile
+
+    import yaml
+
+    from tests.project_copy import copy_project, project_env
+
+    need_mirror("locomo")
+    mirror = tmp_path / "mirror"
+    (mirror / "locomo" / "data").mkdir(parents=True)
+    evil = mirror / "locomo" / "data" / "locomo10.zip"
+    evil.write_bytes((MIRROR / "locomo" / "data" / "locomo10.zip").read_bytes())
+    with zipfile.ZipFile(evil, "a") as zf:
+        zf.writestr("data/multimodal_dialog/locomo10_v2/../../../../evil.json", b"{}")
+    work = copy_project(tmp_path / "project", datasets=["locomo"])
+    (work / "bench" / "corpus" / "pins" / "locomo.json").unlink()  # an unpinned archive is read
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["fetch"]["mirror_dirs"] = [str(mirror)]
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    manifest = (work / "bench" / "corpus" / "manifest.jsonl").read_bytes()
+    env = {**project_env(tmp_path / "site"), "PYTHONPATH": str(work)}
+    proc = subprocess.run([sys.executable, "-m", "stages.fetch"], cwd=work, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "error: fetch: refused: data/corpus/locomo/data/locomo10.zip: member 'data/multimodal_dialog/locomo10_v2/../../../../evil.json' "
+        "leaves the target folder ('..'); nothing written to the manifest"]
+    assert (work / "bench" / "corpus" / "manifest.jsonl").read_bytes() == manifest
+    assert not (tmp_path / "evil.json").exists()
