@@ -53,14 +53,16 @@ def validate(files: tuple[str, ...], manifest: str | None) -> None:
         except IntegrityError as exc:
             raise click.ClickException(str(exc)) from None
         segments = None if not frames else __import__("pandas").concat(frames.values(), ignore_index=True)
-    from bench.splits import load_lock
+    from bench.corpus import read_unreadable
+    from bench.splits import committed_lock, load_lock
 
     lock_path = root / "bench" / "sets" / "splits.lock"
     try:
         lock = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
+        unreadable = read_unreadable(root / "data" / "segments")
     except LineError as exc:
         raise click.ClickException(str(exc)) from None
-    result = run_validate(paths, man, segments, root=root, lock=lock)
+    result = run_validate(paths, man, segments, root=root, lock=lock, committed=committed_lock(root) if lock else None, unreadable=unreadable)
     if not result.ok:
         click.echo(format_table(result.errors))
         click.echo(f"{len(result.errors)} problems in {result.errors['file'].nunique()} file(s)", err=True)

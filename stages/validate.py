@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
-from bench.corpus import Manifest, load_segments
+from bench.corpus import Manifest, load_segments, read_unreadable
 from bench.io import LineError, atomic_dir, sha256_file, write_json, write_jsonl
-from bench.splits import load_lock
+from bench.splits import committed_lock, load_lock
 from bench.validate_sets import ValidationResult, format_table, invalid_counts, validate
 from stages.common import MANIFEST, ROOT, SEGMENTS, SPLIT_LOCK, VALID_DIR, fail, set_files
 
@@ -31,7 +31,12 @@ def main() -> None:
         fail(str(exc))
     if lock is None:
         fail(f"{SPLIT_LOCK.relative_to(ROOT).as_posix()}: no split lock; freeze the splits with `bench splits freeze --reason ...`")
-    result = validate(paths, manifest, load_segments(SEGMENTS), root=ROOT, lock=lock)
+    committed = committed_lock(ROOT, SPLIT_LOCK.relative_to(ROOT).as_posix())
+    try:
+        unreadable = read_unreadable(SEGMENTS)
+    except LineError as exc:
+        fail(str(exc))
+    result = validate(paths, manifest, load_segments(SEGMENTS), root=ROOT, lock=lock, committed=committed, unreadable=unreadable)
     if not result.ok:
         click.echo(format_table(result.errors), err=True)
         fail(f"{len(result.errors)} problems in {result.errors['file'].nunique()} set file(s); nothing written")

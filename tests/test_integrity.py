@@ -364,3 +364,98 @@ def test_unsafe_archive_member_is_a_one_line_refusal(tmp_path):
         "leaves the target folder ('..'); nothing written to the manifest"]
     assert (work / "bench" / "corpus" / "manifest.jsonl").read_bytes() == manifest
     assert not (tmp_path / "evil.json").exists()
+
+
+# --------------------------------------------------------------------------- unreadable corpus files
+
+
+def _pdf(encrypted: bool) -> bytes:
+    """A one-page PDF; with `encrypted`, it carries a standard security handler whose
+    user password is not empty (as a reader sees a password-protected document)."""
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >>"]
+    if encrypted:
+        objs.append(b"<< /Filter /Standard /V 1 /R 2 /O <" + b"11" * 32 + b"> /U <" + b"22" * 32 + b"> /P -4 >>")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    for o in offsets:
+        out += b"%010d 00000 n \n" % o
+    trailer = b"<< /Size %d /Root 1 0 R" % (len(objs) + 1)
+    if encrypted:
+        trailer += b" /Encrypt 4 0 R /ID [<" + b"ab" * 16 + b"> <" + b"ab" * 16 + b">]"
+    out += b"trailer\n" + trailer + b" >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    return bytes(out)
+
+
+def test_corrupt_and_encrypted_pdfs_make_their_entries_invalid_named(tmp_path, real_corpus):
+    """Three real MMLongBench-Doc documents; one replaced by an encrypted PDF, one by a
+    truncated one. Extraction goes on and names both files; validation marks exactly
+    their entries invalid (`unreadable corpus file`), the run goes on."""
+    import json
+    import shutil
+
+    from bench.corpus import read_unreadable
+    from bench.io import write_json
+    from bench.validate_sets import invalid_counts, validate
+    from tests.conftest import ROOT
+
+    rows = [r for r in real_corpus["manifest"].rows if r["key"] == "mmlongbench"]
+    entries = [json.loads(x) for x in (ROOT / "bench/sets/mmlongbench.jsonl").read_text().splitlines()]
+    entries = [e for e in entries if e["split"] == "dev"]
+    docs = []
+    for r in rows:
+        if r["status"] == "present" and r["path"].startswith("data/documents/") and any(
+                e["query_id"].split(":")[1] == r["path"].rsplit("/", 1)[1] for e in entries):
+            docs.append(r)
+        if len(docs) == 3:
+            break
+    annotation = next(r for r in rows if r["path"] == "data/samples.json")
+    store = tmp_path / "store"
+    keep = [annotation, *docs]
+    for r in keep:
+        (store / "mmlongbench" / r["path"]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(real_corpus["store"] / "mmlongbench" / r["path"], store / "mmlongbench" / r["path"])
+    good, encrypted, corrupt = docs
+    bad_bytes = {encrypted["path"]: _pdf(True), corrupt["path"]: (real_corpus["store"] / "mmlongbench" / corrupt["path"]).read_bytes()[:2000]}
+    manifest_rows = []
+    for r in keep:
+        r = dict(r)
+        if r["path"] in bad_bytes:
+            (store / "mmlongbench" / r["path"]).write_bytes(bad_bytes[r["path"]])
+            r.update(sha256=hashlib.sha256(bad_bytes[r["path"]]).hexdigest(), bytes=len(bad_bytes[r["path"]]))
+        manifest_rows.append(r)
+    write_jsonl(tmp_path / "manifest.jsonl", manifest_rows)
+    manifest = Manifest.load(tmp_path / "manifest.jsonl")
+
+    with pytest.raises(IntegrityError, match=r"^mmlongbench/data/documents/.*\.pdf: cannot be read \(PdfiumError: Failed to load document"):
+        extract_all(manifest, store)  # without a list to record them: a named stop, not a traceback
+    unreadable: list[dict] = []
+    frames = extract_all(manifest, store, unreadable)
+    assert sorted((u["path"], u["reason"].split(" (PDFium: ")[-1]) for u in unreadable) == sorted(
+        [(encrypted["path"], "Incorrect password error)."), (corrupt["path"], "Data format error).")])
+    seg = frames["mmlongbench"]
+    assert set(seg["source_id"]) == {f"mmlongbench:{good['path'].rsplit('/', 1)[1]}"}
+    write_json(tmp_path / "segments" / "unreadable.json", unreadable)
+    assert read_unreadable(tmp_path / "segments") == unreadable
+
+    mine = [e for e in entries if e["query_id"].split(":")[1] in {d["path"].rsplit("/", 1)[1] for d in docs}]
+    result = validate([write_set_file(tmp_path / "mmlongbench.jsonl", mine)], manifest, seg, root=tmp_path, unreadable=unreadable)
+    assert result.ok, result.errors.head()
+    invalid = {r["query_id"]: r["reason"] for r in result.invalid}
+    bad_docs = {encrypted["path"].rsplit("/", 1)[1], corrupt["path"].rsplit("/", 1)[1]}
+    assert set(invalid) == {e["query_id"] for e in mine if e["query_id"].split(":")[1] in bad_docs}
+    assert all(reason.startswith("unreadable corpus file: data/documents/") and "PdfiumError" in reason for reason in invalid.values())
+    assert invalid_counts(result.invalid) == {"dev": {"unreadable corpus file": len(invalid)}}
+    assert {e["query_id"] for e in result.dev()} == {e["query_id"] for e in mine} - set(invalid)
+
+
+def write_set_file(path: Path, entries: list[dict]) -> Path:
+    import json
+
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    return path
