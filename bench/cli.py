@@ -121,18 +121,20 @@ def accept() -> None:
     import subprocess
 
     from bench import accept as acc
-    from bench.io import write_text
+    from bench.io import sha256_file, write_text
 
     root = project_root()
     try:
-        reason = acc.preflight(root, os.environ, _enabled_set_files(root))
+        cfg = yaml_params(root)
+        reason = acc.preflight(root, os.environ, _enabled_set_files(root), cfg)
     except (RuntimeError, LineError, ValueError) as exc:
         reason = str(exc)
     if reason:
         click.echo(f"bench accept: refused: {reason}", err=True)
         sys.exit(1)
     token = secrets.token_hex(16)
-    write_text(root / acc.TOKEN_FILE, token + "\n")
+    # bound to what was just checked: the stage refuses it on another commit or params
+    write_text(root / acc.TOKEN_FILE, acc.token_text(token, acc.git_commit(root), sha256_file(root / "params.yaml")))
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", acc.STAGE],
