@@ -459,3 +459,24 @@ def write_set_file(path: Path, entries: list[dict]) -> Path:
 
     path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
     return path
+
+
+# --------------------------------------------------------------------------- a system's own atoms: ids and times
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("atom_id", "a 1", "atoms.jsonl:1: atom_id: must be no whitespace or control character (value: a 1)"),
+    ("atom_id", "a1\n", "atoms.jsonl:1: atom_id: must be no whitespace or control character"),
+    ("observed_at", "1500-01-01T00:00:00+00:00", "atoms.jsonl:1: observed_at: must be ISO 8601 time with a timezone (value: 1500-01-01T00:00:00+00:00)"),
+])
+def test_system_atoms_with_unusable_ids_or_times_are_refused(tmp_path, field, value, message):
+    import json
+
+    from bench.systems.atoms import AtomsError, load_system_atoms
+    from tests.systems.test_atoms import GOOD
+
+    path = tmp_path / "atoms.jsonl"
+    path.write_text(json.dumps({**GOOD, field: value}) + "\n", encoding="utf-8")
+    with pytest.raises(AtomsError) as err:
+        load_system_atoms(path, None)
+    assert message in str(err.value).replace(str(tmp_path) + "/", "")
