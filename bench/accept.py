@@ -10,7 +10,9 @@ The audit file reports/acceptance.jsonl only grows: each acceptance appends one 
 (git commit, params hash, sha256 of manifest, sets and split lock, UTC time, metrics);
 earlier rows are kept byte for byte. It is a hash chain: every row carries
 `prev_sha256`, the sha256 of the previous line's bytes (null on the first row), and its
-`acceptance` number is its line number. Before any acceptance, `audit_problem`
+`acceptance` number is its line number (rows from before the chain, without the
+field, may only lead the file: the first chained row then carries the sha256 of the
+last of them, and the git-history check guards them). Before any acceptance, `audit_problem`
 verifies the whole chain and the file's git history (every committed version, from
 `git log` of HEAD, must be a prefix of the current file): an edited, reordered or
 deleted row, committed or not, refuses the acceptance.
@@ -161,6 +163,7 @@ def line_sha256(line: bytes) -> str:
 def chain_problem(data: bytes) -> str | None:
     """The first break in the audit file's hash chain, or None."""
     prev: str | None = None
+    legacy = True  # rows written before the chain existed (no prev_sha256 field) may lead the file
     for i, line in enumerate(data.splitlines(), start=1):
         try:
             row = json.loads(line.decode("utf-8"))
@@ -170,6 +173,10 @@ def chain_problem(data: bytes) -> str | None:
             return f"{AUDIT}:{i}: not an acceptance row; restore it from git"
         if row.get("acceptance") != i:
             return f"{AUDIT}:{i}: acceptance #{row.get('acceptance')} where #{i} was due: a row was deleted or reordered; restore it from git"
+        if legacy and CHAIN not in row:
+            prev = line_sha256(line)
+            continue
+        legacy = False
         if row.get(CHAIN) != prev:
             return (f"{AUDIT}:{i}: {CHAIN} does not match the sha256 of line {i - 1}: an earlier row was edited"
                     f"{'' if i > 1 else ' (the first row has null)'}; restore it from git")

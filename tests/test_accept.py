@@ -375,8 +375,12 @@ def test_audit_chain_breaks_are_named():
     assert chain_problem(r1 + r2.replace(b'"x": 2', b'"x": 9') + r3).startswith("reports/acceptance.jsonl:3: prev_sha256 does not match")
     assert chain_problem(r1 + r3).startswith("reports/acceptance.jsonl:2: acceptance #3 where #2 was due")
     assert chain_problem(row(1, "f" * 64)).startswith("reports/acceptance.jsonl:1: prev_sha256 does not match")
-    legacy = (json.dumps({"acceptance": 1, "git_commit": "abc"}) + "\n").encode()
-    assert chain_problem(legacy) is None  # a first row without the field reads as null
+    # migration: rows from before the chain (no field) may lead the file; the first chained row links to the last
+    legacy1 = (json.dumps({"acceptance": 1, "git_commit": "abc"}) + "\n").encode()
+    legacy2 = (json.dumps({"acceptance": 2, "git_commit": "abd"}) + "\n").encode()
+    assert chain_problem(legacy1 + legacy2 + row(3, line_sha256(legacy2))) is None
+    assert chain_problem(legacy1 + legacy2 + row(3, None)).startswith("reports/acceptance.jsonl:3: prev_sha256 does not match")
+    assert chain_problem(r1 + legacy2.replace(b'"acceptance": 2', b'"acceptance": 2')).startswith("reports/acceptance.jsonl:2: prev_sha256 does not match")
 
 
 def test_audit_history_must_be_a_prefix(tmp_path):
