@@ -54,7 +54,18 @@ from bench.systems.atoms import contract_rows
 from bench.systems.config import make_adapter, system_config
 from bench.validate_sets import format_table, validate
 from stages import evaluate_fair
-from stages.common import MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, fail, params, read_json, set_files
+from stages.common import (
+    MANIFEST,
+    PARAMS,
+    ROOT,
+    SEGMENTS,
+    SERVED,
+    SPLIT_LOCK,
+    fail,
+    params,
+    read_json,
+    set_files,
+)
 from stages.evaluate import entries_frame, failure_summary
 from stages.retrieve import COMMON, percentiles
 

@@ -18,7 +18,15 @@ from bench.corpus import Manifest, load_segments, read_unreadable
 from bench.io import LineError, atomic_dir, sha256_file, write_json, write_jsonl
 from bench.splits import committed_lock, load_lock
 from bench.validate_sets import ValidationResult, format_table, invalid_counts, validate
-from stages.common import MANIFEST, ROOT, SEGMENTS, SPLIT_LOCK, VALID_DIR, fail, set_files
+from stages.common import (
+    MANIFEST,
+    ROOT,
+    SEGMENTS,
+    SPLIT_LOCK,
+    VALID_DIR,
+    fail,
+    set_files,
+)
 
 
 @click.command()

@@ -360,8 +360,8 @@ def test_unsafe_archive_member_is_a_one_line_refusal(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "stages.fetch"], cwd=work, env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        "error: fetch: refused: data/corpus/locomo/data/locomo10.zip: member 'data/multimodal_dialog/locomo10_v2/../../../../evil.json' "
-        "leaves the target folder ('..'); nothing written to the manifest"]
+        ("error: fetch: refused: data/corpus/locomo/data/locomo10.zip: member 'data/multimodal_dialog/locomo10_v2/../../../../evil.json' "
+         "leaves the target folder ('..'); nothing written to the manifest")]
     assert (work / "bench" / "corpus" / "manifest.jsonl").read_bytes() == manifest
     assert not (tmp_path / "evil.json").exists()
 

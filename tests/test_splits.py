@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from bench.io import LineError, write_text
-from bench.splits import entries_digest, freeze, load_lock, lock_failures, lock_text, set_triples
+from bench.splits import (
+    entries_digest,
+    freeze,
+    load_lock,
+    lock_failures,
+    lock_text,
+    set_triples,
+)
 from bench.validate_sets import format_table, validate
 from tests.conftest import ROOT, write_set
 
@@ -261,5 +268,5 @@ def test_hand_edit_with_a_forged_freeze_record_is_refused(tmp_path):
 def test_outside_git_only_the_digest_is_checked(tmp_path):
     from bench.splits import committed_lock
 
-    path, _ = make_lock(tmp_path)
+    make_lock(tmp_path)
     assert committed_lock(tmp_path) is None
