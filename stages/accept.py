@@ -21,7 +21,23 @@ from datetime import datetime, timezone
 import click
 import pandas as pd
 
-from bench.accept import AUDIT, DEV_METRICS, SUMMARY, TEST_METRICS, TOKEN_FILE, append_audit, audit_row, describe, git_commit, read_audit, recorded_hash_mismatch, stage_refusal
+from bench.accept import (
+    AUDIT,
+    DEV_METRICS,
+    SUMMARY,
+    TEST_METRICS,
+    TOKEN_FILE,
+    append_audit,
+    audit_problem,
+    audit_row,
+    describe,
+    git_commit,
+    last_line_sha256,
+    preflight,
+    read_audit,
+    recorded_hash_mismatch,
+    stage_refusal,
+)
 from bench.corpus import Manifest, load_segments
 from bench.io import LineError, sha256_file, write_json
 from bench.metrics import aggregate, per_query
@@ -44,12 +60,19 @@ from stages.retrieve import COMMON, percentiles
 @click.command()
 def main() -> None:
     token_file = ROOT / TOKEN_FILE
-    reason = stage_refusal(os.environ, token_file)
+    reason = stage_refusal(os.environ, token_file, ROOT)
     if reason:
         fail(f"accept: refused: {reason}")
     token_file.unlink()  # single use
     cfg = params()
     paths = set_files()
+    # every check `bench accept` made, made again here: a hand-made token opens nothing
+    try:
+        reason = preflight(ROOT, os.environ, paths, cfg, in_stage=True)
+    except (RuntimeError, LineError, ValueError) as exc:
+        reason = str(exc)
+    if reason:
+        fail(f"accept: refused: {reason}")
     try:
         manifest = Manifest.load(MANIFEST)
         lock = load_lock(SPLIT_LOCK, SPLIT_LOCK.relative_to(ROOT).as_posix())
@@ -118,6 +141,9 @@ def main() -> None:
         earlier = read_audit(audit)
     except LineError as exc:
         fail(f"{exc}; the audit file is never rewritten: repair it from git")
+    broken = audit_problem(ROOT)  # again, right before the append
+    if broken:
+        fail(f"accept: refused: {broken}")
     row = audit_row(
         earlier,
         utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -127,6 +153,7 @@ def main() -> None:
         dev_metrics_sha256=sha256_file(ROOT / DEV_METRICS),
         doc=doc,
         test_entries=len(test),
+        prev_sha256=last_line_sha256(audit),
     )
     write_json(ROOT / TEST_METRICS, doc)
     append_audit(audit, row)

@@ -48,6 +48,7 @@ from bench.io import LineError, iter_jsonl, short
 from bench.modalities import modalities
 from bench.modalities.base import extent_json, is_int
 from bench.modalities.textspan import layout
+from bench.schema import TIMESTAMP_MAX, TIMESTAMP_MIN, id_problem
 
 CONTRACT_FIELDS = ["atom_id", "source_id", "modality", "extent", "observed_at", "holder"]
 OPTIONAL_FIELDS = ["text", "source_file"]  # source_file: written by the harness for command systems, ignored on input
@@ -99,7 +100,8 @@ def _iso_with_tz(value: Any) -> bool:
         ts = pd.Timestamp(value)
     except (ValueError, TypeError):
         return False
-    return ts.tzinfo is not None and not pd.isna(ts)
+    # within pandas' nanosecond range, or every later comparison with as_of crashes (bench.schema)
+    return ts.tzinfo is not None and not pd.isna(ts) and TIMESTAMP_MIN <= ts.to_pydatetime(warn=False) <= TIMESTAMP_MAX
 
 
 def _extent_object(value: Any) -> bool:
@@ -121,7 +123,9 @@ def contract_schema() -> pa.DataFrameSchema:
     known = sorted(modalities())
     return pa.DataFrameSchema(
         {
-            "atom_id": pa.Column(object, [pa.Check(_nonempty_str, element_wise=True, error="non-empty string")], unique=True, nullable=False),
+            "atom_id": pa.Column(object, [pa.Check(_nonempty_str, element_wise=True, error="non-empty string"),
+                                          pa.Check(lambda v: not id_problem(v, "atom_id"), element_wise=True, error="no whitespace or control character")],
+                                 unique=True, nullable=False),
             "source_id": pa.Column(object, [pa.Check(_nonempty_str, element_wise=True, error="non-empty string")], nullable=False),
             "modality": pa.Column(object, [pa.Check(lambda v: v in known, element_wise=True, error=f"one of {known}")], nullable=False),
             "extent": pa.Column(object, [pa.Check(_extent_object, element_wise=True, error="a JSON object")], nullable=False),
