@@ -38,7 +38,7 @@ def _gold(rows: list[tuple]) -> pd.DataFrame:
 
 @pytest.fixture()
 def case() -> dict:
-    """Nine entries covering every edge case; k = 3, strong_score = 0.8."""
+    """Nine entries covering every edge case; k = 3; false recall at the given threshold 0.8."""
     atoms = pd.DataFrame(
         {
             "atom_id": [f"a{i}" for i in range(1, 9)],
@@ -93,7 +93,8 @@ def case() -> dict:
 
 def _pq(c: dict, **kw) -> pd.DataFrame:
     kw.setdefault("failed", c["failed"])
-    return per_query(c["entries"], c["run"], c["gold"], c["atoms"], k=K, strong_score=STRONG, **kw)
+    kw.setdefault("thresholds", dict.fromkeys(["code", "conversation", "image", "pdf"], STRONG))
+    return per_query(c["entries"], c["run"], c["gold"], c["atoms"], k=K, **kw)
 
 
 def _row(df: pd.DataFrame, qid: str) -> pd.Series:
@@ -136,14 +137,16 @@ def test_unanswerable(case: dict) -> None:
     assert q4["holder_ok"] == 0.0  # foreign a8 is at rank 2 <= k
 
 
-def test_false_recall_threshold_is_inclusive_and_whole_list() -> None:
+def test_given_threshold_is_inclusive_on_the_top1_score() -> None:
     entries = _entries([("u", "pdf", True, "h", 0)])
     atoms = pd.DataFrame({"atom_id": ["a", "b"], "holder": "h", "observed_at": T0})
-    run = _run([("u", "a", 1, 0.1), ("u", "b", 50, 0.8)])  # strong atom far below k
-    out = per_query(entries, run, _gold([]), atoms, k=3, strong_score=0.8)
-    assert out.loc[0, "false_recall"] == 1.0
-    out = per_query(entries, run, _gold([]), atoms, k=3, strong_score=0.80001)
+    run = _run([("u", "a", 1, 0.8), ("u", "b", 50, 0.1)])
+    out = per_query(entries, run, _gold([]), atoms, k=3, thresholds={"pdf": 0.8})
+    assert out.loc[0, "false_recall"] == 1.0 and out.loc[0, "false_recall_rule"] == "calibrated"
+    out = per_query(entries, run, _gold([]), atoms, k=3, thresholds={"pdf": 0.80001})
     assert out.loc[0, "false_recall"] == 0.0
+    out = per_query(entries, run, _gold([]), atoms, k=3, thresholds={"image": 0.5})  # never recalibrated
+    assert out.loc[0, "false_recall_rule"] == "not measurable" and math.isnan(out.loc[0, "false_recall"])
 
 
 def test_absent_from_run(case: dict) -> None:
@@ -178,7 +181,7 @@ def test_rank_column_is_authoritative() -> None:
     atoms = pd.DataFrame({"atom_id": ["a", "b", "c"], "holder": "h", "observed_at": T0})
     # equal scores, rows out of order: only `rank` decides
     run = _run([("q", "c", 3, 0.5), ("q", "a", 1, 0.5), ("q", "b", 2, 0.5)])
-    out = per_query(entries, run, _gold([("q", 0, "b")]), atoms, k=10, strong_score=1.0)
+    out = per_query(entries, run, _gold([("q", 0, "b")]), atoms, k=10)
     assert out.loc[0, "mrr"] == 0.5
     assert out.loc[0, "ndcg@10"] == pytest.approx(1 / LOG3)
 
@@ -225,7 +228,7 @@ def test_aggregate_shape_and_values(case: dict) -> None:
     assert list(rep) == ["by_modality", "overall"]
     assert list(rep["by_modality"]) == ["code", "conversation", "image", "pdf"]
     expected_keys = [
-        "recall@3", "atom_recall@3", "mrr", "ndcg@3", "false_recall",
+        "recall@3", "atom_recall@3", "mrr", "ndcg@3", "false_recall", "abstention_rate", "auroc_unanswerable",
         "temporal_correctness", "holder_correctness", "latency_p50_ms", "latency_p95_ms",
     ]
     for group in [*rep["by_modality"].values(), rep["overall"]]:
@@ -247,7 +250,7 @@ def test_aggregate_shape_and_values(case: dict) -> None:
     _assert_cell(image["holder_correctness"], 1 / 3, 2, 3)
     _assert_cell(image["latency_p50_ms"], 50.0, 1, 3)  # failed q6's latency excluded
 
-    _assert_cell(conv["false_recall"], 0.0, 0, 1)  # failed unanswerable contributes 0
+    _assert_cell(conv["false_recall"], 1.0, 0, 1)  # failed unanswerable counts as the worst case
     _assert_cell(conv["latency_p95_ms"], None, 0, 2)
     _assert_cell(code["false_recall"], None, 0, 0)  # no unanswerable entry
     _assert_cell(code["mrr"], 0.25, 1, 1)
@@ -258,7 +261,8 @@ def test_aggregate_shape_and_values(case: dict) -> None:
     _assert_cell(ov["mrr"], (0.5 + 1 + 0.25) / 6, 5, 6)
     ndcg_q1 = (1 / LOG3) / (1 + 1 / LOG3 + 0.5)
     _assert_cell(ov["ndcg@3"], (ndcg_q1 + 1) / 6, 5, 6)
-    _assert_cell(ov["false_recall"], 1 / 3, 2, 3)
+    _assert_cell(ov["false_recall"], 2 / 3, 2, 3)
+    _assert_cell(ov["abstention_rate"], 1 / 6, 5, 6)  # nobody abstained; failed q6 counts as the worst case
     _assert_cell(ov["temporal_correctness"], 6 / 9, 7, 9)
     _assert_cell(ov["holder_correctness"], 6 / 9, 7, 9)
     _assert_cell(ov["latency_p50_ms"], 100.0, 5, 9)
@@ -274,7 +278,7 @@ def test_failed_only_given_to_aggregate_is_equivalent(case: dict) -> None:
 def test_default_k_keys_and_no_latency() -> None:
     entries = _entries([("q", "pdf", False, "h", 1)])
     atoms = pd.DataFrame({"atom_id": ["a"], "holder": "h", "observed_at": T0})
-    df = per_query(entries, _run([("q", "a", 1, 1.0)]), _gold([("q", 0, "a")]), atoms, strong_score=0.5)
+    df = per_query(entries, _run([("q", "a", 1, 1.0)]), _gold([("q", 0, "a")]), atoms)
     rep = aggregate(df, None)
     assert list(rep["overall"])[:4] == ["recall@10", "atom_recall@10", "mrr", "ndcg@10"]
     assert rep["overall"]["recall@10"] == _cell(1.0, 1, 1)
@@ -285,10 +289,12 @@ def test_empty_inputs() -> None:
     entries = _entries([("q", "pdf", False, "h", 2), ("u", "pdf", True, "h", 0)])
     atoms = pd.DataFrame({"atom_id": pd.Series([], dtype=str), "holder": pd.Series([], dtype=str),
                           "observed_at": pd.Series([], dtype="datetime64[ns, UTC]")})
-    df = per_query(entries, _run([]), _gold([]), atoms, strong_score=0.5)
+    df = per_query(entries, _run([]), _gold([]), atoms)
     rep = aggregate(df, pd.DataFrame({"query_id": [], "latency_ms": []}))
     assert rep["overall"]["recall@10"] == _cell(0.0, 1, 1)
-    assert rep["overall"]["false_recall"] == _cell(0.0, 1, 1)
+    # nothing returned at all: no threshold can be calibrated, said so
+    fr = rep["overall"]["false_recall"]
+    assert fr["value"] is None and (fr["n"], fr["denominator"]) == (1, 1) and "not measurable" in fr["reason"]
     assert rep["overall"]["temporal_correctness"] == _cell(1.0, 2, 2)
 
 
@@ -320,7 +326,7 @@ def _oracle_data(n_queries: int = 300, depth: int = 100, pool: int = 150, seed: 
 @pytest.fixture(scope="module")
 def oracle_case():
     entries, run, gold, atoms = _oracle_data()
-    ours = per_query(entries, run, gold, atoms, k=10, strong_score=1e9).set_index("query_id")
+    ours = per_query(entries, run, gold, atoms, k=10).set_index("query_id")
     qrels = {q: {a: 1 for a in g["atom_id"]} for q, g in gold.groupby("query_id")}
     run_d = {q: dict(zip(g["atom_id"], g["score"])) for q, g in run.groupby("query_id") if q in qrels}
     assert len(qrels) > 200 and sum(len(v) for v in qrels.values()) > 500
@@ -420,7 +426,7 @@ def scenarios(draw) -> dict:
 
 def _evaluate(s: dict, frames: dict, failed) -> tuple[pd.DataFrame, dict]:
     df = per_query(frames["entries"], frames["run"], frames["gold"], frames["atoms"],
-                   k=s["k"], strong_score=s["strong"], failed=failed)
+                   k=s["k"], failed=failed)
     return df, aggregate(df, frames["latency"], failed=failed)
 
 
@@ -483,7 +489,7 @@ def _reference_row(s: dict, qid: str) -> dict[str, float]:
 @settings(max_examples=40, **PROPS)
 @given(scenarios())
 def test_ranking_metrics_equal_plain_python_reference(s: dict) -> None:
-    df = per_query(s["entries"], s["run"], s["gold"], s["atoms"], k=s["k"], strong_score=s["strong"]).set_index("query_id")
+    df = per_query(s["entries"], s["run"], s["gold"], s["atoms"], k=s["k"]).set_index("query_id")
     for qid in df.index[~df["unanswerable"].to_numpy()]:
         for col, want in _reference_row(s, qid).items():
             assert df.loc[qid, col] == pytest.approx(want, abs=1e-12), (qid, col)
@@ -493,7 +499,7 @@ def test_gold_atom_absent_from_atoms_counts_but_never_hits() -> None:
     entries = _entries([("q", "pdf", False, "h", 2)])
     atoms = pd.DataFrame({"atom_id": ["a", "b"], "holder": "h", "observed_at": T0})
     gold = _gold([("q", 0, "a"), ("q", 1, "ghost"), ("q", 1, "ghost2")])
-    out = per_query(entries, _run([("q", "b", 1, 0.9), ("q", "a", 2, 0.5)]), gold, atoms, k=3, strong_score=1.0)
+    out = per_query(entries, _run([("q", "b", 1, 0.9), ("q", "a", 2, 0.5)]), gold, atoms, k=3)
     row = out.iloc[0]
     assert row["n_gold_atoms"] == 3 and row["first_hit_rank"] == 2.0
     assert row["recall@3"] == 0.5 and row["atom_recall@3"] == pytest.approx(1 / 3)
@@ -502,7 +508,7 @@ def test_gold_atom_absent_from_atoms_counts_but_never_hits() -> None:
 def test_missing_holder_never_matches() -> None:
     entries = _entries([("q", "pdf", True, None, 0)])
     atoms = pd.DataFrame({"atom_id": ["a"], "holder": [None], "observed_at": T0})
-    out = per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3, strong_score=1.0)
+    out = per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3)
     assert out.loc[0, "holder_ok"] == 0.0
 
 
@@ -510,18 +516,18 @@ def test_duplicate_atom_ids_and_missing_atoms_are_reported() -> None:
     entries = _entries([("q", "pdf", False, "h", 1), ("r", "pdf", False, "h", 1)])
     atoms = pd.DataFrame({"atom_id": ["a", "a"], "holder": "h", "observed_at": T0})
     with pytest.raises(ValueError, match="atoms.atom_id must be unique"):
-        per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3, strong_score=1.0)
+        per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3)
     atoms = pd.DataFrame({"atom_id": ["a"], "holder": "h", "observed_at": T0})
     run = _run([("r", "z", 1, 0.1), ("q", "y", 2, 0.1), ("q", "x", 1, 0.1), ("q", "a", 3, 0.1)])
     with pytest.raises(ValueError, match=r"missing from atoms: \['x', 'y', 'z'\]"):  # in (query_id, rank) order
-        per_query(entries, run, _gold([]), atoms, k=3, strong_score=1.0)
+        per_query(entries, run, _gold([]), atoms, k=3)
 
 
 def test_non_string_ids_are_compared_as_strings() -> None:
     entries = _entries([(1, "pdf", False, "h", 1), (10, "pdf", False, "h", 1)])
     atoms = pd.DataFrame({"atom_id": [5, 6], "holder": "h", "observed_at": T0})
     run = _run([("10", 6, 1, 0.5), (1, "5", 1, 0.5)])
-    out = per_query(entries, run, _gold([(10, 0, "6"), ("1", 0, 5)]), atoms, k=3, strong_score=1.0)
+    out = per_query(entries, run, _gold([(10, 0, "6"), ("1", 0, 5)]), atoms, k=3)
     assert out["query_id"].tolist() == ["1", "10"] and out["mrr"].tolist() == [1.0, 1.0]
 
 
@@ -530,4 +536,4 @@ def test_duplicate_atom_ids_raise_sorted_or_not(ids: list) -> None:
     entries = _entries([("q", "pdf", True, "h", 0)])
     atoms = pd.DataFrame({"atom_id": ids, "holder": "h", "observed_at": T0})
     with pytest.raises(ValueError, match="atoms.atom_id must be unique"):
-        per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3, strong_score=1.0)
+        per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3)
