@@ -80,9 +80,9 @@ def verdict_markdown(doc: dict[str, Any]) -> list[str]:
     out = [
         "## Verdict",
         "",
-        f"Each cell: value (n/denominator), marked against the spec's bars ({bar_legend(k)}) as "
-        "**met**, **NOT met** or *not measurable*; columns without a bar are reported. "
-        "False recall names the rule that applied (README, *Metrics*).",
+        (f"Each cell: value (n/denominator), marked against the spec's bars ({bar_legend(k)}) as "
+         "**met**, **NOT met** or *not measurable*; columns without a bar are reported. "
+         "False recall names the rule that applied (README, *Metrics*)."),
         "",
         "| modality | " + " | ".join(head) + " |",
         "|---|" + "---:|" * len(head),
@@ -113,11 +113,11 @@ def false_recall_section(run: dict[str, Any]) -> list[str]:
     out = [
         "## False recall: the rule per modality",
         "",
-        "`abstention`: the system declared abstention (once, or on any response); an unanswerable entry is a false "
-        "recall when the system did not abstain and returned a hit. `calibrated`: a system that never abstains; the "
-        f"threshold is the top-1 score that {run.get('calibration_recall', '?')} of the answerable dev entries reach "
-        "(`metrics.calibration_recall`), reused unchanged by the acceptance run. `not measurable`: the reason is given. "
-        f"AUROC signal: `{run.get('auroc_signal', '—')}`. A failed query counts as the worst case.",
+        ("`abstention`: the system declared abstention (once, or on any response); an unanswerable entry is a false "
+         "recall when the system did not abstain and returned a hit. `calibrated`: a system that never abstains; the "
+         f"threshold is the top-1 score that {run.get('calibration_recall', '?')} of the answerable dev entries reach "
+         "(`metrics.calibration_recall`), reused unchanged by the acceptance run. `not measurable`: the reason is given. "
+         f"AUROC signal: `{run.get('auroc_signal', '—')}`. A failed query counts as the worst case."),
         "",
         "| modality | rule | unanswerable | answerable keeping their top-1 hit | reason |",
         "|---|---|---:|---:|---|",
@@ -225,9 +225,9 @@ def markdown(
         "",
         *verdict_markdown(doc),
         "Every metric is shown with n (entries with a system result) and its denominator "
-        "(annotated entries it is defined over: answerable ones for ranking metrics and abstention rate, "
-        "unanswerable ones for false recall, all for AUROC, temporal/holder correctness and latency). "
-        "A failed query stays in every denominator and counts as the worst case.",
+        ("(annotated entries it is defined over: answerable ones for ranking metrics and abstention rate, "
+         "unanswerable ones for false recall, all for AUROC, temporal/holder correctness and latency). "
+         "A failed query stays in every denominator and counts as the worst case."),
         "",
         *system_section(run),
         *false_recall_section(run),
