@@ -78,7 +78,10 @@ from a fixed score, so no number depends on the system's score scale:
                    calibrate on, or the dev run gave no threshold for the modality.
 
 Any positive scaling or shift of a system's scores leaves every metric unchanged
-(order statistics and comparisons only).  :func:`false_recall_rules` summarises the
+(order statistics and comparisons only).  Scores within a relative ``REL_TIE`` (1e-9)
+of each other count as equal: the same terms summed in another order differ in the
+last bit, and such a difference must not turn into a tie (or out of one) when the
+scores are rescaled.  :func:`false_recall_rules` summarises the
 rules per modality for dev.json.
 
 AUROC (``auroc_unanswerable``, threshold-free)
@@ -456,6 +459,32 @@ def _responses(responses: pd.DataFrame | None, ent: _Entries) -> tuple[np.ndarra
 
 # --------------------------------------------------------------------------- false recall rules
 
+#: scores closer than this, relative to their magnitude, are equal (floating-point rounding)
+REL_TIE = 1e-9
+
+
+def reaches(values: np.ndarray, threshold: float) -> np.ndarray:
+    """values >= threshold, where values within REL_TIE of the threshold count as equal (NaN: False)."""
+    v = np.asarray(values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        near = np.isfinite(v) & (np.abs(v - threshold) <= REL_TIE * np.maximum(np.abs(v), abs(threshold)))
+        return (v >= threshold) | near
+
+
+def tie_groups(values: np.ndarray) -> np.ndarray:
+    """Dense rank (0, 1, ...) of finite or infinite values, neighbours within REL_TIE merged."""
+    v = np.asarray(values, dtype=float)
+    uniq, inverse = np.unique(v, return_inverse=True)
+    if len(uniq) > 1:
+        with np.errstate(invalid="ignore"):
+            gap = np.abs(np.diff(uniq)) > REL_TIE * np.maximum(np.abs(uniq[1:]), np.abs(uniq[:-1]))
+        gap |= ~np.isfinite(uniq[1:]) | ~np.isfinite(uniq[:-1])
+        group = np.concatenate(([0], np.cumsum(gap)))
+    else:
+        group = np.zeros(len(uniq), dtype=np.int64)
+    return group[inverse.reshape(-1)]
+
+
 ABSTENTION = "abstention"
 CALIBRATED = "calibrated"
 NOT_MEASURABLE = "not measurable"
@@ -488,11 +517,11 @@ def calibrate(top1: np.ndarray, share: float) -> FalseRecallRule:
     hits = np.sort(top1[~np.isnan(top1)])[::-1]
     if len(hits) == 0:
         return FalseRecallRule(NOT_MEASURABLE, reason=f"none of the {n} answerable entries got a hit: top-1 scores do not separate", answerable=n)
-    if hits[0] == hits[-1]:
+    if reaches(hits[-1:], float(hits[0]))[0]:
         return FalseRecallRule(NOT_MEASURABLE, reason=f"top-1 scores do not separate: all {len(hits)} answerable entries with a hit have the same top-1 score", answerable=n)
     want = max(1, math.ceil(share * n - 1e-9))
     threshold = float(hits[min(want, len(hits)) - 1])
-    return FalseRecallRule(CALIBRATED, threshold, kept=int((hits >= threshold).sum()), answerable=n, calibrated_on="this run")
+    return FalseRecallRule(CALIBRATED, threshold, kept=int(reaches(hits, threshold).sum()), answerable=n, calibrated_on="this run")
 
 
 def _rules(
@@ -512,7 +541,7 @@ def _rules(
             else:
                 vals = top1[in_mod & answerable]
                 n_ans = int((in_mod & ~ent.frame["unanswerable"].to_numpy()).sum())
-                rules[m] = FalseRecallRule(CALIBRATED, float(t), kept=int((vals >= t).sum()), answerable=n_ans, calibrated_on="the dev run")
+                rules[m] = FalseRecallRule(CALIBRATED, float(t), kept=int(reaches(vals, float(t)).sum()), answerable=n_ans, calibrated_on="the dev run")
         else:
             in_den = in_mod & ~ent.frame["unanswerable"].to_numpy()
             rules[m] = calibrate(np.where(ent.failed[in_den], np.nan, top1[in_den]), share)
@@ -537,7 +566,7 @@ def _false_recall(
         elif r.rule == CALIBRATED:
             assert r.threshold is not None
             threshold[at] = r.threshold
-            fr[at] = np.where(np.isnan(top1[at]), 0.0, (top1[at] >= r.threshold).astype(float))
+            fr[at] = reaches(top1[at], r.threshold).astype(float)
     return {"false_recall": fr, "false_recall_rule": rule, "false_recall_threshold": threshold, "false_recall_reason": reason}
 
 
@@ -559,8 +588,7 @@ def auroc_codes(separation: np.ndarray, positive: np.ndarray, failed: np.ndarray
     key = np.zeros(len(sep), dtype=np.int64)
     ok = ~bad
     if ok.any():
-        _, dense = np.unique(sep[ok], return_inverse=True)
-        key[ok] = dense.reshape(-1) + 1
+        key[ok] = tie_groups(sep[ok]) + 1
     top = int(key.max(initial=0)) + 1
     key[bad & ~pos] = top
     key[bad & pos] = 0
@@ -699,7 +727,7 @@ def false_recall_rules(per_query_df: pd.DataFrame) -> dict[str, dict[str, Any]]:
         if rule == CALIBRATED:
             t = float(g["false_recall_threshold"].iloc[0])
             top = g.loc[ans & ~g["failed"].astype(bool), "top1_score"].to_numpy(float)
-            row.update({"threshold_score": t, "kept": int((top >= t).sum()), "answerable": int(ans.sum())})
+            row.update({"threshold_score": t, "kept": int(reaches(top, t).sum()), "answerable": int(ans.sum())})
         reason = g["false_recall_reason"].iloc[0]
         if reason is not None and not (isinstance(reason, float) and np.isnan(reason)):
             row["reason"] = str(reason)

@@ -76,7 +76,7 @@ def threshold_curve(per_query: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFra
     ``per_query`` needs query_id, modality, unanswerable, failed, n_regions, top1_score.
     A share at which no threshold can be calibrated (scores do not separate) gives NaN.
     """
-    from bench.metrics import calibrate
+    from bench.metrics import calibrate, reaches
 
     shares = SHARES if shares is None else np.asarray(shares, dtype=float)
     base = _base(per_query)
@@ -97,8 +97,8 @@ def threshold_curve(per_query: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFra
         fr_num, rc_num = [], []
         for share in shares:
             t = calibrate(an["top1"].to_numpy(float), float(share)).threshold
-            fr_num.append(np.nan if t is None else float((np.nan_to_num(un_top, nan=-np.inf) >= t).sum() + un_failed.sum()))
-            rc_num.append(np.nan if t is None else float(w[sc >= t].sum()))
+            fr_num.append(np.nan if t is None else float(reaches(un_top, t).sum() + un_failed.sum()))
+            rc_num.append(np.nan if t is None else float(w[reaches(sc, t)].sum()))
         parts.append((str(name), np.array(fr_num), len(un), np.array(rc_num), len(an)))
     rows = []
     for name, fr, n_un, rc, n_an in parts:

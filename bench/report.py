@@ -224,8 +224,8 @@ def markdown(
         + ", ".join(f"{m}={c.get('strategy')}" for m, c in sorted(run["chunking"].items())),
         "",
         *verdict_markdown(doc),
-        "Every metric is shown with n (entries with a system result) and its denominator "
-        ("(annotated entries it is defined over: answerable ones for ranking metrics and abstention rate, "
+        ("Every metric is shown with n (entries with a system result) and its denominator "
+         "(annotated entries it is defined over: answerable ones for ranking metrics and abstention rate, "
          "unanswerable ones for false recall, all for AUROC, temporal/holder correctness and latency). "
          "A failed query stays in every denominator and counts as the worst case."),
         "",

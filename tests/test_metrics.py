@@ -659,3 +659,16 @@ def test_calibrate_edges() -> None:
     assert calibrate(np.array([3.0, np.nan, np.nan]), 0.9).rule == "not measurable"  # one score value: no separation
     with pytest.raises(ValueError, match="calibration_recall"):
         calibrate(np.array([1.0]), 0.0)
+
+
+def test_rounding_differences_are_ties_whatever_the_scale() -> None:
+    from bench.metrics import reaches, tie_groups
+
+    a = 0.1 + 0.2 + 0.3
+    b = 0.3 + 0.2 + 0.1  # the same terms in another order: differs in the last bit
+    assert a != b
+    for scale, shift in ((1.0, 0.0), (1e-3, 0.0), (1e3, 0.0), (1.0, 1.0)):
+        x = np.array([a, b, 2.0, -np.inf]) * scale + shift
+        assert tie_groups(x).tolist() == [1, 1, 2, 0]
+        assert reaches(x[:2], float(x[1])).all() and reaches(x[:2], float(x[0])).all()
+    assert not reaches(np.array([-np.inf, np.nan]), -1.0).any()
