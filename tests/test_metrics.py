@@ -672,3 +672,20 @@ def test_rounding_differences_are_ties_whatever_the_scale() -> None:
         assert tie_groups(x).tolist() == [1, 1, 2, 0]
         assert reaches(x[:2], float(x[1])).all() and reaches(x[:2], float(x[0])).all()
     assert not reaches(np.array([-np.inf, np.nan]), -1.0).any()
+
+
+def test_acceptance_reuses_the_dev_thresholds_and_never_recalibrates() -> None:
+    from bench.accept import dev_thresholds
+
+    entries, run, gold, atoms, responses = _calib_case()
+    dev = per_query(entries, run, gold, atoms, responses=responses)
+    doc = {"run": {"false_recall_rule": false_recall_rules(dev)}}
+    abstains, thresholds = dev_thresholds(json.loads(json.dumps(doc, allow_nan=False)))  # through strict JSON
+    assert not abstains and thresholds == {"conversation": 2.0}
+    # "test" entries whose own calibration would give another threshold (all scores lower by 1.5)
+    test = per_query(entries, run.assign(score=run["score"] - 1.5), gold, atoms, responses=responses,
+                     abstains=abstains, thresholds=thresholds)
+    assert set(test["false_recall_threshold"]) == {2.0}
+    assert test.set_index("query_id").loc[["u1", "u2", "u3"], "false_recall"].tolist() == [0.0, 0.0, 0.0]  # 0, 0.5, 1.5 < 2
+    # a dev run read by abstention makes the acceptance read by abstention
+    assert dev_thresholds({"run": {"false_recall_rule": {"pdf": {"rule": "abstention"}, "overall": {"rule": "abstention"}}}})[0]
