@@ -196,7 +196,7 @@ def system_section(run: dict[str, Any]) -> list[str]:
     failures = run.get("failures_by_modality") or {}
     if failures:
         out += [
-            "Failed queries (timeout or crash) stay in every denominator and count 0.",
+            "Failed queries (timeout or crash) stay in every denominator and count as the worst case (0, or 1 for false recall and abstention rate).",
             "",
             "| modality | queries | failed | timeout | crash |",
             "|---|---:|---:|---:|---:|",
