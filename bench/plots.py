@@ -106,8 +106,9 @@ def threshold_curve(per_query: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFra
                                   "false_recall": fr / n_un if n_un else np.nan, f"recall@{k}": rc / n_an if n_an else np.nan}))
     if parts:
         n_un, n_an = sum(p[2] for p in parts), sum(p[4] for p in parts)
-        fr = sum(p[1] for p in parts if p[2]) if n_un else np.full(len(shares), np.nan)
-        rc = sum(p[3] for p in parts if p[4]) if n_an else np.full(len(shares), np.nan)
+        nan = np.full(len(shares), np.nan)
+        fr = np.sum([p[1] for p in parts if p[2]], axis=0) if n_un else nan
+        rc = np.sum([p[3] for p in parts if p[4]], axis=0) if n_an else nan
         rows.append(pd.DataFrame({"modality": "overall", "calibration_recall": shares,
                                   "false_recall": fr / max(n_un, 1) if n_un else fr, f"recall@{k}": rc / max(n_an, 1) if n_an else rc}))
     cols = ["modality", "calibration_recall", "false_recall", f"recall@{k}"]
