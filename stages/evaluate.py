@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -90,6 +91,7 @@ def main() -> None:
     # chunk-fair metrics, 95% intervals on every cell, atom statistics, ties (stages/evaluate_fair.py)
     doc, full, fair_ctx = evaluate_fair.extend(doc, pq, ent, run, gold, regions, latency, failed, cfg)
     write_parquet(ROOT / "data" / "eval" / "per_query.parquet", pq)
+    json.dumps(doc, allow_nan=False)  # strict JSON: a NaN or infinity stops the stage before anything is written
     write_json(REPORTS / "metrics" / "dev.json", doc)
     stats = read_json(ATOMS / "stats.json")
     enabled = {Path(p).stem for p in summary["sha256"]["sets"]}
