@@ -8,8 +8,10 @@ ascending, so rankings are deterministic.
 Abstention (the built-ins `bm25` and `bm25-scoped` declare it: ``abstains = True``)
 -------------------------------------------------------------------------------
 The system answers with a ``confidence``: the share of the question's information
-that its best atom contains, the IDF-weighted share of the question's distinct
-indexed words found in the rank-1 atom (BM25's own IDF, stop words excluded):
+that its best atom contains, the IDF-weighted share of the question's distinct words
+(stop words excluded) found in the rank-1 atom, with BM25's own IDF; a word no atom
+contains gets the IDF of document frequency 0 (it is information the question asks
+for that the memory does not hold):
 
     confidence = sum(idf(t) for t in Q if t in top atom) / sum(idf(t) for t in Q)
 
@@ -19,12 +21,11 @@ of what the question asks about -- or when nothing matched. Everything is derive
 from the index and the question, never from gold, answers or the evaluation sets;
 the one constant (one half: a majority of the question's information) is not tuned.
 Being a share, the confidence does not depend on BM25's score scale or on the
-question's length. (A first choice, a fixed index-wide score -- two typical words once each in an
-atom of average length -- was replaced after one dev run because it ignores question
-length and gives no confidence. Neither is tuned, and both leave bm25's false recall
-at 1.0 on the LoCoMo and MMLongBench-Doc dev sets, abstaining on 0.1-1% of answerable
-queries: their unanswerable questions share their informative words with some atom
-of the memory, which a lexical match cannot tell apart.)
+question's length. (History, for honesty: a first choice, a fixed index-wide score -- two typical
+words once each in an atom of average length -- was replaced after one dev run
+because it ignores question length and gives no confidence; a second version left
+words unknown to the index out of the share, which inflated it. No constant was
+tuned on results.)
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ class BM25System:
         self.abstains = abstain
         self.idf = bm25_idf(corpus) if abstain else {}
         self.atom_terms = [frozenset(doc) for doc in corpus] if abstain else []
+        self.unseen_idf = float(np.log(1.0 + (len(corpus) + 0.5) / 0.5))  # BM25's IDF at document frequency 0
 
     def mask(self, query: Query) -> np.ndarray | None:
         if not self.scoped:
@@ -122,9 +124,9 @@ class BM25System:
         return Response(hits, abstain=confidence < ABSTAIN_BELOW, confidence=confidence)
 
     def confidence(self, query: Query, hits: list[Hit]) -> float:
-        """IDF-weighted share of the question's distinct indexed words in the rank-1 atom (0 without hits)."""
-        words = {t for t in tokenize(query.question) if t in self.idf}
-        total = sum(self.idf[t] for t in words)
+        """IDF-weighted share of the question's distinct words in the rank-1 atom (0 without hits)."""
+        words = set(tokenize(query.question))
+        total = sum(self.idf.get(t, self.unseen_idf) for t in words)
         if not hits or total <= 0:
             return 0.0
         top = self.atom_terms[self.position[hits[0].atom_id]]
