@@ -292,6 +292,14 @@ def describe(row: dict, k: int) -> str:
     )
 
 
+def dev_thresholds(dev_doc: dict[str, Any]) -> tuple[bool, dict[str, float | None]]:
+    """(the dev run read false recall by abstention, its calibrated top-1 threshold per
+    modality) from dev.json's ``run.false_recall_rule``; the acceptance reuses them."""
+    rules = {m: r for m, r in dev_doc.get("run", {}).get("false_recall_rule", {}).items() if m != "overall"}
+    abstains = any(r.get("rule") == "abstention" for r in rules.values())
+    return abstains, {m: r.get("threshold_score") for m, r in rules.items()}
+
+
 def last_line_sha256(path: Path) -> str | None:
     data = path.read_bytes() if path.is_file() else b""
     lines = data.splitlines()

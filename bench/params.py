@@ -10,7 +10,8 @@ before it writes anything; nothing here reads files or the environment.
 Keys that other parts of the harness may add are known here already:
 `metrics.calibration_recall` (float in (0, 1]), `system.sandbox` (auto | required |
 off), `executor` (kind local | dask, address, workers) and `local_datasets`.
-`metrics.strong_score` stays accepted (finite) while the code still reads it.
+`metrics.strong_score` is gone: false recall no longer reads a score threshold, so the
+key is refused as unknown.
 
 Chunking options are listed per modality in `CHUNK_OPTIONS` (the option names the
 chunkers of bench/modalities read); the strategies come from the modalities
@@ -136,7 +137,6 @@ SCHEMA: dict[str, Any] = {
     },
     "metrics": {
         "k": whole(1),
-        "strong_score": number(),
         "calibration_recall": number(low=0, low_open=True, high=1),
         "bootstrap_resamples": whole(1),
         "bootstrap_seed": whole(0),

@@ -31,6 +31,7 @@ from bench.accept import (
     audit_problem,
     audit_row,
     describe,
+    dev_thresholds,
     git_commit,
     last_line_sha256,
     preflight,
@@ -40,7 +41,7 @@ from bench.accept import (
 )
 from bench.corpus import Manifest, load_segments
 from bench.io import LineError, sha256_file, write_json
-from bench.metrics import aggregate, per_query
+from bench.metrics import aggregate, false_recall_rules, per_query
 from bench.report import metrics_document
 from bench.resolve import resolve
 from bench.retrieve import run_queries
@@ -79,7 +80,8 @@ def main() -> None:
     except LineError as exc:
         fail(str(exc))
     summary = read_json(ROOT / SUMMARY)
-    mismatch = recorded_hash_mismatch(ROOT, paths, summary, read_json(ROOT / DEV_METRICS), SPLIT_LOCK)
+    dev_doc = read_json(ROOT / DEV_METRICS)
+    mismatch = recorded_hash_mismatch(ROOT, paths, summary, dev_doc, SPLIT_LOCK)
     if mismatch:
         fail(f"accept: refused: {mismatch}")
     segments = load_segments(SEGMENTS)
@@ -94,7 +96,7 @@ def main() -> None:
     if not test:
         fail("no valid test entries in the enabled sets; nothing to accept")
 
-    k, strong = int(cfg["metrics"]["k"]), float(cfg["metrics"]["strong_score"])
+    k = int(cfg["metrics"]["k"])
     try:
         sys_cfg = system_config(cfg["system"])
     except ValueError as exc:
@@ -115,13 +117,17 @@ def main() -> None:
     gold, regions = resolve(test, {p.stem: pd.read_parquet(p) for p in frames}, segments)
     ent = entries_frame(test, regions)
     failed = ran.failures["query_id"].astype(str).tolist()
-    pq = per_query(ent, ran.run, gold, atoms[["atom_id", "holder", "observed_at"]], k=k, strong_score=strong, failed=failed)
+    # false recall: the dev run's rule; its calibrated thresholds are reused, never recalibrated on test
+    abstains, thresholds = dev_thresholds(dev_doc)
+    pq = per_query(ent, ran.run, gold, atoms[["atom_id", "holder", "observed_at"]], k=k, failed=failed, responses=ran.latency,
+                   abstains=abstains, thresholds=thresholds)
     agg = aggregate(pq, ran.latency, failed, k=k)
     run_info = {
         "system": sys_cfg.name,
         "depth": sys_cfg.depth,
         "k": k,
-        "strong_score": strong,
+        "false_recall_rule": false_recall_rules(pq),
+        "auroc_signal": str(pq["separation_signal"].iloc[0]),
         "chunking": cfg["chunking"],
         "concurrency": sys_cfg.concurrency,
         "warm": ran.info["warm"],
