@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.metrics import WORST
 from bench.uncertainty import bootstrap_ci, holm, paired_randomization_test, rng_for
 
 PER_QUERY = "reports/per_query/dev.parquet"
@@ -61,6 +62,7 @@ COMPARED: dict[str, tuple[str, str, bool]] = {
     "precision@{k}": ("precision@{k}", "answerable", True),
     "iou@{k}": ("iou@{k}", "answerable", True),
     "false_recall": ("false_recall", "unanswerable", False),
+    "abstention_rate": ("abstained", "answerable", False),
 }
 
 
@@ -152,8 +154,9 @@ def load_run(spec: str, root: Path) -> RunData:
 
 
 def _contrib(df: pd.DataFrame, column: str) -> np.ndarray:
+    """Per-query values; a failed query counts as the metric's worst case (bench.metrics.WORST, else 0)."""
     vals = df[column].to_numpy(dtype=float)
-    return np.where(df["failed"].astype(bool).to_numpy(), 0.0, np.nan_to_num(vals, nan=0.0))
+    return np.where(df["failed"].astype(bool).to_numpy(), WORST.get(column, 0.0), np.nan_to_num(vals, nan=0.0))
 
 
 def _infer_k(df: pd.DataFrame, label: str = "per-query table") -> int:
