@@ -32,6 +32,7 @@ from pathlib import Path
 from bench.archive import read_member
 from bench.io import make_readable
 from bench.modalities.base import CorpusFile, Dataset
+from bench.store import local_path  # the store layout, shared with extraction
 
 CHUNK = 1 << 20
 FETCH_WORKERS = os.cpu_count() or 1
@@ -41,14 +42,6 @@ FETCH_WORKERS = os.cpu_count() or 1
 class FetchLog:
     quarantined: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-
-
-def local_path(store: Path, key: str, path: str) -> Path:
-    """Where a manifest path lives in the local store (archive members: '<zip>.unpacked/')."""
-    if "!/" in path:
-        outer, member = path.split("!/", 1)
-        return store / key / f"{outer}.unpacked" / member
-    return store / key / path
 
 
 def copy_hashed(src: Path, dest: Path) -> tuple[str, int, Path]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import click
 
-from bench.corpus import Manifest, load_segments
+from bench.store import Manifest, load_segments
 from bench.io import LineError, sha256_file, write_json, write_jsonl
 from bench.splits import load_lock
 from bench.validate_sets import format_table, invalid_counts, validate
