@@ -107,7 +107,8 @@ def sources() -> None:
 
 
 @cli.command()
-def accept() -> None:
+@click.option("--status", "show_status", is_flag=True, help="only say whether the accepted test result is current")
+def accept(show_status: bool) -> None:
     """Final acceptance: evaluate the test split once, through its locked stage.
 
     Refuses (one line, exit 1) inside `dvc exp run` or a queued experiment, with
@@ -121,7 +122,11 @@ def accept() -> None:
     from bench import accept as acc
     from bench.io import write_text
 
+    from bench.dvcignore import lifted
+
     root = project_root()
+    if show_status:
+        sys.exit(_accept_status(root))
     try:
         reason = acc.preflight(root, os.environ, _enabled_set_files(root))
     except (RuntimeError, LineError, ValueError) as exc:
@@ -132,10 +137,11 @@ def accept() -> None:
     token = secrets.token_hex(16)
     write_text(root / acc.TOKEN_FILE, token + "\n")
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", acc.STAGE],
-            cwd=root, env=acc.stage_env(os.environ, token), check=False,
-        )
+        with lifted(root, ACCEPT_IGNORE):  # .dvcignore hides the acceptance pipeline from everything else
+            proc = subprocess.run(
+                [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", acc.STAGE],
+                cwd=root, env=acc.stage_env(os.environ, token), check=False,
+            )
     finally:
         acc.remove_token(root)
     if proc.returncode != 0:
@@ -144,6 +150,31 @@ def accept() -> None:
     rows = acc.read_audit(root / acc.AUDIT)
     k = int(yaml_params(root)["metrics"]["k"])
     click.echo(f"bench accept: {acc.describe(rows[-1], k)}; audit row appended to {acc.AUDIT}, metrics in {acc.TEST_METRICS}")
+
+
+#: the .dvcignore line that hides the acceptance pipeline (bench/test/) from DVC
+ACCEPT_IGNORE = "/bench/test/"
+
+
+def _accept_status(root: Path) -> int:
+    """`dvc status` of the acceptance stage alone: 0 when the accepted result is current."""
+    import subprocess
+
+    from bench import accept as acc
+    from bench.dvcignore import lifted
+
+    if not (root / acc.TEST_METRICS).is_file():
+        click.echo(f"bench accept --status: no accepted test result ({acc.TEST_METRICS} missing): run `bench accept`")
+        return 1
+    with lifted(root, ACCEPT_IGNORE):
+        proc = subprocess.run([sys.executable, "-m", "dvc", "status", acc.STAGE], cwd=root, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise click.ClickException(f"dvc status failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+    if "up to date" in proc.stdout:
+        click.echo(f"bench accept --status: the accepted test result ({acc.TEST_METRICS}) is current")
+        return 0
+    click.echo(f"bench accept --status: the accepted test result is not current; what changed since:\n{proc.stdout.rstrip()}")
+    return 1
 
 
 def yaml_params(root: Path) -> dict:

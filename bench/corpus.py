@@ -12,7 +12,17 @@ from pathlib import Path
 import pandas as pd
 
 from bench.modalities import datasets
-from bench.store import MANIFEST_FIELDS, IntegrityError, Manifest, extract_datasets, load_segments, local_path, segment_files, verified_files, verify_file
+from bench.store import (
+    MANIFEST_FIELDS,
+    IntegrityError,
+    Manifest,
+    extract_datasets,
+    load_segments,
+    local_path,
+    segment_files,
+    verified_files,
+    verify_file,
+)
 
 __all__ = ["MANIFEST_FIELDS", "IntegrityError", "Manifest", "extract_all", "extract_datasets", "load_segments", "local_path",
            "segment_files", "verified_files", "verify_file"]

@@ -33,7 +33,7 @@ class Manifest:
     rows: tuple[dict, ...]
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Manifest":
+    def load(cls, path: str | os.PathLike) -> Manifest:
         rows = []
         for lineno, row in iter_jsonl(path):
             if not isinstance(row, dict):

@@ -12,8 +12,23 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from stages.paths import (
-    ATOMS, MANIFEST, OCR_CACHE, PARAMS, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, SPLIT_LOCK, STORE, VALID_DIR,
-    fail, params, read_json,
+    ATOMS,
+    MANIFEST,
+    OCR_CACHE,
+    PARAMS,
+    REPORTS,
+    RESOLVED,
+    ROOT,
+    RUNS,
+    SEGMENTS,
+    SERVED,
+    SETS_DIR,
+    SPLIT_LOCK,
+    STORE,
+    VALID_DIR,
+    fail,
+    params,
+    read_json,
 )
 
 __all__ = ["ATOMS", "MANIFEST", "OCR_CACHE", "PARAMS", "REPORTS", "RESOLVED", "ROOT", "RUNS", "SEGMENTS", "SERVED", "SETS_DIR",
