@@ -31,9 +31,21 @@ def comparable(doc: dict) -> dict:
     return strip(doc)
 
 
-def experiments(show: list) -> dict[str, dict]:
-    """strategy -> dev.json of each experiment in `dvc exp show --json` (not the baseline)."""
-    found: dict[str, dict] = {}
+def numbers(node, prefix: str = "") -> dict[str, float]:
+    """Numeric leaves by dotted path (what `dvc exp show` keeps of a metrics file)."""
+    if isinstance(node, dict):
+        out: dict[str, float] = {}
+        for k, v in node.items():
+            out.update(numbers(v, f"{prefix}{k}."))
+        return out
+    if isinstance(node, (int, float)) and not isinstance(node, bool):
+        return {prefix.rstrip("."): node}
+    return {}
+
+
+def experiments(show: list) -> dict[str, tuple[str, dict]]:
+    """strategy -> (git rev, dev.json numbers) of each experiment in `dvc exp show --json`."""
+    found: dict[str, tuple[str, dict]] = {}
 
     def walk(node, depth: int = 0) -> None:
         if isinstance(node, dict):
@@ -42,7 +54,7 @@ def experiments(show: list) -> dict[str, dict]:
                 params = data["params"]["params.yaml"]["data"]
                 metrics = data["metrics"].get("reports/metrics/dev.json", {}).get("data")
                 if metrics:
-                    found[params["chunking"]["conversation"]["strategy"]] = metrics
+                    found[params["chunking"]["conversation"]["strategy"]] = (node["rev"], metrics)
             for v in node.values():
                 walk(v, depth + 1)
         elif isinstance(node, list):
@@ -92,5 +104,10 @@ def test_queued_sweep_equals_workspace_runs(tmp_path: Path) -> None:
         mine = json.loads((work / "reports/metrics/dev.json").read_text())
         conv = mine["by_modality"]["conversation"]["recall@10"]
         assert conv["denominator"] > 0 and conv["n"] == conv["denominator"]  # the mirror was found: real entries
-        assert comparable(queued[strategy]) == comparable(mine), strategy
-    assert comparable(queued["turn"]) != comparable(queued["window"])  # the sweep changed something
+        rev, shown = queued[strategy]
+        # the experiment's whole dev.json, from its git commit
+        theirs = json.loads(run(["git", "show", f"{rev}:reports/metrics/dev.json"], work, env).stdout)
+        assert comparable(theirs) == comparable(mine), strategy
+        kept = numbers(comparable(shown))
+        assert len(kept) > 50 and kept == {k: v for k, v in numbers(comparable(mine)).items() if k in kept}
+    assert numbers(queued["turn"][1]) != numbers(queued["window"][1])  # the sweep changed something
