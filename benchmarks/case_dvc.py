@@ -73,11 +73,12 @@ def project_copy(base: Path, datasets: list[str]) -> tuple[Path, dict]:
     return work, env
 
 
-def stage_commands(work: Path) -> list[tuple[str, str]]:
+def stage_commands(work: Path, env: dict) -> list[tuple[str, str]]:
     """(stage, command) of the dev pipeline in pipeline order, foreach stages expanded
-    (dvc.lock holds every stage, e.g. extract@pdf, with its resolved command)."""
-    stages = yaml.safe_load((work / "dvc.lock").read_text())["stages"]
-    return [(name, spec["cmd"]) for name, spec in stages.items()]
+    (`dvc stage list` names them, e.g. extract@pdf; dvc.lock holds each resolved command)."""
+    names = sh(["dvc", "stage", "list", "--name-only", "dvc.yaml"], work, env).split()
+    locked = yaml.safe_load((work / "dvc.lock").read_text())["stages"]
+    return [(name, locked[name]["cmd"]) for name in names]
 
 
 def ran_stages(output: str) -> list[str]:
@@ -160,7 +161,7 @@ def run_case(datasets: list[str], repeats: int) -> list[dict]:
 
         # per-stage breakdown: each stage's command run again, in order, timed with its peak RSS
         stages = []
-        for name, cmd in stage_commands(work):
+        for name, cmd in stage_commands(work, env):
             wall, rss = timed(cmd.split(), work, env)
             stages.append({"stage": name, "wall_s": round(wall, 3), "peak_rss_mib": round(rss, 1)})
         figures.append(figure(f"dvc cold repro ({', '.join(datasets)})", cold, sum(s["wall_s"] for s in stages),

@@ -215,6 +215,10 @@ def test_accept_on_real_data_and_again_on_the_same_commit(project):
     leaked = [p.name for p in (work / "reports").rglob("*") if p.is_file() and contains_poison(p)]
     assert leaked == []
 
+    # the accepted result is current; .dvcignore is back, so a bare `dvc status` stays clean
+    assert "is current" in sh([sys.executable, "-m", "bench.cli", "accept", "--status"], work, env).stdout
+    assert sh(["git", "status", "--porcelain", ".dvcignore"], work, env).stdout == ""
+
     first = (work / "reports/acceptance.jsonl").read_bytes()
     proc = accept(work, env)
     assert f"acceptance #2 on commit {head[:12]} (this commit was already accepted: #1; all rows kept)" in proc.stdout
