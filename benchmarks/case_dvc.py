@@ -5,7 +5,6 @@ the real atoms of that run."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess

@@ -32,3 +32,9 @@ def test_load_imports_one_modality_only() -> None:
     assert load("video").MODALITY.name == "video" and "video" in names()
     with pytest.raises(ValueError, match="unknown modality 'nope'"):
         load("nope")
+
+
+def test_extract_stage_refuses_an_unknown_modality() -> None:
+    proc = subprocess.run([sys.executable, "-m", "stages.extract", "nope"], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"error: extract: unknown modality 'nope'; known: {', '.join(names())}"
