@@ -26,9 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import click
 import pandas as pd
 
-from bench.corpus import Manifest
+from bench.corpus import Manifest, load_segments
+from bench.io import LineError
 from bench.modalities import dataset_by_name, modalities
 from bench.schema import entry_schema, failures, flatten, printable
 from bench.splits import SplitLock, history_failures, lock_failures
@@ -285,10 +287,60 @@ def invalid_counts(invalid: list[dict]) -> dict[str, dict[str, int]]:
     return {k: dict(v) for k, v in out.items()}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from bench.cli import cli
+def project_root() -> Path:
+    """The folder holding params.yaml: the current one or a parent."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "params.yaml").is_file() and (folder / "bench").is_dir():
+            return folder
+    return here
 
-    return cli.main(args=["validate", *(argv if argv is not None else sys.argv[1:])], standalone_mode=False) or 0
+
+@click.command("validate")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--manifest", type=click.Path(dir_okay=False), default=None, help="default: bench/corpus/manifest.jsonl")
+def validate_command(files: tuple[str, ...], manifest: str | None) -> None:
+    """Validate set files (default: bench/sets/*.jsonl); exit 1 on any failure."""
+    from bench.corpus import IntegrityError, extract_all
+
+    root = project_root()
+    paths = [Path(f) for f in files] or sorted((root / "bench" / "sets").glob("*.jsonl"))
+    for p in paths:
+        if not p.is_file():
+            raise click.ClickException(f"{p}: no such set file")
+    manifest_path = Path(manifest) if manifest else root / "bench" / "corpus" / "manifest.jsonl"
+    if not manifest_path.is_file():
+        raise click.ClickException(f"{manifest_path}: no manifest; run `dvc repro fetch` first")
+    try:
+        man = Manifest.load(manifest_path)
+    except LineError as exc:
+        raise click.ClickException(str(exc)) from None
+    segments = load_segments(root / "data" / "segments")
+    if segments is None:
+        try:
+            frames = extract_all(man, root / "data" / "corpus")
+        except IntegrityError as exc:
+            raise click.ClickException(str(exc)) from None
+        segments = None if not frames else __import__("pandas").concat(frames.values(), ignore_index=True)
+    from bench.corpus import read_unreadable
+    from bench.splits import committed_lock, load_lock
+
+    lock_path = root / "bench" / "sets" / "splits.lock"
+    try:
+        lock = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
+        unreadable = read_unreadable(root / "data" / "segments")
+    except LineError as exc:
+        raise click.ClickException(str(exc)) from None
+    result = validate(paths, man, segments, root=root, lock=lock, committed=committed_lock(root) if lock else None, unreadable=unreadable)
+    if not result.ok:
+        click.echo(format_table(result.errors))
+        click.echo(f"{len(result.errors)} problems in {result.errors['file'].nunique()} file(s)", err=True)
+        sys.exit(1)
+    click.echo(f"ok: {len(result.entries)} entries in {len(paths)} file(s); invalid as samples here: {invalid_counts(result.invalid)}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return validate_command.main(args=list(argv if argv is not None else sys.argv[1:]), prog_name="bench/validate_sets.py", standalone_mode=False) or 0
 
 
 if __name__ == "__main__":

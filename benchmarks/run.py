@@ -20,11 +20,11 @@ SIZES: dict[str, dict[str, Any]] = {
     "small": {"metrics": [1000], "metrics_repeats": 1,
               "resolve": (1000, 10_000, [1, 2, 4], 1, 2),
               "fetch": ["locomo"], "fetch_repeats": 1, "pdf_limit": 2, "pdf_repeats": 1,
-              "dvc": None, "dvc_repeats": 1},
+              "dvc": ["locomo"], "dvc_repeats": 1},
     "full": {"metrics": [10_000, 100_000], "metrics_repeats": 3,
              "resolve": (100_000, 1_000_000, [1, 2, 4], 3, 10),
              "fetch": None, "fetch_repeats": 3, "pdf_limit": None, "pdf_repeats": 2,
-             "dvc": ["mmlongbench", "locomo"], "dvc_repeats": 3},
+             "dvc": ["mmlongbench", "locomo", "screenagent"], "dvc_repeats": 3},
 }
 CASES = ("metrics", "resolve", "fetch", "pdf", "dvc")
 

@@ -16,6 +16,7 @@ from bench.corpus import Manifest
 from bench.fair import atom_extents, atom_statistics, fair_cells, fair_keys, per_query_fair, region_extents, tied_positions
 from bench.html_report import drilldown, render
 from bench.io import write_parquet, write_text
+from bench.store import segment_files
 from bench.modalities import modalities
 from bench.plots import (
     fair_points,
@@ -46,7 +47,7 @@ def gold_segments(regions: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Segments of the gold sources only."""
     wanted = set(regions["source_id"].astype(str))
     frames = []
-    for p in sorted(SEGMENTS.glob("*.parquet")):
+    for p in segment_files(SEGMENTS):  # <modality>/<key>.parquet
         # a pyarrow filter fails on a data set with no segments (an all-null column), so filter here
         seg = pd.read_parquet(p)
         seg = seg[seg["source_id"].astype(str).isin(wanted)]

@@ -1,32 +1,50 @@
-"""DVC stage extract: parse present corpus files into segments (data/segments/<key>.parquet)."""
+"""DVC stage extract@<modality>: parse one modality's present corpus files into segments.
+
+    python -m stages.extract pdf    ->  data/segments/pdf/<dataset key>.parquet
+
+Imports only that modality's code (bench.modalities.load), so a change to another
+modality's folder leaves this stage up to date (dvc.yaml: one stage per modality).
+The modality's persistent OCR cache folder, data/ocr-cache/<modality>, is passed on.
+"""
 
 from __future__ import annotations
 
 import click
 
-from bench.corpus import UNREADABLE, IntegrityError, Manifest, extract_all
 from bench.io import write_json, write_parquet
-from stages.common import MANIFEST, SEGMENTS, STORE, fail
+from bench.modalities import load, names
+from bench.store import UNREADABLE, IntegrityError, Manifest, extract_datasets
+from stages.paths import MANIFEST, OCR_CACHE, SEGMENTS, STORE, fail
 
 
 @click.command()
-def main() -> None:
+@click.argument("modality")
+def main(modality: str) -> None:
+    if modality not in names():
+        fail(f"extract: unknown modality {modality!r}; known: {', '.join(names())}")
+    package = load(modality)
+    cache = OCR_CACHE / modality
+    cache.mkdir(parents=True, exist_ok=True)
     unreadable: list[dict] = []  # files extract cannot read: their entries become invalid (validate)
     try:
-        frames = extract_all(Manifest.load(MANIFEST), STORE, unreadable)
+        frames = extract_datasets(Manifest.load(MANIFEST), STORE, package.DATASETS, ocr_cache=cache, unreadable=unreadable)
     except IntegrityError as exc:
         fail(str(exc))
-    write_json(SEGMENTS / UNREADABLE, unreadable)
+    # each file is replaced atomically; files of datasets that no longer have segments go
+    out = SEGMENTS / modality
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / UNREADABLE, unreadable)
     for row in unreadable:
         click.echo(f"extract: unreadable: {row['key']}/{row['path']}: {row['reason']}", err=True)
-    # each file is replaced atomically; files of datasets that no longer have segments go
-    SEGMENTS.mkdir(parents=True, exist_ok=True)
     for key, frame in frames.items():
-        write_parquet(SEGMENTS / f"{key}.parquet", frame)
-        click.echo(f"extract: {key}: {len(frame)} segments from {frame['source_id'].nunique()} sources")
-    for stale in SEGMENTS.glob("*.parquet"):
+        write_parquet(out / f"{key}.parquet", frame)
+        click.echo(f"extract: {modality}/{key}: {len(frame)} segments from {frame['source_id'].nunique()} sources")
+    for stale in out.glob("*.parquet"):
         if stale.stem not in frames:
             stale.unlink()
+    if not frames:
+        click.echo(f"extract: {modality}: no present corpus files of its data sets in the manifest")
+
 
 if __name__ == "__main__":
     main()

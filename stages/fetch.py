@@ -18,7 +18,7 @@ from bench.archive import ArchiveError
 from bench.fetch import FetchLog, fetch_dataset, network_available, sort_manifest
 from bench.io import write_jsonl
 from bench.modalities import datasets
-from stages.common import MANIFEST, ROOT, STORE, enabled_datasets, fail, params
+from stages.common import MANIFEST, ROOT, STORE, enabled_datasets, fail, mirror_roots, params
 
 
 @click.command()
@@ -28,7 +28,7 @@ def main(download: str | None) -> None:
     keys = enabled_datasets()
     mode = download or cfg.get("download", "auto")
     allow = mode == "always" or (mode == "auto" and network_available())
-    roots = [(ROOT / d).resolve() for d in cfg["mirror_dirs"]]
+    roots = mirror_roots(cfg["mirror_dirs"])  # $BENCH_MIRROR_DIRS overrides; relative to the repo root
     log = FetchLog()
     rows: list[dict] = []
     for key in keys:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from bench.corpus import Manifest, load_segments, read_unreadable
+from bench.store import Manifest, load_segments, read_unreadable
 from bench.io import LineError, atomic_dir, sha256_file, write_json, write_jsonl
 from bench.splits import committed_lock, load_lock
 from bench.validate_sets import ValidationResult, format_table, invalid_counts, validate

@@ -135,8 +135,9 @@ def test_stage_refuses_unless_called_by_bench_accept(project):
     # even a forged token in the environment is not enough, and `dvc repro -P` cannot run it
     proc = sh([sys.executable, "-m", "stages.accept"], work, {**env, "BENCH_ACCEPT_TOKEN": "guess"}, ok=False)
     assert proc.returncode == 1 and "only through `bench accept`" in proc.stderr
+    # `dvc repro -P` does not even see the acceptance pipeline (.dvcignore; bench accept lifts it)
     proc = sh(["dvc", "repro", "-P"], work, env, ok=False)
-    assert proc.returncode != 0 and "only through `bench accept`" in proc.stdout + proc.stderr
+    assert "stages.accept" not in proc.stdout + proc.stderr
     assert not (work / "reports/metrics/test.json").exists()
 
 
@@ -213,6 +214,10 @@ def test_accept_on_real_data_and_again_on_the_same_commit(project):
     assert row["metrics"]["overall"] == test["overall"]
     leaked = [p.name for p in (work / "reports").rglob("*") if p.is_file() and contains_poison(p)]
     assert leaked == []
+
+    # the accepted result is current; .dvcignore is back, so a bare `dvc status` stays clean
+    assert "is current" in sh([sys.executable, "-m", "bench.cli", "accept", "--status"], work, env).stdout
+    assert sh(["git", "status", "--porcelain", ".dvcignore"], work, env).stdout == ""
 
     first = (work / "reports/acceptance.jsonl").read_bytes()
     proc = accept(work, env)

@@ -1,9 +1,11 @@
-"""End to end: a fresh copy of the project runs `dvc repro` on the real mirror."""
+"""End to end: a fresh copy of the project runs `dvc repro` on the real mirror
+(MMLongBench-Doc and LoCoMo: the small selection, about half a minute)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +24,7 @@ def sh(args: list[str], cwd: Path, env: dict) -> str:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     need_mirror("mmlongbench-doc", "locomo")
-    work = copy_project(tmp_path_factory.mktemp("e2e") / "project")
+    work = copy_project(tmp_path_factory.mktemp("e2e") / "project", datasets=["mmlongbench", "locomo"])
     env = project_env(work.parent / "site-cache")
     sh(["git", "init", "-q"], work, env)
     sh(["git", "add", "-A"], work, env)
@@ -65,8 +67,29 @@ def test_second_repro_does_nothing(project):
     work, env = project
     out = sh(["dvc", "repro"], work, env)
     assert "Running stage" not in out
-    # the acceptance pipeline (bench/test/dvc.yaml) is not part of the dev pipeline
+    # the acceptance pipeline (bench/test/dvc.yaml) is not part of the dev pipeline,
+    # and a bare `dvc status` does not list it as changed merely because it never ran
     assert "up to date" in sh(["dvc", "status", "dvc.yaml"], work, env)
+    assert sh(["dvc", "status"], work, env).strip() == "Data and pipelines are up to date."
+    proc = run([sys.executable, "-m", "bench.cli", "accept", "--status"], work, env, ok=False)
+    assert proc.returncode == 1 and "no accepted test result" in proc.stdout
+    assert sh(["git", "status", "--porcelain", ".dvcignore"], work, env) == ""  # the ignore line is back
+
+
+def test_pdf_edit_reruns_no_ocr_stage(project):
+    """Editing the PDF modality makes only its own extract stage (and what reads
+    segments) stale; the OCR stages of screenshots and photos stay up to date."""
+    work, env = project
+    target = work / "bench/modalities/pdf/modality.py"
+    before = target.read_bytes()
+    try:
+        target.write_bytes(before + b"\n# an edit\n")
+        status = json.loads(run(["dvc", "status", "--json"], work, env).stdout)
+    finally:
+        target.write_bytes(before)
+    assert "extract@pdf" in status
+    assert not {"extract@image", "extract@ui_screenshot", "extract@video", "extract@code", "extract@conversation"} & set(status)
+    assert json.loads(run(["dvc", "status", "--json"], work, env).stdout) == {}
 
 
 def test_manifest_is_deterministic(project):
