@@ -65,14 +65,26 @@ def verified_files(manifest: Manifest, key: str, store: Path) -> dict[str, Path]
     return files
 
 
-def extract_all(manifest: Manifest, store: Path) -> dict[str, pd.DataFrame]:
-    """Segments of every dataset that has present files: dataset key -> frame."""
+def extract_all(manifest: Manifest, store: Path, ocr_cache: Path | None = None,
+                ocr_stats: dict[str, dict[str, int]] | None = None) -> dict[str, pd.DataFrame]:
+    """Segments of every dataset that has present files: dataset key -> frame.
+
+    `ocr_cache`: OCR results are cached under `ocr_cache/<modality>`; per data set
+    that OCRs, its hits and misses go into `ocr_stats`.
+    """
+    from bench import progress
+    from bench.modalities.ocr import use_cache
+
     out: dict[str, pd.DataFrame] = {}
     for key, ds in datasets().items():
         files = verified_files(manifest, key, store)
         if not files:
             continue
-        seg = ds.extract(files)
+        cache = use_cache(ocr_cache / ds.modality if ocr_cache is not None else None)
+        with progress.scope(f"extract {key}"):
+            seg = ds.extract(files)
+        if cache is not None and ocr_stats is not None and cache.hits + cache.misses:
+            ocr_stats[key] = cache.stats()
         if seg.empty:
             continue  # e.g. only annotation files present: nothing to parse
         seg["observed_at"] = pd.to_datetime(seg["observed_at"], utc=True)

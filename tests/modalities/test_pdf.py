@@ -495,3 +495,18 @@ def test_textless_gold_lists_entries_whose_gold_pages_are_all_empty():
         {"query_id": "b", "source_id": sid, "pages": [2, 3], "text_source": ["ocr", "layer"]},
         {"query_id": "c", "source_id": sid, "pages": [4], "text_source": ["ocr"]},
     ]
+
+
+def test_report_section_lists_text_sources_and_textless_entries():
+    from bench.chunking import atom_stats
+    from bench.report import text_source_section
+
+    seg = synthetic([["alpha"], [""]])
+    seg["text_source"] = ["layer", "ocr"]
+    stats = {"pdf": atom_stats(MODALITY.chunk(seg, "page", {}))}
+    assert (stats["pdf"]["atoms"], stats["pdf"]["empty_text"], stats["pdf"]["ocr_text"]) == (2, 1, 0)
+    lines = text_source_section(stats, {"answerable": 3, "entries": [
+        {"query_id": "mmlongbench:syn.pdf:7", "source_id": "mmlongbench:syn.pdf", "pages": [2], "text_source": ["ocr"]}]})
+    assert "| pdf | 2 | 1 | 50.0% | 0 | 0.0% |" in lines
+    assert any("**1** of 3" in x for x in lines)
+    assert "| mmlongbench:syn.pdf:7 | 2 | ocr |" in lines
