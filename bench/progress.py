@@ -63,7 +63,7 @@ def scope(name: str) -> Iterator[None]:
 
 def duration(seconds: float) -> str:
     """12s, 4m05s, 1h02m."""
-    s = int(round(max(0.0, seconds)))
+    s = round(max(0.0, seconds))
     if s < 60:
         return f"{s}s"
     if s < 3600:
@@ -106,12 +106,13 @@ class Bar:
 
         with _rich_lock:
             if _rich["progress"] is None:
-                _rich["progress"] = Progress(
+                bar_view = Progress(
                     TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
                     TaskProgressColumn(), TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
                     console=Console(file=self._stream), transient=False,
                 )
-                _rich["progress"].start()
+                bar_view.start()
+                _rich["progress"] = bar_view
             _rich["open"] += 1
             self._task = _rich["progress"].add_task(self.label, total=self.total, unit=self.unit, rate="")
 
@@ -177,7 +178,7 @@ class Bar:
             else:
                 self._line(final=True)
 
-    def __enter__(self) -> "Bar":
+    def __enter__(self) -> Bar:
         return self
 
     def __exit__(self, *exc: object) -> None:

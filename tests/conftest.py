@@ -28,7 +28,13 @@ def need_mirror(*keys: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def real_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def ocr_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One OCR cache folder per test session: each OCR of the mirror happens once (copy_project seeds it)."""
+    return tmp_path_factory.mktemp("ocr-cache")
+
+
+@pytest.fixture(scope="session")
+def real_corpus(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> dict:
     """MMLongBench-Doc and LoCoMo fetched from the real mirror and parsed, once per session."""
     need_mirror("mmlongbench-doc", "locomo")
     from bench.corpus import Manifest, extract_all
@@ -45,7 +51,7 @@ def real_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
     manifest_path = base / "manifest.jsonl"
     write_jsonl(manifest_path, sort_manifest(rows))
     manifest = Manifest.load(manifest_path)
-    frames = extract_all(manifest, store)
+    frames = extract_all(manifest, store, ocr_cache=ocr_cache)
     return {
         "base": base,
         "store": store,

@@ -6,7 +6,6 @@ import io
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest

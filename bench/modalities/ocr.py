@@ -41,7 +41,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from bench import progress
 
@@ -91,7 +91,7 @@ class PageImage:
 
 
 #: what `ocr_many` OCRs: an image file, or a PDF page to render first
-OcrJob = Union[str, Path, PageImage]
+OcrJob = str | Path | PageImage
 
 
 @functools.cache
@@ -270,8 +270,8 @@ def ocr_many(jobs: list[OcrJob], workers: int | None = None, label: str = "ocr",
     todo: list[int] = []
     for i, job in enumerate(jobs):
         if store is not None:
-            keys[i] = store.key(job)
-            hit = store.get(keys[i])
+            key = keys[i] = store.key(job)
+            hit = store.get(key)
             if hit is not None:
                 results[i] = hit
                 store.hits += 1

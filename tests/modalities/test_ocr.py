@@ -34,7 +34,7 @@ def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path
 
 
 def test_cold_run_misses_and_stores_one_file_per_image(first_run):
-    folder, images, results, stats = first_run
+    folder, _, results, stats = first_run
     assert stats == {"hits": 0, "misses": 2}
     files = sorted(folder.rglob("*.json"))
     assert len(files) == 2
