@@ -115,7 +115,9 @@ def engine_fingerprint() -> dict[str, Any]:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
         hashes[model.name] = h.hexdigest()
-    return {"rapidocr": getattr(rapidocr, "__version__", "?"), "onnxruntime": onnxruntime.__version__, "models": hashes}
+    from importlib.metadata import version
+
+    return {"rapidocr": version("rapidocr"), "onnxruntime": onnxruntime.__version__, "models": hashes}
 
 
 @functools.cache
