@@ -126,3 +126,32 @@ def test_small_extraction_off_a_terminal_prints_periodic_lines(tmp_path):
     assert "\r" not in proc.stderr and "\x1b" not in proc.stderr  # no redraws or colours off a terminal
     seg = pd.read_parquet(out_file)
     assert len(seg) == 20 and seg["text"].map(lambda t: "pages" not in t).all()
+
+
+def test_dense_index_embeds_in_steps_with_progress_and_keeps_order():
+    import numpy as np
+
+    from bench.systems import dense
+
+    class LengthEncoder:
+        """Deterministic 2-d vectors from the text itself (the packaged model is an optional extra)."""
+
+        def __init__(self) -> None:
+            self.calls: list[int] = []
+
+        def encode(self, texts: list[str]) -> np.ndarray:
+            self.calls.append(len(texts))
+            return np.asarray([[len(t), sum(map(ord, t)) % 97] for t in texts], dtype=np.float32).reshape(-1, 2)
+
+    texts = [f"atom text {i} " * (i % 7 + 1) for i in range(dense.PROGRESS_STEP * 2 + 5)]
+    out = io.StringIO()
+    progress.configure(interval_s=0.0, stream=out)
+    enc = LengthEncoder()
+    vectors = dense.encode_with_progress(enc, texts)
+    np.testing.assert_array_equal(vectors, LengthEncoder().encode(texts))
+    assert enc.calls == [dense.PROGRESS_STEP, dense.PROGRESS_STEP, 5]
+    n_batches = -(-len(texts) // dense.BATCH)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"dense: embedding atoms: 0/{n_batches} batches (started)"
+    assert re.fullmatch(rf"dense: embedding atoms: {n_batches}/{n_batches} batches in \d+s \([\d.]+ batches/s\)", lines[-1])
+    assert len(lines) == 4  # start, two steps, end
