@@ -139,7 +139,9 @@ class Bar:
         failed = f", {self.failed} failed" if self.count_failed else ""
         head = f"{self.label}: {self.done}/{self.total} {self.unit}"
         if final:
-            text = f"{head} in {duration(elapsed)} ({rate:.2f} {self.unit}/s){failed}"
+            # a rate over less than a second (e.g. everything from a cache) says nothing
+            speed = f" ({rate:.2f} {self.unit}/s)" if elapsed >= 1.0 else ""
+            text = f"{head} in {duration(elapsed)}{speed}{failed}"
         elif self.done == 0:
             text = f"{head} (started)"
         else:

@@ -97,7 +97,7 @@ def test_retrieve_reports_queries_and_failures():
     result = run_queries(PythonAdapter(Flaky(), "flaky"), entries, 10, known_atoms={"a1"})
     assert result.failed == ["q2"]
     last = out.getvalue().splitlines()[-1]
-    assert re.fullmatch(r"retrieve: queries: 5/5 queries in \d+s \([\d.]+ queries/s\), 1 failed", last)
+    assert re.fullmatch(r"retrieve: queries: 5/5 queries in \d+s( \([\d.]+ queries/s\))?, 1 failed", last)
 
 
 @pytest.mark.skipif(not DOC.is_file(), reason=f"MMLongBench-Doc document absent ({DOC})")
@@ -118,11 +118,11 @@ def test_small_extraction_off_a_terminal_prints_periodic_lines(tmp_path):
     assert proc.stdout == ""  # progress goes to stderr only
     lines = proc.stderr.splitlines()
     assert "pdf text layer: 0/1 files (started)" in lines
-    assert any(re.fullmatch(r"pdf text layer: 1/1 files in \d+s \([\d.]+ files/s\)", x) for x in lines)
+    assert any(re.fullmatch(r"pdf text layer: 1/1 files in \d+s( \([\d.]+ files/s\))?", x) for x in lines)
     assert "ocr text-less pdf pages: 0/3 pages (started)" in lines
     periodic = [x for x in lines if re.fullmatch(r"ocr text-less pdf pages: [12]/3 pages \(\d+%\), [\d.]+ pages/s, ~\S+ left", x)]
     assert len(periodic) == 2
-    assert any(re.fullmatch(r"ocr text-less pdf pages: 3/3 pages in \d+s \([\d.]+ pages/s\)", x) for x in lines)
+    assert any(re.fullmatch(r"ocr text-less pdf pages: 3/3 pages in \d+s( \([\d.]+ pages/s\))?", x) for x in lines)
     assert "\r" not in proc.stderr and "\x1b" not in proc.stderr  # no redraws or colours off a terminal
     seg = pd.read_parquet(out_file)
     assert len(seg) == 20 and seg["text"].map(lambda t: "pages" not in t).all()
@@ -153,5 +153,5 @@ def test_dense_index_embeds_in_steps_with_progress_and_keeps_order():
     n_batches = -(-len(texts) // dense.BATCH)
     lines = out.getvalue().splitlines()
     assert lines[0] == f"dense: embedding atoms: 0/{n_batches} batches (started)"
-    assert re.fullmatch(rf"dense: embedding atoms: {n_batches}/{n_batches} batches in \d+s \([\d.]+ batches/s\)", lines[-1])
+    assert re.fullmatch(rf"dense: embedding atoms: {n_batches}/{n_batches} batches in \d+s( \([\d.]+ batches/s\))?", lines[-1])
     assert len(lines) == 4  # start, two steps, end
