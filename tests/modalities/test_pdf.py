@@ -143,7 +143,7 @@ def test_extract_pdf_matches_page_count_and_keeps_textless_pages(empty_pages_seg
 def test_page_chunker(blocks_seg):
     atoms = MODALITY.chunk(blocks_seg, "page", {})
     sid = f"mmlongbench:{BLOCKS_DOC}"
-    assert list(atoms.columns) == ATOM_PDF_COLUMNS
+    assert list(atoms.columns) == [*ATOM_PDF_COLUMNS, "text_source"]
     assert list(atoms["atom_id"]) == [f"{sid}#p{p}" for p in range(1, 16)]
     assert atoms["atom_id"].is_unique
     assert (atoms["page_start"] == atoms["page_end"]).all()

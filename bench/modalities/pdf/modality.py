@@ -91,7 +91,7 @@ class PdfModality(Modality):
                         "text_source": atom["text_source"],
                     }
                 )
-        return pd.DataFrame(rows, columns=ATOM_PDF_COLUMNS)
+        return pd.DataFrame(rows, columns=[*ATOM_PDF_COLUMNS, "text_source"])
 
     def overlap(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
         seg = layout(segments)
@@ -185,7 +185,7 @@ def layout_many(segments: pd.DataFrame) -> pd.DataFrame:
 
 ATOM_PDF_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
-    "page_start", "page_end", "char_start", "char_end", "text_source",
+    "page_start", "page_end", "char_start", "char_end",
 ]
 #: a page whose text layer has fewer non-space characters than this is OCR'd
 MIN_LAYER_CHARS = 16
