@@ -37,6 +37,7 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -258,7 +259,7 @@ def cache_stats() -> dict[str, int] | None:
 # -- many images --------------------------------------------------------------------------
 
 
-def ocr_many(jobs: list[OcrJob], workers: int | None = None, label: str = "ocr", unit: str = "images",
+def ocr_many(jobs: Sequence[OcrJob], workers: int | None = None, label: str = "ocr", unit: str = "images",
              cache: OcrCache | None | bool = True) -> list[OcrResult]:
     """OCR several images or PDF pages, in input order, through the cache.
 
