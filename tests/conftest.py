@@ -28,9 +28,12 @@ def need_mirror(*keys: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def ocr_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One OCR cache folder per test session: each OCR of the mirror happens once (copy_project seeds it)."""
-    return tmp_path_factory.mktemp("ocr-cache")
+def ocr_cache(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The OCR cache the tests share (copy_project seeds copies from it): each image of the
+    mirror is OCR'd once per session, and, kept in pytest's cache folder, once per checkout.
+    Entries are keyed by content, engine and settings, so a kept entry is never stale."""
+    cache = getattr(pytestconfig, "cache", None)
+    return cache.mkdir("ocr-cache") if cache is not None else tmp_path_factory.mktemp("ocr-cache")
 
 
 @pytest.fixture(scope="session")
