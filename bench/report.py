@@ -248,6 +248,7 @@ def markdown(
     imports: dict[str, dict],
     summary: dict[str, Any],
     atom_stats: dict[str, Any],
+    textless: dict[str, Any] | None = None,
 ) -> str:
     run = doc["run"]
     out = [
@@ -307,6 +308,7 @@ def markdown(
             out.append(f"| … {len(missed) - 50} more in `data/resolved/regions.parquet` | | | |")
     out.append("")
 
+    out += text_source_section(atom_stats, textless)
     out += ["## Atoms", "", "| modality | atoms | sources | empty text | median chars |", "|---|---:|---:|---:|---:|"]
     for modality, st in sorted(atom_stats.items()):
         out.append(f"| {modality} | {st['atoms']} | {st['sources']} | {st['empty_text']} | {st['median_chars']:.0f} |")
@@ -317,3 +319,30 @@ def markdown(
         out.append(f"- set `{path}`: `{sha}`")
     out.append("")
     return "\n".join(out)
+
+
+def text_source_section(atom_stats: dict[str, Any], textless: dict[str, Any] | None) -> list[str]:
+    """Where atom text comes from (text layer or OCR), and answerable pdf entries left without text.
+
+    `textless` is bench.modalities.pdf.textless.textless_gold over the dev entries.
+    """
+    out = ["## Text sources (text layer or OCR)", "",
+           "Screenshot and photo text is OCR; PDF pages whose text layer is (nearly) empty are rendered and OCR'd.", "",
+           "| modality | atoms | empty text | share | OCR text | share |", "|---|---:|---:|---:|---:|---:|"]
+    for modality, st in sorted(atom_stats.items()):
+        if "ocr_text" not in st:
+            continue
+        n = st["atoms"]
+        out.append(f"| {modality} | {n} | {st['empty_text']} | {st['empty_text'] / n if n else 0:.1%} | "
+                   f"{st['ocr_text']} | {st['ocr_text'] / n if n else 0:.1%} |")
+    out.append("")
+    if textless is not None:
+        rows = textless["entries"]
+        out.append(f"Answerable pdf dev entries whose every gold page has empty text: **{len(rows)}** of "
+                   f"{textless['answerable']} (text source `ocr`: OCR ran on the page and found no text).")
+        if rows:
+            out += ["", "| query_id | gold pages | text source |", "|---|---|---|"]
+            for r in rows:
+                out.append(f"| {r['query_id']} | {', '.join(map(str, r['pages']))} | {', '.join(r['text_source'])} |")
+        out.append("")
+    return out

@@ -195,21 +195,29 @@ def extract_datasets(
     datasets: Iterable[Dataset],
     ocr_cache: Path | None = None,
     unreadable: list[dict] | None = None,
+    ocr_stats: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Segments of each given dataset that has present files: dataset key -> frame.
 
     `ocr_cache` is the modality's persistent OCR cache folder (data/ocr-cache/<modality>,
     a DVC `persist` output); the OCR cache itself is bench.modalities.ocr's business.
     Files extraction cannot read are appended to `unreadable` ({key, path, reason})
-    and the run goes on; without that list such a file stops the run, named.
+    and the run goes on; without that list such a file stops the run, named. Per data
+    set that OCRs, its cache hits and misses go into `ocr_stats`.
     """
-    del ocr_cache  # reserved: the extract stage passes it; the OCR cache uses it
+    from bench import progress
+    from bench.modalities.ocr import use_cache
+
     out: dict[str, pd.DataFrame] = {}
     for ds in datasets:
         files = verified_files(manifest, ds.key, store)
         if not files:
             continue
-        seg, bad = extract_dataset(ds, files)
+        cache = use_cache(ocr_cache)
+        with progress.scope(f"extract {ds.key}"):
+            seg, bad = extract_dataset(ds, files)
+        if cache is not None and ocr_stats is not None and cache.hits + cache.misses:
+            ocr_stats[ds.key] = cache.stats()
         if bad:
             if unreadable is None:
                 raise IntegrityError(f"{ds.key}/{bad[0]['path']}: cannot be read ({bad[0]['reason']})")

@@ -8,11 +8,13 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from bench.corpus import load_segments
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
 from bench.metrics import aggregate, false_recall_rules, per_query
+from bench.modalities.pdf.textless import textless_gold
 from bench.report import markdown, metrics_document
 from stages import evaluate_fair
-from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SERVED, SETS_DIR, VALID_DIR, params, read_json
+from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, VALID_DIR, params, read_json
 
 
 def entries_frame(entries: list[dict], regions: pd.DataFrame) -> pd.DataFrame:
@@ -95,7 +97,9 @@ def main() -> None:
     write_json(REPORTS / "metrics" / "dev.json", doc)
     stats = read_json(ATOMS / "stats.json")
     enabled = {Path(p).stem for p in summary["sha256"]["sets"]}
-    write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {k_: v for k_, v in imports.items() if k_ in enabled}, summary, stats))
+    segments = load_segments(SEGMENTS)  # answerable pdf entries left without text (bench/modalities/pdf/textless.py)
+    textless = textless_gold(entries, segments) if segments is not None else None
+    write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {k_: v for k_, v in imports.items() if k_ in enabled}, summary, stats, textless))
     evaluate_fair.write_outputs(doc, full, fair_ctx, entries, run, gold, regions, cfg)
     o = doc["overall"]
     click.echo(f"evaluate: recall@{k} {o[f'recall@{k}']['value']:.4f} (n={o[f'recall@{k}']['n']}), mrr {o['mrr']['value']:.4f}, invalid {doc['invalid_entries']}")

@@ -26,8 +26,9 @@ def main(modality: str) -> None:
     cache = OCR_CACHE / modality
     cache.mkdir(parents=True, exist_ok=True)
     unreadable: list[dict] = []  # files extract cannot read: their entries become invalid (validate)
+    ocr_stats: dict[str, dict[str, int]] = {}
     try:
-        frames = extract_datasets(Manifest.load(MANIFEST), STORE, package.DATASETS, ocr_cache=cache, unreadable=unreadable)
+        frames = extract_datasets(Manifest.load(MANIFEST), STORE, package.DATASETS, ocr_cache=cache, unreadable=unreadable, ocr_stats=ocr_stats)
     except IntegrityError as exc:
         fail(str(exc))
     # each file is replaced atomically; files of datasets that no longer have segments go
@@ -39,6 +40,8 @@ def main(modality: str) -> None:
     for key, frame in frames.items():
         write_parquet(out / f"{key}.parquet", frame)
         click.echo(f"extract: {modality}/{key}: {len(frame)} segments from {frame['source_id'].nunique()} sources")
+        if key in ocr_stats:
+            click.echo(f"extract: {modality}/{key}: OCR cache {ocr_stats[key]['hits']} hits, {ocr_stats[key]['misses']} misses")
     for stale in out.glob("*.parquet"):
         if stale.stem not in frames:
             stale.unlink()

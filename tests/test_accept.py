@@ -19,7 +19,7 @@ import yaml
 
 from bench.accept import experiment_reason, recorded_hash_mismatch, stage_refusal
 from tests.conftest import need_mirror
-from tests.project_copy import copy_project, project_env, run
+from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
 
 pytestmark = pytest.mark.e2e
 
@@ -63,10 +63,10 @@ def contains_poison(path: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def project(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> tuple[Path, dict]:
     need_mirror("mmlongbench-doc", "locomo")
     base = tmp_path_factory.mktemp("accept")
-    work = copy_project(base / "project", datasets=["mmlongbench", "locomo"], skip=SKIP)
+    work = copy_project(base / "project", datasets=["mmlongbench", "locomo"], skip=SKIP, ocr_cache=ocr_cache)
     params = yaml.safe_load((work / "params.yaml").read_text())
     # poison: every test entry's question carries the marker (ids and splits unchanged)
     for key in params["datasets"]:
@@ -88,6 +88,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     sh(["git", "add", "-A"], work, env)
     sh(["git", "commit", "-q", "-m", "copy"], work, env)
     sh(["dvc", "repro"], work, env)
+    keep_ocr_cache(work, ocr_cache)
     sh(["git", "add", "-A"], work, env)
     sh(["git", "commit", "-q", "-m", "dev run"], work, env)
     return work, env

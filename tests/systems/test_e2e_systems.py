@@ -15,7 +15,7 @@ import yaml
 
 from tests.conftest import need_mirror
 from tests.systems.conftest import bwrap_usable
-from tests.project_copy import copy_project, project_env, run
+from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
 
 pytestmark = pytest.mark.e2e
 
@@ -43,13 +43,14 @@ def metrics(work: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
+def project(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> tuple[Path, dict, dict]:
     need_mirror("mmlongbench-doc", "locomo")
-    work = copy_project(tmp_path_factory.mktemp("e2e-systems") / "project", datasets=["mmlongbench", "locomo"])
+    work = copy_project(tmp_path_factory.mktemp("e2e-systems") / "project", datasets=["mmlongbench", "locomo"], ocr_cache=ocr_cache)
     set_system(work)
     env = project_env(work.parent / "site-cache")
     sh(["git", "init", "-q"], work, env)
     sh(["dvc", "repro"], work, env)
+    keep_ocr_cache(work, ocr_cache)
     return work, env, metrics(work)
 
 
