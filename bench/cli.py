@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from bench.corpus import Manifest, load_segments
 from bench.io import LineError
 from bench.validate_sets import project_root, validate_command
 

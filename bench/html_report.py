@@ -205,7 +205,7 @@ def _query_html(q: dict[str, Any], k: int, open_: bool = False, picture: str = "
     else:
         parts.append("<p class=muted>No gold (unanswerable).</p>")
     if q["top"]:
-        parts.append(f"<table><tr><th>rank</th><th>atom</th><th>score</th><th>extent</th><th>amount</th><th>overlaps gold</th><th>text</th></tr>")
+        parts.append("<table><tr><th>rank</th><th>atom</th><th>score</th><th>extent</th><th>amount</th><th>overlaps gold</th><th>text</th></tr>")
         for a in q["top"]:
             cls = "hit" if a["gold"] else ""
             parts.append(f"<tr class='{cls}'><td class=num>{a['rank']}</td><td><code>{_e(a['atom_id'])}</code></td>"

@@ -123,6 +123,10 @@ SCHEMA: dict[str, Any] = {
         "download": choice("auto", "never", "always"),
     },
     "chunking": None,  # built from the modalities (see chunking_schema)
+    # options a modality's extraction reads (the extract@<modality> stage passes them on)
+    "extraction": {
+        "pdf": {"ocr_min_chars": whole(0)},
+    },
     "system": {
         "name": text(),
         "adapter": choice("builtin", "python", "command", "http"),
@@ -169,6 +173,14 @@ def _walk(key: str, value: Any, schema: Any) -> None:
         if name not in schema:
             raise _unknown(key, name, schema)
         _walk(f"{key}.{name}" if key else str(name), sub, schema[name])
+
+
+def check_extraction(block: Any) -> dict[str, Any]:
+    """The `extraction` block alone (what a per-modality extract stage reads); {} when absent."""
+    if block is None:
+        return {}
+    _walk("extraction", block, SCHEMA["extraction"])
+    return block
 
 
 def chunking_schema(strategies: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:

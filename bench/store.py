@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -140,7 +141,7 @@ def _reason(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}: {text}"[:300]
 
 
-def extract_dataset(ds: Dataset, files: dict[str, Path]) -> tuple[pd.DataFrame, list[dict]]:
+def extract_dataset(ds: Dataset, files: dict[str, Path], options: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, list[dict]]:
     """Segments of one data set, and the files it could not read.
 
     The whole set is extracted at once (the fast path). If that fails, every corpus
@@ -148,24 +149,26 @@ def extract_dataset(ds: Dataset, files: dict[str, Path]) -> tuple[pd.DataFrame, 
     that still fails (a corrupt or encrypted PDF, a truncated image ...) is left out
     and listed as {key, path, reason}; the others' segments are returned. A failure
     with the annotation files alone cannot be pinned on one corpus file and is raised.
+    `options` (params.yaml `extraction.<modality>`) go to the data set's extract.
     """
+    opts = dict(options or {})
     try:
-        return ds.extract(files), []
+        return ds.extract(files, **opts), []
     except Exception:  # noqa: BLE001, S110 - any reader error: find the file(s) by retrying one by one
         pass
     annotations = {p: f for p, f in files.items() if p in ds.annotation_files}
-    ds.extract(dict(annotations))  # raises when the annotations themselves are the problem
+    ds.extract(dict(annotations), **opts)  # raises when the annotations themselves are the problem
     frames: list[pd.DataFrame] = []
     bad: list[dict] = []
     for path, local in sorted(files.items()):
         if path in annotations:
             continue
         try:
-            frames.append(ds.extract({**annotations, path: local}))
+            frames.append(ds.extract({**annotations, path: local}, **opts))
         except Exception as exc:  # noqa: BLE001 - recorded with the file and the reason
             bad.append({"key": ds.key, "path": path, "reason": _reason(exc)})
     frames = [f for f in frames if not f.empty]
-    seg = pd.concat(frames, ignore_index=True) if frames else ds.extract(dict(annotations))
+    seg = pd.concat(frames, ignore_index=True) if frames else ds.extract(dict(annotations), **opts)
     return seg, bad
 
 
@@ -196,6 +199,7 @@ def extract_datasets(
     ocr_cache: Path | None = None,
     unreadable: list[dict] | None = None,
     ocr_stats: dict[str, dict[str, int]] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Segments of each given dataset that has present files: dataset key -> frame.
 
@@ -215,7 +219,7 @@ def extract_datasets(
             continue
         cache = use_cache(ocr_cache)
         with progress.scope(f"extract {ds.key}"):
-            seg, bad = extract_dataset(ds, files)
+            seg, bad = extract_dataset(ds, files, options)
         if cache is not None and ocr_stats is not None and cache.hits + cache.misses:
             ocr_stats[ds.key] = cache.stats()
         if bad:

@@ -8,8 +8,11 @@ registry of every modality) and the mirror roots.
 from __future__ import annotations
 
 import os
+
+import yaml
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from stages.paths import (
     ATOMS,
@@ -27,7 +30,6 @@ from stages.paths import (
     STORE,
     VALID_DIR,
     fail,
-    params,
     read_json,
 )
 

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from bench.corpus import Manifest
-from bench.fair import atom_extents, atom_statistics, fair_cells, fair_keys, per_query_fair, region_extents, tied_positions
+from bench.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
 from bench.html_report import drilldown, render
 from bench.io import write_parquet, write_text
 from bench.store import segment_files

@@ -13,8 +13,9 @@ import click
 
 from bench.io import write_json, write_parquet
 from bench.modalities import load, names
+from bench.params import ParamsError, check_extraction
 from bench.store import UNREADABLE, IntegrityError, Manifest, extract_datasets
-from stages.paths import MANIFEST, OCR_CACHE, SEGMENTS, STORE, fail
+from stages.paths import MANIFEST, OCR_CACHE, SEGMENTS, STORE, fail, params
 
 
 @click.command()
@@ -22,13 +23,17 @@ from stages.paths import MANIFEST, OCR_CACHE, SEGMENTS, STORE, fail
 def main(modality: str) -> None:
     if modality not in names():
         fail(f"extract: unknown modality {modality!r}; known: {', '.join(names())}")
+    try:
+        options = check_extraction(params().get("extraction")).get(modality, {})
+    except ParamsError as exc:
+        fail(str(exc))
     package = load(modality)
     cache = OCR_CACHE / modality
     cache.mkdir(parents=True, exist_ok=True)
     unreadable: list[dict] = []  # files extract cannot read: their entries become invalid (validate)
     ocr_stats: dict[str, dict[str, int]] = {}
     try:
-        frames = extract_datasets(Manifest.load(MANIFEST), STORE, package.DATASETS, ocr_cache=cache, unreadable=unreadable, ocr_stats=ocr_stats)
+        frames = extract_datasets(Manifest.load(MANIFEST), STORE, package.DATASETS, ocr_cache=cache, unreadable=unreadable, ocr_stats=ocr_stats, options=options)
     except IntegrityError as exc:
         fail(str(exc))
     # each file is replaced atomically; files of datasets that no longer have segments go

@@ -38,7 +38,11 @@ def ocr_cache(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture(scope="session")
 def real_corpus(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> dict:
-    """MMLongBench-Doc and LoCoMo fetched from the real mirror and parsed, once per session."""
+    """MMLongBench-Doc and LoCoMo fetched from the real mirror and parsed, once per session.
+
+    Text layer only (extraction.pdf.ocr_min_chars 0): OCR of all 638 text-less pages
+    would take minutes; page OCR is tested on the gold pages alone
+    (tests/modalities/test_pdf.py)."""
     need_mirror("mmlongbench-doc", "locomo")
     from bench.corpus import Manifest, extract_all
     from bench.fetch import FetchLog, fetch_dataset, sort_manifest
@@ -54,7 +58,7 @@ def real_corpus(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> di
     manifest_path = base / "manifest.jsonl"
     write_jsonl(manifest_path, sort_manifest(rows))
     manifest = Manifest.load(manifest_path)
-    frames = extract_all(manifest, store, ocr_cache=ocr_cache)
+    frames = extract_all(manifest, store, ocr_cache=ocr_cache, options={"pdf": {"ocr_min_chars": 0}})
     return {
         "base": base,
         "store": store,

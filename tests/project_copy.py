@@ -22,8 +22,12 @@ def run(args: list[str], cwd: Path, env: dict, ok: bool = True) -> subprocess.Co
     return proc
 
 
-def copy_project(work: Path, datasets: list[str] | None = None, skip: tuple[str, ...] = (), ocr_cache: Path | None = None) -> Path:
+def copy_project(work: Path, datasets: list[str] | None = None, skip: tuple[str, ...] = (), ocr_cache: Path | None = None,
+                 pdf_ocr: bool = False) -> Path:
     """Copy the project to `work`, reading the real mirror and never downloading.
+
+    Page OCR of text-less PDF pages is off unless `pdf_ocr` (extraction.pdf.ocr_min_chars
+    0): it costs minutes per cold copy, and tests/modalities/test_pdf.py tests it.
 
     `ocr_cache` (the session's, see conftest) seeds the copy's data/ocr-cache, so OCR
     results of earlier runs in this session are hits; `keep_ocr_cache` saves new ones.
@@ -36,6 +40,8 @@ def copy_project(work: Path, datasets: list[str] | None = None, skip: tuple[str,
     params["fetch"]["download"] = "never"
     if datasets is not None:
         params["datasets"] = datasets
+    if not pdf_ocr:
+        params.setdefault("extraction", {}).setdefault("pdf", {})["ocr_min_chars"] = 0
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return work
 

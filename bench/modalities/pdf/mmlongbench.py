@@ -9,7 +9,7 @@ from typing import ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
-from bench.modalities.pdf.modality import add_ocr_text, extract_pdf
+from bench.modalities.pdf.modality import MIN_LAYER_CHARS, add_ocr_text, extract_pdf
 
 FORMATS = {"Str": "str", "Int": "int", "Float": "float", "List": "list", "None": "none"}
 #: MMLongBench documents are static reports: one fixed, documented moment for all of
@@ -62,13 +62,15 @@ class MMLongBench(Dataset):
             found.add(f"{self.key}:{doc}")
         return sorted(found)
 
-    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+    def extract(self, files: dict[str, Path], ocr_min_chars: int = MIN_LAYER_CHARS) -> pd.DataFrame:
+        """Pages' text layer; a page with fewer than `ocr_min_chars` non-space characters
+        is OCR'd instead (params.yaml `extraction.pdf.ocr_min_chars`; 0: no page OCR)."""
         jobs = [
             (str(local), f"{self.key}:{path[len('data/documents/'):]}")
             for path, local in sorted(files.items())
             if path.startswith("data/documents/")
         ]
-        docs = add_ocr_text(extract_many(jobs), [path for path, _ in jobs])
+        docs = add_ocr_text(extract_many(jobs), [path for path, _ in jobs], min_chars=ocr_min_chars)
         rows = [row for doc in docs for row in doc]
         df = pd.DataFrame(rows, columns=["source_id", "page", "block", "text", "text_source"])
         df["dataset"] = self.key
