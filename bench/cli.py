@@ -35,7 +35,8 @@ def validate(files: tuple[str, ...], manifest: str | None) -> None:
     from bench.validate_sets import format_table, invalid_counts, validate as run_validate
 
     root = project_root()
-    paths = [Path(f) for f in files] or sorted((root / "bench" / "sets").glob("*.jsonl"))
+    local = _register_local(root)
+    paths = [Path(f) for f in files] or sorted((root / "bench" / "sets").glob("*.jsonl")) + [ds.set_path for ds in local]
     for p in paths:
         if not p.is_file():
             raise click.ClickException(f"{p}: no such set file")
@@ -103,6 +104,8 @@ def sources() -> None:
     """List every registered data set with its provenance."""
     from bench.modalities import datasets
 
+    _register_local(project_root())
+
     click.echo(json.dumps([ds.describe() for ds in datasets().values()], indent=2))
 
 
@@ -160,6 +163,42 @@ def _enabled_set_files(root: Path) -> list[Path]:
     return [root / "bench" / "sets" / f"{k}.jsonl" for k in keys if (root / "bench" / "sets" / f"{k}.jsonl").is_file()]
 
 
+def _register_local(root: Path) -> list:
+    """Register the folders of params local_datasets (docs/local-data.md); refuse one line on a bad folder."""
+    from bench.modalities import _load, register_local
+    from bench.modalities.local import LocalDataError, load_all
+
+    if not (root / "params.yaml").is_file():
+        return []
+    folders = yaml_params(root).get("local_datasets") or []
+    try:
+        found = load_all([root / f for f in folders], [str(f) for f in folders], list(_load()[1].values()))
+    except LocalDataError as exc:
+        raise click.ClickException(str(exc)) from None
+    register_local(found)
+    return found
+
+
+@cli.group("datasets")
+def datasets_cmd() -> None:
+    """Local data sets: your own corpus and gold, with no Python (docs/local-data.md)."""
+
+
+@datasets_cmd.command("new")
+@click.option("--modality", required=True, type=click.Choice(["pdf", "image", "ui_screenshot", "video", "code", "conversation"]))
+@click.argument("folder", type=click.Path(file_okay=False))
+def datasets_new(modality: str, folder: str) -> None:
+    """Write a skeleton local data set in FOLDER with a two-entry example."""
+    from bench.modalities.local import LocalDataError, skeleton
+
+    try:
+        written = skeleton(Path(folder), modality)
+    except LocalDataError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {folder}: {', '.join(written)}")
+    click.echo(f"next: edit dataset.yaml and set.jsonl, put your files in {folder}/files/, add the folder to params.yaml local_datasets")
+
+
 @cli.group("splits")
 def splits_cmd() -> None:
     """The split lock bench/sets/splits.lock: which query_ids are test, frozen."""
@@ -183,7 +222,8 @@ def splits_freeze(reason: str) -> None:
     lock_path = root / "bench" / "sets" / "splits.lock"
     try:
         old = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
-        triples = set_triples(sorted((root / "bench" / "sets").glob("*.jsonl")))
+        local = [ds.set_path for ds in _register_local(root)]  # local data sets' set.jsonl
+        triples = set_triples(sorted((root / "bench" / "sets").glob("*.jsonl")) + local)
         new = freeze(old, triples, utc=datetime.now(timezone.utc).isoformat(timespec="seconds"), git_commit=git_commit(root), reason=reason)
     except (LineError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None

@@ -29,7 +29,8 @@ from typing import Any
 import pandas as pd
 
 from bench.corpus import Manifest
-from bench.modalities import dataset_by_name, modalities
+from bench.modalities import dataset_by_name, datasets, modalities
+from bench.modalities.local import set_key
 from bench.schema import entry_schema, failures, flatten
 from bench.splits import SplitLock, lock_failures
 
@@ -126,15 +127,16 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
     keyed: list[tuple[dict, str, int, str]] = []
     for path in paths:
         display = _display(path, root)
+        key = set_key(path, list(datasets().values()))  # a local data set's set.jsonl: its key
         parsed, errs = read_lines(path, display)
         line_errors.extend(errs)
         for lineno, obj in parsed:
             shown = {**obj, "modality": _hashable(obj["modality"])} if isinstance(obj, dict) and isinstance(obj.get("modality"), (list, dict)) else obj
             rows.append(flatten(shown, display, lineno))  # a list as modality would crash a dict lookup
             entries.append((obj, display, lineno))
-            keyed.append((obj, display, lineno, path.stem))
+            keyed.append((obj, display, lineno, key))
         if not parsed:
-            keyed.append((None, display, 0, path.stem))
+            keyed.append((None, display, 0, key))
     if lock is not None:
         line_errors.extend(lock_failures(keyed, lock))
     frame = pd.DataFrame(rows)

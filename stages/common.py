@@ -15,6 +15,7 @@ PARAMS = ROOT / "params.yaml"
 MANIFEST = ROOT / "bench" / "corpus" / "manifest.jsonl"
 SETS_DIR = ROOT / "bench" / "sets"
 SPLIT_LOCK = SETS_DIR / "splits.lock"
+LOCAL_FINGERPRINTS = ROOT / "bench" / "corpus" / "local"  # written by the `local` stage, read by fetch
 STORE = ROOT / "data" / "corpus"
 SEGMENTS = ROOT / "data" / "segments"
 VALID_DIR = ROOT / "data" / "sets"
@@ -30,25 +31,48 @@ def params() -> dict[str, Any]:
         return yaml.safe_load(fh)
 
 
-def enabled_datasets() -> list[str]:
-    """Keys of the data sets selected by params `datasets` ("all" or a list)."""
-    from bench.modalities import datasets
+def local_datasets() -> list[Any]:
+    """The folders of params `local_datasets` as LocalDataset objects, registered (docs/local-data.md)."""
+    from bench.modalities import _load, register_local
+    from bench.modalities.local import LocalDataError, load_all
 
+    folders = params().get("local_datasets") or []
+    try:
+        found = load_all([ROOT / f for f in folders], [str(f) for f in folders], list(_load()[1].values()))
+    except LocalDataError as exc:
+        fail(str(exc))
+    register_local(found)
+    return found
+
+
+def enabled_datasets() -> list[str]:
+    """Keys of the data sets selected by params `datasets` ("all" or a list), plus every local one."""
+    from bench.modalities import _load
+
+    local = [ds.key for ds in local_datasets()]
     chosen = params().get("datasets", "all")
-    known = datasets()
+    known = _load()[1]
     if chosen == "all":
-        return sorted(known)
-    unknown = [k for k in chosen if k not in known]
+        return sorted([*known, *local])
+    unknown = [k for k in chosen if k not in known and k not in local]
     if unknown:
         fail(f"params.yaml datasets: unknown data set {unknown[0]!r}; registered: {', '.join(sorted(known))}")
-    return sorted(chosen)
+    return sorted({*chosen, *local})
 
 
 def set_files(paths: tuple[str, ...] = ()) -> list[Path]:
-    """Set files of the enabled data sets (bench/sets/<key>.jsonl that exist)."""
+    """Set files of the enabled data sets (bench/sets/<key>.jsonl that exist; a local one's set.jsonl)."""
+    from bench.modalities import datasets
+
     if paths:
         return [Path(p) for p in paths]
-    return [SETS_DIR / f"{k}.jsonl" for k in enabled_datasets() if (SETS_DIR / f"{k}.jsonl").is_file()]
+    out = []
+    for k in enabled_datasets():
+        own = getattr(datasets()[k], "set_path", None)
+        path = own if own is not None else SETS_DIR / f"{k}.jsonl"
+        if path.is_file():
+            out.append(path)
+    return out
 
 
 def fail(message: str) -> None:

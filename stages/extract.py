@@ -6,14 +6,16 @@ import click
 
 from bench.corpus import IntegrityError, Manifest, extract_all
 from bench.io import write_parquet
-from stages.common import MANIFEST, SEGMENTS, STORE, fail
+from bench.modalities.local import LocalDataError
+from stages.common import MANIFEST, SEGMENTS, STORE, fail, local_datasets
 
 
 @click.command()
 def main() -> None:
+    local_datasets()  # folders of params local_datasets take part (docs/local-data.md)
     try:
         frames = extract_all(Manifest.load(MANIFEST), STORE)
-    except IntegrityError as exc:
+    except (IntegrityError, LocalDataError) as exc:
         fail(str(exc))
     # each file is replaced atomically; files of datasets that no longer have segments go
     SEGMENTS.mkdir(parents=True, exist_ok=True)

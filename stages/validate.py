@@ -10,6 +10,8 @@ the split lock bench/sets/splits.lock (bench/splits.py).
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from bench.corpus import Manifest, load_segments
@@ -48,7 +50,7 @@ def main() -> None:
             "invalid": invalid_counts(result.invalid),
             "sha256": {
                 "manifest": sha256_file(MANIFEST),
-                "sets": {p.resolve().relative_to(ROOT).as_posix(): sha256_file(p) for p in paths},
+                "sets": {os.path.relpath(p.resolve(), ROOT).replace(os.sep, "/"): sha256_file(p) for p in paths},
                 "split_lock": sha256_file(SPLIT_LOCK),
             },
         },
