@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from collections.abc import Iterable
 
 from bench.modalities.base import Dataset, Modality
 
@@ -36,7 +37,7 @@ def _load() -> tuple[dict[str, Modality], dict[str, Dataset]]:
 _LOCAL: dict[str, Dataset] = {}
 
 
-def register_local(found: list[Dataset]) -> None:
+def register_local(found: Iterable[Dataset]) -> None:
     """Make local data sets (built by the stages from params) known like registered ones."""
     _LOCAL.clear()
     _LOCAL.update({ds.key: ds for ds in found})

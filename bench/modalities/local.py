@@ -178,19 +178,10 @@ class LocalDataset(Dataset):
     caveats = ""
 
     def __init__(self, folder: Path, cfg: dict[str, Any], shown: str | None = None) -> None:
+        """Instance state only; the class attributes of the Dataset interface come from
+        `load`, which makes one subclass per folder (they are class variables there)."""
         self.folder = folder
         self.shown = shown or folder.as_posix()
-        self.key = cfg["key"]
-        self.name = cfg["name"]
-        self.modality = cfg["modality"]
-        self.revision = cfg["revision"]
-        self.license = cfg["license"]
-        text = cfg["annotation_source"].strip()
-        # the schema's rule: a registered annotation_source starts with "human"
-        self.annotation_source = text if text.lower().startswith("human") else f"human annotation: {text}"
-        self.annotation_is_human = True
-        self.mirror_key = folder.name  # fetch reads <folder's parent>/<folder name>/<path>
-        self.annotation_files = (DATASET_FILE, SET_FILE)
         self.parser = parser_of(self.modality)
         self.paths = list_files(folder, self.parser.SUFFIXES, self.parser.FORMATS)
         self.by_source: dict[str, list[str]] = {}
@@ -201,10 +192,6 @@ class LocalDataset(Dataset):
             raise LocalDataError(f"{self.shown}/{FILES_DIR}/{exc}") from None
         self._holder = cfg["holder"]
         self._observed = cfg["observed_at"]
-        self.holders = "one holder for all: " + self._holder if self._holder != PER_FILE else f"per file, from {HOLDERS_FILE}"
-        self.observed_at_rule = (
-            f"one time for all: {self._observed.isoformat()}" if self._observed != PER_FILE else f"per file, from {OBSERVED_FILE}"
-        ) + ("; a session's date_time, where given, wins" if self.modality == "conversation" else "")
         self.holder_of = self._per_source(HOLDERS_FILE, "holder", self._holder, str)
         self.observed_of = self._per_source(OBSERVED_FILE, "observed_at", self._observed, None)
 
@@ -284,7 +271,7 @@ def folder_hashes(folder: Path, paths: Sequence[str]) -> dict[str, tuple[str, in
     return {p: _hash(str(folder / p), (folder / p).stat().st_mtime_ns, (folder / p).stat().st_size) for p in paths}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hash(path: str, mtime_ns: int, size: int) -> tuple[str, int]:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -296,7 +283,25 @@ def _hash(path: str, mtime_ns: int, size: int) -> tuple[str, int]:
 def load(folder: Path, shown: str | None = None) -> LocalDataset:
     """The local data set in `folder`; LocalDataError (one line naming the file) if refused."""
     cfg = read_config(folder)
-    return LocalDataset(folder, cfg, shown)
+    text = cfg["annotation_source"].strip()
+    observed = cfg["observed_at"]
+    attrs = {
+        "key": cfg["key"],
+        "name": cfg["name"],
+        "modality": cfg["modality"],
+        "revision": cfg["revision"],
+        "license": cfg["license"],
+        # the schema's rule: a registered annotation_source starts with "human"
+        "annotation_source": text if text.lower().startswith("human") else f"human annotation: {text}",
+        "annotation_is_human": True,  # read_config refused anything but gold_made_by: human
+        "mirror_key": folder.name,  # fetch reads <folder's parent>/<folder name>/<path>
+        "annotation_files": (DATASET_FILE, SET_FILE),
+        "holders": f"per file, from {HOLDERS_FILE}" if cfg["holder"] == PER_FILE else f"one holder for all: {cfg['holder']}",
+        "observed_at_rule": (f"per file, from {OBSERVED_FILE}" if observed == PER_FILE else f"one time for all: {observed.isoformat()}")
+        + ("; a session's date_time, where given, wins" if cfg["modality"] == "conversation" else ""),
+    }
+    cls = type(f"LocalDataset_{cfg['key']}", (LocalDataset,), attrs)
+    return cls(folder, cfg, shown)
 
 
 def load_all(folders: Sequence[Path], shown: Sequence[str] | None = None, registered: Sequence[Dataset] = ()) -> list[LocalDataset]:

@@ -19,7 +19,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.modalities.local import LocalDataError, load, load_all, read_config, set_key, skeleton
+from bench.modalities.local import (
+    LocalDataError,
+    load,
+    load_all,
+    read_config,
+    set_key,
+    skeleton,
+)
 from tests.conftest import MIRROR, ROOT, need_mirror
 
 SETS = ROOT / "bench" / "sets"
@@ -90,7 +97,12 @@ def build_photos(folder: Path) -> None:
 
 def build_chat(folder: Path) -> None:
     from bench.archive import read_member
-    from bench.modalities.conversation.locomo import ARCHIVE, MEMBER_DIR, parse_session_time, sessions_of
+    from bench.modalities.conversation.locomo import (
+        ARCHIVE,
+        MEMBER_DIR,
+        parse_session_time,
+        sessions_of,
+    )
 
     (folder / "files").mkdir(parents=True)
     conv = json.loads(read_member(MIRROR / "locomo" / ARCHIVE, f"{MEMBER_DIR}26.json").decode("utf-8"))

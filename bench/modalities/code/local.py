@@ -20,7 +20,7 @@ from bench.modalities.local import LocalDataError
 
 FORMATS = "a folder per repository (files/<repo>/...)"
 SUFFIXES: tuple[str, ...] | None = None
-EXAMPLE_FILES = {
+EXAMPLE_FILES: dict[str, str] = {
     "billing/invoices.py": (
         '"""Invoices."""\n\n\n'
         "def due_date(issued, days=30):\n"
@@ -30,7 +30,7 @@ EXAMPLE_FILES = {
         "    return round(amount * 0.02, 2)\n"
     ),
 }
-EXAMPLE_GOLD = [
+EXAMPLE_GOLD: list[tuple[str, str | None, str | None, dict]] = [
     ("How many days after issue is an invoice due by default?", "30", "billing/invoices.py", {"path": "invoices.py", "symbol": "due_date"}),
     ("Where are refunds computed?", None, None, {}),
 ]

@@ -19,7 +19,7 @@ from bench.modalities.local import LocalDataError, parse_time
 
 FORMATS = "conversations (.json: {\"sessions\": [{\"date_time\", \"turns\": [{\"speaker\", \"text\"}]}]})"
 SUFFIXES: tuple[str, ...] | None = (".json",)
-EXAMPLE_FILES = {
+EXAMPLE_FILES: dict[str, str] = {
     "support-chat.json": json.dumps({
         "sessions": [
             {"date_time": "2024-03-01T10:00:00+00:00", "turns": [
@@ -32,7 +32,7 @@ EXAMPLE_FILES = {
         ]
     }, indent=2) + "\n",
 }
-EXAMPLE_GOLD = [
+EXAMPLE_GOLD: list[tuple[str, str | None, str | None, dict]] = [
     ("What did the agent do about the wrong address?", "corrected it and sent a new invoice", "support-chat.json", {"turn": 2}),
     ("Did the customer ask for a refund?", None, None, {}),
 ]

@@ -16,7 +16,7 @@ from bench.modalities.ocr import ocr_many
 FORMATS = "images (.png, .jpg, .jpeg)"
 SUFFIXES: tuple[str, ...] | None = (".png", ".jpg", ".jpeg")
 EXAMPLE_FILES: dict[str, str] = {}
-EXAMPLE_GOLD = [
+EXAMPLE_GOLD: list[tuple[str, str | None, str | None, dict]] = [
     ("Which photo shows the whiteboard of the kick-off? (put whiteboard.jpg in files/)", "the whiteboard photo", "whiteboard.jpg", {}),
     ("Which photo shows the holiday party?", None, None, {}),
 ]

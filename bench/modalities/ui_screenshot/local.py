@@ -16,7 +16,7 @@ from bench.modalities.ui_screenshot.modality import segment_rows
 FORMATS = "screenshots (.png, .jpg, .jpeg)"
 SUFFIXES: tuple[str, ...] | None = (".png", ".jpg", ".jpeg")
 EXAMPLE_FILES: dict[str, str] = {}
-EXAMPLE_GOLD = [
+EXAMPLE_GOLD: list[tuple[str, str | None, str | None, dict]] = [
     ("Where do I click to export the report? (put settings.png in files/)", "the Export button",
      "settings.png", {"bbox": [10, 10, 120, 40]}),
     ("Where is the button that deletes every account?", None, None, {}),

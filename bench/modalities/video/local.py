@@ -20,7 +20,7 @@ from bench.modalities.video.modality import cue_frame
 
 FORMATS = "transcripts (.vtt WebVTT, .srt SubRip)"
 SUFFIXES: tuple[str, ...] | None = (".vtt", ".srt")
-EXAMPLE_FILES = {
+EXAMPLE_FILES: dict[str, str] = {
     "onboarding-call.vtt": (
         "WEBVTT\n\n"
         "00:00:00.000 --> 00:00:04.500\n<v Ana>Welcome to the team, this is the onboarding call.\n\n"
@@ -29,7 +29,7 @@ EXAMPLE_FILES = {
         "00:00:13.000 --> 00:00:18.000\n<v Ana>In the finance portal, under My Expenses.\n"
     ),
 }
-EXAMPLE_GOLD = [
+EXAMPLE_GOLD: list[tuple[str, str | None, str | None, dict]] = [
     ("When are expense reports due?", "the fifth of each month", "onboarding-call.vtt", {"t_start": 4.5, "t_end": 9.0}),
     ("What is the parking policy?", None, None, {}),
 ]
