@@ -20,6 +20,7 @@ if __name__ == "__main__":  # run as a script: put the project root, not bench/,
     sys.path[0] = str(__import__("pathlib").Path(__file__).resolve().parents[1])
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -212,7 +213,9 @@ def _hashable(value: Any) -> Any:
 def _display(path: Path, root: Path | None) -> str:
     try:
         return path.resolve().relative_to((root or Path.cwd()).resolve()).as_posix()
-    except ValueError:
+    except ValueError:  # outside the project (a local data set's set.jsonl): relative to it, never a machine path
+        if root is not None and path.is_absolute():
+            return Path(os.path.relpath(path.resolve(), root.resolve())).as_posix()
         return path.as_posix()
 
 

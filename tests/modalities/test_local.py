@@ -386,12 +386,16 @@ def test_validate_rejects_wrong_region_in_local_set(chat: Path, tmp_path: Path) 
     try:
         rows = fetch_dataset(ds, tmp_path / "store", [chat.parent], False, FetchLog())
         seg = ds.extract({r["path"]: tmp_path / "store" / ds.key / r["path"] for r in rows})
-        result = validate([ds.set_path], Manifest(tuple(rows)), seg)
+        project = tmp_path / "project"
+        project.mkdir()
+        result = validate([ds.set_path], Manifest(tuple(rows)), seg, root=project)
     finally:
         register_local([])
     assert not result.ok
     row = result.errors.iloc[0]
-    assert row["line"] == 1 and "turn 10000 not in the conversation" in row["value"]
+    # the one-line row names the set file relative to the project, never by a machine path
+    assert row["file"] == "../chat/set.jsonl" and row["line"] == 1 and row["check"] == "corpus"
+    assert row["value"].startswith("gold[0]: turn 10000 not in the conversation")
 
 
 def test_read_config_accepts_per_file_times(minimal: Path) -> None:
