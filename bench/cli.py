@@ -165,14 +165,15 @@ def _enabled_set_files(root: Path) -> list[Path]:
 
 def _register_local(root: Path) -> list:
     """Register the folders of params local_datasets (docs/local-data.md); refuse one line on a bad folder."""
-    from bench.modalities import _load, register_local
+    from bench.modalities import datasets, register_local
     from bench.modalities.local import LocalDataError, load_all
 
     if not (root / "params.yaml").is_file():
         return []
     folders = yaml_params(root).get("local_datasets") or []
+    register_local([])  # datasets() is then the registered ones
     try:
-        found = load_all([root / f for f in folders], [str(f) for f in folders], list(_load()[1].values()))
+        found = load_all([root / f for f in folders], [str(f) for f in folders], list(datasets().values()))
     except LocalDataError as exc:
         raise click.ClickException(str(exc)) from None
     register_local(found)

@@ -33,12 +33,13 @@ def params() -> dict[str, Any]:
 
 def local_datasets() -> list[Any]:
     """The folders of params `local_datasets` as LocalDataset objects, registered (docs/local-data.md)."""
-    from bench.modalities import _load, register_local
+    from bench.modalities import datasets, register_local
     from bench.modalities.local import LocalDataError, load_all
 
     folders = params().get("local_datasets") or []
+    register_local([])  # datasets() is then the registered ones
     try:
-        found = load_all([ROOT / f for f in folders], [str(f) for f in folders], list(_load()[1].values()))
+        found = load_all([ROOT / f for f in folders], [str(f) for f in folders], list(datasets().values()))
     except LocalDataError as exc:
         fail(str(exc))
     register_local(found)
@@ -47,11 +48,11 @@ def local_datasets() -> list[Any]:
 
 def enabled_datasets() -> list[str]:
     """Keys of the data sets selected by params `datasets` ("all" or a list), plus every local one."""
-    from bench.modalities import _load
+    from bench.modalities import datasets
 
     local = [ds.key for ds in local_datasets()]
     chosen = params().get("datasets", "all")
-    known = _load()[1]
+    known = [k for k in datasets() if k not in local]
     if chosen == "all":
         return sorted([*known, *local])
     unknown = [k for k in chosen if k not in known and k not in local]

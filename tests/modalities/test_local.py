@@ -330,7 +330,7 @@ def test_bad_per_file_table_and_transcript_refused(minimal: Path) -> None:
 
 
 def test_keys_unique_and_set_key(minimal: Path, tmp_path: Path) -> None:
-    from bench.modalities import _load
+    from bench.modalities import datasets
 
     other = tmp_path / "other"
     shutil.copytree(minimal, other)
@@ -338,7 +338,7 @@ def test_keys_unique_and_set_key(minimal: Path, tmp_path: Path) -> None:
         load_all([minimal, other])
     edit(minimal, key="locomo")
     with pytest.raises(LocalDataError, match=r"field key 'locomo' is already used by a registered data set"):
-        load_all([minimal], registered=list(_load()[1].values()))
+        load_all([minimal], registered=list(datasets().values()))
     edit(minimal, key="calls")
     ds = load(minimal)
     assert set_key(minimal / "set.jsonl", [ds]) == "calls" and set_key(SETS / "locomo.jsonl", [ds]) == "locomo"
