@@ -54,14 +54,16 @@ def validate(files: tuple[str, ...], manifest: str | None) -> None:
         except IntegrityError as exc:
             raise click.ClickException(str(exc)) from None
         segments = None if not frames else __import__("pandas").concat(frames.values(), ignore_index=True)
-    from bench.splits import load_lock
+    from bench.corpus import read_unreadable
+    from bench.splits import committed_lock, load_lock
 
     lock_path = root / "bench" / "sets" / "splits.lock"
     try:
         lock = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
+        unreadable = read_unreadable(root / "data" / "segments")
     except LineError as exc:
         raise click.ClickException(str(exc)) from None
-    result = run_validate(paths, man, segments, root=root, lock=lock)
+    result = run_validate(paths, man, segments, root=root, lock=lock, committed=committed_lock(root) if lock else None, unreadable=unreadable)
     if not result.ok:
         click.echo(format_table(result.errors))
         click.echo(f"{len(result.errors)} problems in {result.errors['file'].nunique()} file(s)", err=True)
@@ -122,18 +124,20 @@ def accept() -> None:
     import subprocess
 
     from bench import accept as acc
-    from bench.io import write_text
+    from bench.io import sha256_file, write_text
 
     root = project_root()
     try:
-        reason = acc.preflight(root, os.environ, _enabled_set_files(root))
+        cfg = yaml_params(root)
+        reason = acc.preflight(root, os.environ, _enabled_set_files(root), cfg)
     except (RuntimeError, LineError, ValueError) as exc:
         reason = str(exc)
     if reason:
         click.echo(f"bench accept: refused: {reason}", err=True)
         sys.exit(1)
     token = secrets.token_hex(16)
-    write_text(root / acc.TOKEN_FILE, token + "\n")
+    # bound to what was just checked: the stage refuses it on another commit or params
+    write_text(root / acc.TOKEN_FILE, acc.token_text(token, acc.git_commit(root), sha256_file(root / "params.yaml")))
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", acc.STAGE],
@@ -242,7 +246,10 @@ def splits_freeze(reason: str) -> None:
 @click.option("--permutations", type=int, default=10000, show_default=True, help="sign flips of the randomization test")
 @click.option("--seed", type=int, default=None, help="default params metrics.bootstrap_seed")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="significance level after Holm correction")
-def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | None, permutations: int, seed: int | None, alpha: float) -> None:
+@click.option("--max-unpaired", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+              help="share of all queries that may be in only one run (then only shared queries are compared)")
+def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | None, permutations: int, seed: int | None, alpha: float,
+            max_unpaired: float) -> None:
     """Compare run B with run A: paired differences, intervals, Holm-corrected p-values.
 
     A and B are each a folder (holding reports/per_query/dev.parquet), a git revision
@@ -260,7 +267,8 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     try:
         ra, rb = load_run(a, root), load_run(b, root)
         result = run_compare(ra.per_query, rb.per_query, resamples=resamples or int(cfg.get("bootstrap_resamples", 1000)),
-                             permutations=permutations, seed=int(cfg.get("bootstrap_seed", 0)) if seed is None else seed, alpha=alpha)
+                             permutations=permutations, seed=int(cfg.get("bootstrap_seed", 0)) if seed is None else seed, alpha=alpha,
+                             max_unpaired=max_unpaired)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
     result["a"], result["b"] = ra.describe(), rb.describe()

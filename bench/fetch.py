@@ -1,4 +1,4 @@
-"""Fetch: bring every registered corpus file into the local store and list it.
+r"""Fetch: bring every registered corpus file into the local store and list it.
 
 For each dataset, the annotation files are fetched first; the corpus file list then
 comes from the annotations (`Dataset.corpus_files`), never from what a mirror
@@ -10,6 +10,22 @@ Files that cannot be had are listed with status "unavailable".
 
 The manifest is one JSON row per file, sorted by (dataset key, path); the same
 inputs give a byte-identical manifest (no times, no local paths in it).
+
+Unpacked trees. A registered ``<name>.tar.gz`` (e.g. a SWE-bench base-commit tree)
+may be mirrored unpacked, as the folder ``<name>/`` beside where the archive would
+be. An archive file in any root is preferred to a folder. A folder is not copied: its
+regular files are hard-linked into the store (mirror files are immutable; a copy is
+made only where a hard link is impossible, e.g. across file systems) at
+``<store>/<key>/<name>/`` (so a stored tree file must never be written in place;
+fetch only renames). Its manifest row keeps the registered path and says
+``"form": "tree"`` with ``"files"``: the count of regular files; ``sha256`` is the
+tree digest and ``bytes`` the files' total size. The tree digest is the sha256 of
+the lines ``"<file sha256>  <relative path>\n"`` (sha256sum's format) of every
+regular file, sorted by path (code point order = UTF-8 byte order), so
+``find . -type f | sed 's|^\./||' | LC_ALL=C sort | xargs -d '\n' sha256sum |
+sha256sum`` run inside the folder gives the same digest. Symbolic links and empty
+folders are not part of a tree (extract skips links too). A tree is pinned under its
+folder path (``<name>/``) in the pins file.
 """
 
 from __future__ import annotations
@@ -30,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.archive import read_member
-from bench.io import make_readable
+from bench.io import _umask, make_readable
 from bench.modalities.base import CorpusFile, Dataset
 
 CHUNK = 1 << 20
@@ -75,10 +91,99 @@ def copy_hashed(src: Path, dest: Path) -> tuple[str, int, Path]:
 
 
 def remove_orphans(dest: Path) -> None:
-    """Temp copies a killed run left beside `dest` (never the resumable '.download' part)."""
+    """Temp copies (files or tree folders) a killed run left beside `dest` (never the resumable '.download' part)."""
     for orphan in dest.parent.glob(f".{glob.escape(dest.name)}.*.part"):
+        if orphan.is_dir() and not orphan.is_symlink():
+            shutil.rmtree(orphan, ignore_errors=True)
+            continue
         with contextlib.suppress(FileNotFoundError):
             orphan.unlink()
+
+
+TREE_SUFFIX = ".tar.gz"
+
+
+def tree_path(path: str) -> str | None:
+    """Manifest path of an archive -> the path of its unpacked folder form (with '/'), or None."""
+    if "!/" in path or not path.endswith(TREE_SUFFIX) or len(path) == len(TREE_SUFFIX):
+        return None
+    return path[: -len(TREE_SUFFIX)] + "/"
+
+
+def stored_path(store: Path, row: dict) -> Path:
+    """Where a manifest row's file (or unpacked tree) lives in the local store."""
+    if row.get("form") == "tree":
+        folder = tree_path(row["path"])
+        if folder is not None:
+            return store / row["key"] / folder.rstrip("/")
+    return local_path(store, row["key"], row["path"])
+
+
+def tree_files(root: Path) -> list[tuple[str, Path]]:
+    """(relative posix path, path) of every regular file under `root`, sorted by path; links not followed."""
+    out: list[tuple[str, Path]] = []
+    for dirpath, _dirnames, filenames in os.walk(root, followlinks=False):
+        for name in filenames:
+            full = Path(dirpath) / name
+            if full.is_symlink() or not full.is_file():
+                continue
+            out.append((full.relative_to(root).as_posix(), full))
+    return sorted(out, key=lambda item: item[0])
+
+
+def hash_tree(root: Path) -> tuple[str, int, int]:
+    """(tree digest, total bytes, file count) of a folder (see the module docstring)."""
+    digest = hashlib.sha256()
+    total = 0
+    files = tree_files(root)
+    for rel, full in files:
+        sha, size = hash_file(full)
+        digest.update(f"{sha}  {rel}\n".encode())
+        total += size
+    return digest.hexdigest(), total, len(files)
+
+
+def link_tree(src: Path, dest: Path) -> tuple[str, int, int, Path]:
+    """Hard-link the regular files of `src` into a temp folder beside `dest`, hashing them.
+
+    Returns (tree digest, bytes, files, temp folder); the caller renames the folder
+    over `dest` once the digest is accepted. Falls back to a copy per file where a
+    hard link cannot be made.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_orphans(dest)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
+        digest = hashlib.sha256()
+        total = 0
+        files = tree_files(src)
+        for rel, full in files:
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(full, target)
+            except OSError:
+                shutil.copyfile(full, target)
+            sha, size = hash_file(target)
+            digest.update(f"{sha}  {rel}\n".encode())
+            total += size
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return digest.hexdigest(), total, len(files), tmp
+
+
+def replace_tree(tmp: Path, dest: Path) -> None:
+    """Put a finished temp folder at `dest`, removing an earlier (rejected or stale) copy."""
+    if dest.is_dir():
+        old = dest.with_name(f".{dest.name}.old.part")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(dest, old)
+        os.replace(tmp, dest)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, dest)
 
 
 def hash_file(path: Path) -> tuple[str, int]:
@@ -172,6 +277,21 @@ def fetch_file(
             return accept(sha, size)
         log.problems.append(f"{ds.key}/{cf.path}: stored copy has sha256 {sha}, pin {pin_sha}: fetched again")
 
+    folder = tree_path(cf.path)
+    tree_dest = store / ds.key / folder.rstrip("/") if folder else None
+    tree_pin = pins.get(folder) if folder else None
+
+    def accept_tree(sha: str, size: int, count: int) -> dict:
+        row.update(sha256=sha, bytes=size, status="present", form="tree", files=count)
+        return row
+
+    # 1b. the unpacked tree already in the store with the right digest
+    if tree_dest is not None and not dest.is_file() and tree_dest.is_dir():
+        sha, size, count = hash_tree(tree_dest)
+        if tree_pin is None or sha == tree_pin[0]:
+            return accept_tree(sha, size, count)
+        log.problems.append(f"{ds.key}/{folder}: stored tree has digest {sha}, pin {tree_pin[0]}: fetched again")
+
     # 2. archive member: unpack from the fetched outer archive
     if "!/" in cf.path:
         outer, member = cf.path.split("!/", 1)
@@ -215,6 +335,20 @@ def fetch_file(
         make_readable(tmp)
         os.replace(tmp, dest)
         return accept(sha, size)
+
+    # 3b. mirror roots holding the archive unpacked (see the module docstring)
+    if folder is not None and tree_dest is not None:
+        for root in mirror_roots:
+            candidate = root / ds.mirror_key / folder
+            if not candidate.is_dir():
+                continue
+            sha, size, count, tmp_dir = link_tree(candidate, tree_dest)
+            if tree_pin and sha != tree_pin[0]:
+                shutil.rmtree(tmp_dir, ignore_errors=True)
+                log.quarantined.append(f"{ds.mirror_key}/{folder}: tree digest {sha} differs from pin {tree_pin[0]}: not used")
+                continue
+            replace_tree(tmp_dir, tree_dest)
+            return accept_tree(sha, size, count)
 
     # 4. upstream URL
     if allow_download:

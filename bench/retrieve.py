@@ -79,6 +79,12 @@ class _Outcome:
 def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str, clock: Callable[[], float]) -> _Outcome:
     channel = pool.get()
     try:
+        prepare = getattr(channel, "prepare", None)
+        if prepare is not None:  # a restarted system starts and warms up here, untimed
+            try:
+                prepare()
+            except SystemCrash as exc:
+                return _Outcome(None, 0.0, "crash", str(exc))
         start = clock()
         try:
             raw = channel.call(request, timeout_s)

@@ -27,8 +27,21 @@ REPORTS = ROOT / "reports"
 
 
 def params() -> dict[str, Any]:
-    with open(PARAMS, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    """params.yaml, checked against bench/params.py's schema: a bad key or value stops
+    the stage with one line naming it, before any output is touched."""
+    from bench.modalities import datasets, modalities
+    from bench.params import ParamsError, check_params
+
+    try:
+        with open(PARAMS, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError) as exc:
+        fail(f"params.yaml: cannot be read as YAML ({' '.join(str(exc).split())})")
+    try:
+        return check_params(doc, {m: mod.strategies for m, mod in modalities().items()}, set(datasets()))
+    except ParamsError as exc:
+        fail(str(exc))
+    raise AssertionError("unreachable")
 
 
 def local_datasets() -> list[Any]:

@@ -103,7 +103,7 @@ def write_outputs(doc: dict[str, Any], full: pd.DataFrame, ctx: dict[str, Any], 
                   gold: pd.DataFrame, regions: pd.DataFrame, cfg: dict[str, Any]) -> None:
     k = ctx["k"]
     cols = [c for c in [*TABLE_COLUMNS, *(c for c in full.columns if "@" in c or c in (
-        "mrr", "false_recall", "temporal_ok", "holder_ok", "latency_ms", "gold_extent"))] if c in full.columns]
+        "mrr", "false_recall", "abstained", "temporal_ok", "holder_ok", "latency_ms", "gold_extent"))] if c in full.columns]
     table = full[list(dict.fromkeys(cols))].sort_values("query_id", kind="stable").reset_index(drop=True)
     write_parquet(PER_QUERY_TABLE, table)
 
@@ -120,13 +120,12 @@ def write_outputs(doc: dict[str, Any], full: pd.DataFrame, ctx: dict[str, Any], 
         "recall@k for k = 1…100 per modality (dashed: all modalities pooled)": recall_curve_svg(curve),
         f"precision@{k} against coverage@{k} (this run: one point per modality)": precision_coverage_svg(points, k),
         "compile-latency distribution (cumulative)": latency_svg(lat),
-        f"false recall and recall@{k} against the strong-evidence threshold (grey: metrics.strong_score)":
-            threshold_svg(thresholds.loc[thresholds["modality"] != "overall"], k, float(cfg["metrics"]["strong_score"])),
+        f"false recall and recall@{k} against the calibration share of a top-1 score threshold (grey: metrics.calibration_recall)":
+            threshold_svg(thresholds.loc[thresholds["modality"] != "overall"], k, float(cfg["metrics"]["calibration_recall"])),
     }
     atoms_info = pd.concat([a[["atom_id", "source_id", "text", "extent"]] for a in ctx["atoms"].values()], ignore_index=True)
     atoms_info = atoms_info.merge(ctx["aext"][["atom_id", "extent"]].rename(columns={"extent": "amount"}), on="atom_id", how="left")
-    drill = drilldown(entries, full, run, gold, ctx["rext"], regions, atoms_info, k=k,
-                      strong_score=float(cfg["metrics"]["strong_score"]))
+    drill = drilldown(entries, full, run, gold, ctx["rext"], regions, atoms_info, k=k)
     pics = pictures(drill, CorpusFiles.from_manifest(Manifest.load(MANIFEST), STORE), ctx["segs"])
     write_text(HTML, render(doc, figures, drill, pictures=pics))
 

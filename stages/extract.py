@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from bench.corpus import IntegrityError, Manifest, extract_all
-from bench.io import write_parquet
+from bench.corpus import UNREADABLE, IntegrityError, Manifest, extract_all
+from bench.io import write_json, write_parquet
 from bench.modalities.local import LocalDataError
 from stages.common import MANIFEST, SEGMENTS, STORE, fail, local_datasets
 
@@ -13,10 +13,14 @@ from stages.common import MANIFEST, SEGMENTS, STORE, fail, local_datasets
 @click.command()
 def main() -> None:
     local_datasets()  # folders of params local_datasets take part (docs/local-data.md)
+    unreadable: list[dict] = []  # files extract cannot read: their entries become invalid (validate)
     try:
-        frames = extract_all(Manifest.load(MANIFEST), STORE)
+        frames = extract_all(Manifest.load(MANIFEST), STORE, unreadable)
     except (IntegrityError, LocalDataError) as exc:
         fail(str(exc))
+    write_json(SEGMENTS / UNREADABLE, unreadable)
+    for row in unreadable:
+        click.echo(f"extract: unreadable: {row['key']}/{row['path']}: {row['reason']}", err=True)
     # each file is replaced atomically; files of datasets that no longer have segments go
     SEGMENTS.mkdir(parents=True, exist_ok=True)
     for key, frame in frames.items():

@@ -1,5 +1,12 @@
 """DVC stage fetch: corpus files into data/corpus/, listed in bench/corpus/manifest.jsonl.
 
+Params are checked first (stages.common.params). Every file lands in the store
+atomically; the manifest is replaced atomically at the end; folders of data sets no
+longer selected are removed only after that success. An unsafe archive (absolute or
+'..' member, a link, a bomb) stops the stage with one line naming archive and member,
+and, like any refusal, leaves the previous manifest and store as they were (the
+outputs are `persist` in dvc.yaml, so DVC does not delete them before the run).
+
 Local data sets (params `local_datasets`, docs/local-data.md) are fetched from their
 folder like a mirror: every file is hashed into the manifest under the folder's
 revision. `--fingerprint FOLDER` is the command of the `local` stage (one per
@@ -10,8 +17,11 @@ change in the folder re-runs fetch.
 
 from __future__ import annotations
 
+import shutil
+
 import click
 
+from bench.archive import ArchiveError
 from bench.fetch import FetchLog, fetch_dataset, network_available, sort_manifest
 from bench.io import write_json, write_jsonl
 from bench.modalities import datasets
@@ -31,23 +41,33 @@ def fingerprint(folder: str) -> None:
 
 @click.command()
 @click.option("--download", type=click.Choice(["auto", "never", "always"]), default=None, help="override fetch.download")
-@click.option("--fingerprint", "folder", default=None, help="record a local data set folder's file hashes (the `local` stage)")
-def main(download: str | None, folder: str | None) -> None:
-    if folder is not None:
-        fingerprint(folder)
+@click.option("--fingerprint", "local_folder", default=None, help="record a local data set folder's file hashes (the `local` stage)")
+def main(download: str | None, local_folder: str | None) -> None:
+    if local_folder is not None:
+        fingerprint(local_folder)
         return
     cfg = params()["fetch"]
+    keys = enabled_datasets()
     mode = download or cfg.get("download", "auto")
     allow = mode == "always" or (mode == "auto" and network_available())
     roots = [(ROOT / d).resolve() for d in cfg["mirror_dirs"]]
     log = FetchLog()
     rows: list[dict] = []
-    for key in enabled_datasets():
+    for key in keys:
         ds = datasets()[key]
         local = getattr(ds, "folder", None)
-        # a local data set: its folder is its only "mirror", never downloaded
-        rows.extend(fetch_dataset(ds, STORE, [local.resolve().parent], False, log) if local is not None else fetch_dataset(ds, STORE, roots, allow, log))
+        try:
+            if local is not None:  # a local data set: its folder is its only "mirror", never downloaded
+                rows.extend(fetch_dataset(ds, STORE, [local.resolve().parent], False, log))
+            else:
+                rows.extend(fetch_dataset(ds, STORE, roots, allow, log))
+        except ArchiveError as exc:
+            fail(f"fetch: refused: {str(exc).replace(str(ROOT) + '/', '')}; nothing written to the manifest")
     write_jsonl(MANIFEST, sort_manifest(rows))
+    # after success only: data sets no longer selected leave the store
+    for folder in sorted(STORE.iterdir()) if STORE.is_dir() else []:
+        if folder.is_dir() and not folder.name.startswith(".") and folder.name not in keys:
+            shutil.rmtree(folder)
     present = sum(r["status"] == "present" for r in rows)
     click.echo(f"fetch: {len(rows)} files, {present} present, {len(rows) - present} unavailable (downloads {'on' if allow else 'off'})")
     for line in log.quarantined:

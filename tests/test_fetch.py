@@ -15,7 +15,16 @@ from typing import ClassVar
 
 import pytest
 
-from bench.fetch import FetchLog, download, fetch_dataset, fetch_file, local_path, sort_manifest
+from bench.fetch import (
+    FetchLog,
+    download,
+    fetch_dataset,
+    fetch_file,
+    hash_tree,
+    local_path,
+    sort_manifest,
+    stored_path,
+)
 from bench.io import write_jsonl
 from bench.modalities.base import CorpusFile, Dataset
 
@@ -467,3 +476,142 @@ def test_real_mmlongbench_and_locomo_from_the_mirror(tmp_path):
             assert (r["sha256"], r["bytes"]) == (sha(data), len(data))
             assert r["source_id"] == "locomo:conv-" + Path(r["path"]).stem
     assert_no_local_paths(mml + loc, log, tmp_path, MIRROR)
+
+
+# -- unpacked trees (a .tar.gz mirrored as a folder) ---------------------------------------
+
+INSTANCE = "marshmallow-code__marshmallow-1359"
+
+
+def independent_digest(folder: Path) -> tuple[str, int, int]:
+    """sha256sum's lines over every regular file, sorted by path: computed here without bench.fetch."""
+    lines = []
+    total = 0
+    for p in folder.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            data = p.read_bytes()
+            total += len(data)
+            lines.append((p.relative_to(folder).as_posix(), sha(data)))
+    text = "".join(f"{h}  {rel}\n" for rel, h in sorted(lines))
+    return sha(text.encode()), total, len(lines)
+
+
+def swebench_with_tree(tmp_path: Path, pins: dict | None = None):
+    if not (MIRROR / "swebench-lite" / "swe_bench_lite_dev.csv").is_file():
+        pytest.skip(f"the real SWE-bench Lite mirror is not beside the checkout ({MIRROR})")
+    from bench.modalities.code.swebench import SWEBenchLite
+    from tests.swebench_tree import build_tree
+
+    class Pinned(SWEBenchLite):
+        def pins(self) -> dict[str, tuple[str, int]]:
+            return {**super().pins(), **(pins or {})}
+
+    trees = tmp_path / "trees"
+    sid, folder = build_tree(trees, INSTANCE)
+    # more real text files in sub-folders, and a link, which is not part of the tree
+    (folder / "README.rst").write_text("marshmallow\n", encoding="utf-8")
+    (folder / "docs" / "api").mkdir(parents=True)
+    (folder / "docs" / "api" / "index.rst").write_text("API\n===\n", encoding="utf-8")
+    (folder / "link.py").symlink_to("src/marshmallow/fields.py")
+    return Pinned(), trees, sid, folder
+
+
+def test_tree_fetched_from_mirror_folder_by_hard_links(tmp_path):
+    ds, trees, sid, folder = swebench_with_tree(tmp_path)
+    store = tmp_path / "store"
+    log = FetchLog()
+    refuse = Downloader({})
+    rows = fetch_dataset(ds, store, [trees, MIRROR], False, log, downloader=refuse)
+    assert refuse.calls == [] and log.quarantined == [] and log.problems == []
+    tree_rows = [r for r in rows if r["path"].startswith("repos/")]
+    assert len(tree_rows) == 11
+    got = [r for r in tree_rows if r["status"] == "present"]
+    assert [r["source_id"] for r in got] == [sid]
+    row = got[0]
+    digest, total, count = independent_digest(folder)
+    assert count == 3  # fields.py, README.rst, docs/api/index.rst; the link is not a file of the tree
+    assert (row["form"], row["files"], row["sha256"], row["bytes"]) == ("tree", count, digest, total)
+    assert row["path"] == f"repos/{sid.split(':', 1)[1]}.tar.gz"  # the registered path validation looks up
+    assert all("form" not in r for r in rows if r is not row)
+    stored = stored_path(store, row)
+    assert stored == store / "swebench" / "repos" / sid.split(":", 1)[1] and stored.is_dir()
+    for rel in ("src/marshmallow/fields.py", "README.rst", "docs/api/index.rst"):
+        assert os.stat(stored / rel).st_ino == os.stat(folder / rel).st_ino  # linked, not copied
+    assert not (stored / "link.py").exists()
+    assert stray_temp_files(store) == [] and not list(stored.parent.glob(".*.part"))
+    assert_no_local_paths(rows, log, tmp_path, MIRROR)
+
+
+def test_tree_digest_deterministic_and_manifest_byte_identical(tmp_path):
+    ds, trees, _, folder = swebench_with_tree(tmp_path)
+    # the same files written in another order, in another mirror root
+    other = tmp_path / "other" / "swebench-lite" / "repos" / folder.name
+    for rel in sorted((p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and not p.is_symlink()), reverse=True):
+        (other / rel).parent.mkdir(parents=True, exist_ok=True)
+        (other / rel).write_bytes((folder / rel).read_bytes())
+    outs = []
+    for n, root in enumerate((trees, tmp_path / "other", trees)):
+        rows = fetch_dataset(ds, tmp_path / f"store{n}", [root, MIRROR], False, FetchLog())
+        write_jsonl(tmp_path / f"m{n}.jsonl", sort_manifest(rows))
+        outs.append((tmp_path / f"m{n}.jsonl").read_bytes())
+    assert outs[0] == outs[1] == outs[2]
+    assert hash_tree(folder) == independent_digest(folder)
+    # one changed byte changes the digest
+    (other / "README.rst").write_text("marshmallow!\n", encoding="utf-8")
+    assert hash_tree(other)[0] != hash_tree(folder)[0]
+
+
+def test_tree_rerun_uses_the_store_and_tarball_is_preferred(tmp_path):
+    ds, trees, _, folder = swebench_with_tree(tmp_path)
+    store = tmp_path / "store"
+    first = by_path(fetch_dataset(ds, store, [trees, MIRROR], False, FetchLog()))
+    # the mirror folder is gone: the stored tree is verified and kept
+    again = by_path(fetch_dataset(ds, store, [MIRROR], False, FetchLog()))
+    assert again == first
+    # a tarball of the same tree in another root wins over the folder
+    import tarfile
+
+    tar_root = tmp_path / "tar-root"
+    tar = tar_root / "swebench-lite" / "repos" / f"{folder.name}.tar.gz"
+    tar.parent.mkdir(parents=True)
+    with tarfile.open(tar, "w:gz") as tf:
+        tf.add(folder / "README.rst", arcname="top/README.rst")
+    row = by_path(fetch_dataset(ds, tmp_path / "store2", [trees, tar_root, MIRROR], False, FetchLog()))[f"repos/{folder.name}.tar.gz"]
+    assert row["status"] == "present" and "form" not in row and row["sha256"] == sha(tar.read_bytes())
+
+
+def test_tree_against_its_pin(tmp_path):
+    _, _, _, folder = swebench_with_tree(tmp_path / "probe")
+    digest, total, _ = independent_digest(folder)
+    name = f"repos/{folder.name}/"
+    ds, trees, _, folder = swebench_with_tree(tmp_path, pins={name: ("0" * 64, total)})
+    log = FetchLog()
+    rows = by_path(fetch_dataset(ds, tmp_path / "store", [trees, MIRROR], False, log))
+    assert rows[f"repos/{folder.name}.tar.gz"]["status"] == "unavailable"
+    assert log.quarantined == [f"swebench-lite/{name}: tree digest {digest} differs from pin {'0' * 64}: not used"]
+    assert not (tmp_path / "store" / "swebench" / "repos" / folder.name).exists()
+    assert not list((tmp_path / "store" / "swebench" / "repos").glob(".*"))
+    ds, trees, _, folder = swebench_with_tree(tmp_path / "ok", pins={name: (digest, total)})
+    rows = by_path(fetch_dataset(ds, tmp_path / "store", [trees, MIRROR], False, FetchLog()))
+    assert rows[f"repos/{folder.name}.tar.gz"]["sha256"] == digest
+
+
+def test_tree_integrity_checked_before_extract(tmp_path):
+    from bench.corpus import IntegrityError, Manifest, extract_all
+
+    ds, trees, sid, folder = swebench_with_tree(tmp_path)
+    store = tmp_path / "store"
+    rows = fetch_dataset(ds, store, [trees, MIRROR], False, FetchLog())
+    write_jsonl(tmp_path / "m.jsonl", sort_manifest(rows))
+    with pytest.warns(UserWarning, match="3 files, .* the SWE-bench mirror records 78 files"):
+        frames = extract_all(Manifest.load(tmp_path / "m.jsonl"), store)
+    seg = frames["swebench"]
+    assert seg["source_id"].unique().tolist() == [sid]
+    assert sorted(seg["path"].unique()) == ["README.rst", "docs/api/index.rst", "src/marshmallow/fields.py"]
+    # a changed stored file (replaced, never written through the hard link) is refused
+    stored = stored_path(store, next(r for r in rows if r.get("form") == "tree"))
+    (stored / "README.rst").unlink()
+    (stored / "README.rst").write_text("changed\n", encoding="utf-8")
+    assert (folder / "README.rst").read_text(encoding="utf-8") == "marshmallow\n"
+    with pytest.raises(IntegrityError, match=r"swebench/repos/.*\.tar\.gz: tree digest"):
+        extract_all(Manifest.load(tmp_path / "m.jsonl"), store)

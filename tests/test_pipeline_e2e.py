@@ -41,7 +41,7 @@ def test_metrics_file_shape(project):
     for block in [*doc["by_modality"].values(), doc["overall"]]:
         assert names <= set(block)
         for cell in block.values():
-            assert set(cell) == {"value", "n", "denominator", "ci95"}
+            assert set(cell) - {"reason"} == {"value", "n", "denominator", "ci95"}  # reason: why a value is null
             assert 0 <= cell["n"] <= cell["denominator"]
     pdf = doc["by_modality"]["pdf"]
     # unavailable PDFs make entries invalid: counted, not in any denominator

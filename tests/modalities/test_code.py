@@ -459,3 +459,51 @@ def test_registered():
     assert all(d.modality == "code" and d.annotation_is_human for d in DATASETS)
     assert resolve([], "x")[0] is None
     assert np.array_equal(MODALITY.overlap({"path": "a", "line": 1}, atoms_of([]), segs({})), np.zeros(0, bool))
+
+
+# -- SWE-bench from a folder mirror, end to end --------------------------------------
+
+
+@pytest.mark.e2e
+def test_swebench_entry_from_a_folder_mirror_is_valid_and_evaluated(tmp_path):
+    """A base-commit tree mirrored as a folder makes the entries on it valid; they are evaluated.
+
+    The tree is built for the real dev entry marshmallow-code__marshmallow-1359 from its
+    human patch (tests/swebench_tree.py: the patch's old-side lines at their real line
+    numbers, other lines empty). The other dev entry's tree is not mirrored: it stays
+    invalid (constraint 7) and is reported.
+    """
+    if not (SWE / "swe_bench_lite_dev.csv").is_file():
+        pytest.skip(f"SWE-bench Lite mirror absent at {SWE}")
+    import yaml
+
+    from tests.project_copy import copy_project, project_env, run
+    from tests.swebench_tree import build_tree
+
+    sid, _ = build_tree(tmp_path / "trees", "marshmallow-code__marshmallow-1359")
+    work = copy_project(tmp_path / "project", datasets=["swebench"])
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["fetch"]["mirror_dirs"] = [str(tmp_path / "trees"), str(MIRROR)]
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = project_env(tmp_path / "site-cache")
+    run(["git", "init", "-q"], work, env)
+    run(["git", "add", "-A"], work, env)
+    run(["git", "commit", "-q", "-m", "copy"], work, env)
+    run(["dvc", "repro"], work, env)
+
+    rows = [json.loads(line) for line in (work / "bench/corpus/manifest.jsonl").read_text().splitlines()]
+    trees = {r["source_id"]: r for r in rows if r["path"].startswith("repos/")}
+    assert trees[sid]["status"] == "present" and trees[sid]["form"] == "tree" and trees[sid]["files"] == 1
+    assert sum(r["status"] == "present" for r in trees.values()) == 1
+    dev = [json.loads(line) for line in (work / "data/sets/dev.jsonl").read_text().splitlines()]
+    assert [e["query_id"] for e in dev] == ["swebench:marshmallow-code__marshmallow-1359"]
+    invalid = [json.loads(line) for line in (work / "data/sets/invalid.jsonl").read_text().splitlines()]
+    dev_invalid = {r["query_id"]: r["reason"] for r in invalid if r.get("split", "dev") == "dev"}
+    assert list(dev_invalid) == ["swebench:marshmallow-code__marshmallow-1343"]
+    assert dev_invalid["swebench:marshmallow-code__marshmallow-1343"].startswith("corpus file unavailable")
+    doc = json.loads((work / "reports/metrics/dev.json").read_text())
+    code = doc["by_modality"]["code"]
+    assert (code["recall@10"]["n"], code["recall@10"]["denominator"]) == (1, 1)
+    assert code["recall@10"]["value"] is not None
+    regions = pd.read_parquet(work / "data/resolved/regions.parquet")
+    assert (regions[regions["query_id"] == dev[0]["query_id"]]["n_atoms"] > 0).all()

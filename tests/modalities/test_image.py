@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from bench.modalities.base import ATOM_COLUMNS, SEGMENT_COLUMNS
+from bench.modalities.derived import is_derived, question_key
 from bench.modalities.image import DATASETS, MODALITY
 from bench.modalities.image import coco as coco_module
 from bench.modalities.image.coco import ANNOTATIONS, CocoCaptions
@@ -133,10 +134,14 @@ def imported():
     return CocoCaptions().import_set(COCO_DIR)
 
 
+def human(result) -> list[dict]:
+    return [e for e in result.entries if not is_derived(e)]
+
+
 def test_importer_counts_and_fields(imported):
-    entries = imported.entries
+    entries = human(imported)
     assert len(entries) == 395 and imported.excluded == []
-    assert imported.notes == {"upstream_captions": 395, "images": 79}
+    assert {k: v for k, v in imported.notes.items() if k != "derived_unanswerable"} == {"upstream_captions": 395, "images": 79}
     assert all(list(e) == SPEC_KEYS for e in entries)
     assert len({e["query_id"] for e in entries}) == 395
     assert all(re.fullmatch(r"coco:\d+", e["query_id"]) for e in entries)
@@ -151,10 +156,10 @@ def test_importer_counts_and_fields(imported):
 def test_questions_verbatim_and_splits(imported):
     raw = json.loads((COCO_DIR / ANNOTATIONS).read_text(encoding="utf-8"))
     caption = {f"coco:{a['id']}": a["caption"] for a in raw["annotations"]}
-    assert all(e["question"] == caption[e["query_id"]] for e in imported.entries)
+    assert all(e["question"] == caption[e["query_id"]] for e in human(imported))
     assert any(e["question"].endswith(" ") for e in imported.entries)  # kept verbatim
     split_of: dict[str, set[str]] = {}
-    for e in imported.entries:
+    for e in human(imported):
         split_of.setdefault(e["gold"][0]["source_id"], set()).add(e["split"])
     assert all(len(s) == 1 for s in split_of.values())
     assert Counter(next(iter(s)) for s in split_of.values())["test"] == round(0.3 * 79)
@@ -174,6 +179,28 @@ def test_bad_upstream_rows_excluded(tmp_path):
     (tmp_path / "annotations").mkdir()
     (tmp_path / ANNOTATIONS).write_text(json.dumps(raw), encoding="utf-8")
     res = CocoCaptions().import_set(tmp_path)
-    assert len(res.entries) == 393 and len(res.excluded) == 2
+    assert len(human(res)) == 393 and len(res.excluded) == 2
     assert {x["reason"].split(" ")[0] for x in res.excluded} == {"image_id", "caption"}
     assert np.all([x["item"].startswith("annotation:") for x in res.excluded])
+
+
+def test_derived_before_capture_real(imported):
+    """Each derived entry: a human caption asked 1 s before its image was captured."""
+    raw = json.loads((COCO_DIR / ANNOTATIONS).read_text(encoding="utf-8"))
+    captured = {f"coco:{i['file_name']}": pd.Timestamp(i["date_captured"], tz="UTC") for i in raw["images"]}
+    src = {e["query_id"]: e for e in human(imported)}
+    derived = [e for e in imported.entries if is_derived(e)]
+    assert len(derived) == imported.notes["derived_unanswerable"]["derived"] == 71
+    assert imported.notes["derived_unanswerable"]["not_eligible"] == []  # no caption text is repeated
+    assert len({question_key(e["question"]) for e in src.values()}) == 395
+    for d in derived:
+        s = src[d["query_id"].removesuffix(":before-capture")]
+        assert list(d) == SPEC_KEYS and d["unanswerable"] is True and d["gold"] == [] and d["answer"] is None
+        assert (d["question"], d["scope"], d["split"]) == (s["question"], s["scope"], s["split"])
+        assert d["origin"] == {**s["origin"], "item": s["origin"]["item"] + "|derived:before-capture"}
+        shot = captured[s["gold"][0]["source_id"]]
+        assert pd.Timestamp(d["as_of"]) == shot - pd.Timedelta(seconds=1)  # the image is future memory
+        assert pd.Timestamp(s["as_of"]) > shot  # the answerable twin is asked after it was captured
+    for split in ("dev", "test"):
+        n, d = sum(e["split"] == split for e in src.values()), sum(e["split"] == split for e in derived)
+        assert 0.15 <= d / (n + d) < 0.16

@@ -57,6 +57,11 @@ def write_set(folder: Path, key: str, cfg: dict, entries: list[dict], test_one: 
     (folder / "set.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def unanswerable(entries: list[dict], n: int = 2) -> list[dict]:
+    """A few of the registered set's unanswerable entries (empty gold: they need no file)."""
+    return [e for e in entries if e["unanswerable"]][:n]
+
+
 def regold(entry: dict, key: str, source: Callable[[str], str], region: Callable[[dict], dict] = lambda r: r) -> dict:
     return {**entry, "gold": [{"source_id": f"{key}:{source(g['source_id'])}", "region": region(g["region"])} for g in entry["gold"]]}
 
@@ -70,7 +75,7 @@ def build_pdf(folder: Path) -> None:
 
 def build_screens(folder: Path) -> None:
     (folder / "files").mkdir(parents=True)
-    entries = registered("screenagent")
+    entries = [e for e in registered("screenagent") if e["gold"]]
     shots = sorted({e["gold"][0]["source_id"].split(":", 1)[1] for e in entries})[:SHOTS]
     for path in shots:
         shutil.copyfile(MIRROR / "screenagent_test" / path, folder / "files" / Path(path).name)
@@ -82,17 +87,17 @@ def build_screens(folder: Path) -> None:
         t = pd.Timestamp(e["as_of"]) - pd.Timedelta(seconds=1)
         times[name] = min(times.get(name, t), t)
     (folder / "observed_at.csv").write_text("path,observed_at\n" + "".join(f"{n},{t.isoformat()}\n" for n, t in sorted(times.items())))
-    write_set(folder, "ui", {"modality": "ui_screenshot", "observed_at": "per_file"}, picked)
+    write_set(folder, "ui", {"modality": "ui_screenshot", "observed_at": "per_file"}, picked + unanswerable(registered("screenagent")))
 
 
 def build_photos(folder: Path) -> None:
     (folder / "files").mkdir(parents=True)
-    entries = registered("coco")
+    entries = [e for e in registered("coco") if e["gold"]]
     photos = sorted({e["gold"][0]["source_id"].split(":", 1)[1] for e in entries})[:PHOTOS]
     for name in photos:
         shutil.copyfile(MIRROR / "coco_captions_val2017/val2017" / name, folder / "files" / name)
     picked = [regold(e, "photos", lambda s: s.split(":", 1)[1]) for e in entries if e["gold"][0]["source_id"].split(":", 1)[1] in photos]
-    write_set(folder, "photos", {"modality": "image", "observed_at": "2017-01-01T00:00:00+00:00"}, picked)
+    write_set(folder, "photos", {"modality": "image", "observed_at": "2017-01-01T00:00:00+00:00"}, picked + unanswerable(registered("coco")))
 
 
 def build_chat(folder: Path) -> None:
@@ -141,7 +146,7 @@ def build_calls(folder: Path) -> None:
 
     (folder / "files").mkdir(parents=True)
     rows, _ = read_rows(MIRROR / "medvidqa" / CSV)
-    entries = registered("medvidqa")
+    entries = [e for e in registered("medvidqa") if e["gold"]]
     vids = sorted({e["gold"][0]["source_id"].split(":", 1)[1] for e in entries})[:2]
     names = {}
     for i, vid in enumerate(vids):
@@ -154,7 +159,7 @@ def build_calls(folder: Path) -> None:
             names[vid] = f"{vid}.srt"
         (folder / "files" / names[vid]).write_text(body, encoding="utf-8")
     picked = [regold(e, "calls", lambda s: names[s.split(":", 1)[1]]) for e in entries if e["gold"][0]["source_id"].split(":", 1)[1] in names]
-    write_set(folder, "calls", {"modality": "video", "observed_at": "2023-01-01T00:00:00+00:00"}, picked)
+    write_set(folder, "calls", {"modality": "video", "observed_at": "2023-01-01T00:00:00+00:00"}, picked + unanswerable(registered("medvidqa")))
 
 
 def build_code(folder: Path) -> None:

@@ -12,11 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.modalities.base import SEGMENT_COLUMNS, ATOM_COLUMNS
+from bench.modalities.base import ATOM_COLUMNS, SEGMENT_COLUMNS
+from bench.modalities.derived import is_derived, question_key
+from bench.modalities.ocr import OcrBox, OcrResult, image_size, ocr_image
 from bench.modalities.ui_screenshot import DATASETS, MODALITY
 from bench.modalities.ui_screenshot import screenagent as sa_module
-from bench.modalities.ui_screenshot.modality import ATOM_UI_COLUMNS, SEGMENT_UI_COLUMNS, segment_rows
-from bench.modalities.ocr import OcrBox, OcrResult, image_size, ocr_image
+from bench.modalities.ui_screenshot.modality import (
+    ATOM_UI_COLUMNS,
+    SEGMENT_UI_COLUMNS,
+    segment_rows,
+)
 from bench.modalities.ui_screenshot.screenagent import ScreenAgent, stamp_time
 
 MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "mirror"
@@ -268,11 +273,16 @@ def imported():
     return ScreenAgent().import_set(SA_DIR)
 
 
+def human(result) -> list[dict]:
+    return [e for e in result.entries if not is_derived(e)]
+
+
 def test_importer_counts_and_fields(imported):
     res = imported
-    entries = res.entries
+    entries = human(res)
     assert len(entries) == 218 and res.excluded == []
-    assert res.notes == {"step_files": 208, "boxed_actions": 218, "missing_annotation_files": 0}
+    assert {k: v for k, v in res.notes.items() if k != "derived_unanswerable"} == {
+        "step_files": 208, "boxed_actions": 218, "missing_annotation_files": 0}
     assert all(list(e) == SPEC_KEYS for e in entries)
     assert len({e["query_id"] for e in entries}) == 218
     assert all(re.fullmatch(r"screenagent:[0-9a-f]{32}/\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d-\d{6}#\d+", e["query_id"]) for e in entries)
@@ -285,7 +295,7 @@ def test_importer_counts_and_fields(imported):
 
 
 def test_importer_question_time_and_split(imported):
-    entries = imported.entries
+    entries = human(imported)
     e = next(x for x in entries if x["query_id"] == f"screenagent:{SESSION}/2024-01-12_16-52-37-180900#0")
     assert e["question"] == "Click Search button."
     assert e["gold"] == [{"source_id": SHOT_ID, "region": {"bbox": SEARCH_BOX}}]
@@ -305,9 +315,40 @@ def test_importer_deterministic(imported):
 
 
 def test_every_gold_box_inside_its_real_screenshot(imported):
-    for e in imported.entries:
+    for e in human(imported):
         g = e["gold"][0]
         path = ScreenAgent().file_of(g["source_id"])
         width, height = image_size(SA_DIR / path)
         seg = pd.DataFrame(segment_rows(g["source_id"], width, height, ()))
         assert MODALITY.check_region_in_corpus(g["region"], seg) is None, e["query_id"]
+
+
+def test_derived_before_session_real(imported):
+    """Each derived entry: a human sub-task asked before any screenshot of its session existed."""
+    src = {e["query_id"]: e for e in human(imported)}
+    first: dict[str, pd.Timestamp] = {}
+    for e in src.values():
+        t = pd.Timestamp(stamp_time(e["gold"][0]["source_id"]))
+        first[e["scope"]["session"]] = min(t, first.get(e["scope"]["session"], t))
+    shots_of_text: dict[str, set[str]] = {}
+    for e in src.values():
+        shots_of_text.setdefault(question_key(e["question"]), set()).add(e["gold"][0]["source_id"])
+    derived = [e for e in imported.entries if is_derived(e)]
+    notes = imported.notes["derived_unanswerable"]
+    assert len(derived) == notes["derived"] == 39
+    assert notes["not_eligible_by_reason"] == {"question text is gold in more than one source": 14}
+    for d in derived:
+        s = src[d["query_id"].removesuffix(":before-capture")]
+        assert list(d) == SPEC_KEYS and d["unanswerable"] is True and d["gold"] == [] and d["answer"] is None
+        assert (d["question"], d["scope"], d["split"]) == (s["question"], s["scope"], s["split"])
+        assert d["origin"] == {**s["origin"], "item": s["origin"]["item"] + "|derived:before-capture"}
+        assert len(shots_of_text[question_key(d["question"])]) == 1
+        session = s["scope"]["session"]
+        assert pd.Timestamp(d["as_of"]) == first[session] - pd.Timedelta(seconds=1)
+        # no screenshot of the session, the gold one included, is in memory yet
+        for x in src.values():
+            if x["scope"]["session"] == session:
+                assert pd.Timestamp(stamp_time(x["gold"][0]["source_id"])) > pd.Timestamp(d["as_of"])
+    for split in ("dev", "test"):
+        n, d = sum(e["split"] == split for e in src.values()), sum(e["split"] == split for e in derived)
+        assert 0.15 <= d / (n + d) < 0.16

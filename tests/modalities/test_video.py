@@ -14,7 +14,8 @@ import pytest
 from bench.modalities import datasets, modalities
 from bench.modalities.video import DATASETS, MODALITY
 from bench.modalities.video.medvidqa import CSV, MedVidQA, parse_track, read_rows
-from bench.modalities.video.modality import DURATION_TOLERANCE, cue_frame, finish_segments, window_bounds
+from bench.modalities.derived import is_derived, question_key
+from bench.modalities.video.modality import DURATION_TOLERANCE, cue_frame, finish_segments, overlaps, window_bounds
 from bench.modalities.video.tutorialvqa import EVENTS, TutorialVQA
 
 MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "mirror"
@@ -236,7 +237,7 @@ def test_tutorialvqa_import_real():
     ds = TutorialVQA()
     first, second = ds.import_set(TVQA_DIR), ds.import_set(TVQA_DIR)
     assert first.entries == second.entries and first.excluded == second.excluded and first.notes == second.notes
-    entries = first.entries
+    entries = [e for e in first.entries if not is_derived(e)]
     assert first.notes["upstream_rows"] == 6197
     assert first.notes["exact_duplicate_rows_dropped"] == 123
     assert first.notes["exact_duplicate_rows_dropped"] + first.notes["trimmed_question_duplicate_rows_dropped"] == 166
@@ -268,7 +269,8 @@ def test_tutorialvqa_extract_real(tvqa_segments):
     assert len(v4255) == 186 - 13 - 1
     assert seg.groupby("source_id")["t_start"].apply(lambda s: s.is_monotonic_increasing).all()
     assert str(seg["observed_at"].dtype).startswith("datetime64") and str(seg["observed_at"].dt.tz) == "UTC"
-    assert seg["observed_at"].min() == pd.Timestamp("2015-06-23T06:37:44Z")
+    # a cue is observed at its video's publication time plus its start (first cue at 0.09 s)
+    assert seg["observed_at"].min() == pd.Timestamp("2015-06-23T06:37:44.090Z")
     cf = TutorialVQA().corpus_files(TVQA_DIR)
     assert len(cf) == 76 and {c.path for c in cf} == {EVENTS} and cf[0].sha256
     assert TutorialVQA().file_of("tutorialvqa:4255") == EVENTS and TutorialVQA().file_of("medvidqa:x") is None
@@ -299,7 +301,7 @@ def test_medvidqa_import_real():
     ds = MedVidQA()
     first, second = ds.import_set(MEDVID_DIR), ds.import_set(MEDVID_DIR)
     assert first.entries == second.entries and first.excluded == second.excluded and first.notes == second.notes
-    entries = first.entries
+    entries = [e for e in first.entries if not is_derived(e)]
     assert first.notes["upstream_rows"] == 145 and first.notes["exact_duplicate_rows_dropped"] == 0
     assert first.notes["gold_windows_ending_after_last_cue"] == 1
     assert len(entries) == 144
@@ -326,3 +328,93 @@ def test_medvidqa_extract_real(medvid_segments):
     assert (seg["t_end"] >= seg["t_start"]).all()
     cf = MedVidQA().corpus_files(MEDVID_DIR)
     assert len(cf) == 47 and {c.path for c in cf} == {CSV}
+
+
+# -- observed_at per cue and derived unanswerable entries ------------------------
+
+
+def test_cue_observed_at_is_video_start_plus_cue_start():
+    seg = synthetic([(0.0, 4.0, "a"), (4.0, 9.5, "b"), (30.0, 31.0, "c")])
+    t0 = pd.Timestamp("2016-01-01", tz="UTC")
+    assert seg["observed_at"].tolist() == [t0, t0 + pd.Timedelta(seconds=4), t0 + pd.Timedelta(seconds=30)]
+    cue = MODALITY.chunk(seg, "cue", {})
+    assert cue["observed_at"].tolist() == seg["observed_at"].tolist()
+    win = MODALITY.chunk(seg, "window", {"window_seconds": 10, "overlap_seconds": 0})
+    # w0 [0,10) holds a and b: whole once b is observed; w1, w2 are silent: their own start; w3 holds c
+    assert win["observed_at"].tolist() == [t0 + pd.Timedelta(seconds=s) for s in (4, 10, 20, 30)]
+
+
+def check_derived(result, segments: pd.DataFrame, rule: str) -> list[dict]:
+    """Derived entries of a real import: traced to a human entry, asked before any gold atom exists."""
+    human = {e["query_id"]: e for e in result.entries if not is_derived(e)}
+    derived = [e for e in result.entries if is_derived(e)]
+    assert derived and len({e["query_id"] for e in result.entries}) == len(result.entries)
+    notes = result.notes["derived_unanswerable"]
+    assert notes["derived"] == len(derived) and notes["rule"] == rule
+    gold_sources: dict[str, set[str]] = {}
+    for e in human.values():
+        gold_sources.setdefault(question_key(e["question"]), set()).update(g["source_id"] for g in e["gold"])
+    by_source = dict(tuple(segments.groupby("source_id")))
+    atoms = {s: MODALITY.chunk(segments, s, {"window_seconds": 30, "overlap_seconds": 10}) for s in ("cue", "window")}
+    atoms_by = {s: dict(tuple(a.groupby("source_id"))) for s, a in atoms.items()}
+    for d in derived:
+        assert list(d) == SPEC_KEYS and d["query_id"].endswith(f":{rule}")
+        src = human[d["query_id"][: -len(rule) - 1]]
+        assert d["origin"] == {**src["origin"], "item": src["origin"]["item"] + f"|derived:{rule}"}
+        assert (d["question"], d["scope"], d["split"]) == (src["question"], src["scope"], src["split"])
+        assert d["unanswerable"] is True and d["gold"] == [] and d["answer"] is None
+        assert len(gold_sources[question_key(d["question"])]) == 1
+        as_of = pd.Timestamp(d["as_of"])
+        sid = src["gold"][0]["source_id"]
+        seg = by_source[sid]
+        start = seg["observed_at"].iloc[0] - pd.Timedelta(seconds=float(seg["t_start"].iloc[0]))
+        assert as_of >= start + pd.Timedelta(seconds=1)  # after the video started
+        for strategy in atoms_by:
+            a = atoms_by[strategy][sid]
+            lo, hi = a["t_start"].to_numpy(float), a["t_end"].to_numpy(float)
+            for g in src["gold"]:
+                hit = overlaps(lo, hi, g["region"]["t_start"], g["region"]["t_end"])
+                text_hit = hit & (a["text"].str.len().to_numpy() > 0)
+                # every gold atom that holds text is future memory at the derived as_of ...
+                assert (a.loc[text_hit, "observed_at"] > as_of).all(), (d["query_id"], strategy)
+                # ... and observed by the source entry's own as_of
+                assert (a.loc[hit, "observed_at"] <= pd.Timestamp(src["as_of"])).all()
+    for split in ("dev", "test"):
+        n = sum(e["split"] == split for e in human.values())
+        d = sum(e["split"] == split for e in derived)
+        assert 0.15 <= d / (n + d) < 0.16
+    return derived
+
+
+@need_tvqa
+def test_tutorialvqa_derived_unanswerable_real(tvqa_segments):
+    result = TutorialVQA().import_set(TVQA_DIR)
+    derived = check_derived(result, tvqa_segments, "before-gold")
+    notes = result.notes["derived_unanswerable"]
+    assert notes["not_eligible_by_reason"]["question text is gold in more than one source"] == 222
+    assert len(derived) == 1061 and notes["eligible"] == 5718
+
+
+@need_medvid
+def test_medvidqa_derived_unanswerable_real(medvid_segments):
+    result = MedVidQA().import_set(MEDVID_DIR)
+    derived = check_derived(result, medvid_segments, "before-gold")
+    assert len(derived) == 26
+    assert result.notes["derived_unanswerable"]["not_eligible_by_reason"] == {
+        "first gold cue starts less than 2 s after the video starts": 2}
+
+
+@pytest.mark.parametrize("key", ["tutorialvqa", "medvidqa"])
+def test_human_entries_asked_after_their_gold_is_observed(key, request):
+    """Per-cue observed_at keeps temporal correctness meaningful: no human gold atom is future memory."""
+    ds = {"tutorialvqa": TutorialVQA(), "medvidqa": MedVidQA()}[key]
+    folder = {"tutorialvqa": TVQA_DIR, "medvidqa": MEDVID_DIR}[key]
+    segments = request.getfixturevalue({"tutorialvqa": "tvqa_segments", "medvidqa": "medvid_segments"}[key])
+    entries = [e for e in ds.import_set(folder).entries if not is_derived(e)]
+    for strategy in ("cue", "window"):
+        atoms = dict(tuple(MODALITY.chunk(segments, strategy, {"window_seconds": 30, "overlap_seconds": 10}).groupby("source_id")))
+        for e in entries:
+            for g in e["gold"]:
+                a = atoms[g["source_id"]]
+                hit = MODALITY.overlap(g["region"], a, None)
+                assert hit.any() and (a.loc[hit, "observed_at"] <= pd.Timestamp(e["as_of"])).all(), e["query_id"]

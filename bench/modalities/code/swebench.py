@@ -10,10 +10,14 @@ Sources. One per repository tree at the row's base_commit:
 source_id "swebench:<owner>__<name>@<base_commit>", manifest path
 "repos/<owner>__<name>@<base_commit>.tar.gz", fetched from the GitHub archive URL
 https://github.com/<owner>/<name>/archive/<base_commit>.tar.gz (url() is overridden
-for these paths; the fetch stage skips it offline). extract reads the local path
-safely (tree.py): a tar archive in memory, or, when the fetch stage hands over a
-folder (an unpacked mirror copy "<mirror>/swebench-lite/repos/<owner>__<name>@<commit>/"),
-that folder. Only text files enter the tree. A tree whose file count or bytes differ
+for these paths; the fetch stage skips it offline). A mirror may hold the tree as the
+tarball "<mirror>/swebench-lite/repos/<owner>__<name>@<commit>.tar.gz" or unpacked, as
+the folder "<mirror>/swebench-lite/repos/<owner>__<name>@<commit>/" (the layout the
+mirror's SOURCE.json describes): the fetch stage hard-links the folder's files into the
+store and lists it under the same manifest path with "form": "tree", its file count
+and a tree digest (bench/fetch.py), so validation finds it like a tarball. extract
+reads the local copy safely (tree.py): a tar archive in memory, or the stored folder.
+Only text files enter the tree. A tree whose file count or bytes differ
 from the SWE-bench mirror's record (SOURCE.json corpus_repos) gives a warning.
 
 Gold (derived mechanically from the human-written `patch`; test_patch is never read):
@@ -171,7 +175,8 @@ class SWEBenchLite(Dataset):
     holders: ClassVar[str] = "one holder per repository snapshot: holder = source_id 'swebench:<owner>__<name>@<commit>'"
     observed_at_rule: ClassVar[str] = f"fixed {OBSERVED_AT} for every tree; as_of = the row's created_at (UTC)"
     caveats: ClassVar[str] = (
-        "Base-commit trees are not mirrored; offline every entry is invalid (tree unavailable) and reported. "
+        "Base-commit trees are not in the shared mirror; offline every entry is invalid (tree unavailable) "
+        "and reported until a tarball or an unpacked folder repos/<owner>__<name>@<commit>/ is mirrored. "
         "Gold is every old-side line the human patch changed (or the def/class holding it when the tree is "
         "at hand); other code may also be relevant. Only 11 of 323 Lite rows (three repositories) are imported."
     )

@@ -11,8 +11,8 @@ Mapping: one entry per caption (annotations[]), in annotation-id order.
 - gold = [{source_id ``coco:<file_name>`` of the captioned image, region {}}]. Source
   ids use the file name (e.g. ``coco:000000000139.jpg``), which is also the file path
   under ``val2017/``.
-- answer null, answer_format "none" (retrieval only); unanswerable false for every
-  entry: COCO has no unanswerable captions, so this set adds none.
+- answer null, answer_format "none" (retrieval only); COCO has no unanswerable
+  captions (every human entry has unanswerable false).
 - scope: holder "owner", session null, scenario "image-retrieval".
 - split: assign_splits grouped by image (COCO's own split is val2017 only), so the
   five captions of an image share a split.
@@ -20,6 +20,16 @@ Mapping: one entry per caption (annotations[]), in annotation-id order.
 Time: observed_at of an image = its images[].date_captured (COCO's collection time
 "YYYY-MM-DD HH:MM:SS", no zone recorded, read as UTC; all in Nov 2013); as_of is
 fixed at 2024-01-01T00:00:00+00:00, after every image.
+
+Derived unanswerable entries (bench/modalities/derived.py, rule "before-capture"):
+the caption asked 1 second before its image's date_captured, when the photo did not
+exist yet, so the memory cannot hold it: query_id ``coco:<id>:before-capture``,
+empty gold, origin.item ``annotation:<id>|derived:before-capture``, the source's
+split. Captions whose text (trimmed, case-folded) is a caption of another image are
+left out (none in this subset). A deterministic subset per split (salted sha256
+order) makes them 15 % of the split. Caveat: captions are generic and may fit photos
+captured earlier, which are in memory; COCO gold is only the captioned image, so such
+a photo is no more "the answer" here than it is a hit for the answerable twin.
 
 Upstream rows that cannot become entries (caption not a non-empty string, image id
 not in images[], file name not a plain 12-digit .jpg) are excluded with a reason.
@@ -29,13 +39,14 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
+from bench.modalities.derived import derive_subset
 from bench.modalities.image.modality import SEGMENT_IMAGE_COLUMNS
 from bench.modalities.ocr import ocr_many
 
@@ -44,6 +55,9 @@ IMAGE_DIR = "val2017/"
 FILE_NAME = re.compile(r"^\d{12}\.jpg$")
 HOLDER = "owner"
 AS_OF = "2024-01-01T00:00:00+00:00"
+#: derived unanswerable entries: the caption asked this long before its image was captured
+BEFORE = timedelta(seconds=1)
+RULE = "before-capture"
 
 
 def captured_at(text: Any) -> datetime | None:
@@ -69,7 +83,8 @@ class CocoCaptions(Dataset):
     holders: ClassVar[str] = "every image belongs to holder 'owner' (one person's photo library)"
     observed_at_rule: ClassVar[str] = f"image: images[].date_captured read as UTC; as_of fixed {AS_OF}"
     caveats: ClassVar[str] = (
-        "No unanswerable entries (COCO has none). Captions are generic and may fit other images; only "
+        "No human unanswerable entries (COCO has none); derived ones ask a caption 1 s before its "
+        "image was captured (origin.item '|derived:before-capture'). Captions are generic and may fit other images; only "
         "the captioned image is gold. Region {} is the whole image (the spec's image form), so the "
         "'whole' chunker is exact by construction; photos mostly give no OCR text."
     )
@@ -169,5 +184,12 @@ class CocoCaptions(Dataset):
                     "split": splits[str(img["id"])],
                 }
             )
-        notes = {"upstream_captions": len(data["annotations"]), "images": len(images)}
-        return ImportResult(entries=entries, excluded=excluded, notes=notes)
+        captured = {f"{self.key}:{img['file_name']}": captured_at(img.get("date_captured")) for img in images.values()}
+
+        def moment(entry: dict) -> tuple[datetime | None, str | None]:
+            when = captured[entry["gold"][0]["source_id"]]
+            return (when - BEFORE, None) if when is not None else (None, "image has no date_captured")
+
+        derived, derived_notes = derive_subset(entries, moment, RULE, f"{self.key}:{RULE}")
+        notes = {"upstream_captions": len(data["annotations"]), "images": len(images), "derived_unanswerable": derived_notes}
+        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)

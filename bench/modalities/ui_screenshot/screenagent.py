@@ -14,9 +14,9 @@ Mapping: one entry per action that has a clickable_area.
   stays as annotated; the overall task is the session's context, not the question).
 - gold = the screenshot (source_id ``screenagent:data/ScreenAgent/test/<session>/
   images/<saved_image_name>``) with region ``{"bbox": [x0, y0, x1, y1]}``.
-- answer null, answer_format "none" (grounding only); unanswerable false for every
-  entry: ScreenAgent has no unanswerable sub-tasks (*_neg_eval.json files are
-  retry negatives, not empty-gold queries, and are not mirrored).
+- answer null, answer_format "none" (grounding only); ScreenAgent has no human
+  unanswerable sub-tasks (*_neg_eval.json files are retry negatives, not empty-gold
+  queries, and are not mirrored): every human entry has unanswerable false.
 - scope: holder "owner", session = the ScreenAgent session id, scenario "ui-grounding".
 - split: assign_splits grouped by session (ScreenAgent's own split is "test" only).
 
@@ -24,6 +24,19 @@ Time: observed_at of a screenshot is the capture time in its file name
 (``YYYY-MM-DD_HH-MM-SS-ffffff``; no zone is recorded, read as UTC). as_of = the
 observed_at of the step's screenshot + 1 second: the sub-task is asked about the
 screen just captured, so later screenshots of the session are future evidence.
+
+Derived unanswerable entries (bench/modalities/derived.py, rule "before-capture"):
+the sub-task asked 1 second before its session's first screenshot in the corpus,
+before the gold screenshot (or any screenshot of the session) existed. The session's
+start, not the gold screenshot's own time, because earlier screenshots of the same
+session often show the same target (a desktop icon, a menu bar): asked just before
+the gold screenshot, the answer could still be in memory. Sessions of other tasks
+may run at the same time (they are other sessions' memory). query_id
+``<source query_id>:before-capture``, empty gold, origin.item ``<step file>#actions[i]
+|derived:before-capture``, the source's split and scope. Sub-task texts that are gold
+on more than one screenshot are left out (listed in the imports file); a
+deterministic subset per split (salted sha256 order) makes derived entries 15 % of
+the split.
 
 annotation_files: every *.json of the pinned file list (bench/corpus/pins/
 screenagent_test.json, built at import time of the class). The pins record the
@@ -44,6 +57,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, is_number, load_pins
+from bench.modalities.derived import derive_subset
 from bench.modalities.ui_screenshot.modality import SEGMENT_UI_COLUMNS, segment_rows
 from bench.modalities.ocr import ocr_many
 
@@ -51,6 +65,9 @@ ROOT = "data/ScreenAgent/test/"
 MIRROR_KEY = "screenagent_test"
 HOLDER = "owner"
 AS_OF_DELTA = timedelta(seconds=1)
+#: derived unanswerable entries: asked this long before the session's first screenshot
+BEFORE = timedelta(seconds=1)
+RULE = "before-capture"
 STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})_(\d{2})-(\d{2})-(\d{2})-(\d{6})$")
 
 
@@ -108,7 +125,8 @@ class ScreenAgent(Dataset):
         "screenshot: capture time in its file name, read as UTC; as_of: the step's screenshot time + 1 s"
     )
     caveats: ClassVar[str] = (
-        "No unanswerable entries (ScreenAgent has none). Questions are sub-task texts, several "
+        "No human unanswerable entries (ScreenAgent has none); derived ones ask a sub-task 1 s before "
+        "its session's first screenshot (origin.item '|derived:before-capture'). Questions are sub-task texts, several "
         "repeated across steps, and screenshots of a session look alike. Only the mirrored subset "
         "(steps with a clickable_area) is pinned. OCR text is Chinese/English from VNC desktops."
     )
@@ -201,8 +219,20 @@ class ScreenAgent(Dataset):
                         "split": splits[session],
                     }
                 )
-        notes = {"step_files": len(steps), "boxed_actions": n_boxes, "missing_annotation_files": missing}
-        return ImportResult(entries=entries, excluded=excluded, notes=notes)
+        # a session begins with its earliest screenshot in the corpus
+        first_shot: dict[str, datetime] = {}
+        for e in entries:
+            taken = stamp_time(e["gold"][0]["source_id"])
+            session = e["scope"]["session"]
+            first_shot[session] = min(taken, first_shot.get(session, taken))
+
+        def moment(entry: dict) -> tuple[datetime | None, str | None]:
+            return first_shot[entry["scope"]["session"]] - BEFORE, None
+
+        derived, derived_notes = derive_subset(entries, moment, RULE, f"{self.key}:{RULE}")
+        notes = {"step_files": len(steps), "boxed_actions": n_boxes, "missing_annotation_files": missing,
+                 "derived_unanswerable": derived_notes}
+        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)
 
 
 def session_of(path: str) -> str:

@@ -23,9 +23,22 @@ are none in this file). The `answer` column is caption text cut out of the windo
 the repackager, not a human answer: answer is null, answer_format "none". Row 94 has
 video_id '#NAME?' (a spreadsheet error value: the YouTube id is lost); it is excluded
 and its track is not in the corpus. The file has no split of its own: videos are
-split with assign_splits (about 30% test). No unanswerable questions. observed_at has
-no source in the data: every video gets OBSERVED_AT (the MedVidQA release, January
-2022, by which all videos were published) and every question as_of AS_OF.
+split with assign_splits (about 30% test). MedVidQA has no unanswerable questions of
+its own. Time has no source in the data: a memory is taken to start watching every
+video at OBSERVED_AT (the MedVidQA release, January 2022, by which all videos were
+published; the same start for all, as if watched side by side), so a caption is
+observed at OBSERVED_AT + its start second; every human question is asked at AS_OF
+(June 2023), after every video ended.
+
+Derived unanswerable entries (bench/modalities/derived.py, rule "before-gold"): the
+question asked 1 s before the first caption that overlaps its gold window is
+observed, while the video plays; query_id "medvidqa:<row>:before-gold", empty gold,
+origin.item "row:<row>|derived:before-gold", the source's split. Left out (listed in
+bench/sets/imports/medvidqa.json, notes.derived_unanswerable): question texts gold in
+more than one video (none here) and windows whose first caption begins less than 2 s
+into the video (2). A deterministic subset per split makes them 15 % of the split.
+Because all videos share one start, at a derived as_of every video has been watched
+for the same few seconds.
 """
 
 from __future__ import annotations
@@ -39,11 +52,13 @@ from typing import ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
-from bench.modalities.video.modality import VideoModality, cue_frame, finish_segments
+from bench.modalities.derived import derive_subset
+from bench.modalities.video.modality import VideoModality, before_gold_moment, cue_frame, finish_segments
 
 CSV = "Dataset/test_merged_clean.csv"
 ENCODING = "cp1252"
 HOLDER = "owner"
+RULE = "before-gold"
 OBSERVED_AT = "2022-01-01T00:00:00+00:00"
 AS_OF = "2023-06-01T00:00:00+00:00"
 #: the key regex of SOURCE.json, with the key's quotes so caption text cannot match it
@@ -131,10 +146,14 @@ class MedVidQA(Dataset):
     modality: ClassVar[str] = "video"
     mirror_key: ClassVar[str] = "medvidqa"
     holders: ClassVar[str] = "every video belongs to holder 'owner' (one viewer's video library)"
-    observed_at_rule: ClassVar[str] = f"fixed {OBSERVED_AT} for every video (no date in the data); as_of {AS_OF}"
+    observed_at_rule: ClassVar[str] = (
+        f"each caption: {OBSERVED_AT} (one start for every video; no date in the data) plus its start "
+        f"second; as_of {AS_OF}; derived unanswerable twins 1 s before their first gold caption"
+    )
     caveats: ClassVar[str] = (
         "Third-party merge, not the official release; 145 rows likely the official validation split. "
-        "No unanswerable questions (0%). No human answer text (answer null). Captions are YouTube "
+        "No human unanswerable questions; derived ones ask a question 1 s before its gold is said "
+        "(origin.item '|derived:before-gold'). No human answer text (answer null). Captions are YouTube "
         "tracks (rolling, overlapping). Row 94 (video id '#NAME?') excluded."
     )
     annotation_files: ClassVar[tuple[str, ...]] = (CSV,)
@@ -213,4 +232,6 @@ class MedVidQA(Dataset):
             "upstream_cues": segments.attrs["upstream_cues"],
             "excluded_by_reason": dict(Counter(e["reason"] for e in excluded)),
         }
-        return ImportResult(entries=entries, excluded=excluded, notes=notes)
+        derived, notes["derived_unanswerable"] = derive_subset(
+            entries, lambda e: before_gold_moment(e, by_source), RULE, f"{self.key}:{RULE}")
+        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)

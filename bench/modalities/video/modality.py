@@ -22,6 +22,13 @@ overlap. A zero-length atom (a cue with t_start == t_end) at time t overlaps a r
 when t_start <= t < t_end of the region; the region end is excluded, as for every
 half-open interval.
 
+Time (observed_at): a memory watches a video as a stream. The data set gives each
+video a start moment (the moment the memory began watching it; see its module) and
+each cue is observed at that moment plus the cue's start time, so the end of a video
+is future memory while its beginning is not. A cue atom keeps its cue's observed_at;
+a window atom is observed at its latest cue's observed_at (the window is whole only
+then), a window without cues at the video's start plus the window's start.
+
 Chunkers
   cue     one atom per cue, with the cue's times and text.
   window  fixed windows [k*step, k*step + window_seconds) from 0 with
@@ -94,15 +101,15 @@ class VideoModality(Modality):
                 "dataset": meta["dataset"],
                 "modality": self.name,
                 "holder": meta["holder"],
-                "observed_at": meta["observed_at"],
             }
             spans = cue_atoms(seg) if strategy == "cue" else window_atoms(seg, options)
-            for key, t0, t1, text in spans:
+            for key, t0, t1, text, observed in spans:
                 rows.append(
                     {
                         "atom_id": f"{source_id}#{key}",
                         **common,
                         "text": text,
+                        "observed_at": observed,
                         "extent": extent_json({"t_start": t0, "t_end": t1}),
                         "t_start": t0,
                         "t_end": t1,
@@ -111,6 +118,7 @@ class VideoModality(Modality):
         atoms = pd.DataFrame(rows, columns=ATOM_VIDEO_COLUMNS)
         atoms["t_start"] = atoms["t_start"].astype("float64")
         atoms["t_end"] = atoms["t_end"].astype("float64")
+        atoms["observed_at"] = pd.to_datetime(atoms["observed_at"], utc=True)
         return atoms
 
     def overlap(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
@@ -150,10 +158,21 @@ def duration_of(segments: pd.DataFrame) -> float:
     return float(segments["t_end"].max()) if len(segments) else 0.0
 
 
-def cue_atoms(seg: pd.DataFrame) -> list[tuple[str, float, float, str]]:
+def seconds(value: Any) -> Any:
+    """Seconds (float or array) as a Timedelta rounded to whole microseconds (ISO 8601's finest)."""
+    micro = np.round(np.asarray(value, dtype=float) * 1e6).astype(np.int64)
+    return pd.to_timedelta(micro, unit="us") if micro.ndim else pd.Timedelta(int(micro), unit="us")
+
+
+def video_start(seg: pd.DataFrame) -> pd.Timestamp:
+    """When a memory began watching the video: a cue's observed_at minus its start."""
+    return seg["observed_at"].iloc[0] - seconds(float(seg["t_start"].iloc[0]))
+
+
+def cue_atoms(seg: pd.DataFrame) -> list[tuple[str, float, float, str, pd.Timestamp]]:
     return [
-        (f"c{int(s)}", float(a), float(b), str(t))
-        for s, a, b, t in zip(seg["seq"], seg["t_start"], seg["t_end"], seg["text"], strict=True)
+        (f"c{int(s)}", float(a), float(b), str(t), o)
+        for s, a, b, t, o in zip(seg["seq"], seg["t_start"], seg["t_end"], seg["text"], seg["observed_at"], strict=True)
     ]
 
 
@@ -174,17 +193,21 @@ def window_bounds(duration: float, size: float, overlap: float) -> list[tuple[fl
     return out
 
 
-def window_atoms(seg: pd.DataFrame, options: dict[str, Any]) -> list[tuple[str, float, float, str]]:
+def window_atoms(seg: pd.DataFrame, options: dict[str, Any]) -> list[tuple[str, float, float, str, pd.Timestamp]]:
     missing = [k for k in ("window_seconds", "overlap_seconds") if k not in options]
     if missing:
         raise ValueError(f"video window chunker needs options {missing}")
     lo = seg["t_start"].to_numpy(dtype=float)
     hi = seg["t_end"].to_numpy(dtype=float)
     texts = seg["text"].tolist()
+    observed = seg["observed_at"].tolist()
+    start = video_start(seg) if len(seg) else None
     out = []
     for i, (a, b) in enumerate(window_bounds(duration_of(seg), options["window_seconds"], options["overlap_seconds"])):
         hit = np.flatnonzero(overlaps(lo, hi, a, b))
-        out.append((f"w{i}", a, b, "\n".join(texts[j] for j in hit)))
+        # the window is whole once its latest cue is observed; a silent window at its start
+        when = max(observed[j] for j in hit) if len(hit) else start + seconds(a)
+        out.append((f"w{i}", a, b, "\n".join(texts[j] for j in hit), when))
     return out
 
 
@@ -226,11 +249,53 @@ def cue_frame(cues: list[dict]) -> tuple[pd.DataFrame, dict[str, int]]:
 
 
 def finish_segments(cues: pd.DataFrame, dataset: str, holder: str, observed_at: dict[str, pd.Timestamp]) -> pd.DataFrame:
-    """Add the common segment columns to placed cues."""
+    """Add the common segment columns to placed cues.
+
+    `observed_at` maps a source to the moment a memory began watching it; a cue is
+    observed at that moment plus its start time (see the module docstring).
+    """
     df = cues.copy()
     df["dataset"] = dataset
     df["modality"] = "video"
     df["holder"] = holder
-    df["observed_at"] = pd.to_datetime(df["source_id"].map(observed_at), utc=True)
+    start = pd.to_datetime(df["source_id"].map(observed_at), utc=True)
+    df["observed_at"] = start + seconds(df["t_start"].to_numpy(dtype=float))
     cols = ["source_id", "dataset", "modality", "seq", "text", "holder", "observed_at", "t_start", "t_end", "cue_index"]
     return df[cols]
+
+
+#: derived unanswerable video entries: asked this many seconds before the first gold cue
+BEFORE_GOLD_SECONDS = 1.0
+#: ... and at least this many seconds after the video started
+MIN_WATCHED_SECONDS = 1.0
+
+
+def before_gold_moment(entry: dict, segments: dict[str, pd.DataFrame]) -> tuple[Any, str | None]:
+    """as_of of an entry's unanswerable twin: just before its gold is first observed.
+
+    The earliest cue that overlaps any gold window (by the overlap rule) starts at s
+    seconds; the question is asked at the video's start + s - BEFORE_GOLD_SECONDS, so
+    no atom (cue or window, see the observed_at rules above) holding gold text is in
+    memory yet. Returns (None, reason) when s - BEFORE_GOLD_SECONDS is less than
+    MIN_WATCHED_SECONDS after the start (no moment after the video started) or when
+    the gold is not in one placed video.
+    """
+    sources = {g["source_id"] for g in entry["gold"]}
+    if len(sources) != 1:
+        return None, "gold is not in exactly one video"
+    seg = segments.get(next(iter(sources)))
+    if seg is None or seg.empty:
+        return None, "video has no placed cues"
+    lo = seg["t_start"].to_numpy(dtype=float)
+    hi = seg["t_end"].to_numpy(dtype=float)
+    hit = np.zeros(len(seg), dtype=bool)
+    for g in entry["gold"]:
+        hit |= overlaps(lo, hi, float(g["region"]["t_start"]), float(g["region"]["t_end"]))
+    if not hit.any():
+        return None, "no cue overlaps the gold window"
+    first = float(lo[hit].min())
+    ask = first - BEFORE_GOLD_SECONDS
+    if ask < MIN_WATCHED_SECONDS:
+        return None, f"first gold cue starts less than {BEFORE_GOLD_SECONDS + MIN_WATCHED_SECONDS:g} s after the video starts"
+    when = video_start(seg.sort_values("seq", kind="stable")) + seconds(ask)
+    return when.to_pydatetime(), None

@@ -31,7 +31,23 @@ The 2 qa.json rows in no split file form pairs of their own and are excluded.
 
 answer: TutorialVQA has no answer text; the segment title is a human label of the
 segment, not an answer to the question, so answer is null with answer_format "none".
-There are no unanswerable questions.
+TutorialVQA has no unanswerable questions of its own.
+
+Time: a memory watches each video from its publication time (the _YYYYMMDDhhmmss stamp
+of its video_url, UTC; 2015-06-23 .. 2017-07-28), so a transcript sentence is observed
+at publication + its begin second (bench/modalities/video/modality.py). Human entries
+are asked at AS_OF (2018-01-01), after every video has been watched to its end (the
+longest video ends minutes after publication), so every gold cue is observed by then.
+
+Derived unanswerable entries (bench/modalities/derived.py, rule "before-gold"): the
+question asked 1 s before the first sentence that overlaps its gold window(s) is
+observed (modality.before_gold_moment), i.e. while the video plays but before
+the answer is said. query_id "<source query_id>:before-gold", empty gold, origin.item
+"<source item>|derived:before-gold", the source's split. Left out (listed in
+bench/sets/imports/tutorialvqa.json, notes.derived_unanswerable): question texts that
+are gold in more than one video (another video, already watched, may answer them),
+and windows whose first sentence begins less than 2 s into the video. A deterministic
+subset per split makes derived entries 15 % of the split.
 """
 
 from __future__ import annotations
@@ -46,7 +62,8 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, load_pins
-from bench.modalities.video.modality import VideoModality, cue_frame, finish_segments
+from bench.modalities.derived import derive_subset
+from bench.modalities.video.modality import VideoModality, before_gold_moment, cue_frame, finish_segments
 
 EVENTS = "data/raw/helpx_photoshop_tutorials.events.json"
 QA = "data/qa.json"
@@ -55,6 +72,7 @@ SPLIT_FILES = {"train": "data/train.json", "dev": "data/dev.json", "test": "data
 #: upstream split -> ours; a pair takes the first of these its rows are in
 SPLIT_MAP = (("test", "test"), ("dev", "dev"), ("train", "dev"))
 HOLDER = "owner"
+RULE = "before-gold"
 #: after the last video's publication (2017-07-28 12:49:48 UTC), before the paper (2019)
 AS_OF = "2018-01-01T00:00:00+00:00"
 STAMP = re.compile(r"_(\d{14})\.[^/]*$")
@@ -104,11 +122,13 @@ class TutorialVQA(Dataset):
     mirror_key: ClassVar[str] = "tutorialvqa"
     holders: ClassVar[str] = "every video belongs to holder 'owner' (one learner's video library)"
     observed_at_rule: ClassVar[str] = (
-        "each video: the publication stamp _YYYYMMDDhhmmss in its video_url, read as UTC "
-        f"(2015-06-23 .. 2017-07-28); as_of {AS_OF} for every question"
+        "each sentence: its video's publication stamp _YYYYMMDDhhmmss in the video_url, read as UTC "
+        f"(2015-06-23 .. 2017-07-28), plus the sentence's begin second; as_of {AS_OF} for every human "
+        "question; derived unanswerable twins 1 s before their first gold sentence"
     )
     caveats: ClassVar[str] = (
-        "No unanswerable questions (0%). No answer text (answer null). 89 question texts are gold "
+        "No human unanswerable questions; derived ones ask a question 1 s before its gold is said "
+        "(origin.item '|derived:before-gold'). No answer text (answer null). 89 question texts are gold "
         "in several videos and other videos may answer a question without being annotated "
         "(false-negative risk in corpus-wide retrieval). 15 transcript sentences with null or "
         "inverted times are not in the corpus. Upstream train rows are in dev."
@@ -192,7 +212,9 @@ class TutorialVQA(Dataset):
             "dropped_cues": segments.attrs["dropped_cues"],
             "upstream_cues": segments.attrs["upstream_cues"],
         }
-        return ImportResult(entries=entries, excluded=excluded, notes=notes)
+        derived, notes["derived_unanswerable"] = derive_subset(
+            entries, lambda e: before_gold_moment(e, by_source), RULE, f"{self.key}:{RULE}")
+        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)
 
 
 def _load(mirror_dir: Path, path: str) -> Any:
