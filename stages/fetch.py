@@ -25,11 +25,20 @@ from bench.archive import ArchiveError
 from bench.fetch import FetchLog, fetch_dataset, network_available, sort_manifest
 from bench.io import write_json, write_jsonl
 from bench.modalities import datasets
-from stages.common import LOCAL_FINGERPRINTS, MANIFEST, ROOT, STORE, enabled_datasets, fail, params
+from stages.common import (
+    LOCAL_FINGERPRINTS,
+    MANIFEST,
+    ROOT,
+    STORE,
+    enabled_datasets,
+    fail,
+    params,
+)
 
 
 def fingerprint(folder: str) -> None:
-    from bench.modalities.local import LocalDataError, fingerprint as of, load
+    from bench.modalities.local import LocalDataError, load
+    from bench.modalities.local import fingerprint as of
 
     try:
         ds = load(ROOT / folder, folder)
