@@ -49,6 +49,7 @@ from bench.archive import read_member
 from bench.io import _umask, make_readable
 from bench.modalities.base import CorpusFile, Dataset
 from bench.store import hash_tree, local_path, tree_files, tree_path  # the store layout, shared with extraction
+from bench.store import stored_path as stored_path  # re-exported: where a manifest row lives in the store
 
 CHUNK = 1 << 20
 FETCH_WORKERS = os.cpu_count() or 1

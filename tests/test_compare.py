@@ -190,7 +190,7 @@ def test_malformed_tables_are_one_line(mutate, message):
 def test_extra_metric_columns_are_tolerated():
     a = table(8).assign(abstention_rate=0.0, auroc_unanswerable=np.nan, abstained=False)
     res = compare(a, a.copy().drop(columns=["ndcg@10"]), resamples=50, permutations=200)
-    assert {r["metric"] for r in res["rows"]} == {"recall@10", "mrr", "coverage@10", "precision@10", "iou@10", "false_recall"}
+    assert {r["metric"] for r in res["rows"]} == {"recall@10", "mrr", "coverage@10", "precision@10", "iou@10", "false_recall", "abstention_rate"}
 
 
 def test_cli_refusals_are_one_line_exit_1(tmp_path):

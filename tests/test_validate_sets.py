@@ -259,7 +259,7 @@ def _cli_root(tmp_path: Path, real_corpus: dict) -> Path:
     root = tmp_path / "proj"
     (root / "bench" / "sets").mkdir(parents=True)
     (root / "params.yaml").write_text((ROOT / "params.yaml").read_text())
-    write_parquet(root / "data" / "segments" / "all.parquet", real_corpus["segments"])
+    write_parquet(root / "data" / "segments" / "all" / "all.parquet", real_corpus["segments"])
     return root
 
 

@@ -234,7 +234,9 @@ class LocalDataset(Dataset):
         # a repository (code) has many files: its first stands for it in the manifest
         return f"{FILES_DIR}/{files[0]}" if files else None
 
-    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+    def extract(self, files: dict[str, Path], **options: Any) -> pd.DataFrame:
+        """Segments of the folder's files, parsed by the modality's local parser, which
+        takes the modality's extraction options (params.yaml `extraction.<modality>`)."""
         sources: dict[str, list[tuple[str, Path]]] = {}
         for path, local in sorted(files.items()):
             if not path.startswith(f"{FILES_DIR}/"):
@@ -244,7 +246,7 @@ class LocalDataset(Dataset):
             inner = rel[len(name) + 1:] if rel != name else rel
             sources.setdefault(f"{self.key}:{name}", []).append((inner, Path(local)))
         try:
-            df = self.parser.parse(sources)
+            df = self.parser.parse(sources, **options)
         except LocalDataError as exc:
             raise LocalDataError(f"{self.shown}/{FILES_DIR}/{exc}") from None
         df = df.copy()

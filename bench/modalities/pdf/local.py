@@ -12,6 +12,7 @@ import pandas as pd
 
 from bench.modalities.local import LocalDataError
 from bench.modalities.pdf.mmlongbench import extract_many
+from bench.modalities.pdf.modality import MIN_LAYER_CHARS, add_ocr_text
 
 FORMATS = "PDF documents (.pdf)"
 SUFFIXES: tuple[str, ...] | None = (".pdf",)
@@ -39,13 +40,16 @@ def check_pdf(inner: str, local: Path) -> None:
         raise LocalDataError(f"{inner}: pdfium cannot read it ({exc})") from None
 
 
-def parse(sources: dict[str, list[tuple[str, Path]]]) -> pd.DataFrame:
+def parse(sources: dict[str, list[tuple[str, Path]]], ocr_min_chars: int = MIN_LAYER_CHARS) -> pd.DataFrame:
+    """Pages' text layer; pages with fewer than `ocr_min_chars` non-space characters are
+    OCR'd, as for the registered PDFs (params.yaml `extraction.pdf.ocr_min_chars`)."""
     jobs = []
     for source_id, files in sorted(sources.items()):
         for inner, local in files:
             check_pdf(inner, local)
             jobs.append((str(local), source_id))
-    rows = [row for doc in extract_many(jobs) for row in doc]
-    df = pd.DataFrame(rows, columns=["source_id", "page", "block", "text"])
+    docs = add_ocr_text(extract_many(jobs), [path for path, _ in jobs], min_chars=ocr_min_chars)
+    rows = [row for doc in docs for row in doc]
+    df = pd.DataFrame(rows, columns=["source_id", "page", "block", "text", "text_source"])
     df["seq"] = df.groupby("source_id").cumcount()
     return df
