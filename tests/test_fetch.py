@@ -165,6 +165,7 @@ def test_files_copied_from_mirror_with_hash_and_size(tmp_path):
         local = store / "fake" / path
         assert local.read_bytes() == data
         assert stat.S_IMODE(local.stat().st_mode) == umask_mode(), "stored copies must not be 0600"
+        assert os.stat(local).st_ino == os.stat(mirror / "fake-mirror" / path).st_ino  # linked, not copied
     row = got["docs/a.txt"]
     assert row["source_id"] == "fake:docs/a.txt"
     assert (row["dataset"], row["key"], row["revision"]) == (ds.name, "fake", ds.revision)
@@ -259,7 +260,10 @@ def test_corrupt_stored_copy_is_fetched_again(tmp_path):
     store = tmp_path / "store"
     mirror = make_mirror(tmp_path / "m")
     fetch_dataset(ds, store, [mirror], False, FetchLog())
-    (store / "fake/docs/a.txt").write_bytes(b"bit rot\n")
+    stored = store / "fake/docs/a.txt"
+    assert os.stat(stored).st_ino == os.stat(mirror / "fake-mirror/docs/a.txt").st_ino  # a hard link
+    stored.unlink()  # tampered by replacing: writing in place would change the mirror's own inode
+    stored.write_bytes(b"bit rot\n")
     log = FetchLog()
     rows = fetch_dataset(ds, store, [mirror], False, log)
     assert by_path(rows)["docs/a.txt"]["status"] == "present"
