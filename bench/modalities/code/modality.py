@@ -44,7 +44,12 @@ import numpy as np
 import pandas as pd
 
 from bench.modalities.base import Modality, extent_json, interval_extents, is_int
-from bench.modalities.code.symbols import line_offsets, parse_symbols, resolve, split_lines
+from bench.modalities.code.symbols import (
+    line_offsets,
+    parse_symbols,
+    resolve,
+    split_lines,
+)
 from bench.modalities.textspan import windows
 
 ATOM_CODE_COLUMNS = [

@@ -19,7 +19,13 @@ import numpy as np
 import pandas as pd
 
 from bench.modalities.base import Modality, extent_json, interval_extents, is_int
-from bench.modalities.textspan import intersects, joined_text, layout, token_spans, windows
+from bench.modalities.textspan import (
+    intersects,
+    joined_text,
+    layout,
+    token_spans,
+    windows,
+)
 
 
 class PdfModality(Modality):
