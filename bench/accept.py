@@ -8,7 +8,21 @@ the environment and paths as arguments and read nothing else of the machine, exc
 
 The audit file reports/acceptance.jsonl only grows: each acceptance appends one row
 (git commit, params hash, sha256 of manifest, sets and split lock, UTC time, metrics);
-earlier rows are kept byte for byte.
+earlier rows are kept byte for byte. It is a hash chain: every row carries
+`prev_sha256`, the sha256 of the previous line's bytes (null on the first row), and its
+`acceptance` number is its line number (rows from before the chain, without the
+field, may only lead the file: the first chained row then carries the sha256 of the
+last of them, and the git-history check guards them). Before any acceptance, `audit_problem`
+verifies the whole chain and the file's git history (every committed version, from
+`git log` of HEAD, must be a prefix of the current file): an edited, reordered or
+deleted row, committed or not, refuses the acceptance.
+
+The acceptance stage cannot be walked around: `bench accept` hands it a single-use
+token bound to the commit and the params hash it checked (data/.accept-token, JSON),
+and the stage itself runs the same `preflight` again (experiment, uncommitted
+changes, `dvc status dvc.yaml`, recorded hashes, audit chain and history, and the dev
+run's recorded chunking and system equal to params), so a hand-made token changes
+nothing: the stage still evaluates only the atoms the committed params produced.
 """
 
 from __future__ import annotations
@@ -21,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
 
-from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_file
+from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file
 
 #: environment variable and token file through which `bench accept` calls the stage
 TOKEN_ENV = "BENCH_ACCEPT_TOKEN"
@@ -54,15 +68,34 @@ def experiment_reason(env: Mapping[str, str], root: Path) -> str | None:
     return None
 
 
-def stage_refusal(env: Mapping[str, str], token_file: Path) -> str | None:
-    """The acceptance stage's own guard: only `bench accept`'s single-use token opens it."""
+def token_text(token: str, commit: str | None, params_sha256: str) -> str:
+    """The token file `bench accept` writes: the token bound to what it checked."""
+    return json.dumps({"token": token, "git_commit": commit, "params_sha256": params_sha256}) + "\n"
+
+
+def stage_refusal(env: Mapping[str, str], token_file: Path, root: Path | None = None) -> str | None:
+    """The acceptance stage's own guard: only `bench accept`'s single-use token opens it,
+    and only on the commit and params it was issued for (checked when `root` is given)."""
     for name in EXPERIMENT_ENV:
         if env.get(name):
             return f"inside a DVC experiment ({name}={env[name]}): the test split is never read while tuning"
     token = env.get(TOKEN_ENV, "")
-    expected = token_file.read_text(encoding="utf-8").strip() if token_file.is_file() else ""
-    if not token or token != expected:
+    bound: dict[str, Any] = {}
+    if token_file.is_file():
+        try:
+            loaded = json.loads(token_file.read_text(encoding="utf-8"))
+            bound = loaded if isinstance(loaded, dict) else {}
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            bound = {}
+    if not token or token != bound.get("token"):
         return "the acceptance stage runs only through `bench accept` (no valid acceptance token)"
+    if root is not None:
+        head = git_commit(root)
+        if head != bound.get("git_commit"):
+            return f"the acceptance token was issued for commit {str(bound.get('git_commit'))[:12]}, HEAD is {str(head)[:12]}: run `bench accept` again"
+        params = root / "params.yaml"
+        if not params.is_file() or sha256_file(params) != bound.get("params_sha256"):
+            return "params.yaml changed since `bench accept` checked it: run `bench accept` again"
     return None
 
 
@@ -119,6 +152,80 @@ def recorded_hash_mismatch(root: Path, set_paths: Sequence[Path], summary: dict,
     return None
 
 
+CHAIN = "prev_sha256"
+
+
+def line_sha256(line: bytes) -> str:
+    """sha256 of one audit line's bytes, without its newline."""
+    return sha256_bytes(line.rstrip(b"\n"))
+
+
+def chain_problem(data: bytes) -> str | None:
+    """The first break in the audit file's hash chain, or None."""
+    prev: str | None = None
+    legacy = True  # rows written before the chain existed (no prev_sha256 field) may lead the file
+    for i, line in enumerate(data.splitlines(), start=1):
+        try:
+            row = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return f"{AUDIT}:{i}: not a JSON row; the audit file is never rewritten: restore it from git"
+        if not isinstance(row, dict):
+            return f"{AUDIT}:{i}: not an acceptance row; restore it from git"
+        if row.get("acceptance") != i:
+            return f"{AUDIT}:{i}: acceptance #{row.get('acceptance')} where #{i} was due: a row was deleted or reordered; restore it from git"
+        if legacy and CHAIN not in row:
+            prev = line_sha256(line)
+            continue
+        legacy = False
+        if row.get(CHAIN) != prev:
+            return (f"{AUDIT}:{i}: {CHAIN} does not match the sha256 of line {i - 1}: an earlier row was edited"
+                    f"{'' if i > 1 else ' (the first row has null)'}; restore it from git")
+        prev = line_sha256(line)
+    return None
+
+
+def committed_versions(root: Path, rel: str = AUDIT) -> list[tuple[str, bytes]]:
+    """(commit, file bytes) of every commit in HEAD's history that changed `rel`
+    (b"" where a commit deleted it), newest first."""
+    proc = subprocess.run(["git", "log", "--format=%H", "HEAD", "--", rel], cwd=root, capture_output=True, check=False)
+    if proc.returncode != 0:
+        return []
+    out = []
+    for commit in proc.stdout.decode().split():
+        shown = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=root, capture_output=True, check=False)
+        out.append((commit, shown.stdout if shown.returncode == 0 else b""))
+    return out
+
+
+def history_problem(root: Path, current: bytes) -> str | None:
+    """Every committed version of the audit file must be a prefix of the current one."""
+    for commit, data in committed_versions(root):
+        if not current.startswith(data):
+            kept = sum(1 for a, b in zip(data.splitlines(), current.splitlines(), strict=False) if a == b)
+            return (f"{AUDIT}: the version committed in {commit[:12]} ({len(data.splitlines())} rows) is not a prefix of the current file "
+                    f"(first difference at row {kept + 1}): rows were edited or deleted; restore it with `git checkout {commit[:12]} -- {AUDIT}`")
+    return None
+
+
+def audit_problem(root: Path) -> str | None:
+    """The audit file's chain and git history, verified whole (None when both hold)."""
+    path = root / AUDIT
+    current = path.read_bytes() if path.is_file() else b""
+    return chain_problem(current) or history_problem(root, current)
+
+
+def dev_run_problem(dev_doc: dict, cfg: Mapping[str, Any]) -> str | None:
+    """The dev run's recorded chunking and system must be the params' (the acceptance
+    evaluates the atoms the dev run served)."""
+    run = dev_doc.get("run", {}) if isinstance(dev_doc.get("run"), dict) else {}
+    if run.get("chunking") != cfg.get("chunking"):
+        return f"{DEV_METRICS} was made with other chunking than params.yaml's: run `dvc repro` and commit"
+    name = (cfg.get("system") or {}).get("name")
+    if run.get("system") != name:
+        return f"{DEV_METRICS} was made with system {run.get('system')!r}, params.yaml names {name!r}: run `dvc repro` and commit"
+    return None
+
+
 def read_audit(path: Path) -> list[dict]:
     """Earlier acceptances; a damaged audit file stops the run (it is never rewritten)."""
     if not path.is_file():
@@ -141,10 +248,12 @@ def audit_row(
     dev_metrics_sha256: str,
     doc: dict[str, Any],
     test_entries: int,
+    prev_sha256: str | None = None,
 ) -> dict[str, Any]:
     same = [r.get("acceptance") for r in earlier if r.get("git_commit") == git_commit]
     return {
         "acceptance": len(earlier) + 1,
+        CHAIN: prev_sha256,
         "utc": utc,
         "git_commit": git_commit,
         "params_sha256": params_sha256,
@@ -183,8 +292,27 @@ def describe(row: dict, k: int) -> str:
     )
 
 
-def preflight(root: Path, env: Mapping[str, str], set_paths: Sequence[Path]) -> str | None:
-    """The first reason to refuse an acceptance, or None (checks in the README's order)."""
+def dev_thresholds(dev_doc: dict[str, Any]) -> tuple[bool, dict[str, float | None]]:
+    """(the dev run read false recall by abstention, its calibrated top-1 threshold per
+    modality) from dev.json's ``run.false_recall_rule``; the acceptance reuses them."""
+    rules = {m: r for m, r in dev_doc.get("run", {}).get("false_recall_rule", {}).items() if m != "overall"}
+    abstains = any(r.get("rule") == "abstention" for r in rules.values())
+    return abstains, {m: r.get("threshold_score") for m, r in rules.items()}
+
+
+def last_line_sha256(path: Path) -> str | None:
+    data = path.read_bytes() if path.is_file() else b""
+    lines = data.splitlines()
+    return line_sha256(lines[-1]) if lines else None
+
+
+def preflight(root: Path, env: Mapping[str, str], set_paths: Sequence[Path], cfg: Mapping[str, Any] | None = None, *, in_stage: bool = False) -> str | None:
+    """The first reason to refuse an acceptance, or None (checks in the README's order).
+
+    `bench accept` runs it, and the acceptance stage runs it again itself
+    (`in_stage`: the stage's own DVC_STAGE is expected there)."""
+    if in_stage and env.get("DVC_STAGE") == STAGE:
+        env = {k: v for k, v in env.items() if k != "DVC_STAGE"}
     reason = experiment_reason(env, root)
     if reason:
         return reason
@@ -194,6 +322,9 @@ def preflight(root: Path, env: Mapping[str, str], set_paths: Sequence[Path]) -> 
     if changed:
         more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
         return f"uncommitted changes to code, params or sets: {changed[0]}{more}; commit them first"
+    reason = audit_problem(root)
+    if reason:
+        return reason
     status = dev_status(root, env)
     if status:
         stage = sorted(status)[0]
@@ -203,6 +334,10 @@ def preflight(root: Path, env: Mapping[str, str], set_paths: Sequence[Path]) -> 
         return f"no dev run recorded ({SUMMARY if not summary_path.is_file() else DEV_METRICS} missing): run `dvc repro` first"
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     dev_doc = json.loads(dev_path.read_text(encoding="utf-8"))
+    if cfg is not None:
+        reason = dev_run_problem(dev_doc, cfg)
+        if reason:
+            return reason
     return recorded_hash_mismatch(root, set_paths, summary, dev_doc, root / "bench" / "sets" / "splits.lock")
 
 

@@ -1,4 +1,11 @@
-"""Chunk parsed segments into atoms with each modality's configured strategy."""
+"""Chunk parsed segments into atoms with each modality's configured strategy.
+
+Every atom carries ``text_source``: ``ocr`` when its text (or part of it) was read
+by the harness's OCR engine, ``layer`` when it comes from the source's own text
+(a PDF text layer, transcripts, code, captions). A modality whose chunker does
+not set it gets its default: ``ocr`` for ui_screenshot and image (their text is
+OCR only), ``layer`` for the others.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,9 @@ from typing import Any
 import pandas as pd
 
 from bench.modalities import modalities
+
+#: text_source of the atoms of modalities whose chunker does not set one
+DEFAULT_TEXT_SOURCE = {"ui_screenshot": "ocr", "image": "ocr"}
 
 
 def chunk_modality(modality: str, segments: pd.DataFrame, config: dict[str, Any]) -> pd.DataFrame:
@@ -20,6 +30,8 @@ def chunk_modality(modality: str, segments: pd.DataFrame, config: dict[str, Any]
         dup = atoms.loc[atoms["atom_id"].duplicated(), "atom_id"].iloc[0]
         raise ValueError(f"{modality} chunker {strategy!r} produced a duplicate atom id {dup}")
     atoms["observed_at"] = pd.to_datetime(atoms["observed_at"], utc=True)
+    if "text_source" not in atoms.columns:
+        atoms["text_source"] = DEFAULT_TEXT_SOURCE.get(modality, "layer")
     return atoms.reset_index(drop=True)
 
 
@@ -32,10 +44,22 @@ def chunk_all(segments: pd.DataFrame, params: dict[str, dict[str, Any]]) -> dict
 
 
 def atom_stats(atoms: pd.DataFrame) -> dict[str, Any]:
-    lengths = atoms["text"].str.len()
+    """Counts of one modality's atoms; shares have the atom count as denominator.
+
+    `empty_text`: atoms whose text is empty; `ocr_text`: atoms with non-empty text
+    that (partly) comes from OCR (text_source ``ocr``).
+    """
+    lengths = atoms["text"].fillna("").str.len()
+    n = int(len(atoms))
+    empty = int((lengths == 0).sum())
+    source = atoms["text_source"] if "text_source" in atoms.columns else pd.Series("layer", index=atoms.index)
+    ocr = int(((source == "ocr") & (lengths > 0)).sum())
     return {
-        "atoms": int(len(atoms)),
+        "atoms": n,
         "sources": int(atoms["source_id"].nunique()),
-        "empty_text": int((lengths == 0).sum()),
-        "median_chars": float(lengths.median()) if len(atoms) else 0.0,
+        "empty_text": empty,
+        "empty_text_share": empty / n if n else None,
+        "ocr_text": ocr,
+        "ocr_text_share": ocr / n if n else None,
+        "median_chars": float(lengths.median()) if n else 0.0,
     }

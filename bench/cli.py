@@ -8,17 +8,8 @@ from pathlib import Path
 
 import click
 
-from bench.corpus import Manifest, load_segments
 from bench.io import LineError
-
-
-def project_root() -> Path:
-    """The folder holding params.yaml: the current one or a parent."""
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / "params.yaml").is_file() and (folder / "bench").is_dir():
-            return folder
-    return here
+from bench.validate_sets import project_root, validate_command
 
 
 @click.group()
@@ -26,46 +17,7 @@ def cli() -> None:
     """Retrieval-evaluation harness for a multimodal memory system."""
 
 
-@cli.command()
-@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("--manifest", type=click.Path(dir_okay=False), default=None, help="default: bench/corpus/manifest.jsonl")
-def validate(files: tuple[str, ...], manifest: str | None) -> None:
-    """Validate set files (default: bench/sets/*.jsonl); exit 1 on any failure."""
-    from bench.corpus import IntegrityError, extract_all
-    from bench.validate_sets import format_table, invalid_counts, validate as run_validate
-
-    root = project_root()
-    paths = [Path(f) for f in files] or sorted((root / "bench" / "sets").glob("*.jsonl"))
-    for p in paths:
-        if not p.is_file():
-            raise click.ClickException(f"{p}: no such set file")
-    manifest_path = Path(manifest) if manifest else root / "bench" / "corpus" / "manifest.jsonl"
-    if not manifest_path.is_file():
-        raise click.ClickException(f"{manifest_path}: no manifest; run `dvc repro fetch` first")
-    try:
-        man = Manifest.load(manifest_path)
-    except LineError as exc:
-        raise click.ClickException(str(exc)) from None
-    segments = load_segments(root / "data" / "segments")
-    if segments is None:
-        try:
-            frames = extract_all(man, root / "data" / "corpus")
-        except IntegrityError as exc:
-            raise click.ClickException(str(exc)) from None
-        segments = None if not frames else __import__("pandas").concat(frames.values(), ignore_index=True)
-    from bench.splits import load_lock
-
-    lock_path = root / "bench" / "sets" / "splits.lock"
-    try:
-        lock = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
-    except LineError as exc:
-        raise click.ClickException(str(exc)) from None
-    result = run_validate(paths, man, segments, root=root, lock=lock)
-    if not result.ok:
-        click.echo(format_table(result.errors))
-        click.echo(f"{len(result.errors)} problems in {result.errors['file'].nunique()} file(s)", err=True)
-        sys.exit(1)
-    click.echo(f"ok: {len(result.entries)} entries in {len(paths)} file(s); invalid as samples here: {invalid_counts(result.invalid)}")
+cli.add_command(validate_command, "validate")
 
 
 @cli.group()
@@ -107,7 +59,8 @@ def sources() -> None:
 
 
 @cli.command()
-def accept() -> None:
+@click.option("--status", "show_status", is_flag=True, help="only say whether the accepted test result is current")
+def accept(show_status: bool) -> None:
     """Final acceptance: evaluate the test split once, through its locked stage.
 
     Refuses (one line, exit 1) inside `dvc exp run` or a queued experiment, with
@@ -119,23 +72,30 @@ def accept() -> None:
     import subprocess
 
     from bench import accept as acc
-    from bench.io import write_text
+    from bench.io import sha256_file, write_text
+
+    from bench.dvcignore import lifted
 
     root = project_root()
+    if show_status:
+        sys.exit(_accept_status(root))
     try:
-        reason = acc.preflight(root, os.environ, _enabled_set_files(root))
+        cfg = yaml_params(root)
+        reason = acc.preflight(root, os.environ, _enabled_set_files(root), cfg)
     except (RuntimeError, LineError, ValueError) as exc:
         reason = str(exc)
     if reason:
         click.echo(f"bench accept: refused: {reason}", err=True)
         sys.exit(1)
     token = secrets.token_hex(16)
-    write_text(root / acc.TOKEN_FILE, token + "\n")
+    # bound to what was just checked: the stage refuses it on another commit or params
+    write_text(root / acc.TOKEN_FILE, acc.token_text(token, acc.git_commit(root), sha256_file(root / "params.yaml")))
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", acc.STAGE],
-            cwd=root, env=acc.stage_env(os.environ, token), check=False,
-        )
+        with lifted(root, ACCEPT_IGNORE):  # .dvcignore hides the acceptance pipeline from everything else
+            proc = subprocess.run(
+                [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", acc.STAGE],
+                cwd=root, env=acc.stage_env(os.environ, token), check=False,
+            )
     finally:
         acc.remove_token(root)
     if proc.returncode != 0:
@@ -144,6 +104,31 @@ def accept() -> None:
     rows = acc.read_audit(root / acc.AUDIT)
     k = int(yaml_params(root)["metrics"]["k"])
     click.echo(f"bench accept: {acc.describe(rows[-1], k)}; audit row appended to {acc.AUDIT}, metrics in {acc.TEST_METRICS}")
+
+
+#: the .dvcignore line that hides the acceptance pipeline (bench/test/) from DVC
+ACCEPT_IGNORE = "/bench/test/"
+
+
+def _accept_status(root: Path) -> int:
+    """`dvc status` of the acceptance stage alone: 0 when the accepted result is current."""
+    import subprocess
+
+    from bench import accept as acc
+    from bench.dvcignore import lifted
+
+    if not (root / acc.TEST_METRICS).is_file():
+        click.echo(f"bench accept --status: no accepted test result ({acc.TEST_METRICS} missing): run `bench accept`")
+        return 1
+    with lifted(root, ACCEPT_IGNORE):
+        proc = subprocess.run([sys.executable, "-m", "dvc", "status", acc.STAGE], cwd=root, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise click.ClickException(f"dvc status failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+    if "up to date" in proc.stdout:
+        click.echo(f"bench accept --status: the accepted test result ({acc.TEST_METRICS}) is current")
+        return 0
+    click.echo(f"bench accept --status: the accepted test result is not current; what changed since:\n{proc.stdout.rstrip()}")
+    return 1
 
 
 def yaml_params(root: Path) -> dict:
@@ -201,7 +186,10 @@ def splits_freeze(reason: str) -> None:
 @click.option("--permutations", type=int, default=10000, show_default=True, help="sign flips of the randomization test")
 @click.option("--seed", type=int, default=None, help="default params metrics.bootstrap_seed")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="significance level after Holm correction")
-def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | None, permutations: int, seed: int | None, alpha: float) -> None:
+@click.option("--max-unpaired", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+              help="share of all queries that may be in only one run (then only shared queries are compared)")
+def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | None, permutations: int, seed: int | None, alpha: float,
+            max_unpaired: float) -> None:
     """Compare run B with run A: paired differences, intervals, Holm-corrected p-values.
 
     A and B are each a folder (holding reports/per_query/dev.parquet), a git revision
@@ -219,7 +207,8 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     try:
         ra, rb = load_run(a, root), load_run(b, root)
         result = run_compare(ra.per_query, rb.per_query, resamples=resamples or int(cfg.get("bootstrap_resamples", 1000)),
-                             permutations=permutations, seed=int(cfg.get("bootstrap_seed", 0)) if seed is None else seed, alpha=alpha)
+                             permutations=permutations, seed=int(cfg.get("bootstrap_seed", 0)) if seed is None else seed, alpha=alpha,
+                             max_unpaired=max_unpaired)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
     result["a"], result["b"] = ra.describe(), rb.describe()

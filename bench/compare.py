@@ -22,6 +22,17 @@ with the same rules as dev.json (a failed query counts 0), and reports
 * "significant" only when the Holm-adjusted p is below alpha; otherwise the text
   says plainly that the difference is not significant.
 The number of tied score positions (``tied@k``) of each run is reported as well.
+
+Comparisons that cannot mean anything are refused with one line (`CompareError`):
+a malformed per-query table (no rows, a required column missing, a duplicated or
+empty query_id, non-boolean flags, non-numeric or infinite metric values), two
+runs whose query sets differ by more than `max_unpaired` (a share of all queries
+seen; default 1%: the same system over 8 versus 2 data sets differs in every BM25
+score because the corpus differs, so its "differences" say nothing about a change),
+and zero paired queries in every metric's denominator. Within the tolerance only
+the shared queries are compared, and the report's first line says so. Metrics the
+tables do not both carry are skipped, so tables with extra columns (for example
+`abstention_rate`) or without some metric compare fine.
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.metrics import WORST
 from bench.uncertainty import bootstrap_ci, holm, paired_randomization_test, rng_for
 
 PER_QUERY = "reports/per_query/dev.parquet"
@@ -50,6 +62,7 @@ COMPARED: dict[str, tuple[str, str, bool]] = {
     "precision@{k}": ("precision@{k}", "answerable", True),
     "iou@{k}": ("iou@{k}", "answerable", True),
     "false_recall": ("false_recall", "unanswerable", False),
+    "abstention_rate": ("abstained", "answerable", False),
 }
 
 
@@ -65,7 +78,9 @@ class RunData:
 
     def describe(self) -> str:
         run = self.metrics.get("run", {})
+        run = run if isinstance(run, dict) else {}
         chunking = run.get("chunking", {})
+        chunking = {m: c for m, c in chunking.items() if isinstance(c, dict)} if isinstance(chunking, dict) else {}
         parts = [f"{m}={c.get('strategy')}" + ("" if len(c) <= 1 else "(" + ",".join(
             f"{key}={val}" for key, val in sorted(c.items()) if key != "strategy") + ")")
             for m, c in sorted(chunking.items())]
@@ -95,6 +110,16 @@ def _read_parquet_bytes(data: bytes, where: str) -> pd.DataFrame:
         raise CompareError(f"{where}: not a readable parquet table ({exc.__class__.__name__})") from None
 
 
+def _read_metrics(data: bytes, where: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CompareError(f"{where}: not readable JSON ({exc.__class__.__name__})") from None
+    if not isinstance(doc, dict):
+        raise CompareError(f"{where}: not a metrics document (a JSON object)")
+    return doc
+
+
 def load_run(spec: str, root: Path) -> RunData:
     """Find a run by folder, parquet file, git revision or DVC experiment name."""
     path = Path(spec)
@@ -108,7 +133,7 @@ def load_run(spec: str, root: Path) -> RunData:
         else:
             raise CompareError(f"{spec}: folder holds no {PER_QUERY}; run the evaluate stage there first")
         frame = _read_parquet_bytes(pq_path.read_bytes(), str(pq_path))
-        metrics = json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else {}
+        metrics = _read_metrics(metrics_path.read_bytes(), str(metrics_path)) if metrics_path.is_file() else {}
         return RunData(spec, frame, metrics)
     rev = None
     if _git(root, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}") is not None:
@@ -121,7 +146,7 @@ def load_run(spec: str, root: Path) -> RunData:
     if data is None:
         raise CompareError(f"{spec}: revision has no {PER_QUERY} (evaluated before per-query tables were committed?)")
     metrics_raw = _git(root, "show", f"{rev}:{METRICS}")
-    metrics = json.loads(metrics_raw.decode("utf-8")) if metrics_raw else {}
+    metrics = _read_metrics(metrics_raw, f"{spec}:{METRICS}") if metrics_raw else {}
     return RunData(spec, _read_parquet_bytes(data, f"{spec}:{PER_QUERY}"), metrics)
 
 
@@ -129,15 +154,54 @@ def load_run(spec: str, root: Path) -> RunData:
 
 
 def _contrib(df: pd.DataFrame, column: str) -> np.ndarray:
+    """Per-query values; a failed query counts as the metric's worst case (bench.metrics.WORST, else 0)."""
     vals = df[column].to_numpy(dtype=float)
-    return np.where(df["failed"].astype(bool).to_numpy(), 0.0, np.nan_to_num(vals, nan=0.0))
+    return np.where(df["failed"].astype(bool).to_numpy(), WORST.get(column, 0.0), np.nan_to_num(vals, nan=0.0))
 
 
-def _infer_k(df: pd.DataFrame) -> int:
-    ks = sorted(int(c.split("@")[1]) for c in df.columns if c.startswith("recall@"))
+def _infer_k(df: pd.DataFrame, label: str = "per-query table") -> int:
+    ks = sorted(int(c.split("@")[1]) for c in df.columns if isinstance(c, str) and c.startswith("recall@") and c.split("@")[1].isdigit())
     if not ks:
-        raise CompareError("per-query table has no recall@k column")
+        raise CompareError(f"{label}: per-query table has no recall@k column")
     return ks[0]
+
+
+REQUIRED = ("query_id", "modality", "unanswerable", "failed")
+#: default share of all queries (union of A and B) that may be in only one run
+MAX_UNPAIRED = 0.01
+
+
+def check_table(df: Any, label: str) -> None:
+    """Refuse a per-query table the comparison cannot read honestly (one line)."""
+    if not isinstance(df, pd.DataFrame):
+        raise CompareError(f"{label}: not a per-query table")
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise CompareError(f"{label}: malformed per-query table: no column {missing[0]!r} (needs {', '.join(REQUIRED)})")
+    if len(df) == 0:
+        raise CompareError(f"{label}: per-query table has no rows: nothing to compare")
+    qid = df["query_id"]
+    if qid.isna().any() or (qid.astype(str).str.strip() == "").any():
+        raise CompareError(f"{label}: malformed per-query table: an empty query_id (row {int(np.flatnonzero(qid.isna() | (qid.astype(str).str.strip() == ''))[0])})")
+    dup = qid.astype(str).duplicated()
+    if dup.any():
+        raise CompareError(f"{label}: malformed per-query table: query_id {qid.astype(str)[dup].iloc[0]!r} appears more than once")
+    for col in ("unanswerable", "failed"):
+        values = df[col]
+        if values.isna().any() or not values.map(lambda v: isinstance(v, (bool, np.bool_)) or v in (0, 1)).all():
+            raise CompareError(f"{label}: malformed per-query table: column {col!r} must hold true/false only")
+    k = _infer_k(df, label)
+    for col_t, _, _ in COMPARED.values():
+        col = col_t.format(k=k)
+        if col not in df.columns:
+            continue
+        numeric = pd.to_numeric(df[col], errors="coerce")
+        bad = numeric.isna() & df[col].notna()
+        if bad.any():
+            raise CompareError(f"{label}: malformed per-query table: {col} holds a non-number ({df[col][bad].iloc[0]!r}, query {qid[bad].iloc[0]})")
+        inf = np.isinf(numeric.to_numpy(dtype=float))
+        if inf.any():
+            raise CompareError(f"{label}: malformed per-query table: {col} holds an infinite value (query {qid[inf].iloc[0]})")
 
 
 def compare(
@@ -148,14 +212,26 @@ def compare(
     permutations: int = 10000,
     seed: int = 0,
     alpha: float = 0.05,
+    max_unpaired: float = MAX_UNPAIRED,
 ) -> dict[str, Any]:
     """Paired comparison of two per-query tables (see the module docstring)."""
+    check_table(a, "A")
+    check_table(b, "B")
     k = _infer_k(a)
     if _infer_k(b) != k:
-        raise CompareError("the two runs use different k")
+        raise CompareError(f"the two runs use different k (A: {k}, B: {_infer_k(b)}): compare runs with the same metrics.k")
     a = a.assign(query_id=a["query_id"].astype(str)).set_index("query_id")
     b = b.assign(query_id=b["query_id"].astype(str)).set_index("query_id")
     common = a.index.intersection(b.index).sort_values()
+    only_a, only_b = len(a.index.difference(b.index)), len(b.index.difference(a.index))
+    union = len(common) + only_a + only_b
+    if len(common) == 0:
+        raise CompareError(f"A and B share no query_id ({len(a)} and {len(b)} queries): zero paired queries, nothing to compare")
+    if (only_a + only_b) / union > max_unpaired:
+        raise CompareError(
+            f"A and B were evaluated on different query sets: {only_a} of A's {len(a)} queries are not in B and {only_b} of B's "
+            f"{len(b)} are not in A ({(only_a + only_b) / union:.1%} of {union} unpaired, tolerance {max_unpaired:.1%}); "
+            "compare runs over the same data sets and sets (or raise --max-unpaired)")
     pa, pb = a.loc[common], b.loc[common]
     if (pa["unanswerable"].astype(bool) != pb["unanswerable"].astype(bool)).any():
         raise CompareError("the two runs disagree on which queries are unanswerable: different sets")
@@ -185,6 +261,8 @@ def compare(
                 "ci95": [ci[0], ci[1]] if ci else [None, None],
                 "p": p, "wins": int(better.sum()), "ties": int((d == 0).sum()), "losses": int(worse.sum()),
             })
+    if not rows:
+        raise CompareError(f"no metric has a paired query in its denominator ({len(common)} paired queries): nothing to compare")
     adjusted = holm([r["p"] for r in rows])
     for r, p_holm in zip(rows, adjusted, strict=True):
         r["p_holm"] = None if np.isnan(p_holm) else float(p_holm)
@@ -202,8 +280,8 @@ def compare(
         "resamples": resamples,
         "permutations": permutations,
         "seed": seed,
-        "queries": {"both": int(len(common)), "only_a": int(len(a.index.difference(b.index))),
-                    "only_b": int(len(b.index.difference(a.index)))},
+        "max_unpaired": max_unpaired,
+        "queries": {"both": int(len(common)), "only_a": only_a, "only_b": only_b},
         "ties": ties,
         "rows": rows,
     }
@@ -233,8 +311,10 @@ def _p(x: Any) -> str:
 
 def markdown(result: dict[str, Any], label_a: str, label_b: str) -> str:
     q = result["queries"]
+    scope = (f" on the {q['both']} queries both runs share ({q['only_a']} only in A and {q['only_b']} only in B are left out, "
+             f"within the {result.get('max_unpaired', MAX_UNPAIRED):.1%} tolerance)" if q["only_a"] or q["only_b"] else f" on the same {q['both']} queries")
     out = [
-        f"# Comparison: B vs A (k = {result['k']})",
+        f"# Comparison: B vs A (k = {result['k']}){scope}",
         "",
         f"- A: {label_a}",
         f"- B: {label_b}",

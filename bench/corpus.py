@@ -1,95 +1,58 @@
-"""Reading the fetched corpus: the manifest, integrity checks and parsed segments."""
+"""Reading the fetched corpus: the manifest, integrity checks and parsed segments.
+
+The store itself (manifest, verification, per-dataset extraction, segment files) is
+bench.store, which imports no modality; this module adds ``extract_all`` over every
+registered data set (the `bench validate` CLI and the tests use it).
+"""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from bench.fetch import hash_file, hash_tree, stored_path
-from bench.io import LineError, iter_jsonl
 from bench.modalities import datasets
+from bench.store import (
+    MANIFEST_FIELDS,
+    UNREADABLE,
+    IntegrityError,
+    Manifest,
+    extract_dataset,
+    extract_datasets,
+    load_segments,
+    local_path,
+    read_unreadable,
+    segment_files,
+    stored_path,
+    verified_files,
+    verify_file,
+)
 
-MANIFEST_FIELDS = ("source_id", "dataset", "key", "revision", "path", "sha256", "bytes", "url", "status")
-
-
-class IntegrityError(RuntimeError):
-    pass
-
-
-@dataclass(frozen=True)
-class Manifest:
-    rows: tuple[dict, ...]
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> "Manifest":
-        rows = []
-        for lineno, row in iter_jsonl(path):
-            if not isinstance(row, dict):
-                raise LineError(str(path), lineno, "<row>", "manifest row must be an object")
-            missing = [f for f in MANIFEST_FIELDS if f not in row]
-            if missing:
-                raise LineError(str(path), lineno, missing[0], "missing manifest field")
-            rows.append(row)
-        return cls(tuple(rows))
-
-    def lookup(self) -> dict[tuple[str, str, str], dict]:
-        """(dataset name, revision, path) -> row."""
-        return {(r["dataset"], r["revision"], r["path"]): r for r in self.rows}
-
-    def present(self, key: str) -> list[dict]:
-        return [r for r in self.rows if r["key"] == key and r["status"] == "present"]
+__all__ = ["MANIFEST_FIELDS", "UNREADABLE", "IntegrityError", "Manifest", "extract_all", "extract_dataset", "extract_datasets",
+           "load_segments", "local_path", "read_unreadable", "segment_files", "stored_path", "verified_files", "verify_file"]
 
 
-def verify_file(row: dict, local: Path) -> None:
-    """Stop with the file named when its size or sha256 differs from the manifest."""
-    if row.get("form") == "tree" and local.is_dir():  # an unpacked tree: its digest (bench/fetch.py)
-        sha, size, _ = hash_tree(local)
-        if (sha, size) != (row["sha256"], row["bytes"]):
-            raise IntegrityError(f"{row['key']}/{row['path']}: tree digest {sha} ({size} bytes) on disk, manifest says {row['sha256']} ({row['bytes']} bytes)")
-        return
-    if not local.is_file():
-        raise IntegrityError(f"{row['key']}/{row['path']}: listed as present in the manifest but missing from the store; run the fetch stage")
-    size = local.stat().st_size
-    if size != row["bytes"]:
-        raise IntegrityError(f"{row['key']}/{row['path']}: {size} bytes on disk, manifest says {row['bytes']}")
-    sha, _ = hash_file(local)
-    if sha != row["sha256"]:
-        raise IntegrityError(f"{row['key']}/{row['path']}: sha256 {sha} on disk, manifest says {row['sha256']}")
+def extract_all(
+    manifest: Manifest,
+    store: Path,
+    unreadable: list[dict] | None = None,
+    ocr_cache: Path | None = None,
+    ocr_stats: dict[str, dict[str, int]] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Segments of every registered dataset that has present files: dataset key -> frame.
 
-
-def verified_files(manifest: Manifest, key: str, store: Path) -> dict[str, Path]:
-    """Present files of one dataset (manifest path -> local path), each verified first."""
-    files: dict[str, Path] = {}
-    for row in manifest.present(key):
-        local = stored_path(store, row)
-        verify_file(row, local)
-        files[row["path"]] = local
-    return files
-
-
-def extract_all(manifest: Manifest, store: Path) -> dict[str, pd.DataFrame]:
-    """Segments of every dataset that has present files: dataset key -> frame."""
+    Files extraction cannot read are appended to `unreadable` ({key, path, reason}) and
+    the run goes on; without that list such a file stops the run, named. `ocr_cache`
+    holds one OCR cache folder per modality; `options` maps a modality to its
+    extraction options (params.yaml `extraction`)."""
     out: dict[str, pd.DataFrame] = {}
-    for key, ds in datasets().items():
-        files = verified_files(manifest, key, store)
-        if not files:
-            continue
-        seg = ds.extract(files)
-        if seg.empty:
-            continue  # e.g. only annotation files present: nothing to parse
-        seg["observed_at"] = pd.to_datetime(seg["observed_at"], utc=True)
-        out[key] = seg.reset_index(drop=True)
-    return out
-
-
-def load_segments(folder: Path) -> pd.DataFrame | None:
-    """All segment frames in `folder` (one parquet per dataset), or None if absent."""
-    if not folder.is_dir():
-        return None
-    frames = [pd.read_parquet(p) for p in sorted(folder.glob("*.parquet"))]
-    if not frames:
-        return None
-    return pd.concat(frames, ignore_index=True)
+    by_modality: dict[str, list] = {}
+    for ds in datasets().values():
+        by_modality.setdefault(ds.modality, []).append(ds)
+    for modality, group in sorted(by_modality.items()):
+        out.update(extract_datasets(manifest, store, group, ocr_cache=None if ocr_cache is None else ocr_cache / modality,
+                                    unreadable=unreadable, ocr_stats=ocr_stats, options=(options or {}).get(modality)))
+    return dict(sorted(out.items()))

@@ -343,7 +343,9 @@ def atom_statistics(atom_ext: pd.DataFrame, regions: pd.DataFrame) -> dict[str, 
 
 
 def tied_positions(run: pd.DataFrame, k: int = 10) -> pd.DataFrame:
-    """Per query: top-k positions whose score equals a neighbour's (rank r-1 or r+1).
+    """Per query: top-k positions whose score equals a neighbour's (rank r-1 or r+1), equal
+    meaning within bench.metrics.REL_TIE (rounding), so the count does not depend on the
+    system's score scale.
 
     Those are the positions whose order (or whether they made the cut at k) was set
     by the tie rule -- score descending, then atom_id ascending -- not by the score.
@@ -353,8 +355,15 @@ def tied_positions(run: pd.DataFrame, k: int = 10) -> pd.DataFrame:
     r = r.loc[r["rank"].astype(int) <= k + 1].sort_values(["query_id", "rank"], kind="stable")
     same_q_prev = r["query_id"].eq(r["query_id"].shift(1))
     same_q_next = r["query_id"].eq(r["query_id"].shift(-1))
-    tie_prev = same_q_prev & r["score"].eq(r["score"].shift(1))
-    tie_next = same_q_next & r["score"].eq(r["score"].shift(-1))
+    from bench.metrics import REL_TIE
+
+    score = r["score"].astype(float)
+
+    def close(other: pd.Series) -> pd.Series:
+        return (score - other).abs() <= REL_TIE * np.maximum(score.abs(), other.abs())
+
+    tie_prev = same_q_prev & close(score.shift(1))
+    tie_next = same_q_next & close(score.shift(-1))
     tied = (tie_prev | tie_next) & (r["rank"].astype(int) <= k)
     counts = tied.groupby(r["query_id"]).sum().astype(int)
     return counts.rename(f"tied@{k}").rename_axis("query_id").reset_index()

@@ -52,6 +52,7 @@ from pathlib import Path
 from bench.archive import read_member
 from bench.io import _umask, atomic_writer, make_readable
 from bench.modalities.base import CorpusFile, Dataset
+from bench.store import hash_tree, local_path, tree_files, tree_path  # the store layout, shared with extraction
 
 CHUNK = 1 << 20
 FETCH_WORKERS = os.cpu_count() or 1
@@ -61,14 +62,6 @@ FETCH_WORKERS = os.cpu_count() or 1
 class FetchLog:
     quarantined: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-
-
-def local_path(store: Path, key: str, path: str) -> Path:
-    """Where a manifest path lives in the local store (archive members: '<zip>.unpacked/')."""
-    if "!/" in path:
-        outer, member = path.split("!/", 1)
-        return store / key / f"{outer}.unpacked" / member
-    return store / key / path
 
 
 def copy_hashed(src: Path, dest: Path) -> tuple[str, int, Path]:
@@ -136,49 +129,6 @@ def remove_orphans(dest: Path) -> None:
             continue
         with contextlib.suppress(FileNotFoundError):
             os.unlink(orphan.path)
-
-
-TREE_SUFFIX = ".tar.gz"
-
-
-def tree_path(path: str) -> str | None:
-    """Manifest path of an archive -> the path of its unpacked folder form (with '/'), or None."""
-    if "!/" in path or not path.endswith(TREE_SUFFIX) or len(path) == len(TREE_SUFFIX):
-        return None
-    return path[: -len(TREE_SUFFIX)] + "/"
-
-
-def stored_path(store: Path, row: dict) -> Path:
-    """Where a manifest row's file (or unpacked tree) lives in the local store."""
-    if row.get("form") == "tree":
-        folder = tree_path(row["path"])
-        if folder is not None:
-            return store / row["key"] / folder.rstrip("/")
-    return local_path(store, row["key"], row["path"])
-
-
-def tree_files(root: Path) -> list[tuple[str, Path]]:
-    """(relative posix path, path) of every regular file under `root`, sorted by path; links not followed."""
-    out: list[tuple[str, Path]] = []
-    for dirpath, _dirnames, filenames in os.walk(root, followlinks=False):
-        for name in filenames:
-            full = Path(dirpath) / name
-            if full.is_symlink() or not full.is_file():
-                continue
-            out.append((full.relative_to(root).as_posix(), full))
-    return sorted(out, key=lambda item: item[0])
-
-
-def hash_tree(root: Path) -> tuple[str, int, int]:
-    """(tree digest, total bytes, file count) of a folder (see the module docstring)."""
-    digest = hashlib.sha256()
-    total = 0
-    files = tree_files(root)
-    for rel, full in files:
-        sha, size = hash_file(full)
-        digest.update(f"{sha}  {rel}\n".encode())
-        total += size
-    return digest.hexdigest(), total, len(files)
 
 
 def link_tree(src: Path, dest: Path) -> tuple[str, int, int, Path]:

@@ -28,6 +28,9 @@ code{font-size:.8rem}.muted{color:#666;font-size:.85rem}
 .pics{display:flex;flex-wrap:wrap;gap:.5rem;align-items:flex-start;margin:.4rem 0}.pic{margin:0}.pic figcaption{font-size:.75rem;color:#444}
 img.thumb{border:1px solid #ccc;display:block}svg.timeline{display:block;margin:.3rem 0}
 table.code pre{margin:0;font-size:.75rem;white-space:pre}table.code td{padding:0 .4rem}tr.hitline td{background:#ffe8e6}
+table.verdict td{text-align:right;font-variant-numeric:tabular-nums}table.verdict td.group{text-align:left;font-weight:600}
+td.met{background:#d9f7be;color:#135200}td.notmet{background:#ffccc7;color:#820014}td.nm{background:#f0f0f0;color:#595959;font-style:italic}
+td small{display:block;font-size:.72rem;opacity:.85}
 """
 
 
@@ -57,7 +60,6 @@ def drilldown(
     *,
     k: int = 10,
     per_modality: int = 100,
-    strong_score: float | None = None,
 ) -> dict[str, Any]:
     """Per modality, up to `per_modality` queries, misses first.
 
@@ -110,10 +112,60 @@ def drilldown(
                 "top": rows,
             })
         out[str(modality)] = {"total": int(len(grp)), "shown": len(queries), "queries": queries}
-    return {"k": k, "strong_score": strong_score, "modalities": out}
+    return {"k": k, "modalities": out}
 
 
 # --------------------------------------------------------------------------- HTML
+
+
+def verdict_html(doc: dict[str, Any]) -> str:
+    """The verdict matrix (bench.report.verdict): colour carries the verdict against the spec's bars."""
+    from bench.report import MET, NOT_MEASURABLE, NOT_MET, bar_legend, verdict
+
+    rows = verdict(doc)
+    if not rows:
+        return ""
+    css = {MET: "met", NOT_MET: "notmet", NOT_MEASURABLE: "nm"}
+    out = ["<table class=verdict><tr><th>modality</th>" + "".join(f"<th>{_e(c['heading'])}</th>" for c in rows[0]["cells"]) + "</tr>"]
+    for row in rows:
+        tds = [f"<td class=group>{_e(row['group'])}</td>"]
+        for c in row["cells"]:
+            cls = css.get(c["status"], "")
+            title = c["status"] or "reported (no bar)"
+            if c["reason"]:
+                title += f": {c['reason']}"
+            sub = f"{c['n']}/{c['denominator']}" if c["n"] is not None else ""
+            if c["rule"]:
+                sub += f" · {c['rule']}"
+            if c["status"]:
+                sub += f" · {c['status']}"
+            tds.append(f"<td class='{cls}' title='{_e(title)}'>{_num(c['value'])}<small>{_e(sub)}</small></td>")
+        out.append("<tr>" + "".join(tds) + "</tr>")
+    out.append("</table>")
+    k = doc.get("run", {}).get("k", 10)
+    out.append(f"<p class=muted>Green: meets the spec's bar; red: does not; grey: not measurable (hover for the reason). "
+               f"Bars: {_e(bar_legend(k))}; the other columns are reported. Each cell: value, n/denominator.</p>")
+    return "\n".join(out)
+
+
+def run_html(run: dict[str, Any]) -> str:
+    """How the run was made: system, false-recall rules per modality, isolation (when recorded)."""
+    from bench.report import isolation_text
+
+    parts = []
+    rules = run.get("false_recall_rule") or {}
+    if rules:
+        parts.append(f"<p>False recall rule per modality (calibration share {_e(run.get('calibration_recall', '—'))}, "
+                     f"AUROC signal <code>{_e(run.get('auroc_signal', '—'))}</code>; a failed query counts as the worst case):</p>")
+        parts.append("<table><tr><th>modality</th><th>rule</th><th>unanswerable</th><th>answerable keeping their top-1 hit</th><th>reason</th></tr>")
+        for m, r in rules.items():
+            kept = f"{r['kept']}/{r['answerable']}" if "kept" in r else "—"
+            parts.append(f"<tr><td>{_e(m)}</td><td>{_e(r.get('rule'))}</td><td class=num>{_e(r.get('unanswerable', '—'))}</td>"
+                         f"<td class=num>{_e(kept)}</td><td>{_e(r.get('reason', ''))}</td></tr>")
+        parts.append("</table>")
+    if run.get("isolation") is not None:
+        parts.append(f"<p>Isolation: {_e(isolation_text(run['isolation']))}.</p>")
+    return "\n".join(parts)
 
 
 def metric_table_html(block: dict[str, dict[str, Any]]) -> str:
@@ -123,7 +175,8 @@ def metric_table_html(block: dict[str, dict[str, Any]]) -> str:
             continue
         lo, hi = (cell.get("ci95") or [None, None])
         ci = "—" if lo is None else f"[{_num(lo)}, {_num(hi)}]"
-        rows.append(f"<tr><td>{_e(name)}</td><td class=num>{_num(cell['value'])}</td><td class=num>{ci}</td>"
+        value = _num(cell["value"]) + (f" <span class=muted>({_e(cell['reason'])})</span>" if cell.get("reason") else "")
+        rows.append(f"<tr><td>{_e(name)}</td><td class=num>{value}</td><td class=num>{ci}</td>"
                     f"<td class=num>{cell['n']}</td><td class=num>{cell['denominator']}</td></tr>")
     rows.append("</table>")
     return "\n".join(rows)
@@ -152,7 +205,7 @@ def _query_html(q: dict[str, Any], k: int, open_: bool = False, picture: str = "
     else:
         parts.append("<p class=muted>No gold (unanswerable).</p>")
     if q["top"]:
-        parts.append(f"<table><tr><th>rank</th><th>atom</th><th>score</th><th>extent</th><th>amount</th><th>overlaps gold</th><th>text</th></tr>")
+        parts.append("<table><tr><th>rank</th><th>atom</th><th>score</th><th>extent</th><th>amount</th><th>overlaps gold</th><th>text</th></tr>")
         for a in q["top"]:
             cls = "hit" if a["gold"] else ""
             parts.append(f"<tr class='{cls}'><td class=num>{a['rank']}</td><td><code>{_e(a['atom_id'])}</code></td>"
@@ -181,6 +234,10 @@ def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], 
         f"<p>System <code>{_e(run.get('system', '?'))}</code> (depth {_e(run.get('depth', '?'))}), chunking: {_e(chunk)}. "
         f"Every metric has n (entries with a system result), its denominator (annotated entries it is defined over) and "
         f"a 95% percentile bootstrap interval over queries ({_e(boot.get('resamples', '?'))} resamples, seed {_e(boot.get('seed', '?'))}).</p>",
+        "<h2>Verdict</h2>",
+        verdict_html(doc),
+        "<h2>Run</h2>",
+        run_html(run),
         "<h2>Metrics</h2>",
         "<h3>overall</h3>",
         metric_table_html(doc.get("overall", {})),

@@ -10,7 +10,9 @@ import contextlib
 import hashlib
 import io
 import json
+import math
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -65,13 +67,65 @@ def atomic_writer(path: str | os.PathLike, mode: str = "w") -> Iterator[io.IOBas
         raise
 
 
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Fill a temp folder beside `path`; on success it replaces `path` whole (the old
+    folder is removed only then); on any failure the old folder stays as it was."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
+        old = None
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            os.replace(target, old / target.name)
+        os.replace(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_writer(path) as fh:
         fh.write(text)
 
 
+class NonFiniteError(ValueError):
+    """A NaN or infinity where strict JSON has no number; str() names file and key."""
+
+
+def non_finite_key(obj: Any, key: str = "") -> str | None:
+    """Dotted path of the first NaN/inf float inside `obj`, or None."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return key or "<value>"
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found = non_finite_key(v, f"{key}.{k}" if key else str(k))
+            if found:
+                return found
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            found = non_finite_key(v, f"{key}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
-    write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    """Strict JSON (no NaN/Infinity tokens): a non-finite number is refused, naming its key,
+    and nothing is written."""
+    try:
+        text = json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False, allow_nan=False)
+    except ValueError as exc:
+        where = non_finite_key(obj)
+        if where is None:
+            raise
+        raise NonFiniteError(f"{Path(path).name}: {where}: not a finite number; strict JSON has no NaN/Infinity, nothing written") from exc
+    write_text(path, text + "\n")
 
 
 def dumps_line(obj: Any) -> str:

@@ -42,29 +42,78 @@ atom ids in the query's ``gold`` rows; "top-k" = run rows with ``rank <= k``)
                    min(|gold atom set|, k) hits at ranks 1..; 0 when the gold atom
                    set is empty.  Equals trec_eval / ranx / ir_measures nDCG@k on
                    queries with non-empty qrels.  NaN for unanswerable.
-``false_recall``   unanswerable entries only: 1 if any returned atom (any depth) has
-                   ``score >= strong_score``, else 0.  NaN for answerable.
+``false_recall``   unanswerable entries only, under the rule of the entry's modality
+                   (see *False recall* below); NaN for answerable entries and where
+                   the rule is "not measurable".
+``abstained``      1 if the system answered ``"abstain": true``, else 0.
 ``temporal_ok``    1 if no top-k atom has ``observed_at > as_of``, else 0.
 ``holder_ok``      1 if no top-k atom has ``holder != entry holder``, else 0.
 Extra columns: ``failed``, ``n_regions``, ``n_gold_atoms``, ``n_returned`` (whole
-list), ``first_hit_rank`` (NaN if no gold atom was returned).
+list), ``first_hit_rank`` (NaN if no gold atom was returned), ``top1_score`` (score of
+the rank-1 hit, NaN when nothing was returned), ``confidence`` (declared, or NaN),
+``separation`` (the AUROC signal, below), ``false_recall_rule``,
+``false_recall_threshold`` (calibrated rule only, in the system's own score units) and
+``false_recall_reason`` (why a modality is not measurable).
+
+False recall (spec section 4: "strong evidence outside gold was returned")
+-------------------------------------------------------------------------
+What counts as *strong* is read from what the system itself stands behind, never
+from a fixed score, so no number depends on the system's score scale:
+
+``abstention``     the run declares abstention (``abstains`` passed in: the system
+                   said so once) or any response abstained.  An unanswerable entry
+                   is a false recall when the system did *not* abstain and returned
+                   at least one hit.  Applies to every modality of the run.
+``calibrated``     a system that never abstains: per modality, the threshold is the
+                   top-1 score that ``calibration_recall`` (e.g. 0.9) of the
+                   modality's answerable entries reach (an order statistic of their
+                   top-1 scores: entries with no hit, and failed ones, rank lowest).
+                   An unanswerable entry is a false recall when its top-1 score is
+                   >= that threshold.  When fewer than that share got a hit at all,
+                   the threshold is the lowest top-1 score of an answerable hit.
+                   ``thresholds`` (from the dev run) replaces the calibration: the
+                   acceptance run reuses dev's thresholds and never recalibrates.
+``not measurable`` the top-1 scores of the answerable entries do not separate (all
+                   equal, or none returned anything), there is no answerable entry to
+                   calibrate on, or the dev run gave no threshold for the modality.
+
+Any positive scaling or shift of a system's scores leaves every metric unchanged
+(order statistics and comparisons only).  Scores within a relative ``REL_TIE`` (1e-9)
+of each other count as equal: the same terms summed in another order differ in the
+last bit, and such a difference must not turn into a tie (or out of one) when the
+scores are rescaled.  :func:`false_recall_rules` summarises the
+rules per modality for dev.json.
+
+AUROC (``auroc_unanswerable``, threshold-free)
+----------------------------------------------
+How well the system's signal separates answerable (positive) from unanswerable
+entries: the Mann-Whitney probability that an answerable entry's signal exceeds an
+unanswerable one's (ties count one half).  The signal is the declared
+``confidence`` when the system sent one with every answered query, else the top-1
+score (an empty answer ranks lowest).  Only ranks are used.
 
 For a failed query every applicable metric is NaN in :func:`per_query` (there is no
-result to score); :func:`aggregate` counts it as 0.
+result to score); :func:`aggregate` counts it as the worst case: 0 for the metrics
+where higher is better, 1 for ``false_recall`` and ``abstention_rate``, and for the
+AUROC a failed answerable entry ranks below every other entry and a failed
+unanswerable one above every other entry.
 
 Aggregation (per modality, and ``overall`` = all entries pooled, micro average)
 ------------------------------------------------------------------------------
 ``denominator``  number of annotated entries the metric is defined over: answerable
                  entries for recall@k / atom_recall@k / mrr / ndcg@k, unanswerable
-                 entries for false_recall, all entries for temporal / holder
-                 correctness and latency.  Never the number of hits.
+                 entries for false_recall, answerable entries for abstention_rate,
+                 all entries for temporal / holder correctness, AUROC and latency.
+                 Never the number of hits.
 ``n``            entries of the denominator that have a system result (not failed);
                  an empty but successful result counts in ``n``.
 ``value``        sum of per-query values over the denominator's entries /
-                 denominator, with failed queries contributing 0.  Note that for
-                 false_recall (lower is better) a failed query therefore also
-                 contributes 0, i.e. it does not count as a false recall; ``n`` <
-                 ``denominator`` exposes that.  ``None`` when denominator == 0.
+                 denominator, with failed queries contributing their worst case
+                 (0, or 1 for false_recall and abstention_rate).  ``None`` when
+                 denominator == 0, and ``None`` with a ``reason`` where the metric
+                 cannot be measured (false recall under "not measurable"; the overall
+                 false recall when any modality with unanswerable entries is not
+                 measurable; AUROC without both kinds of entries).
 Latency          value = p50 / p95 (numpy linear percentile) of latency_ms over the
                  group's timed, non-failed queries; n = number of those; denominator
                  = all entries of the group; value ``None`` when n == 0.
@@ -83,6 +132,7 @@ not already come in that order.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -93,7 +143,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["per_query", "aggregate", "metric_keys"]
+__all__ = ["WORST", "FalseRecallRule", "aggregate", "auroc_codes", "auroc_from_codes", "calibrate", "false_recall_rules", "metric_keys", "per_query"]
 
 ENTRY_COLUMNS = ("query_id", "modality", "unanswerable", "as_of", "holder", "n_regions")
 RUN_COLUMNS = ("query_id", "atom_id", "rank", "score")
@@ -380,11 +430,187 @@ def _ranking_metrics(run: _Run, gold: _Gold, ent: _Entries, k: int) -> dict[str,
     }
 
 
-def _returned_metrics(run: _Run, ent: _Entries, strong_score: float) -> dict[str, np.ndarray]:
-    """n_returned and the raw false-recall flag (whole returned list)."""
+def _returned_metrics(run: _Run, ent: _Entries) -> dict[str, np.ndarray]:
+    """n_returned and the rank-1 score (NaN when nothing was returned)."""
     n = len(ent.ids)
-    strong = _count(run.q[run.score >= strong_score], n) > 0
-    return {"n_returned": _count(run.q, n), "false_recall": strong.astype(float)}
+    first = np.ones(len(run.q), dtype=bool)
+    first[1:] = run.q[1:] != run.q[:-1]  # rows come sorted by (query, rank)
+    top1 = np.full(n, np.nan)
+    top1[run.q[first]] = run.score[first]
+    return {"n_returned": _count(run.q, n), "top1_score": top1}
+
+
+def _responses(responses: pd.DataFrame | None, ent: _Entries) -> tuple[np.ndarray, np.ndarray]:
+    """(abstained, confidence) per entry; an entry without a response row did not abstain."""
+    n = len(ent.ids)
+    abstained = np.zeros(n, dtype=bool)
+    confidence = np.full(n, np.nan)
+    if responses is None or not len(responses):
+        return abstained, confidence
+    _require(responses, ("query_id",), "responses")
+    q = _lookup(_arrow_ids(responses["query_id"]), ent.ids)
+    keep = q >= 0
+    if "abstain" in responses.columns:
+        abstained[q[keep]] = responses["abstain"].fillna(False).astype(bool).to_numpy()[keep]
+    if "confidence" in responses.columns:
+        confidence[q[keep]] = pd.to_numeric(responses["confidence"], errors="coerce").to_numpy(dtype=float)[keep]
+    return abstained, confidence
+
+
+# --------------------------------------------------------------------------- false recall rules
+
+#: scores closer than this, relative to their magnitude, are equal (floating-point rounding)
+REL_TIE = 1e-9
+
+
+def reaches(values: np.ndarray, threshold: float) -> np.ndarray:
+    """values >= threshold, where values within REL_TIE of the threshold count as equal (NaN: False)."""
+    v = np.asarray(values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        near = np.isfinite(v) & (np.abs(v - threshold) <= REL_TIE * np.maximum(np.abs(v), abs(threshold)))
+        return (v >= threshold) | near
+
+
+def tie_groups(values: np.ndarray) -> np.ndarray:
+    """Dense rank (0, 1, ...) of finite or infinite values, neighbours within REL_TIE merged."""
+    v = np.asarray(values, dtype=float)
+    uniq, inverse = np.unique(v, return_inverse=True)
+    if len(uniq) > 1:
+        with np.errstate(invalid="ignore"):
+            gap = np.abs(np.diff(uniq)) > REL_TIE * np.maximum(np.abs(uniq[1:]), np.abs(uniq[:-1]))
+        gap |= ~np.isfinite(uniq[1:]) | ~np.isfinite(uniq[:-1])
+        group = np.concatenate(([0], np.cumsum(gap)))
+    else:
+        group = np.zeros(len(uniq), dtype=np.int64)
+    return group[inverse.reshape(-1)]
+
+
+ABSTENTION = "abstention"
+CALIBRATED = "calibrated"
+NOT_MEASURABLE = "not measurable"
+
+
+@dataclass(frozen=True)
+class FalseRecallRule:
+    """How one modality's false recall is read (module docstring, *False recall*)."""
+
+    rule: str
+    threshold: float | None = None  # calibrated: top-1 score that counts as strong (system's units)
+    reason: str | None = None  # not measurable: why
+    kept: int = 0  # answerable entries whose top-1 reaches the threshold
+    answerable: int = 0
+    calibrated_on: str | None = None  # "this run" or "the dev run" (thresholds passed in)
+
+
+def calibrate(top1: np.ndarray, share: float) -> FalseRecallRule:
+    """Threshold that `share` of the answerable entries' top-1 scores reach.
+
+    ``top1``: one value per answerable entry, NaN where it has no hit (or failed).
+    The threshold is an order statistic of the values (never interpolated), so it
+    moves with any positive scaling or shift of the scores.
+    """
+    if not 0.0 < share <= 1.0:
+        raise ValueError("calibration_recall must be in (0, 1]")
+    n = len(top1)
+    if n == 0:
+        return FalseRecallRule(NOT_MEASURABLE, reason="no answerable entry to calibrate a threshold on")
+    hits = np.sort(top1[~np.isnan(top1)])[::-1]
+    if len(hits) == 0:
+        return FalseRecallRule(NOT_MEASURABLE, reason=f"none of the {n} answerable entries got a hit: top-1 scores do not separate", answerable=n)
+    if reaches(hits[-1:], float(hits[0]))[0]:
+        return FalseRecallRule(NOT_MEASURABLE, reason=f"top-1 scores do not separate: all {len(hits)} answerable entries with a hit have the same top-1 score", answerable=n)
+    want = max(1, math.ceil(share * n - 1e-9))
+    threshold = float(hits[min(want, len(hits)) - 1])
+    return FalseRecallRule(CALIBRATED, threshold, kept=int(reaches(hits, threshold).sum()), answerable=n, calibrated_on="this run")
+
+
+def _rules(
+    ent: _Entries, top1: np.ndarray, abstains: bool, share: float, thresholds: dict[str, float | None] | None
+) -> dict[str, FalseRecallRule]:
+    mods = ent.frame["modality"].to_numpy()
+    answerable = ~ent.frame["unanswerable"].to_numpy() & ~ent.failed
+    rules = {}
+    for m in sorted(set(mods)):
+        in_mod = mods == m
+        if abstains:
+            rules[m] = FalseRecallRule(ABSTENTION)
+        elif thresholds is not None:
+            t = thresholds.get(m)
+            if t is None:
+                rules[m] = FalseRecallRule(NOT_MEASURABLE, reason=f"the dev run has no calibrated threshold for {m}")
+            else:
+                vals = top1[in_mod & answerable]
+                n_ans = int((in_mod & ~ent.frame["unanswerable"].to_numpy()).sum())
+                rules[m] = FalseRecallRule(CALIBRATED, float(t), kept=int(reaches(vals, float(t)).sum()), answerable=n_ans, calibrated_on="the dev run")
+        else:
+            in_den = in_mod & ~ent.frame["unanswerable"].to_numpy()
+            rules[m] = calibrate(np.where(ent.failed[in_den], np.nan, top1[in_den]), share)
+    return rules
+
+
+def _false_recall(
+    ent: _Entries, n_returned: np.ndarray, top1: np.ndarray, abstained: np.ndarray, rules: dict[str, FalseRecallRule]
+) -> dict[str, np.ndarray]:
+    mods = ent.frame["modality"].to_numpy()
+    n = len(ent.ids)
+    fr = np.full(n, np.nan)
+    rule = np.empty(n, dtype=object)
+    threshold = np.full(n, np.nan)
+    reason = np.full(n, None, dtype=object)
+    for m, r in rules.items():
+        at = mods == m
+        rule[at] = r.rule
+        reason[at] = r.reason
+        if r.rule == ABSTENTION:
+            fr[at] = (~abstained[at] & (n_returned[at] > 0)).astype(float)
+        elif r.rule == CALIBRATED:
+            assert r.threshold is not None
+            threshold[at] = r.threshold
+            fr[at] = reaches(top1[at], r.threshold).astype(float)
+    return {"false_recall": fr, "false_recall_rule": rule, "false_recall_threshold": threshold, "false_recall_reason": reason}
+
+
+def _separation(top1: np.ndarray, confidence: np.ndarray, failed: np.ndarray) -> tuple[np.ndarray, str]:
+    """The AUROC signal per entry: declared confidence when every answered query has one,
+    else the top-1 score (-inf for an empty answer); NaN for failed queries."""
+    answered = ~failed
+    use_conf = bool(answered.any()) and not np.isnan(confidence[answered]).any()
+    signal = confidence if use_conf else np.where(np.isnan(top1), -np.inf, top1)
+    return np.where(failed, np.nan, signal), "confidence" if use_conf else "top1_score"
+
+
+def auroc_codes(separation: np.ndarray, positive: np.ndarray, failed: np.ndarray) -> np.ndarray:
+    """Integer codes 2 * key + positive whose keys order the entries by signal, with the
+    worst case for failed queries (answerable: below all; unanswerable: above all)."""
+    sep = np.asarray(separation, dtype=float)
+    pos = np.asarray(positive, dtype=bool)
+    bad = np.asarray(failed, dtype=bool)
+    key = np.zeros(len(sep), dtype=np.int64)
+    ok = ~bad
+    if ok.any():
+        key[ok] = tie_groups(sep[ok]) + 1
+    top = int(key.max(initial=0)) + 1
+    key[bad & ~pos] = top
+    key[bad & pos] = 0
+    return 2 * key + pos.astype(np.int64)
+
+
+def auroc_from_codes(codes: np.ndarray) -> np.ndarray:
+    """AUROC along the last axis of :func:`auroc_codes` codes (NaN where a class is absent)."""
+    c = np.atleast_2d(np.asarray(codes, dtype=np.int64))
+    b, _ = c.shape
+    key, pos = c // 2, c % 2
+    width = int(key.max(initial=0)) + 1
+    flat = (np.arange(b)[:, None] * width + key).ravel()
+    p = np.bincount(flat, weights=pos.ravel().astype(float), minlength=b * width).reshape(b, width)
+    allc = np.bincount(flat, minlength=b * width).reshape(b, width).astype(float)
+    neg = allc - p
+    below = np.cumsum(neg, axis=1) - neg
+    u = (p * (below + 0.5 * neg)).sum(axis=1)
+    n_pos, n_neg = p.sum(axis=1), neg.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg), np.nan)
+    return out if np.asarray(codes).ndim > 1 else out.reshape(())
 
 
 def _leak_metrics(run: _Run, ent: _Entries, atoms: _Atoms, k: int) -> dict[str, np.ndarray]:
@@ -404,16 +630,22 @@ def _leak_metrics(run: _Run, ent: _Entries, atoms: _Atoms, k: int) -> dict[str, 
 
 
 def metric_keys(k: int = 10) -> dict[str, str]:
-    """Map contract metric name -> per-query column, in report order (latency excluded)."""
+    """Map contract metric name -> per-query column, in report order (AUROC and latency excluded)."""
     return {
         f"recall@{k}": f"recall@{k}",
         f"atom_recall@{k}": f"atom_recall@{k}",
         "mrr": "mrr",
         f"ndcg@{k}": f"ndcg@{k}",
         "false_recall": "false_recall",
+        "abstention_rate": "abstained",
         "temporal_correctness": "temporal_ok",
         "holder_correctness": "holder_ok",
     }
+
+
+#: per-query column -> what a failed query counts as (lower is better for these); others count 0
+WORST = {"false_recall": 1.0, "abstained": 1.0}
+AUROC = "auroc_unanswerable"
 
 
 def per_query(
@@ -423,11 +655,18 @@ def per_query(
     atoms: pd.DataFrame,
     *,
     k: int = 10,
-    strong_score: float,
     failed: Failed = None,
+    responses: pd.DataFrame | None = None,
+    abstains: bool = False,
+    calibration_recall: float = 0.9,
+    thresholds: dict[str, float | None] | None = None,
 ) -> pd.DataFrame:
     """One row per entry (sorted by query_id) with every per-query metric.
 
+    ``responses``: query_id, abstain, confidence per answered query (the retrieve
+    stage's latency table); ``abstains``: the system declared abstention once (its
+    ready line or attribute); ``thresholds``: per modality, the dev run's calibrated
+    top-1 score (None: not measurable) -- given, the calibration is not redone.
     See the module docstring for definitions.  Not-applicable metrics are NaN
     (answerable-only metrics on unanswerable entries and vice versa); every metric
     of a failed query is NaN as well, and its ``failed`` column is True.
@@ -441,6 +680,12 @@ def per_query(
     ent, atm, (run_codes, gold_codes) = _prep(entries, atoms, _failed_ids(failed), [run_atoms, gold_atoms])
     ran = _prep_run(run, run_atoms, run_codes, ent, atm)
     gld = _prep_gold(gold, gold_codes, ent)
+    returned = _returned_metrics(ran, ent)
+    abstained, confidence = _responses(responses, ent)
+    abstained &= ~ent.failed
+    declared = bool(abstains) or bool(abstained.any())
+    rules = _rules(ent, returned["top1_score"], declared, float(calibration_recall), thresholds)
+    separation, signal = _separation(returned["top1_score"], confidence, ent.failed)
 
     frame = ent.frame
     columns: dict[str, Any] = {
@@ -449,16 +694,50 @@ def per_query(
         "failed": ent.failed,
         "n_regions": frame["n_regions"],
         **_ranking_metrics(ran, gld, ent, k),
-        **_returned_metrics(ran, ent, strong_score),
+        **returned,
+        **_false_recall(ent, returned["n_returned"], returned["top1_score"], abstained, rules),
+        "abstained": abstained.astype(float),
+        "confidence": confidence,
+        "separation": separation,
+        "separation_signal": signal,
         **_leak_metrics(ran, ent, atm, k),
     }
     unans = frame["unanswerable"].to_numpy()
-    for col in (f"recall@{k}", f"atom_recall@{k}", "mrr", f"ndcg@{k}"):
+    for col in (f"recall@{k}", f"atom_recall@{k}", "mrr", f"ndcg@{k}", "abstained"):
         columns[col] = np.where(unans, np.nan, columns[col])
     columns["false_recall"] = np.where(unans, columns["false_recall"], np.nan)
     for col in metric_keys(k).values():
         columns[col] = np.where(ent.failed, np.nan, columns[col])
+    for col in ("top1_score", "confidence"):
+        columns[col] = np.where(ent.failed, np.nan, columns[col])
     return pd.DataFrame(columns, index=frame.index).rename_axis("query_id").reset_index()
+
+
+def false_recall_rules(per_query_df: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per modality (and ``overall``) the false-recall rule that applied, for dev.json's
+    ``run.false_recall_rule``: rule, threshold (calibrated only, in the system's own
+    score units), how many answerable entries keep their top-1 hit at it, and why a
+    modality is not measurable."""
+    df = per_query_df
+    out: dict[str, dict[str, Any]] = {}
+    for m, g in df.groupby("modality", sort=True):
+        rule = str(g["false_recall_rule"].iloc[0])
+        ans = ~g["unanswerable"].astype(bool)
+        row: dict[str, Any] = {"rule": rule, "unanswerable": int((~ans).sum())}
+        if rule == CALIBRATED:
+            t = float(g["false_recall_threshold"].iloc[0])
+            top = g.loc[ans & ~g["failed"].astype(bool), "top1_score"].to_numpy(float)
+            row.update({"threshold_score": t, "kept": int(reaches(top, t).sum()), "answerable": int(ans.sum())})
+        reason = g["false_recall_reason"].iloc[0]
+        if reason is not None and not (isinstance(reason, float) and np.isnan(reason)):
+            row["reason"] = str(reason)
+        out[str(m)] = row
+    rules = {r["rule"] for r in out.values() if r["unanswerable"]}
+    overall: dict[str, Any] = {"rule": rules.pop() if len(rules) == 1 else ("mixed" if rules else NOT_MEASURABLE)}
+    if not rules and not any(r["unanswerable"] for r in out.values()):
+        overall["reason"] = "no unanswerable entries"
+    out["overall"] = overall
+    return out
 
 
 def _infer_k(columns: Iterable[str]) -> int:
@@ -468,22 +747,25 @@ def _infer_k(columns: Iterable[str]) -> int:
     return found.pop()
 
 
-def _cell(value: float | None, n: int, denominator: int) -> MetricCell:
-    return {
+def _cell(value: float | None, n: int, denominator: int, reason: str | None = None) -> MetricCell:
+    cell: MetricCell = {
         "value": None if value is None else float(value),
         "n": int(n),
         "denominator": int(denominator),
     }
+    if reason is not None and value is None:
+        cell["reason"] = reason
+    return cell
 
 
-def _mean_cell(values: np.ndarray, in_denominator: np.ndarray, ok: np.ndarray) -> MetricCell:
-    """Sum of per-query values (failed -> 0) over the denominator / denominator."""
+def _mean_cell(values: np.ndarray, in_denominator: np.ndarray, ok: np.ndarray, worst: float = 0.0) -> MetricCell:
+    """Sum of per-query values (failed -> worst) over the denominator / denominator."""
     denominator = int(in_denominator.sum())
     n = int((in_denominator & ok).sum())
     if denominator == 0:
         return _cell(None, n, denominator)
-    contrib = np.where(in_denominator & ok, np.nan_to_num(values, nan=0.0), 0.0)
-    return _cell(float(contrib.sum()) / denominator, n, denominator)
+    contrib = np.where(in_denominator & ok, np.nan_to_num(values, nan=0.0), worst)
+    return _cell(float(contrib[in_denominator].sum()) / denominator, n, denominator)
 
 
 def _latency_cells(lat_ms: np.ndarray, denominator: int) -> dict[str, MetricCell]:
@@ -495,15 +777,39 @@ def _latency_cells(lat_ms: np.ndarray, denominator: int) -> dict[str, MetricCell
     return cells
 
 
+def _false_recall_cell(group: pd.DataFrame, unans: np.ndarray, ok: np.ndarray) -> MetricCell:
+    cell = _mean_cell(group["false_recall"].to_numpy(dtype=float), unans, ok, WORST["false_recall"])
+    if not unans.any():
+        return cell
+    rules = group.loc[unans, ["modality", "false_recall_rule", "false_recall_reason"]].drop_duplicates("modality")
+    lost = rules.loc[rules["false_recall_rule"] == NOT_MEASURABLE]
+    if len(lost):
+        why = "; ".join(f"{m}: {r}" for m, r in zip(lost["modality"], lost["false_recall_reason"], strict=True))
+        return _cell(None, cell["n"], cell["denominator"], f"not measurable ({why})")
+    return cell
+
+
+def _auroc_cell(group: pd.DataFrame, unans: np.ndarray, ok: np.ndarray) -> MetricCell:
+    n, denominator = int(ok.sum()), len(group)
+    if unans.all() or not unans.any():
+        return _cell(None, n, denominator, "needs both answerable and unanswerable entries")
+    codes = auroc_codes(group["separation"].to_numpy(dtype=float), ~unans, ~ok)
+    return _cell(float(auroc_from_codes(codes)), n, denominator)
+
+
 def _group_report(group: pd.DataFrame, k: int) -> dict[str, MetricCell]:
     unans = group["unanswerable"].to_numpy(dtype=bool)
     ok = ~group["failed"].to_numpy(dtype=bool)
     every = np.ones(len(group), dtype=bool)
     scope = {"false_recall": unans, "temporal_ok": every, "holder_ok": every}
-    report = {
-        name: _mean_cell(group[col].to_numpy(dtype=float), scope.get(col, ~unans), ok)
-        for name, col in metric_keys(k).items()
-    }
+    report: dict[str, MetricCell] = {}
+    for name, col in metric_keys(k).items():
+        if name == "false_recall":
+            report[name] = _false_recall_cell(group, unans, ok)
+            continue
+        report[name] = _mean_cell(group[col].to_numpy(dtype=float), scope.get(col, ~unans), ok, WORST.get(col, 0.0))
+        if name == "abstention_rate":
+            report[AUROC] = _auroc_cell(group, unans, ok)
     report.update(_latency_cells(group["latency_ms"].to_numpy(dtype=float), len(group)))
     return report
 
@@ -534,7 +840,8 @@ def aggregate(
     when not given.
     """
     k = _infer_k(per_query_df.columns) if k is None else int(k)
-    _require(per_query_df, ("query_id", "modality", "unanswerable", *metric_keys(k).values()), "per_query_df")
+    _require(per_query_df, ("query_id", "modality", "unanswerable", *metric_keys(k).values(), "false_recall_rule",
+                           "false_recall_reason", "separation"), "per_query_df")
     df = per_query_df.assign(query_id=_ids(per_query_df["query_id"]))
     if df["query_id"].duplicated().any():
         raise ValueError("per_query_df.query_id must be unique")

@@ -9,9 +9,14 @@ Data
                     found at k when some atom of its resolved gold set has rank <= k;
                     per query found regions / n_regions, mean over the answerable
                     entries with failed queries counted 0 (so k = 10 equals dev.json).
-  threshold_curve   for thresholds t: false recall (unanswerable entries with some
-                    returned atom scoring >= t) next to recall@k counting only top-k
-                    atoms scoring >= t -- what a strong-evidence cut-off would cost.
+  threshold_curve   against the calibration share s (``metrics.calibration_recall``:
+                    the share of answerable entries whose top-1 hit reaches the
+                    threshold, bench.metrics.calibrate, per modality): false recall
+                    (unanswerable entries whose top-1 score reaches it; failed ones
+                    count 1) next to recall@k counting only top-k atoms scoring at or
+                    above it -- what a strong-evidence cut-off would cost. The x axis
+                    is a share, not a score, so the curve does not depend on the
+                    system's score scale.
   latency_quantiles compile latency at percentiles 0..100 per modality.
 Figures are deterministic SVG text (no dates, fixed ids).
 """
@@ -61,32 +66,53 @@ def recall_curve(per_query: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame,
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["modality", "k", "recall"])
 
 
+SHARES = np.round(np.arange(0.5, 1.0001, 0.01), 2)
+
+
 def threshold_curve(per_query: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, k: int = 10,
-                    thresholds: np.ndarray | None = None) -> pd.DataFrame:
-    """Long frame: modality (incl. "overall"), threshold, false_recall, recall@k."""
+                    shares: np.ndarray | None = None) -> pd.DataFrame:
+    """Long frame: modality (incl. "overall"), calibration_recall, false_recall, recall@k.
+
+    ``per_query`` needs query_id, modality, unanswerable, failed, n_regions, top1_score.
+    A share at which no threshold can be calibrated (scores do not separate) gives NaN.
+    """
+    from bench.metrics import calibrate, reaches
+
+    shares = SHARES if shares is None else np.asarray(shares, dtype=float)
     base = _base(per_query)
+    base["top1"] = np.where(per_query["failed"].astype(bool), np.nan, per_query["top1_score"].to_numpy(float))
     failed = set(base.loc[base["failed"].astype(bool), "query_id"])
-    r = run.loc[~run["query_id"].astype(str).isin(failed)]
-    if thresholds is None:
-        top = float(np.nanpercentile(r["score"], 99.5)) if len(r) else 1.0
-        thresholds = np.round(np.linspace(0.0, max(top, 1e-9), 81), 4)
-    maxscore = r.groupby(r["query_id"].astype(str))["score"].max()
     hits = _region_first_rank(run, gold, failed)
     hits = hits.loc[hits["rank"] <= k]
     best = hits.groupby(["query_id", "gold_idx"])["score"].max().reset_index()
-    rows = []
-    groups = [*((str(m), g) for m, g in base.groupby("modality", sort=True)), ("overall", base)]
-    for name, grp in groups:
-        un = grp.loc[grp["unanswerable"].astype(bool), "query_id"]
+    parts = []
+    for name, grp in base.groupby("modality", sort=True):
+        un = grp.loc[grp["unanswerable"].astype(bool)]
         an = grp.loc[~grp["unanswerable"].astype(bool)]
-        ms = maxscore.reindex(un).to_numpy(float)
-        fr = [(np.nan_to_num(ms, nan=-np.inf) >= t).sum() / len(un) if len(un) else np.nan for t in thresholds]
         b = best.loc[best["query_id"].isin(an["query_id"])]
         w = 1.0 / an.set_index("query_id")["n_regions"].astype(float).reindex(b["query_id"]).to_numpy()
         sc = b["score"].to_numpy(float)
-        rc = [float(w[sc >= t].sum()) / len(an) if len(an) else np.nan for t in thresholds]
-        rows.append(pd.DataFrame({"modality": name, "threshold": thresholds, "false_recall": fr, f"recall@{k}": rc}))
-    return pd.concat(rows, ignore_index=True)
+        un_top = un["top1"].to_numpy(float)
+        un_failed = un["failed"].astype(bool).to_numpy()
+        fr_num, rc_num = [], []
+        for share in shares:
+            t = calibrate(an["top1"].to_numpy(float), float(share)).threshold
+            fr_num.append(np.nan if t is None else float(reaches(un_top, t).sum() + un_failed.sum()))
+            rc_num.append(np.nan if t is None else float(w[reaches(sc, t)].sum()))
+        parts.append((str(name), np.array(fr_num), len(un), np.array(rc_num), len(an)))
+    rows = []
+    for name, fr, n_un, rc, n_an in parts:
+        rows.append(pd.DataFrame({"modality": name, "calibration_recall": shares,
+                                  "false_recall": fr / n_un if n_un else np.nan, f"recall@{k}": rc / n_an if n_an else np.nan}))
+    if parts:
+        n_un, n_an = sum(p[2] for p in parts), sum(p[4] for p in parts)
+        nan = np.full(len(shares), np.nan)
+        fr = np.sum([p[1] for p in parts if p[2]], axis=0) if n_un else nan
+        rc = np.sum([p[3] for p in parts if p[4]], axis=0) if n_an else nan
+        rows.append(pd.DataFrame({"modality": "overall", "calibration_recall": shares,
+                                  "false_recall": fr / max(n_un, 1) if n_un else fr, f"recall@{k}": rc / max(n_an, 1) if n_an else rc}))
+    cols = ["modality", "calibration_recall", "false_recall", f"recall@{k}"]
+    return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
 
 
 def latency_quantiles(per_query: pd.DataFrame) -> pd.DataFrame:
@@ -190,12 +216,12 @@ def latency_svg(quantiles: pd.DataFrame) -> str:
 def threshold_svg(curve: pd.DataFrame, k: int = 10, current: float | None = None) -> str:
     fig, ax = _figure()
     for i, (name, grp) in enumerate(curve.groupby("modality", sort=True)):
-        ax.plot(grp["threshold"], grp["false_recall"], color=f"C{i}", linestyle=":", label=f"{name} false recall")
-        ax.plot(grp["threshold"], grp[f"recall@{k}"], color=f"C{i}", linestyle="-", label=f"{name} recall@{k}")
+        ax.plot(grp["calibration_recall"], grp["false_recall"], color=f"C{i}", linestyle=":", label=f"{name} false recall")
+        ax.plot(grp["calibration_recall"], grp[f"recall@{k}"], color=f"C{i}", linestyle="-", label=f"{name} recall@{k}")
     if current is not None:
         ax.axvline(current, color="grey", linewidth=1)
-        ax.annotate("strong_score", (current, 1.0), fontsize=8, color="grey")
-    ax.set_xlabel("strong-evidence threshold (score)")
+        ax.annotate("calibration_recall", (current, 1.0), fontsize=8, color="grey", ha="right")
+    ax.set_xlabel("calibration share (answerable entries whose top-1 hit reaches the threshold)")
     ax.set_ylabel("rate")
     ax.set_ylim(0, 1.02)
     ax.set_title("false recall (dotted) next to recall (solid)")

@@ -9,6 +9,126 @@ import pandas as pd
 from bench.modalities.derived import is_derived
 
 UNANSWERABLE_TARGET = 0.15
+#: the spec's bars (schema b-2, section 4): metric -> (direction, bar); the others are "report"
+BARS: dict[str, tuple[str, float]] = {
+    "recall@{k}": (">=", 0.90),
+    "false_recall": ("<=", 0.10),
+    "temporal_correctness": (">=", 0.95),
+    "holder_correctness": (">=", 0.95),
+}
+#: the verdict matrix's columns: dev.json metric (k filled in) -> heading
+VERDICT_COLUMNS: dict[str, str] = {
+    "recall@{k}": "recall@{k}",
+    "mrr": "MRR",
+    "ndcg@{k}": "nDCG@{k}",
+    "false_recall": "false recall",
+    "abstention_rate": "abstention rate",
+    "auroc_unanswerable": "AUROC",
+    "temporal_correctness": "temporal correctness",
+    "holder_correctness": "holder correctness",
+    "latency_p50_ms": "latency p50 (ms)",
+    "latency_p95_ms": "latency p95 (ms)",
+}
+MET, NOT_MET, NOT_MEASURABLE = "met", "not met", "not measurable"
+
+
+def bar_status(metric: str, cell: dict[str, Any] | None, k: int = 10) -> str | None:
+    """"met", "not met" or "not measurable" against the spec's bar; None for a metric without one."""
+    bars = {name.format(k=k): bar for name, bar in BARS.items()}
+    if metric not in bars:
+        return None
+    if cell is None or cell.get("value") is None:
+        return NOT_MEASURABLE
+    direction, bar = bars[metric]
+    ok = cell["value"] >= bar if direction == ">=" else cell["value"] <= bar
+    return MET if ok else NOT_MET
+
+
+def verdict(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The verdict matrix: one row per modality plus overall, one cell per
+    VERDICT_COLUMNS metric with value, n, denominator, the bar's status and, for false
+    recall, the rule that applied."""
+    k = int(doc.get("run", {}).get("k", 10))
+    rules = doc.get("run", {}).get("false_recall_rule", {})
+    rows = []
+    for group, block in [*doc["by_modality"].items(), ("overall", doc["overall"])]:
+        cells = []
+        for template, heading in VERDICT_COLUMNS.items():
+            metric = template.format(k=k)
+            cell = block.get(metric)
+            cells.append({
+                "metric": metric, "heading": heading.format(k=k),
+                "value": None if cell is None else cell.get("value"),
+                "n": None if cell is None else cell.get("n"),
+                "denominator": None if cell is None else cell.get("denominator"),
+                "reason": None if cell is None else cell.get("reason"),
+                "status": bar_status(metric, cell, k),
+                "rule": rules.get(group, {}).get("rule") if metric == "false_recall" else None,
+            })
+        rows.append({"group": group, "cells": cells})
+    return rows
+
+
+def bar_legend(k: int = 10) -> str:
+    return ", ".join(f"{name.format(k=k)} {d.replace('>=', '≥').replace('<=', '≤')} {bar:.2f}" for name, (d, bar) in BARS.items())
+
+
+def verdict_markdown(doc: dict[str, Any]) -> list[str]:
+    rows = verdict(doc)
+    if not rows:
+        return []
+    k = int(doc.get("run", {}).get("k", 10))
+    head = [c["heading"] for c in rows[0]["cells"]]
+    out = [
+        "## Verdict",
+        "",
+        (f"Each cell: value (n/denominator), marked against the spec's bars ({bar_legend(k)}) as "
+         "**met**, **NOT met** or *not measurable*; columns without a bar are reported. "
+         "False recall names the rule that applied (README, *Metrics*)."),
+        "",
+        "| modality | " + " | ".join(head) + " |",
+        "|---|" + "---:|" * len(head),
+    ]
+    for row in rows:
+        texts = []
+        for c in row["cells"]:
+            text = f"{_fmt(c['value'])} ({c['n']}/{c['denominator']})" if c["n"] is not None else "—"
+            if c["rule"]:
+                text += f" {c['rule']}"
+            if c["status"] == MET:
+                text += " **met**"
+            elif c["status"] == NOT_MET:
+                text += " **NOT met**"
+            elif c["status"] == NOT_MEASURABLE:
+                text += " *not measurable*"
+            texts.append(text)
+        out.append(f"| {row['group']} | " + " | ".join(texts) + " |")
+    out.append("")
+    return out
+
+
+def false_recall_section(run: dict[str, Any]) -> list[str]:
+    """Which false-recall rule applied per modality, its threshold share and reasons."""
+    rules = run.get("false_recall_rule") or {}
+    if not rules:
+        return []
+    out = [
+        "## False recall: the rule per modality",
+        "",
+        ("`abstention`: the system declared abstention (once, or on any response); an unanswerable entry is a false "
+         "recall when the system did not abstain and returned a hit. `calibrated`: a system that never abstains; the "
+         f"threshold is the top-1 score that {run.get('calibration_recall', '?')} of the answerable dev entries reach "
+         "(`metrics.calibration_recall`), reused unchanged by the acceptance run. `not measurable`: the reason is given. "
+         f"AUROC signal: `{run.get('auroc_signal', '—')}`. A failed query counts as the worst case."),
+        "",
+        "| modality | rule | unanswerable | answerable keeping their top-1 hit | reason |",
+        "|---|---|---:|---:|---|",
+    ]
+    for m, r in rules.items():
+        kept = f"{r['kept']}/{r['answerable']}" if "kept" in r else "—"
+        out.append(f"| {m} | {r.get('rule')} | {r.get('unanswerable', '—')} | {kept} | {r.get('reason', '')} |")
+    out.append("")
+    return out
 
 
 def metrics_document(
@@ -43,8 +163,18 @@ def _fmt(value: Any) -> str:
 def metric_table(block: dict[str, dict[str, Any]]) -> list[str]:
     lines = ["| metric | value | n | denominator |", "|---|---:|---:|---:|"]
     for name, cell in block.items():
-        lines.append(f"| {name} | {_fmt(cell['value'])} | {cell['n']} | {cell['denominator']} |")
+        value = _fmt(cell["value"]) + (f" ({cell['reason']})" if cell.get("reason") else "")
+        lines.append(f"| {name} | {value} | {cell['n']} | {cell['denominator']} |")
     return lines
+
+
+def isolation_text(isolation: Any) -> str:
+    """run.isolation (from system.json) as one line."""
+    if isinstance(isolation, dict):
+        return "; ".join(f"{key} {isolation_text(val)}" for key, val in isolation.items())
+    if isinstance(isolation, (list, tuple)):
+        return ", ".join(isolation_text(v) for v in isolation)
+    return str(isolation)
 
 
 def system_section(run: dict[str, Any]) -> list[str]:
@@ -63,10 +193,12 @@ def system_section(run: dict[str, Any]) -> list[str]:
         f"p50 {_fmt(lat.get('p50_ms'))} ms, p95 {_fmt(lat.get('p95_ms'))} ms, p99 {_fmt(lat.get('p99_ms'))} ms, n={lat.get('n', '—')}.",
         "",
     ]
+    if run.get("isolation") is not None:
+        out += [f"Isolation: {isolation_text(run['isolation'])}.", ""]
     failures = run.get("failures_by_modality") or {}
     if failures:
         out += [
-            "Failed queries (timeout or crash) stay in every denominator and count 0.",
+            "Failed queries (timeout or crash) stay in every denominator and count as the worst case (0, or 1 for false recall and abstention rate).",
             "",
             "| modality | queries | failed | timeout | crash |",
             "|---|---:|---:|---:|---:|",
@@ -116,6 +248,7 @@ def markdown(
     imports: dict[str, dict],
     summary: dict[str, Any],
     atom_stats: dict[str, Any],
+    textless: dict[str, Any] | None = None,
 ) -> str:
     run = doc["run"]
     out = [
@@ -124,11 +257,14 @@ def markdown(
         f"System `{run['system']}` (depth {run['depth']}), chunking: "
         + ", ".join(f"{m}={c.get('strategy')}" for m, c in sorted(run["chunking"].items())),
         "",
-        "Every metric is shown with n (entries with a system result) and its denominator "
-        "(annotated entries it is defined over: answerable ones for ranking metrics, "
-        "unanswerable ones for false recall, all for temporal/holder correctness and latency).",
+        *verdict_markdown(doc),
+        ("Every metric is shown with n (entries with a system result) and its denominator "
+         "(annotated entries it is defined over: answerable ones for ranking metrics and abstention rate, "
+         "unanswerable ones for false recall, all for AUROC, temporal/holder correctness and latency). "
+         "A failed query stays in every denominator and counts as the worst case."),
         "",
         *system_section(run),
+        *false_recall_section(run),
         "## Overall",
         "",
         *metric_table(doc["overall"]),
@@ -172,6 +308,7 @@ def markdown(
             out.append(f"| … {len(missed) - 50} more in `data/resolved/regions.parquet` | | | |")
     out.append("")
 
+    out += text_source_section(atom_stats, textless)
     out += ["## Atoms", "", "| modality | atoms | sources | empty text | median chars |", "|---|---:|---:|---:|---:|"]
     for modality, st in sorted(atom_stats.items()):
         out.append(f"| {modality} | {st['atoms']} | {st['sources']} | {st['empty_text']} | {st['median_chars']:.0f} |")
@@ -182,3 +319,30 @@ def markdown(
         out.append(f"- set `{path}`: `{sha}`")
     out.append("")
     return "\n".join(out)
+
+
+def text_source_section(atom_stats: dict[str, Any], textless: dict[str, Any] | None) -> list[str]:
+    """Where atom text comes from (text layer or OCR), and answerable pdf entries left without text.
+
+    `textless` is bench.modalities.pdf.textless.textless_gold over the dev entries.
+    """
+    out = ["## Text sources (text layer or OCR)", "",
+           "Screenshot and photo text is OCR; PDF pages whose text layer is (nearly) empty are rendered and OCR'd.", "",
+           "| modality | atoms | empty text | share | OCR text | share |", "|---|---:|---:|---:|---:|---:|"]
+    for modality, st in sorted(atom_stats.items()):
+        if "ocr_text" not in st:
+            continue
+        n = st["atoms"]
+        out.append(f"| {modality} | {n} | {st['empty_text']} | {st['empty_text'] / n if n else 0:.1%} | "
+                   f"{st['ocr_text']} | {st['ocr_text'] / n if n else 0:.1%} |")
+    out.append("")
+    if textless is not None:
+        rows = textless["entries"]
+        out.append(f"Answerable pdf dev entries whose every gold page has empty text: **{len(rows)}** of "
+                   f"{textless['answerable']} (text source `ocr`: OCR ran on the page and found no text).")
+        if rows:
+            out += ["", "| query_id | gold pages | text source |", "|---|---|---|"]
+            for r in rows:
+                out.append(f"| {r['query_id']} | {', '.join(map(str, r['pages']))} | {', '.join(r['text_source'])} |")
+        out.append("")
+    return out

@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench import progress
 from bench.systems import Query, Response
 from bench.systems.adapters import Adapter, Channel, SystemCrash, SystemTimeout
 from bench.systems.protocol import MalformedResponse, parse_response, request_of
@@ -79,6 +80,12 @@ class _Outcome:
 def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str, clock: Callable[[], float]) -> _Outcome:
     channel = pool.get()
     try:
+        prepare = getattr(channel, "prepare", None)
+        if prepare is not None:  # a restarted system starts and warms up here, untimed
+            try:
+                prepare()
+            except SystemCrash as exc:
+                return _Outcome(None, 0.0, "crash", str(exc))
         start = clock()
         try:
             raw = channel.call(request, timeout_s)
@@ -131,10 +138,14 @@ def run_queries(
             warm_failed = [o for o in warm if o.kind is not None]
             if n_warm and len(warm_failed) == n_warm:
                 raise RuntimeError(f"the system answered none of the {n_warm} warm-up queries; first failure: {warm_failed[0].kind}: {warm_failed[0].message}")
-            outcomes = list(pool_exec.map(
-                lambda i: _call(pool, requests[i], timeout_s, k, known, f"query {entries[i]['query_id']}", clock),
-                range(len(entries)),
-            ))
+            with progress.bar(len(entries), "retrieve: queries", "queries", count_failed=True) as bar:
+
+                def timed(i: int) -> _Outcome:
+                    outcome = _call(pool, requests[i], timeout_s, k, known, f"query {entries[i]['query_id']}", clock)
+                    bar.advance(failed=int(outcome.kind is not None))
+                    return outcome
+
+                outcomes = list(pool_exec.map(timed, range(len(entries))))
     finally:
         for channel in channels:
             channel.close()

@@ -10,7 +10,8 @@ table, which `failures` maps back to file, line and query_id.
 from __future__ import annotations
 
 import math
-from datetime import datetime
+import unicodedata
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -73,6 +74,34 @@ def gold_problem(entry: dict) -> str:
     return ""
 
 
+#: the instants pandas can hold at nanosecond resolution (1677-09-21 .. 2262-04-11, UTC)
+TIMESTAMP_MIN = pd.Timestamp.min.tz_localize("UTC").to_pydatetime(warn=False)
+TIMESTAMP_MAX = pd.Timestamp.max.tz_localize("UTC").to_pydatetime(warn=False)
+
+
+def id_problem(value: Any, name: str = "query_id") -> str:
+    """An id must be a non-empty string without whitespace or control characters
+    (ids are one field of a TREC run/qrels line: a space, tab or newline breaks it)."""
+    if not isinstance(value, str) or not value:
+        return f"{name} must be a non-empty string"
+    bad = next((c for c in value if c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")), None)
+    if bad is not None:
+        return f"{name} holds whitespace or a control character ({bad!a} at position {value.index(bad)})"
+    return ""
+
+
+def moment_problem(moment: datetime, name: str) -> str:
+    """A zoned date-time pandas cannot represent at nanosecond resolution (it would crash
+    every later timestamp comparison) is refused, naming the range."""
+    try:
+        utc = moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        utc = None
+    if utc is None or not (TIMESTAMP_MIN <= utc <= TIMESTAMP_MAX):
+        return f"{name} {moment.isoformat()} is outside the range pandas can represent ({TIMESTAMP_MIN:%Y-%m-%d} .. {TIMESTAMP_MAX:%Y-%m-%d} UTC)"
+    return ""
+
+
 def as_of_problem(value: Any) -> str:
     if not isinstance(value, str):
         return f"as_of must be an ISO 8601 string, got {type(value).__name__}"
@@ -82,7 +111,44 @@ def as_of_problem(value: Any) -> str:
         return "as_of is not an ISO 8601 date-time"
     if moment.tzinfo is None or moment.utcoffset() is None:
         return "as_of has no timezone (naive date-time)"
-    return ""
+    return moment_problem(moment, "as_of")
+
+
+def surrogate_path(value: Any, where: str = "") -> str | None:
+    """Dotted path of the first string (key or value) holding a lone surrogate, or None.
+
+    JSON allows escapes such as \\ud800 that decode to a lone surrogate: such text
+    cannot be written as UTF-8 and crashed every later stage."""
+    if isinstance(value, str):
+        return where or "<value>" if any("\ud800" <= c <= "\udfff" for c in value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = surrogate_path(k, f"{where}.<key>" if where else "<key>") or surrogate_path(v, f"{where}.{k}" if where else str(k))
+            if found:
+                return found
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            found = surrogate_path(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def text_problem(entry: Any) -> str:
+    found = surrogate_path(entry)
+    return f"{found} holds a lone surrogate (a \\ud800-\\udfff escape): not encodable as UTF-8" if found else ""
+
+
+def printable(value: Any) -> Any:
+    """The value with every string made safe to print and write as UTF-8 (lone
+    surrogates shown as escapes), nested dicts and lists included."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8") if surrogate_path(value) else value
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable(v) for v in value]
+    return value
 
 
 def dataset_problem(origin: Any) -> str:
@@ -111,6 +177,9 @@ def flatten(entry: Any, file: str, line: int) -> dict:
     scope = e.get("scope") if isinstance(e.get("scope"), dict) else {}
     origin = e.get("origin") if isinstance(e.get("origin"), dict) else {}
     gold = e.get("gold")
+    tp = text_problem(entry)
+    if tp:  # shown in the table and hashed for uniqueness: keep only printable text
+        e = printable(e)
     return {
         "file": file,
         "line": line,
@@ -131,6 +200,8 @@ def flatten(entry: Any, file: str, line: int) -> dict:
         "as_of_problem": "" if fp else as_of_problem(e.get("as_of")),
         "dataset_problem": "" if fp else dataset_problem(origin),
         "answer_problem": "" if fp else answer_problem(e),
+        "text_problem": tp,
+        "id_problem": id_problem(e.get("query_id")) if _nonempty_str(e.get("query_id")) else "",
     }
 
 
@@ -147,6 +218,7 @@ def entry_schema() -> pa.DataFrameSchema:
     return pa.DataFrameSchema(
         {
             "query_id": pa.Column(object, [pa.Check(_nonempty_str, element_wise=True, error="query_id must be a non-empty string")], unique=True, report_duplicates="all", nullable=True),
+            "id_problem": pa.Column(object, pa.Check(_empty, element_wise=True, error="query_id format"), required=False),
             "modality": pa.Column(object, pa.Check(lambda v: v in names, element_wise=True, error=f"modality must be one of {names}"), nullable=True),
             "question": pa.Column(object, pa.Check(_nonempty_str, element_wise=True, error="question must be a non-empty string"), nullable=True),
             "answer_format": pa.Column(object, pa.Check(lambda v: v in ANSWER_FORMATS, element_wise=True, error=f"answer_format must be one of {list(ANSWER_FORMATS)}"), nullable=True),
@@ -160,6 +232,7 @@ def entry_schema() -> pa.DataFrameSchema:
             "as_of_problem": pa.Column(object, pa.Check(_empty, element_wise=True, error="as_of")),
             "dataset_problem": pa.Column(object, pa.Check(_empty, element_wise=True, error="dataset registration")),
             "answer_problem": pa.Column(object, pa.Check(_empty, element_wise=True, error="answer")),
+            "text_problem": pa.Column(object, pa.Check(_empty, element_wise=True, error="text encoding"), required=False),
             "corpus_problem": pa.Column(object, pa.Check(_empty, element_wise=True, error="corpus"), required=False),
         },
         checks=[
@@ -173,7 +246,7 @@ def entry_schema() -> pa.DataFrameSchema:
 
 
 #: columns whose check is about another column's raw value (for the failure table)
-PROBLEM_COLUMNS = ("field_problem", "gold_problem", "as_of_problem", "dataset_problem", "answer_problem", "corpus_problem")
+PROBLEM_COLUMNS = ("field_problem", "gold_problem", "as_of_problem", "dataset_problem", "answer_problem", "corpus_problem", "id_problem", "text_problem")
 
 
 def failures(frame: pd.DataFrame, schema: pa.DataFrameSchema | None = None) -> pd.DataFrame:

@@ -18,11 +18,30 @@ change reads "was dev, now test" rather than "added to test".
 Validation (:func:`lock_failures`) rejects a set in which an entry changed split, a
 locked test entry is missing, or a test entry is not in the lock. New *dev* entries
 and dropped dev entries are allowed: they cannot leak the test split.
+
+The digest alone cannot stop a hand edit that also recomputes the digest. So when the
+project is a git repository, the lock is also checked against the *committed* lock
+(git HEAD's version, :func:`committed_lock` and :func:`history_failures`):
+
+* identical to HEAD's: fine;
+* otherwise HEAD's freeze records must be an unchanged prefix of the current ones
+  (no committed freeze is rewritten or deleted), and at least one freeze must be newer
+  than HEAD's last one (rows that differ from HEAD's with no new freeze are refused,
+  whatever digest they carry);
+* the newest freeze must describe the change it claims: its entry and test counts
+  must be those of the current rows, and when it is the only new freeze its
+  `changes` must equal the changes from HEAD's rows to the current ones.
+
+A hand edit with a recomputed digest is therefore refused unless it also appends a
+freeze record that states, correctly, how many entries moved between splits, with a
+reason; that record is then exactly what `bench splits freeze` writes, and it goes
+into the commit for review. Nothing moves silently.
 """
 
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,3 +208,62 @@ def lock_failures(entries: Sequence[tuple[Any, str, int, str]], lock: SplitLock)
         if e.split == "test" and e.set in set_keys and e.query_id not in seen:
             rows.append(_row(lock.display, e.line, e.query_id, f"test entry dropped from bench/sets/{e.set}.jsonl without a recorded re-freeze"))
     return rows
+
+
+def committed_lock(root: Path, rel: str = "bench/sets/splits.lock") -> SplitLock | None:
+    """git HEAD's version of the lock, or None outside git / when HEAD has none.
+
+    A committed lock that does not parse is returned as None too: the working
+    tree's lock is then judged on its own digest (the commit history shows the rest)."""
+    proc = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=root, capture_output=True, check=False)
+    if proc.returncode != 0:
+        return None
+    tmp = _lock_from_text(proc.stdout.decode("utf-8", "replace"), f"{rel} (HEAD)")
+    return tmp
+
+
+def _lock_from_text(text: str, display: str) -> SplitLock | None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bench-lock-") as folder:
+        path = Path(folder) / LOCK_NAME
+        path.write_text(text, encoding="utf-8")
+        try:
+            return load_lock(path, display)
+        except LineError:
+            return None
+
+
+def history_failures(lock: SplitLock, head: SplitLock | None) -> list[dict]:
+    """Failure rows of the lock against the committed one (see the module docstring)."""
+    if head is None:
+        return []
+    same_rows = head.digest() == lock.digest()
+    if list(head.freezes) == list(lock.freezes) and same_rows:
+        return []
+    fix = "restore it (`git checkout HEAD -- bench/sets/splits.lock`) and re-freeze with `bench splits freeze --reason ...`"
+    for i, rec in enumerate(head.freezes):
+        if i >= len(lock.freezes):
+            return [_row(lock.display, 0, "", f"freeze {rec.get('freeze')} of the committed lock (HEAD) is missing: committed freezes are never deleted; {fix}")]
+        if lock.freezes[i] != rec:
+            return [_row(lock.display, i + 1, "", f"freeze {rec.get('freeze')} differs from the committed lock's (HEAD): committed freezes are never rewritten; {fix}")]
+    new = lock.freezes[len(head.freezes):]
+    if not new:
+        return [_row(lock.display, 0, "", f"entry rows differ from the committed lock (HEAD) but no freeze was recorded since "
+                     f"(sha256 {lock.digest()[:12]}… vs {head.digest()[:12]}…): a hand edit; {fix}")]
+    last = new[-1]
+    line = len(lock.freezes)
+    triples = [(e.set, e.query_id, e.split) for e in lock.entries]
+    counts = {"entries": len(triples), "test": sum(1 for t in triples if t[2] == "test")}
+    for name, value in counts.items():
+        if last.get(name) != value:
+            return [_row(lock.display, line, "", f"freeze {last.get('freeze')} records {name}={last.get(name)} but the entry rows hold {value}: it does not describe this lock; {fix}")]
+    if len(new) == 1:
+        actual = changes(head, triples)
+        if last.get("changes") != actual:
+            return [_row(lock.display, line, "", f"freeze {last.get('freeze')} records changes {last.get('changes')} but the rows changed by {actual} "
+                         f"since the committed lock (HEAD): it does not describe this lock; {fix}")]
+    numbers = [r.get("freeze") for r in lock.freezes]
+    if numbers != list(range(1, len(numbers) + 1)):
+        return [_row(lock.display, line, "", f"freeze numbers {numbers} are not 1..{len(numbers)}: {fix}")]
+    return []

@@ -223,7 +223,7 @@ def evaluate(qrels: pd.DataFrame, run: pd.DataFrame, *, complete: bool = False, 
     docs = pd.Index(ranked["doc_id"].unique())
     atoms = pd.DataFrame({"atom_id": docs, "holder": "", "observed_at": _EPOCH})
     engine = per_query(entries, ranked[["query_id", "doc_id", "rank", "score"]].rename(columns={"doc_id": "atom_id"}),
-                       gold, atoms, k=k, strong_score=math.inf).set_index("query_id").reindex(queries)
+                       gold, atoms, k=k).set_index("query_id").reindex(queries)
     graded = _graded(ranked, qrels, queries, k)
     table = pd.DataFrame({"map": graded["map"], "recip_rank": engine["mrr"], f"P_{k}": graded[f"P_{k}"],
                           f"recall_{k}": engine[f"recall@{k}"], f"ndcg_cut_{k}": graded[f"ndcg_cut_{k}"]},

@@ -6,7 +6,8 @@ Bootstrap (``bootstrap_ci``)
     replacement, compute the statistic of each, take the 2.5th and 97.5th
     percentiles (numpy "linear"). Vectorised in batches of at most ~2 million drawn
     values. This is scipy.stats.bootstrap(method="percentile") up to Monte-Carlo
-    noise.
+    noise. Resamples whose statistic is undefined (NaN: an AUROC resample that
+    drew only one kind of entry) are left out of the percentiles.
 Randomization test (``paired_randomization_test``)
     Two-sided test of "mean paired difference = 0" by flipping the sign of each
     query's difference (the null: the two runs are exchangeable per query). Exact
@@ -77,6 +78,9 @@ def bootstrap_ci(
     for start in range(0, resamples, batch):
         b = min(batch, resamples - start)
         out[start:start + b] = stat(x[rng.integers(0, n, size=(b, n))])
+    out = out[~np.isnan(out)]
+    if len(out) == 0:
+        return None
     alpha = (1 - confidence) / 2
     lo, hi = np.percentile(out, [100 * alpha, 100 * (1 - alpha)])
     return float(lo), float(hi)
@@ -136,14 +140,16 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
 def cell_scopes(k: int = 10) -> dict[str, tuple[str, str]]:
     """Metric name in dev.json -> (per-query column, scope).
 
-    Scope is the metric's denominator: "answerable", "unanswerable", "all" or
-    "timed" (latency percentiles over timed, non-failed queries).
+    Scope is the metric's denominator: "answerable", "unanswerable", "all",
+    "timed" (latency percentiles over timed, non-failed queries) or "auroc" (all
+    entries, resampled with their kind; bench.metrics.auroc_codes).
     """
     from bench.fair import fair_keys
-    from bench.metrics import metric_keys
+    from bench.metrics import AUROC, metric_keys
 
     scopes = {"false_recall": "unanswerable", "temporal_correctness": "all", "holder_correctness": "all"}
     out = {name: (col, scopes.get(name, "answerable")) for name, col in metric_keys(k).items()}
+    out[AUROC] = ("separation", "auroc")
     out.update({name: (name, "answerable") for name in fair_keys(k)})
     out["latency_p50_ms"] = ("latency_ms", "timed")
     out["latency_p95_ms"] = ("latency_ms", "timed")
@@ -151,14 +157,19 @@ def cell_scopes(k: int = 10) -> dict[str, tuple[str, str]]:
 
 
 def _values_for(df: pd.DataFrame, column: str, scope: str) -> np.ndarray:
+    """Per-query values of a cell as the value counts them (failed: the worst case)."""
+    from bench.metrics import WORST, auroc_codes
+
     failed = df["failed"].astype(bool).to_numpy()
     unans = df["unanswerable"].astype(bool).to_numpy()
     vals = df[column].to_numpy(dtype=float)
     if scope == "timed":
         keep = ~failed & ~np.isnan(vals)
         return vals[keep]
+    if scope == "auroc":
+        return auroc_codes(vals, ~unans, failed)
     in_den = {"answerable": ~unans, "unanswerable": unans, "all": np.ones(len(df), dtype=bool)}[scope]
-    contrib = np.where(failed, 0.0, np.nan_to_num(vals, nan=0.0))
+    contrib = np.where(failed, WORST.get(column, 0.0), np.nan_to_num(vals, nan=0.0))
     return contrib[in_den]
 
 
@@ -175,8 +186,9 @@ def add_intervals(
     or its metric is unknown here).
 
     ``per_query_df``: query_id, modality, unanswerable, failed, latency_ms and every
-    per-query column of :func:`cell_scopes`. A failed query contributes 0 (as in the
-    value); latency intervals resample the timed queries' percentiles.
+    per-query column of :func:`cell_scopes`. A failed query contributes its worst
+    case (as in the value); latency intervals resample the timed queries'
+    percentiles; the AUROC interval resamples entries with their kind.
     """
     scopes = cell_scopes(k)
 
@@ -186,7 +198,11 @@ def add_intervals(
             ci = None
             if metric in scopes and scopes[metric][0] in df.columns and cell.get("value") is not None:
                 col, scope = scopes[metric]
-                stat = "p50" if metric == "latency_p50_ms" else "p95" if metric == "latency_p95_ms" else "mean"
+                stat: str | Callable = "p50" if metric == "latency_p50_ms" else "p95" if metric == "latency_p95_ms" else "mean"
+                if scope == "auroc":
+                    from bench.metrics import auroc_from_codes
+
+                    stat = auroc_from_codes
                 ci = bootstrap_ci(_values_for(df, col, scope), resamples=resamples,
                                   rng=rng_for(seed, name, metric), statistic=stat)
             out[metric] = {**cell, "ci95": list(ci) if ci else [None, None]}

@@ -26,12 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import click
 import pandas as pd
 
-from bench.corpus import Manifest
+from bench.corpus import Manifest, load_segments
+from bench.io import LineError
 from bench.modalities import dataset_by_name, modalities
-from bench.schema import entry_schema, failures, flatten
-from bench.splits import SplitLock, lock_failures
+from bench.schema import entry_schema, failures, flatten, printable
+from bench.splits import SplitLock, history_failures, lock_failures
 
 FAILURE_COLUMNS = ["file", "line", "query_id", "check", "value"]
 
@@ -80,8 +82,9 @@ def unsafe_path(path: str) -> bool:
     return path.startswith(("/", "\\")) or pure.is_absolute() or ".." in pure.parts or (len(path) > 1 and path[1] == ":")
 
 
-def corpus_problem(entry: dict, manifest: dict[tuple[str, str, str], dict], segments: dict[str, pd.DataFrame]) -> tuple[str, str]:
-    """(hard problem, unavailable reason) of one structurally valid entry."""
+def corpus_problem(entry: dict, manifest: dict[tuple[str, str, str], dict], segments: dict[str, pd.DataFrame],
+                   unreadable: dict[tuple[str, str], str] | None = None) -> tuple[str, str]:
+    """(hard problem, invalid-as-a-sample reason) of one structurally valid entry."""
     ds = dataset_by_name(entry["origin"]["dataset"])
     modality = modalities()[entry["modality"]]
     if ds.modality != entry["modality"]:
@@ -102,6 +105,8 @@ def corpus_problem(entry: dict, manifest: dict[tuple[str, str, str], dict], segm
             return f"file {path} not in the manifest at revision {revision}", ""
         if row["status"] != "present":
             unavailable.append(path)
+        elif unreadable and (ds.key, path) in unreadable:
+            return "", f"unreadable corpus file: {path} ({unreadable[(ds.key, path)]})"
     if unavailable:
         return "", f"corpus file unavailable: {unavailable[0]}"
     for i, g in enumerate(entry["gold"]):
@@ -114,11 +119,15 @@ def corpus_problem(entry: dict, manifest: dict[tuple[str, str, str], dict], segm
     return "", ""
 
 
-def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame | None, root: Path | None = None, lock: SplitLock | None = None) -> ValidationResult:
+def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame | None, root: Path | None = None, lock: SplitLock | None = None,
+             committed: SplitLock | None = None, unreadable: Sequence[dict] = ()) -> ValidationResult:
     """Validate set files; `root` makes displayed file names relative.
 
     With a split `lock` (bench/splits.py), an entry that changed split, a locked test
-    entry missing from its set and a test entry not in the lock are failures too.
+    entry missing from its set and a test entry not in the lock are failures too; with
+    the `committed` lock (git HEAD's), a lock changed without a recorded freeze is.
+    `unreadable` lists corpus files extraction could not read ({key, path, reason}):
+    their entries are invalid as samples, like entries on unavailable files.
     """
     rows: list[dict] = []
     entries: list[tuple[dict, str, int]] = []
@@ -137,20 +146,23 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
             keyed.append((None, display, 0, path.stem))
     if lock is not None:
         line_errors.extend(lock_failures(keyed, lock))
+        line_errors.extend(history_failures(lock, committed))
+    line_errors.extend(cross_split_repeats(entries))
     frame = pd.DataFrame(rows)
     if len(frame):  # a list or object as query_id would crash the uniqueness check: keep it shown, not hashed
         frame["query_id"] = frame["query_id"].map(_hashable)
     lookup = manifest.lookup()
+    unreadable_at = {(str(u["key"]), str(u["path"])): str(u["reason"]) for u in unreadable}
     by_source = {sid: grp for sid, grp in segments.groupby("source_id", sort=False)} if segments is not None and len(segments) else {}
     invalid: list[dict] = []
     if len(frame):
         problems = []
-        structurally_ok = (frame[["field_problem", "gold_problem", "as_of_problem", "dataset_problem", "answer_problem"]] == "").all(axis=1)
+        structurally_ok = (frame[["field_problem", "gold_problem", "as_of_problem", "dataset_problem", "answer_problem", "text_problem", "id_problem"]] == "").all(axis=1)
         mods = set(modalities())
         for i, (obj, display, lineno) in enumerate(entries):
             hard = ""
             if structurally_ok.iloc[i] and isinstance(obj.get("modality"), str) and obj["modality"] in mods and isinstance(obj.get("origin", {}).get("revision"), str):
-                hard, soft = corpus_problem(obj, lookup, by_source)
+                hard, soft = corpus_problem(obj, lookup, by_source, unreadable_at)
                 if soft:
                     invalid.append({"query_id": obj["query_id"], "file": display, "line": lineno, "split": obj.get("split"), "modality": obj["modality"], "reason": soft})
             problems.append(hard)
@@ -159,9 +171,47 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
     else:
         table = pd.DataFrame(columns=FAILURE_COLUMNS)
     errors = pd.concat([pd.DataFrame(line_errors, columns=FAILURE_COLUMNS), table], ignore_index=True)
+    errors = errors.map(printable)  # ids or values with lone surrogates stay printable
     errors = errors.sort_values(["file", "line"], kind="stable").reset_index(drop=True)
     passed = [obj for obj, _, _ in entries] if errors.empty else []
     return ValidationResult(errors=errors, entries=passed, invalid=invalid if errors.empty else [])
+
+
+REPEAT = "dev entry repeats a test entry"
+
+
+def _normal_text(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _gold_key(gold: list) -> str:
+    return json.dumps(sorted(json.dumps(g, sort_keys=True, ensure_ascii=True) for g in gold))
+
+
+def cross_split_repeats(entries: Sequence[tuple[Any, str, int]]) -> list[dict]:
+    """Failure rows for dev entries whose question (case and whitespace normalised) and
+    gold equal a test entry's: a test question copied into dev under a new query_id
+    would otherwise be tuned on."""
+    test: dict[tuple[str, str], tuple[str, str, int]] = {}
+    dev: list[tuple[tuple[str, str], Any, str, int]] = []
+    for obj, display, lineno in entries:
+        if not isinstance(obj, dict) or not isinstance(obj.get("question"), str) or not isinstance(obj.get("gold"), list):
+            continue  # the schema reports these
+        try:
+            key = (_normal_text(obj["question"]), _gold_key(obj["gold"]))
+        except (TypeError, ValueError):
+            continue
+        if obj.get("split") == "test":
+            test.setdefault(key, (str(obj.get("query_id")), display, lineno))
+        elif obj.get("split") == "dev":
+            dev.append((key, obj.get("query_id"), display, lineno))
+    rows = []
+    for key, qid, display, lineno in dev:
+        if key in test:
+            tq, tfile, tline = test[key]
+            rows.append({"file": display, "line": lineno, "query_id": qid if isinstance(qid, str) else str(qid), "check": REPEAT,
+                         "value": f"same question and gold as test entry {tq} ({tfile}:{tline})"})
+    return rows
 
 
 IFF = "gold must be empty if and only if unanswerable"
@@ -237,10 +287,60 @@ def invalid_counts(invalid: list[dict]) -> dict[str, dict[str, int]]:
     return {k: dict(v) for k, v in out.items()}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from bench.cli import cli
+def project_root() -> Path:
+    """The folder holding params.yaml: the current one or a parent."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "params.yaml").is_file() and (folder / "bench").is_dir():
+            return folder
+    return here
 
-    return cli.main(args=["validate", *(argv if argv is not None else sys.argv[1:])], standalone_mode=False) or 0
+
+@click.command("validate")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--manifest", type=click.Path(dir_okay=False), default=None, help="default: bench/corpus/manifest.jsonl")
+def validate_command(files: tuple[str, ...], manifest: str | None) -> None:
+    """Validate set files (default: bench/sets/*.jsonl); exit 1 on any failure."""
+    from bench.corpus import IntegrityError, extract_all
+
+    root = project_root()
+    paths = [Path(f) for f in files] or sorted((root / "bench" / "sets").glob("*.jsonl"))
+    for p in paths:
+        if not p.is_file():
+            raise click.ClickException(f"{p}: no such set file")
+    manifest_path = Path(manifest) if manifest else root / "bench" / "corpus" / "manifest.jsonl"
+    if not manifest_path.is_file():
+        raise click.ClickException(f"{manifest_path}: no manifest; run `dvc repro fetch` first")
+    try:
+        man = Manifest.load(manifest_path)
+    except LineError as exc:
+        raise click.ClickException(str(exc)) from None
+    segments = load_segments(root / "data" / "segments")
+    if segments is None:
+        try:
+            frames = extract_all(man, root / "data" / "corpus")
+        except IntegrityError as exc:
+            raise click.ClickException(str(exc)) from None
+        segments = None if not frames else __import__("pandas").concat(frames.values(), ignore_index=True)
+    from bench.corpus import read_unreadable
+    from bench.splits import committed_lock, load_lock
+
+    lock_path = root / "bench" / "sets" / "splits.lock"
+    try:
+        lock = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
+        unreadable = read_unreadable(root / "data" / "segments")
+    except LineError as exc:
+        raise click.ClickException(str(exc)) from None
+    result = validate(paths, man, segments, root=root, lock=lock, committed=committed_lock(root) if lock else None, unreadable=unreadable)
+    if not result.ok:
+        click.echo(format_table(result.errors))
+        click.echo(f"{len(result.errors)} problems in {result.errors['file'].nunique()} file(s)", err=True)
+        sys.exit(1)
+    click.echo(f"ok: {len(result.entries)} entries in {len(paths)} file(s); invalid as samples here: {invalid_counts(result.invalid)}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return validate_command.main(args=list(argv if argv is not None else sys.argv[1:]), prog_name="bench/validate_sets.py", standalone_mode=False) or 0
 
 
 if __name__ == "__main__":

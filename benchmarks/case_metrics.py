@@ -55,7 +55,7 @@ def make_run(n_queries: int, depth: int = 100, seed: int = 0) -> dict[str, pd.Da
 
 
 def ours(data: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, dict]:
-    pq = per_query(data["entries"], data["run"], data["gold"], data["atoms"], k=10, strong_score=12.0)
+    pq = per_query(data["entries"], data["run"], data["gold"], data["atoms"], k=10)
     return pq, aggregate(pq, data["latency"], k=10)
 
 

@@ -10,7 +10,10 @@ elsewhere, in any language. Run by the harness as
       entry: "{python} examples/keyword_system.py {atoms} --scoped"
 
 `{atoms}` is the served-atoms file the harness writes (JSON lines: atom_id,
-source_id, modality, extent, observed_at, holder, text). The system indexes it,
+source_id, modality, extent, observed_at, holder, text, source_file). The harness
+starts it sandboxed in a working folder where `source_file` (relative path) is the
+atom's source, read-only: a multimodal system would open the PDF or image there;
+this one only reads `text`. The system indexes it,
 prints `{"ready": true}`, then reads one request per line on stdin and writes one
 response per line on stdout (docs/systems.md). Scoring: the sum over the question's
 distinct words of log(1 + N / df) for each word the atom contains (a plain IDF

@@ -15,30 +15,45 @@ leaves the previous ones untouched.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from datetime import datetime, timezone
-from pathlib import Path
 
 import click
 import pandas as pd
 
-from bench.accept import AUDIT, DEV_METRICS, SUMMARY, TEST_METRICS, TOKEN_FILE, append_audit, audit_row, describe, git_commit, read_audit, recorded_hash_mismatch, stage_refusal
+from bench.accept import (
+    AUDIT,
+    DEV_METRICS,
+    SUMMARY,
+    TEST_METRICS,
+    TOKEN_FILE,
+    append_audit,
+    audit_problem,
+    audit_row,
+    describe,
+    dev_thresholds,
+    git_commit,
+    last_line_sha256,
+    preflight,
+    read_audit,
+    recorded_hash_mismatch,
+    stage_refusal,
+)
 from bench.corpus import Manifest, load_segments
-from bench.io import LineError, sha256_file, write_json, write_jsonl
-from bench.metrics import aggregate, per_query
+from bench.io import LineError, sha256_file, write_json
+from bench.metrics import aggregate, false_recall_rules, per_query
 from bench.report import metrics_document
 from bench.resolve import resolve
 from bench.retrieve import run_queries
 from bench.splits import load_lock
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
-from bench.systems.atoms import contract_rows
-from bench.systems.config import make_adapter, system_config
+from bench.systems.config import system_config
+from bench.systems.sandbox import protected_paths, system_temp_root
+from bench.systems.session import open_system
 from bench.validate_sets import format_table, validate
 from stages import evaluate_fair
-from stages.common import MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, fail, params, read_json, set_files
+from stages.common import MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, STORE, fail, params, read_json, set_files
 from stages.evaluate import entries_frame, failure_summary
 from stages.retrieve import COMMON, percentiles
 
@@ -46,19 +61,27 @@ from stages.retrieve import COMMON, percentiles
 @click.command()
 def main() -> None:
     token_file = ROOT / TOKEN_FILE
-    reason = stage_refusal(os.environ, token_file)
+    reason = stage_refusal(os.environ, token_file, ROOT)
     if reason:
         fail(f"accept: refused: {reason}")
     token_file.unlink()  # single use
     cfg = params()
     paths = set_files()
+    # every check `bench accept` made, made again here: a hand-made token opens nothing
+    try:
+        reason = preflight(ROOT, os.environ, paths, cfg, in_stage=True)
+    except (RuntimeError, LineError, ValueError) as exc:
+        reason = str(exc)
+    if reason:
+        fail(f"accept: refused: {reason}")
     try:
         manifest = Manifest.load(MANIFEST)
         lock = load_lock(SPLIT_LOCK, SPLIT_LOCK.relative_to(ROOT).as_posix())
     except LineError as exc:
         fail(str(exc))
     summary = read_json(ROOT / SUMMARY)
-    mismatch = recorded_hash_mismatch(ROOT, paths, summary, read_json(ROOT / DEV_METRICS), SPLIT_LOCK)
+    dev_doc = read_json(ROOT / DEV_METRICS)
+    mismatch = recorded_hash_mismatch(ROOT, paths, summary, dev_doc, SPLIT_LOCK)
     if mismatch:
         fail(f"accept: refused: {mismatch}")
     segments = load_segments(SEGMENTS)
@@ -73,7 +96,7 @@ def main() -> None:
     if not test:
         fail("no valid test entries in the enabled sets; nothing to accept")
 
-    k, strong = int(cfg["metrics"]["k"]), float(cfg["metrics"]["strong_score"])
+    k = int(cfg["metrics"]["k"])
     try:
         sys_cfg = system_config(cfg["system"])
     except ValueError as exc:
@@ -83,28 +106,28 @@ def main() -> None:
     if not frames:
         fail("no served atoms in data/served; run the dev pipeline (`dvc repro`) first")
     atoms = pd.concat([pd.read_parquet(p, columns=COMMON) for p in frames], ignore_index=True)
-    with contextlib.ExitStack() as stack:
-        def atoms_jsonl() -> Path:
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-served-")))
-            write_jsonl(folder / "atoms.jsonl", contract_rows({p.stem: pd.read_parquet(p) for p in frames}))
-            return folder / "atoms.jsonl"
-
-        try:
-            adapter = make_adapter(sys_cfg, atoms, atoms_jsonl, cwd=ROOT)
-            ran = run_queries(adapter, test, sys_cfg.depth, timeout_s=sys_cfg.timeout_s, concurrency=sys_cfg.concurrency,
-                                 warmup=sys_cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)))
-        except (ValueError, RuntimeError, MissingExtra, SystemCrash) as exc:  # malformed results name the query
-            fail(f"system {sys_cfg.name!r}: {exc}")
+    served = {p.stem: pd.read_parquet(p) for p in frames}
+    try:  # the same sandbox as the dev run (bench/systems/session.py): never the sets, the token or DVC_*
+        with open_system(sys_cfg, served, atoms, segments=segments, manifest_rows=list(manifest.rows), store=STORE, root=ROOT,
+                         temp_root=system_temp_root(ROOT), protected=protected_paths(ROOT), host_env=os.environ) as opened:
+            ran = run_queries(opened.adapter, test, sys_cfg.depth, timeout_s=sys_cfg.timeout_s, concurrency=sys_cfg.concurrency,
+                              warmup=sys_cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)))
+    except (ValueError, RuntimeError, MissingExtra, SystemCrash) as exc:  # malformed results name the query
+        fail(f"system {sys_cfg.name!r}: {exc}")
     gold, regions = resolve(test, {p.stem: pd.read_parquet(p) for p in frames}, segments)
     ent = entries_frame(test, regions)
     failed = ran.failures["query_id"].astype(str).tolist()
-    pq = per_query(ent, ran.run, gold, atoms[["atom_id", "holder", "observed_at"]], k=k, strong_score=strong, failed=failed)
+    # false recall: the dev run's rule; its calibrated thresholds are reused, never recalibrated on test
+    abstains, thresholds = dev_thresholds(dev_doc)
+    pq = per_query(ent, ran.run, gold, atoms[["atom_id", "holder", "observed_at"]], k=k, failed=failed, responses=ran.latency,
+                   abstains=abstains, thresholds=thresholds)
     agg = aggregate(pq, ran.latency, failed, k=k)
     run_info = {
         "system": sys_cfg.name,
         "depth": sys_cfg.depth,
         "k": k,
-        "strong_score": strong,
+        "false_recall_rule": false_recall_rules(pq),
+        "auroc_signal": str(pq["separation_signal"].iloc[0]),
         "chunking": cfg["chunking"],
         "concurrency": sys_cfg.concurrency,
         "warm": ran.info["warm"],
@@ -124,6 +147,9 @@ def main() -> None:
         earlier = read_audit(audit)
     except LineError as exc:
         fail(f"{exc}; the audit file is never rewritten: repair it from git")
+    broken = audit_problem(ROOT)  # again, right before the append
+    if broken:
+        fail(f"accept: refused: {broken}")
     row = audit_row(
         earlier,
         utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -133,6 +159,7 @@ def main() -> None:
         dev_metrics_sha256=sha256_file(ROOT / DEV_METRICS),
         doc=doc,
         test_entries=len(test),
+        prev_sha256=last_line_sha256(audit),
     )
     write_json(ROOT / TEST_METRICS, doc)
     append_audit(audit, row)

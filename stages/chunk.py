@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from bench.chunking import atom_stats, chunk_all
-from bench.corpus import load_segments
+from bench.store import load_segments
 from bench.io import write_json, write_parquet
 from stages.common import ATOMS, SEGMENTS, fail, params
 
@@ -14,7 +14,7 @@ from stages.common import ATOMS, SEGMENTS, fail, params
 def main() -> None:
     segments = load_segments(SEGMENTS)
     if segments is None:
-        fail(f"no segments in {SEGMENTS.name}/; run the extract stage first")
+        fail(f"no segments in {SEGMENTS.name}/<modality>/; run the extract stages first")
     try:
         atoms = chunk_all(segments, params()["chunking"])
     except (ValueError, KeyError) as exc:

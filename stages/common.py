@@ -1,33 +1,60 @@
-"""Paths and params shared by the stage scripts (the core never reads these)."""
+"""Paths and params shared by the stage scripts (the core never reads these).
+
+The paths, params() and fail() live in stages/paths.py (no modality imported) and
+are re-exported here; this module adds the data-set selection (which needs the
+registry of every modality) and the mirror roots.
+"""
 
 from __future__ import annotations
 
-import json
-import sys
+import os
+
+import yaml
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import click
-import yaml
+from stages.paths import (
+    ATOMS,
+    MANIFEST,
+    OCR_CACHE,
+    PARAMS,
+    REPORTS,
+    RESOLVED,
+    ROOT,
+    RUNS,
+    SEGMENTS,
+    SERVED,
+    SETS_DIR,
+    SPLIT_LOCK,
+    STORE,
+    VALID_DIR,
+    fail,
+    read_json,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-PARAMS = ROOT / "params.yaml"
-MANIFEST = ROOT / "bench" / "corpus" / "manifest.jsonl"
-SETS_DIR = ROOT / "bench" / "sets"
-SPLIT_LOCK = SETS_DIR / "splits.lock"
-STORE = ROOT / "data" / "corpus"
-SEGMENTS = ROOT / "data" / "segments"
-VALID_DIR = ROOT / "data" / "sets"
-ATOMS = ROOT / "data" / "atoms"
-SERVED = ROOT / "data" / "served"  # the atoms the system under test serves (retrieve stage)
-RUNS = ROOT / "data" / "runs"
-RESOLVED = ROOT / "data" / "resolved"
-REPORTS = ROOT / "reports"
+__all__ = ["ATOMS", "MANIFEST", "OCR_CACHE", "PARAMS", "REPORTS", "RESOLVED", "ROOT", "RUNS", "SEGMENTS", "SERVED", "SETS_DIR",
+           "SPLIT_LOCK", "STORE", "VALID_DIR", "enabled_datasets", "fail", "mirror_roots", "params", "read_json", "repo_root", "set_files"]
 
+#: overrides params.yaml fetch.mirror_dirs: mirror roots separated by os.pathsep
+MIRROR_ENV = "BENCH_MIRROR_DIRS"
 
 def params() -> dict[str, Any]:
-    with open(PARAMS, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    """params.yaml, checked against bench/params.py's schema: a bad key or value stops
+    the stage with one line naming it, before any output is touched."""
+    from bench.modalities import datasets, modalities
+    from bench.params import ParamsError, check_params
+
+    try:
+        with open(PARAMS, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError) as exc:
+        fail(f"params.yaml: cannot be read as YAML ({' '.join(str(exc).split())})")
+    try:
+        return check_params(doc, {m: mod.strategies for m, mod in modalities().items()}, set(datasets()))
+    except ParamsError as exc:
+        fail(str(exc))
+    raise AssertionError("unreachable")
 
 
 def enabled_datasets() -> list[str]:
@@ -51,11 +78,23 @@ def set_files(paths: tuple[str, ...] = ()) -> list[Path]:
     return [SETS_DIR / f"{k}.jsonl" for k in enabled_datasets() if (SETS_DIR / f"{k}.jsonl").is_file()]
 
 
-def fail(message: str) -> None:
-    """One line on stderr and exit 1: the stage's outputs are left as they were."""
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
+def repo_root(root: Path) -> Path:
+    """The repository a DVC experiment workspace was copied from, or `root` itself.
+
+    Queued and `--temp` experiments run in a copy under `<repo>/.dvc/tmp/exps/...`;
+    relative mirror roots are meant relative to `<repo>`, not to that copy.
+    """
+    parts = root.parts
+    for i in range(len(parts) - 3, -1, -1):
+        if parts[i : i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i]) if i else Path(parts[0])
+    return root
 
 
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+def mirror_roots(configured: list[str], env: Mapping[str, str] | None = None, root: Path = ROOT) -> list[Path]:
+    """Mirror roots to try, in order: $BENCH_MIRROR_DIRS (os.pathsep-separated) when set,
+    else params.yaml fetch.mirror_dirs; relative ones against the original repository root."""
+    env = os.environ if env is None else env
+    dirs = [d for d in env[MIRROR_ENV].split(os.pathsep) if d] if env.get(MIRROR_ENV) else list(configured)
+    base = repo_root(root)
+    return [(base / d).resolve() for d in dirs]

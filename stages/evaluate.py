@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 import pandas as pd
 
+from bench.corpus import load_segments
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
-from bench.metrics import aggregate, per_query
+from bench.metrics import aggregate, false_recall_rules, per_query
+from bench.modalities.pdf.textless import textless_gold
 from bench.report import markdown, metrics_document
 from stages import evaluate_fair
-from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SERVED, SETS_DIR, VALID_DIR, params, read_json
+from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, VALID_DIR, params, read_json
 
 
 def entries_frame(entries: list[dict], regions: pd.DataFrame) -> pd.DataFrame:
@@ -61,14 +64,20 @@ def main() -> None:
     # failed queries (timeout, crash) stay in every denominator and count 0
     failures = pd.read_parquet(RUNS / "failures.parquet") if (RUNS / "failures.parquet").exists() else pd.DataFrame(columns=["query_id", "kind"])
     failed = failures["query_id"].astype(str).tolist()
-    pq = per_query(ent, run, gold, atoms, k=k, strong_score=float(cfg["metrics"]["strong_score"]), failed=failed)
+    # false recall: the system's own abstention, else a threshold calibrated on these dev entries
+    share = float(cfg["metrics"]["calibration_recall"])
+    pq = per_query(ent, run, gold, atoms, k=k, failed=failed, responses=latency,
+                   abstains=bool(system.get("abstains", False)), calibration_recall=share)
     agg = aggregate(pq, latency, failed, k=k)
     imports = {p.stem: read_json(p) for p in sorted((SETS_DIR / "imports").glob("*.json"))}
     run_info = {
         "system": system["name"],
         "depth": system["depth"],
         "k": k,
-        "strong_score": float(cfg["metrics"]["strong_score"]),
+        "calibration_recall": share,
+        "false_recall_rule": false_recall_rules(pq),
+        "auroc_signal": str(pq["separation_signal"].iloc[0]) if len(pq) else None,
+        "abstains_declared": bool(system.get("abstains", False)),
         "chunking": cfg["chunking"],
         "concurrency": system.get("concurrency", 1),
         "warm": system.get("warm", True),
@@ -78,14 +87,19 @@ def main() -> None:
         "latency": system.get("latency"),
         "failures_by_modality": failure_summary(ent, failures),
     }
+    if "isolation" in system:
+        run_info["isolation"] = system["isolation"]
     doc = metrics_document(agg, invalid, summary["sha256"], run_info)
     # chunk-fair metrics, 95% intervals on every cell, atom statistics, ties (stages/evaluate_fair.py)
     doc, full, fair_ctx = evaluate_fair.extend(doc, pq, ent, run, gold, regions, latency, failed, cfg)
     write_parquet(ROOT / "data" / "eval" / "per_query.parquet", pq)
+    json.dumps(doc, allow_nan=False)  # strict JSON: a NaN or infinity stops the stage before anything is written
     write_json(REPORTS / "metrics" / "dev.json", doc)
     stats = read_json(ATOMS / "stats.json")
     enabled = {Path(p).stem for p in summary["sha256"]["sets"]}
-    write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {k_: v for k_, v in imports.items() if k_ in enabled}, summary, stats))
+    segments = load_segments(SEGMENTS)  # answerable pdf entries left without text (bench/modalities/pdf/textless.py)
+    textless = textless_gold(entries, segments) if segments is not None else None
+    write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {k_: v for k_, v in imports.items() if k_ in enabled}, summary, stats, textless))
     evaluate_fair.write_outputs(doc, full, fair_ctx, entries, run, gold, regions, cfg)
     o = doc["overall"]
     click.echo(f"evaluate: recall@{k} {o[f'recall@{k}']['value']:.4f} (n={o[f'recall@{k}']['n']}), mrr {o['mrr']['value']:.4f}, invalid {doc['invalid_entries']}")

@@ -13,9 +13,10 @@ from typing import Any
 import pandas as pd
 
 from bench.corpus import Manifest
-from bench.fair import atom_extents, atom_statistics, fair_cells, fair_keys, per_query_fair, region_extents, tied_positions
+from bench.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
 from bench.html_report import drilldown, render
 from bench.io import write_parquet, write_text
+from bench.store import segment_files
 from bench.modalities import modalities
 from bench.plots import (
     fair_points,
@@ -46,7 +47,7 @@ def gold_segments(regions: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Segments of the gold sources only."""
     wanted = set(regions["source_id"].astype(str))
     frames = []
-    for p in sorted(SEGMENTS.glob("*.parquet")):
+    for p in segment_files(SEGMENTS):  # <modality>/<key>.parquet
         # a pyarrow filter fails on a data set with no segments (an all-null column), so filter here
         seg = pd.read_parquet(p)
         seg = seg[seg["source_id"].astype(str).isin(wanted)]
@@ -103,7 +104,7 @@ def write_outputs(doc: dict[str, Any], full: pd.DataFrame, ctx: dict[str, Any], 
                   gold: pd.DataFrame, regions: pd.DataFrame, cfg: dict[str, Any]) -> None:
     k = ctx["k"]
     cols = [c for c in [*TABLE_COLUMNS, *(c for c in full.columns if "@" in c or c in (
-        "mrr", "false_recall", "temporal_ok", "holder_ok", "latency_ms", "gold_extent"))] if c in full.columns]
+        "mrr", "false_recall", "abstained", "temporal_ok", "holder_ok", "latency_ms", "gold_extent"))] if c in full.columns]
     table = full[list(dict.fromkeys(cols))].sort_values("query_id", kind="stable").reset_index(drop=True)
     write_parquet(PER_QUERY_TABLE, table)
 
@@ -120,13 +121,12 @@ def write_outputs(doc: dict[str, Any], full: pd.DataFrame, ctx: dict[str, Any], 
         "recall@k for k = 1…100 per modality (dashed: all modalities pooled)": recall_curve_svg(curve),
         f"precision@{k} against coverage@{k} (this run: one point per modality)": precision_coverage_svg(points, k),
         "compile-latency distribution (cumulative)": latency_svg(lat),
-        f"false recall and recall@{k} against the strong-evidence threshold (grey: metrics.strong_score)":
-            threshold_svg(thresholds.loc[thresholds["modality"] != "overall"], k, float(cfg["metrics"]["strong_score"])),
+        f"false recall and recall@{k} against the calibration share of a top-1 score threshold (grey: metrics.calibration_recall)":
+            threshold_svg(thresholds.loc[thresholds["modality"] != "overall"], k, float(cfg["metrics"]["calibration_recall"])),
     }
     atoms_info = pd.concat([a[["atom_id", "source_id", "text", "extent"]] for a in ctx["atoms"].values()], ignore_index=True)
     atoms_info = atoms_info.merge(ctx["aext"][["atom_id", "extent"]].rename(columns={"extent": "amount"}), on="atom_id", how="left")
-    drill = drilldown(entries, full, run, gold, ctx["rext"], regions, atoms_info, k=k,
-                      strong_score=float(cfg["metrics"]["strong_score"]))
+    drill = drilldown(entries, full, run, gold, ctx["rext"], regions, atoms_info, k=k)
     pics = pictures(drill, CorpusFiles.from_manifest(Manifest.load(MANIFEST), STORE), ctx["segs"])
     write_text(HTML, render(doc, figures, drill, pictures=pics))
 

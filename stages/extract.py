@@ -1,28 +1,58 @@
-"""DVC stage extract: parse present corpus files into segments (data/segments/<key>.parquet)."""
+"""DVC stage extract@<modality>: parse one modality's present corpus files into segments.
+
+    python -m stages.extract pdf    ->  data/segments/pdf/<dataset key>.parquet
+
+Imports only that modality's code (bench.modalities.load), so a change to another
+modality's folder leaves this stage up to date (dvc.yaml: one stage per modality).
+The modality's persistent OCR cache folder, data/ocr-cache/<modality>, is passed on.
+"""
 
 from __future__ import annotations
 
 import click
 
-from bench.corpus import IntegrityError, Manifest, extract_all
-from bench.io import write_parquet
-from stages.common import MANIFEST, SEGMENTS, STORE, fail
+from bench.io import write_json, write_parquet
+from bench.modalities import load, names
+from bench.params import ParamsError, check_extraction
+from bench.store import UNREADABLE, IntegrityError, Manifest, extract_datasets
+from stages.paths import MANIFEST, OCR_CACHE, SEGMENTS, STORE, fail, params
 
 
 @click.command()
-def main() -> None:
+@click.argument("modality")
+def main(modality: str) -> None:
+    if modality not in names():
+        fail(f"extract: unknown modality {modality!r}; known: {', '.join(names())}")
     try:
-        frames = extract_all(Manifest.load(MANIFEST), STORE)
+        options = check_extraction(params().get("extraction")).get(modality, {})
+    except ParamsError as exc:
+        fail(str(exc))
+    package = load(modality)
+    cache = OCR_CACHE / modality
+    cache.mkdir(parents=True, exist_ok=True)
+    unreadable: list[dict] = []  # files extract cannot read: their entries become invalid (validate)
+    ocr_stats: dict[str, dict[str, int]] = {}
+    try:
+        frames = extract_datasets(Manifest.load(MANIFEST), STORE, package.DATASETS, ocr_cache=cache, unreadable=unreadable, ocr_stats=ocr_stats, options=options)
     except IntegrityError as exc:
         fail(str(exc))
     # each file is replaced atomically; files of datasets that no longer have segments go
-    SEGMENTS.mkdir(parents=True, exist_ok=True)
+    out = SEGMENTS / modality
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / UNREADABLE, unreadable)
+    for row in unreadable:
+        click.echo(f"extract: unreadable: {row['key']}/{row['path']}: {row['reason']}", err=True)
     for key, frame in frames.items():
-        write_parquet(SEGMENTS / f"{key}.parquet", frame)
-        click.echo(f"extract: {key}: {len(frame)} segments from {frame['source_id'].nunique()} sources")
-    for stale in SEGMENTS.glob("*.parquet"):
+        write_parquet(out / f"{key}.parquet", frame)
+        click.echo(f"extract: {modality}/{key}: {len(frame)} segments from {frame['source_id'].nunique()} sources")
+        if key in ocr_stats:
+            click.echo(f"extract: {modality}/{key}: OCR cache {ocr_stats[key]['hits']} hits, {ocr_stats[key]['misses']} misses")
+    for stale in out.glob("*.parquet"):
         if stale.stem not in frames:
             stale.unlink()
+    if not frames:
+        click.echo(f"extract: {modality}: no present corpus files of its data sets in the manifest")
+
 
 if __name__ == "__main__":
     main()

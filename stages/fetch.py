@@ -1,28 +1,47 @@
-"""DVC stage fetch: corpus files into data/corpus/, listed in bench/corpus/manifest.jsonl."""
+"""DVC stage fetch: corpus files into data/corpus/, listed in bench/corpus/manifest.jsonl.
+
+Params are checked first (stages.common.params). Every file lands in the store
+atomically; the manifest is replaced atomically at the end; folders of data sets no
+longer selected are removed only after that success. An unsafe archive (absolute or
+'..' member, a link, a bomb) stops the stage with one line naming archive and member,
+and, like any refusal, leaves the previous manifest and store as they were (the
+outputs are `persist` in dvc.yaml, so DVC does not delete them before the run).
+"""
 
 from __future__ import annotations
 
+import shutil
+
 import click
 
+from bench.archive import ArchiveError
 from bench.fetch import FetchLog, fetch_dataset, network_available, sort_manifest
 from bench.io import write_jsonl
 from bench.modalities import datasets
-from stages.common import MANIFEST, ROOT, STORE, enabled_datasets, params
+from stages.common import MANIFEST, ROOT, STORE, enabled_datasets, fail, mirror_roots, params
 
 
 @click.command()
 @click.option("--download", type=click.Choice(["auto", "never", "always"]), default=None, help="override fetch.download")
 def main(download: str | None) -> None:
     cfg = params()["fetch"]
+    keys = enabled_datasets()
     mode = download or cfg.get("download", "auto")
     allow = mode == "always" or (mode == "auto" and network_available())
-    roots = [(ROOT / d).resolve() for d in cfg["mirror_dirs"]]
+    roots = mirror_roots(cfg["mirror_dirs"])  # $BENCH_MIRROR_DIRS overrides; relative to the repo root
     log = FetchLog()
     rows: list[dict] = []
-    for key in enabled_datasets():
+    for key in keys:
         ds = datasets()[key]
-        rows.extend(fetch_dataset(ds, STORE, roots, allow, log))
+        try:
+            rows.extend(fetch_dataset(ds, STORE, roots, allow, log))
+        except ArchiveError as exc:
+            fail(f"fetch: refused: {str(exc).replace(str(ROOT) + '/', '')}; nothing written to the manifest")
     write_jsonl(MANIFEST, sort_manifest(rows))
+    # after success only: data sets no longer selected leave the store
+    for folder in sorted(STORE.iterdir()) if STORE.is_dir() else []:
+        if folder.is_dir() and not folder.name.startswith(".") and folder.name not in keys:
+            shutil.rmtree(folder)
     present = sum(r["status"] == "present" for r in rows)
     click.echo(f"fetch: {len(rows)} files, {present} present, {len(rows) - present} unavailable (downloads {'on' if allow else 'off'})")
     for line in log.quarantined:

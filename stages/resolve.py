@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 import pandas as pd
 
-from bench.corpus import load_segments
+from bench.store import load_segments
 from bench.io import iter_jsonl, write_parquet, write_text
 from bench.resolve import resolve
 from bench.retrieve import trec_qrels

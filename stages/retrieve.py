@@ -3,28 +3,30 @@
 1. The served atoms: the harness's chunks (data/atoms) or, with `system.atoms`, the
    system's own atoms file, checked against the contract and turned into the
    modality columns; written to data/served/ (resolve and evaluate read them).
-2. The system, through the adapter `system.adapter` names (docs/systems.md).
+2. The system, through the adapter `system.adapter` names (docs/systems.md). A
+   command system runs sandboxed in a fresh working folder (bench/systems/sandbox.py)
+   under a per-checkout temp root; folders left by killed runs are swept first.
 3. Every dev query, timed; failures recorded, malformed answers stop the stage.
 """
 
 from __future__ import annotations
 
-import contextlib
-import tempfile
+import os
 import time
-from pathlib import Path
 
 import click
 import numpy as np
 import pandas as pd
 
-from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_jsonl, write_parquet, write_text
+from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
 from bench.retrieve import run_queries, trec_run
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
-from bench.systems.atoms import AtomsError, contract_rows, load_system_atoms
-from bench.systems.config import make_adapter, system_config
-from stages.common import ATOMS, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, VALID_DIR, fail, params
+from bench.systems.atoms import AtomsError, load_system_atoms
+from bench.systems.config import system_config
+from bench.systems.sandbox import SandboxError, protected_paths, system_temp_root
+from bench.systems.session import open_system
+from stages.common import ATOMS, MANIFEST, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail, params
 
 COMMON = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
 
@@ -80,32 +82,36 @@ def main() -> None:
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
     frames, provenance = served_atoms(cfg.atoms)
     write_served(frames)
-    atoms = pd.concat([pd.read_parquet(p, columns=COMMON) for p in sorted(SERVED.glob("*.parquet"))], ignore_index=True)
+    served = {p.stem: pd.read_parquet(p) for p in sorted(SERVED.glob("*.parquet"))}
+    atoms = pd.concat([f[COMMON] for f in served.values()], ignore_index=True)
 
-    with contextlib.ExitStack() as stack:
-        def atoms_jsonl() -> Path:
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-served-")))
-            served = {p.stem: pd.read_parquet(p) for p in sorted(SERVED.glob("*.parquet"))}
-            write_jsonl(folder / "atoms.jsonl", contract_rows(served))
-            return folder / "atoms.jsonl"
+    from bench.corpus import Manifest, load_segments
 
-        start = time.perf_counter()
-        try:
-            adapter = make_adapter(cfg, atoms, atoms_jsonl, cwd=ROOT)
-        except (ValueError, MissingExtra) as exc:
-            fail(f"params.yaml system: {exc}")
-        build_s = time.perf_counter() - start  # a Python system's index build (a command system starts in the run)
-        start = time.perf_counter()
-        try:
+    start = time.perf_counter()
+    try:
+        with open_system(
+            cfg, served, atoms,
+            segments=load_segments(SEGMENTS) if cfg.adapter == "command" else None,
+            manifest_rows=list(Manifest.load(MANIFEST).rows) if cfg.adapter == "command" else [],
+            store=STORE, root=ROOT, temp_root=system_temp_root(ROOT), protected=protected_paths(ROOT), host_env=os.environ,
+        ) as opened:
+            build_s = time.perf_counter() - start  # a Python system's index build (a command system starts in the run)
+            start = time.perf_counter()
             result = run_queries(
-                adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, concurrency=cfg.concurrency,
+                opened.adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, concurrency=cfg.concurrency,
                 warmup=cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)),
             )
-        except SystemCrash as exc:
-            fail(f"system {cfg.name!r} could not be started: {exc}")
-        except (ValueError, RuntimeError) as exc:
-            fail(f"system {cfg.name!r}: {exc}")
-        run_s = time.perf_counter() - start
+            run_s = time.perf_counter() - start
+            declared = bool(getattr(opened.adapter, "abstains", False))
+            sandbox_info = opened.info
+    except SandboxError as exc:
+        fail(str(exc))
+    except MissingExtra as exc:
+        fail(f"params.yaml system: {exc}")
+    except SystemCrash as exc:
+        fail(f"system {cfg.name!r} could not be started: {exc}")
+    except (ValueError, RuntimeError) as exc:
+        fail(f"system {cfg.name!r}: {exc}")
 
     lat = percentiles(result.latency["latency_ms"])
     info = {
@@ -125,6 +131,11 @@ def main() -> None:
         "failed_by_kind": {str(k): int(v) for k, v in result.failures["kind"].value_counts().sort_index().items()},
         "latency": lat,
         "index_build_s": round(build_s, 3),
+        "isolation": sandbox_info["isolation"],
+        "isolation_note": sandbox_info.get("isolation_note", ""),
+        "sandbox": cfg.sandbox,
+        "abstains": declared or bool(result.latency["abstain"].any()),
+        "abstains_declared": declared,
         "run_s": round(run_s, 3),
     }
     write_parquet(RUNS / "dev.parquet", result.run)

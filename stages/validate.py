@@ -10,13 +10,23 @@ the split lock bench/sets/splits.lock (bench/splits.py).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from bench.corpus import Manifest, load_segments
-from bench.io import LineError, sha256_file, write_json, write_jsonl
-from bench.splits import load_lock
-from bench.validate_sets import format_table, invalid_counts, validate
-from stages.common import MANIFEST, ROOT, SEGMENTS, SPLIT_LOCK, VALID_DIR, fail, set_files
+from bench.store import Manifest, load_segments, read_unreadable
+from bench.io import LineError, atomic_dir, sha256_file, write_json, write_jsonl
+from bench.splits import committed_lock, load_lock
+from bench.validate_sets import ValidationResult, format_table, invalid_counts, validate
+from stages.common import (
+    MANIFEST,
+    ROOT,
+    SEGMENTS,
+    SPLIT_LOCK,
+    VALID_DIR,
+    fail,
+    set_files,
+)
 
 
 @click.command()
@@ -29,7 +39,12 @@ def main() -> None:
         fail(str(exc))
     if lock is None:
         fail(f"{SPLIT_LOCK.relative_to(ROOT).as_posix()}: no split lock; freeze the splits with `bench splits freeze --reason ...`")
-    result = validate(paths, manifest, load_segments(SEGMENTS), root=ROOT, lock=lock)
+    committed = committed_lock(ROOT, SPLIT_LOCK.relative_to(ROOT).as_posix())
+    try:
+        unreadable = read_unreadable(SEGMENTS)
+    except LineError as exc:
+        fail(str(exc))
+    result = validate(paths, manifest, load_segments(SEGMENTS), root=ROOT, lock=lock, committed=committed, unreadable=unreadable)
     if not result.ok:
         click.echo(format_table(result.errors), err=True)
         fail(f"{len(result.errors)} problems in {result.errors['file'].nunique()} set file(s); nothing written")
@@ -37,10 +52,17 @@ def main() -> None:
     by_split: dict[str, int] = {}
     for e in result.entries:
         by_split[e["split"]] = by_split.get(e["split"], 0) + 1
-    write_jsonl(VALID_DIR / "dev.jsonl", dev)
-    write_jsonl(VALID_DIR / "invalid.jsonl", [r for r in result.invalid if r["split"] == "dev"])
+    # the three files replace the previous data/sets/ together, only after success
+    with atomic_dir(VALID_DIR) as out:
+        _write(out, result, dev, by_split, paths)
+    click.echo(f"validate: {len(result.entries)} entries in {len(paths)} sets; {len(dev)} valid dev; invalid: {invalid_counts(result.invalid)}")
+
+
+def _write(out: Path, result: ValidationResult, dev: list[dict], by_split: dict[str, int], paths: list[Path]) -> None:
+    write_jsonl(out / "dev.jsonl", dev)
+    write_jsonl(out / "invalid.jsonl", [r for r in result.invalid if r["split"] == "dev"])
     write_json(
-        VALID_DIR / "summary.json",
+        out / "summary.json",
         {
             "entries": len(result.entries),
             "by_split": dict(sorted(by_split.items())),
@@ -53,7 +75,6 @@ def main() -> None:
             },
         },
     )
-    click.echo(f"validate: {len(result.entries)} entries in {len(paths)} sets; {len(dev)} valid dev; invalid: {invalid_counts(result.invalid)}")
 
 
 if __name__ == "__main__":

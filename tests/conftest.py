@@ -28,8 +28,21 @@ def need_mirror(*keys: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def real_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """MMLongBench-Doc and LoCoMo fetched from the real mirror and parsed, once per session."""
+def ocr_cache(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The OCR cache the tests share (copy_project seeds copies from it): each image of the
+    mirror is OCR'd once per session, and, kept in pytest's cache folder, once per checkout.
+    Entries are keyed by content, engine and settings, so a kept entry is never stale."""
+    cache = getattr(pytestconfig, "cache", None)
+    return cache.mkdir("ocr-cache") if cache is not None else tmp_path_factory.mktemp("ocr-cache")
+
+
+@pytest.fixture(scope="session")
+def real_corpus(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> dict:
+    """MMLongBench-Doc and LoCoMo fetched from the real mirror and parsed, once per session.
+
+    Text layer only (extraction.pdf.ocr_min_chars 0): OCR of all 638 text-less pages
+    would take minutes; page OCR is tested on the gold pages alone
+    (tests/modalities/test_pdf.py)."""
     need_mirror("mmlongbench-doc", "locomo")
     from bench.corpus import Manifest, extract_all
     from bench.fetch import FetchLog, fetch_dataset, sort_manifest
@@ -45,7 +58,7 @@ def real_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
     manifest_path = base / "manifest.jsonl"
     write_jsonl(manifest_path, sort_manifest(rows))
     manifest = Manifest.load(manifest_path)
-    frames = extract_all(manifest, store)
+    frames = extract_all(manifest, store, ocr_cache=ocr_cache, options={"pdf": {"ocr_min_chars": 0}})
     return {
         "base": base,
         "store": store,

@@ -22,16 +22,34 @@ def run(args: list[str], cwd: Path, env: dict, ok: bool = True) -> subprocess.Co
     return proc
 
 
-def copy_project(work: Path, datasets: list[str] | None = None, skip: tuple[str, ...] = ()) -> Path:
-    """Copy the project to `work`, reading the real mirror and never downloading."""
+def copy_project(work: Path, datasets: list[str] | None = None, skip: tuple[str, ...] = (), ocr_cache: Path | None = None,
+                 pdf_ocr: bool = False) -> Path:
+    """Copy the project to `work`, reading the real mirror and never downloading.
+
+    Page OCR of text-less PDF pages is off unless `pdf_ocr` (extraction.pdf.ocr_min_chars
+    0): it costs minutes per cold copy, and tests/modalities/test_pdf.py tests it.
+
+    `ocr_cache` (the session's, see conftest) seeds the copy's data/ocr-cache, so OCR
+    results of earlier runs in this session are hits; `keep_ocr_cache` saves new ones.
+    """
     shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns(*SKIP, *skip))
+    if ocr_cache is not None:
+        shutil.copytree(ocr_cache, work / "data" / "ocr-cache", dirs_exist_ok=True)
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["fetch"]["mirror_dirs"] = [str(MIRROR)]
     params["fetch"]["download"] = "never"
     if datasets is not None:
         params["datasets"] = datasets
+    if not pdf_ocr:
+        params.setdefault("extraction", {}).setdefault("pdf", {})["ocr_min_chars"] = 0
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return work
+
+
+def keep_ocr_cache(work: Path, ocr_cache: Path) -> None:
+    """Add the OCR results of a run in the copy `work` to the session's cache folder."""
+    if (work / "data" / "ocr-cache").is_dir():
+        shutil.copytree(work / "data" / "ocr-cache", ocr_cache, dirs_exist_ok=True)
 
 
 def project_env(site_cache: Path, drop: tuple[str, ...] = (), **extra: str) -> dict:

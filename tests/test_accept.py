@@ -19,7 +19,7 @@ import yaml
 
 from bench.accept import experiment_reason, recorded_hash_mismatch, stage_refusal
 from tests.conftest import need_mirror
-from tests.project_copy import copy_project, project_env, run
+from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
 
 pytestmark = pytest.mark.e2e
 
@@ -63,10 +63,10 @@ def contains_poison(path: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def project(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> tuple[Path, dict]:
     need_mirror("mmlongbench-doc", "locomo")
     base = tmp_path_factory.mktemp("accept")
-    work = copy_project(base / "project", datasets=["mmlongbench", "locomo"], skip=SKIP)
+    work = copy_project(base / "project", datasets=["mmlongbench", "locomo"], skip=SKIP, ocr_cache=ocr_cache)
     params = yaml.safe_load((work / "params.yaml").read_text())
     # poison: every test entry's question carries the marker (ids and splits unchanged)
     for key in params["datasets"]:
@@ -88,6 +88,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     sh(["git", "add", "-A"], work, env)
     sh(["git", "commit", "-q", "-m", "copy"], work, env)
     sh(["dvc", "repro"], work, env)
+    keep_ocr_cache(work, ocr_cache)
     sh(["git", "add", "-A"], work, env)
     sh(["git", "commit", "-q", "-m", "dev run"], work, env)
     return work, env
@@ -135,8 +136,9 @@ def test_stage_refuses_unless_called_by_bench_accept(project):
     # even a forged token in the environment is not enough, and `dvc repro -P` cannot run it
     proc = sh([sys.executable, "-m", "stages.accept"], work, {**env, "BENCH_ACCEPT_TOKEN": "guess"}, ok=False)
     assert proc.returncode == 1 and "only through `bench accept`" in proc.stderr
+    # `dvc repro -P` does not even see the acceptance pipeline (.dvcignore; bench accept lifts it)
     proc = sh(["dvc", "repro", "-P"], work, env, ok=False)
-    assert proc.returncode != 0 and "only through `bench accept`" in proc.stdout + proc.stderr
+    assert "stages.accept" not in proc.stdout + proc.stderr
     assert not (work / "reports/metrics/test.json").exists()
 
 
@@ -214,12 +216,96 @@ def test_accept_on_real_data_and_again_on_the_same_commit(project):
     leaked = [p.name for p in (work / "reports").rglob("*") if p.is_file() and contains_poison(p)]
     assert leaked == []
 
+    # the accepted result is current; .dvcignore is back, so a bare `dvc status` stays clean
+    assert "is current" in sh([sys.executable, "-m", "bench.cli", "accept", "--status"], work, env).stdout
+    assert sh(["git", "status", "--porcelain", ".dvcignore"], work, env).stdout == ""
+
     first = (work / "reports/acceptance.jsonl").read_bytes()
     proc = accept(work, env)
     assert f"acceptance #2 on commit {head[:12]} (this commit was already accepted: #1; all rows kept)" in proc.stdout
     text = (work / "reports/acceptance.jsonl").read_bytes()
     assert text.startswith(first) and len(text.splitlines()) == 2
     assert json.loads(text.splitlines()[1])["earlier_on_this_commit"] == [1]
+
+
+def test_hand_run_stage_with_uncommitted_params_is_refused(project):
+    """Probe: `echo T > data/.accept-token; BENCH_ACCEPT_TOKEN=T python -m stages.accept`
+    with uncommitted chunking. A plain token opens nothing; even a token bound to the
+    current commit and params hash (as `bench accept` writes it) does not: the stage
+    runs every check itself."""
+    from bench.accept import token_text
+    from bench.io import sha256_file
+
+    work, env = project
+    params_path = work / "params.yaml"
+    committed = params_path.read_bytes()
+    tuned = yaml.safe_load(committed)
+    tuned["chunking"]["conversation"]["strategy"] = "window"
+    params_path.write_text(yaml.safe_dump(tuned, sort_keys=False))
+    audit_before = (work / "reports/acceptance.jsonl").read_bytes()
+    head = sh(["git", "rev-parse", "HEAD"], work, env).stdout.strip()
+    try:
+        (work / "data/.accept-token").write_text("T\n")
+        proc = sh([sys.executable, "-m", "stages.accept"], work, {**env, "BENCH_ACCEPT_TOKEN": "T"}, ok=False)
+        assert proc.returncode == 1
+        assert proc.stderr.strip() == "error: accept: refused: the acceptance stage runs only through `bench accept` (no valid acceptance token)"
+        (work / "data/.accept-token").write_text(token_text("T", head, sha256_file(params_path)))
+        proc = sh([sys.executable, "-m", "stages.accept"], work, {**env, "BENCH_ACCEPT_TOKEN": "T"}, ok=False)
+        assert proc.returncode == 1
+        assert proc.stderr.strip() == "error: accept: refused: uncommitted changes to code, params or sets: params.yaml; commit them first"
+        # a token bound to other params is refused before anything else
+        (work / "data/.accept-token").write_text(token_text("T", head, "0" * 64))
+        proc = sh([sys.executable, "-m", "stages.accept"], work, {**env, "BENCH_ACCEPT_TOKEN": "T"}, ok=False)
+        assert proc.stderr.strip() == "error: accept: refused: params.yaml changed since `bench accept` checked it: run `bench accept` again"
+    finally:
+        params_path.write_bytes(committed)
+        (work / "data/.accept-token").unlink(missing_ok=True)
+    assert (work / "reports/acceptance.jsonl").read_bytes() == audit_before
+
+
+def test_edited_or_deleted_audit_rows_are_refused(project):
+    """Rows of reports/acceptance.jsonl edited and committed, or deleted: the next
+    acceptance refuses, naming the row; the audit file is left as it is."""
+    work, env = project
+    audit = work / "reports/acceptance.jsonl"
+    sh(["git", "add", "reports", "bench/test"], work, env)
+    sh(["git", "commit", "-q", "-m", "two acceptances"], work, env)
+    good = audit.read_bytes()
+    lines = good.splitlines(keepends=True)
+    assert len(lines) == 2
+    row1 = json.loads(lines[0])
+    row1["metrics"]["overall"]["recall@10"]["value"] = 0.99
+    edited1 = (json.dumps(row1, ensure_ascii=False) + "\n").encode()
+    row2 = json.loads(lines[1])
+    row2["metrics"]["overall"]["mrr"]["value"] = 0.99
+    edited2 = (json.dumps(row2, ensure_ascii=False) + "\n").encode()
+    from bench.accept import line_sha256
+
+    row2_rechained = dict(json.loads(lines[1]), prev_sha256=line_sha256(edited1))
+    cases = {
+        "edit row 1": (edited1 + lines[1], "reports/acceptance.jsonl:2: prev_sha256 does not match the sha256 of line 1: an earlier row was edited"),
+        "edit row 2": (lines[0] + edited2, "reports/acceptance.jsonl: the version committed in "),
+        "edit row 1, chain recomputed": (edited1 + (json.dumps(row2_rechained) + "\n").encode(), "reports/acceptance.jsonl: the version committed in "),
+        "delete row 1": (lines[1], "reports/acceptance.jsonl:1: acceptance #2 where #1 was due: a row was deleted or reordered"),
+        "delete row 2": (lines[0], "reports/acceptance.jsonl: the version committed in "),
+        "delete the file": (None, "reports/acceptance.jsonl: the version committed in "),
+    }
+    for name, (data, message) in cases.items():
+        for commit in (False, True):
+            if data is None:
+                audit.unlink()
+            else:
+                audit.write_bytes(data)
+            if commit:
+                sh(["git", "add", "-A", "reports"], work, env)
+                sh(["git", "commit", "-q", "-m", name], work, env)
+            proc = accept(work, env, ok=False)
+            if commit:
+                sh(["git", "reset", "-q", "--hard", "HEAD~1"], work, env)
+            assert proc.returncode == 1, name
+            assert proc.stderr.strip().startswith(f"bench accept: refused: {message}"), (name, commit, proc.stderr)
+            assert len(proc.stderr.strip().splitlines()) == 1
+            audit.write_bytes(good)
 
 
 def test_accept_refuses_sets_that_differ_from_the_dev_run(project):
@@ -254,9 +340,13 @@ def test_experiment_detection(tmp_path):
 
 
 def test_stage_guard_needs_matching_single_use_token(tmp_path):
+    from bench.accept import token_text
+
     token = tmp_path / ".accept-token"
     assert "only through `bench accept`" in stage_refusal({}, token)
-    token.write_text("abc\n")
+    token.write_text("abc\n")  # a bare token, as written by hand: not a token of `bench accept`
+    assert "only through `bench accept`" in stage_refusal({"BENCH_ACCEPT_TOKEN": "abc"}, token)
+    token.write_text(token_text("abc", None, "0" * 64))
     assert "only through `bench accept`" in stage_refusal({"BENCH_ACCEPT_TOKEN": "abd"}, token)
     assert stage_refusal({"BENCH_ACCEPT_TOKEN": "abc"}, token) is None
     assert "inside a DVC experiment" in stage_refusal({"BENCH_ACCEPT_TOKEN": "abc", "DVC_EXP_BASELINE_REV": "r"}, token)
@@ -276,3 +366,48 @@ def test_recorded_hash_mismatch_names_the_file(tmp_path):
     assert recorded_hash_mismatch(tmp_path, [s], rec, rec).startswith("bench/sets/a.jsonl: sha256 ")
     (tmp_path / "bench/corpus/manifest.jsonl").write_text("[]\n")
     assert recorded_hash_mismatch(tmp_path, [s], rec, rec).startswith("bench/corpus/manifest.jsonl: sha256 ")
+
+
+def test_audit_chain_breaks_are_named():
+    from bench.accept import chain_problem, line_sha256
+
+    def row(n: int, prev: str | None) -> bytes:
+        return (json.dumps({"acceptance": n, "prev_sha256": prev, "metrics": {"x": n}}) + "\n").encode()
+
+    r1 = row(1, None)
+    r2 = row(2, line_sha256(r1))
+    r3 = row(3, line_sha256(r2))
+    assert chain_problem(b"") is None and chain_problem(r1 + r2 + r3) is None
+    assert chain_problem(r1 + r2.replace(b'"x": 2', b'"x": 9') + r3).startswith("reports/acceptance.jsonl:3: prev_sha256 does not match")
+    assert chain_problem(r1 + r3).startswith("reports/acceptance.jsonl:2: acceptance #3 where #2 was due")
+    assert chain_problem(row(1, "f" * 64)).startswith("reports/acceptance.jsonl:1: prev_sha256 does not match")
+    # migration: rows from before the chain (no field) may lead the file; the first chained row links to the last
+    legacy1 = (json.dumps({"acceptance": 1, "git_commit": "abc"}) + "\n").encode()
+    legacy2 = (json.dumps({"acceptance": 2, "git_commit": "abd"}) + "\n").encode()
+    assert chain_problem(legacy1 + legacy2 + row(3, line_sha256(legacy2))) is None
+    assert chain_problem(legacy1 + legacy2 + row(3, None)).startswith("reports/acceptance.jsonl:3: prev_sha256 does not match")
+    assert chain_problem(r1 + legacy2.replace(b'"acceptance": 2', b'"acceptance": 2')).startswith("reports/acceptance.jsonl:2: prev_sha256 does not match")
+
+
+def test_audit_history_must_be_a_prefix(tmp_path):
+    from bench.accept import audit_problem
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True,
+                       env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e.invalid", "GIT_COMMITTER_NAME": "t",
+                            "GIT_COMMITTER_EMAIL": "t@e.invalid", "PATH": __import__("os").environ["PATH"]})
+
+    audit = tmp_path / "reports" / "acceptance.jsonl"
+    audit.parent.mkdir()
+    git("init", "-q")
+    r1 = json.dumps({"acceptance": 1, "prev_sha256": None}) + "\n"
+    audit.write_text(r1)
+    git("add", "-A")
+    git("commit", "-qm", "one")
+    assert audit_problem(tmp_path) is None
+    audit.write_text("")
+    assert "is not a prefix of the current file (first difference at row 1)" in audit_problem(tmp_path)
+    audit.unlink()
+    git("add", "-A")
+    git("commit", "-qm", "deleted")  # a deletion commit does not hide the earlier version
+    assert "is not a prefix" in audit_problem(tmp_path)

@@ -60,8 +60,8 @@ def project(tmp_path: Path, real_corpus: dict) -> Path:
     shutil.copytree(ROOT / "stages", work / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "params.yaml", work / "params.yaml")
     segs = real_corpus["segments"]
-    (work / "data" / "segments").mkdir(parents=True)
-    segs[segs["dataset"] == segs.loc[segs["modality"] == "conversation", "dataset"].iloc[0]].to_parquet(work / "data" / "segments" / "locomo.parquet", index=False)
+    (work / "data" / "segments" / "conversation").mkdir(parents=True)  # <modality>/<key>.parquet
+    segs[segs["dataset"] == segs.loc[segs["modality"] == "conversation", "dataset"].iloc[0]].to_parquet(work / "data" / "segments" / "conversation" / "locomo.parquet", index=False)
     run_stage(work)  # the old outputs
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["chunking"]["conversation"]["strategy"] = "window"  # the new run writes different bytes

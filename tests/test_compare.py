@@ -76,7 +76,11 @@ def test_failed_queries_count_zero_and_unpaired_are_reported():
     a = table(3)
     b = a.iloc[:-10].copy()
     b.loc[b.index[:5], "failed"] = True
-    res = compare(a, b, resamples=100, permutations=1000)
+    with pytest.raises(CompareError, match=r"different query sets: 10 of A's 300 queries are not in B"):
+        compare(a, b, resamples=100, permutations=1000)  # 3.3% unpaired: beyond the default 1% tolerance
+    res = compare(a, b, resamples=100, permutations=1000, max_unpaired=0.05)
+    assert markdown(res, "A", "B").splitlines()[0] == (
+        "# Comparison: B vs A (k = 10) on the 290 queries both runs share (10 only in A and 0 only in B are left out, within the 5.0% tolerance)")
     assert res["queries"] == {"both": len(a) - 10, "only_a": 10, "only_b": 0}
     r = next(x for x in res["rows"] if x["modality"] == "overall" and x["metric"] == "recall@10")
     assert r["losses"] == int(a.iloc[:5]["recall@10"].fillna(0).gt(0).sum())
@@ -139,3 +143,64 @@ def test_runs_from_folders_git_revisions_and_experiment_refs(tmp_path):
     doc = json.loads((tmp_path / "c.json").read_text())
     assert doc["resamples"] == 200 and doc["seed"] == 3 and doc["rows"]
     assert bad.exit_code != 0 and "nope" in bad.output
+
+
+# -- refusals: comparisons that cannot mean anything --------------------------------
+
+REAL = Path(__file__).resolve().parents[1] / "reports" / "per_query" / "dev.parquet"
+
+
+def test_same_run_over_fewer_data_sets_is_refused_not_significant():
+    """The committed 8-data-set table against its own pdf + conversation rows (what a
+    2-data-set run of the same system and chunking pairs with): refused, one line."""
+    a = pd.read_parquet(REAL)
+    b = a[a["modality"].isin(["pdf", "conversation"])].reset_index(drop=True)
+    with pytest.raises(CompareError) as err:
+        compare(a, b, resamples=50, permutations=200)
+    msg = str(err.value)
+    only_a = int((~a["modality"].isin(["pdf", "conversation"])).sum())
+    assert msg.startswith(f"A and B were evaluated on different query sets: {only_a} of A's {len(a)} queries are not in B and 0 of B's {len(b)} are not in A")
+    assert "\n" not in msg
+
+
+def test_zero_rows_and_zero_pairs_are_refused():
+    a = table(6)
+    with pytest.raises(CompareError, match="^B: per-query table has no rows: nothing to compare$"):
+        compare(a, a.iloc[:0])
+    b = a.assign(query_id=a["query_id"] + "x")
+    with pytest.raises(CompareError, match="share no query_id .*zero paired queries"):
+        compare(a, b, max_unpaired=1.0)
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d: d.drop(columns=["failed"]), "B: malformed per-query table: no column 'failed' (needs query_id, modality, unanswerable, failed)"),
+    (lambda d: d.assign(query_id=["q0000"] * len(d)), "B: malformed per-query table: query_id 'q0000' appears more than once"),
+    (lambda d: d.assign(unanswerable="yes"), "B: malformed per-query table: column 'unanswerable' must hold true/false only"),
+    (lambda d: d.assign(**{"recall@10": "high"}), "B: malformed per-query table: recall@10 holds a non-number ('high', query q0000)"),
+    (lambda d: d.assign(mrr=np.inf), "B: malformed per-query table: mrr holds an infinite value (query q0000)"),
+    (lambda d: d.drop(columns=[c for c in d.columns if c.startswith("recall@")]), "B: per-query table has no recall@k column"),
+])
+def test_malformed_tables_are_one_line(mutate, message):
+    a = table(7)
+    with pytest.raises(CompareError) as err:
+        compare(a, mutate(a.copy()), resamples=50, permutations=200)
+    assert str(err.value) == message
+
+
+def test_extra_metric_columns_are_tolerated():
+    a = table(8).assign(abstention_rate=0.0, auroc_unanswerable=np.nan, abstained=False)
+    res = compare(a, a.copy().drop(columns=["ndcg@10"]), resamples=50, permutations=200)
+    assert {r["metric"] for r in res["rows"]} == {"recall@10", "mrr", "coverage@10", "precision@10", "iou@10", "false_recall"}
+
+
+def test_cli_refusals_are_one_line_exit_1(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    _write_run(a, table(9), "page")
+    _write_run(b, table(9).drop(columns=["failed"]), "page")
+    empty = tmp_path / "empty"
+    _write_run(empty, table(9).iloc[:0], "page")
+    for x, y, needle in ((a, b, "no column 'failed'"), (a, empty, "no rows")):
+        out = CliRunner().invoke(cli, ["compare", str(x), str(y)])
+        assert out.exit_code == 1 and out.exception is None or isinstance(out.exception, SystemExit), out.output
+        assert out.exit_code == 1
+        assert out.output.strip().count("\n") == 0 and needle in out.output, out.output

@@ -153,7 +153,7 @@ def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.Dat
     ent = pd.DataFrame({"query_id": [e["query_id"] for e in entries], "modality": "pdf", "unanswerable": False,
                         "as_of": pd.to_datetime([e["as_of"] for e in entries], utc=True),
                         "holder": [e["scope"]["holder"] for e in entries], "n_regions": [len(e["gold"]) for e in entries]})
-    pq = per_query(ent, run, gold, atoms, k=10, strong_score=12.0)
+    pq = per_query(ent, run, gold, atoms, k=10)
     segs = {s: g for s, g in seg.groupby("source_id")}
     rext = region_extents(regions, lambda s: segs[s])
     fair = per_query_fair(ent, run, gold, rext, atom_extents({"pdf": atoms}), k=10)

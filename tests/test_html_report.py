@@ -26,9 +26,10 @@ def page() -> str:
     pq = pd.DataFrame({"query_id": ["q1", "q2", "u1"], "modality": "pdf", "unanswerable": [False, False, True],
                        "failed": False, "n_regions": [1, 1, 0], "recall@10": [0.0, 1.0, np.nan],
                        "coverage@10": [0.0, 1.0, np.nan], "precision@10": [0.0, 0.5, np.nan], "iou@10": [0.0, 0.5, np.nan],
-                       "mrr": [0.0, 1.0, np.nan], "false_recall": [np.nan, np.nan, 1.0], "latency_ms": [1.0, 2.0, 3.0]})
+                       "mrr": [0.0, 1.0, np.nan], "false_recall": [np.nan, np.nan, 1.0], "latency_ms": [1.0, 2.0, 3.0],
+                       "top1_score": [3.0, 9.0, 5.0]})
     run = pd.DataFrame({"query_id": ["q1", "q2", "q2", "u1"], "atom_id": ["d#p2", "d#p1", "d#p2", "d#p1"],
-                        "rank": [1, 1, 2, 1], "score": [3.0, 9.0, 2.0, 20.0]})
+                        "rank": [1, 1, 2, 1], "score": [3.0, 9.0, 2.0, 5.0]})
     gold = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": [0, 0], "atom_id": ["d#p1", "d#p1"]})
     regions = pd.DataFrame({"query_id": ["q1", "q2"], "modality": "pdf", "gold_idx": [0, 0], "source_id": "d",
                             "region": ['{"page": 1}', '{"page": 1}'], "n_atoms": [1, 1], "n_future_atoms": [0, 0]})
@@ -36,20 +37,31 @@ def page() -> str:
     atoms = pd.DataFrame({"atom_id": ["d#p1", "d#p2"], "text": ["page one", "page two"],
                           "extent": ['{"page_end":1,"page_start":1}', '{"page_end":2,"page_start":2}'], "amount": [10.0, 10.0]})
     cell = {"value": 0.5, "n": 2, "denominator": 2, "ci95": [0.0, 1.0]}
-    doc = {"by_modality": {"pdf": {"recall@10": cell, "coverage@10": cell, "precision@10": cell, "iou@10": cell,
+    quiet = {"value": 0.05, "n": 1, "denominator": 1, "ci95": [0.0, 1.0]}
+    lost = {"value": None, "n": 1, "denominator": 1, "reason": "not measurable (pdf: top-1 scores do not separate)", "ci95": [None, None]}
+    doc = {"by_modality": {"pdf": {"recall@10": cell, "false_recall": quiet, "coverage@10": cell, "precision@10": cell, "iou@10": cell,
                                    "oracle_coverage@10": cell, "oracle_iou@10": cell}},
-           "overall": {"recall@10": cell}, "run": {"system": "bm25", "depth": 100, "chunking": {"pdf": {"strategy": "page"}},
-                                                     "bootstrap": {"resamples": 1000, "seed": 0}},
+           "overall": {"recall@10": cell, "false_recall": lost},
+           "run": {"system": "bm25", "depth": 100, "k": 10, "chunking": {"pdf": {"strategy": "page"}},
+                   "bootstrap": {"resamples": 1000, "seed": 0}, "calibration_recall": 0.9, "auroc_signal": "top1_score",
+                   "false_recall_rule": {"pdf": {"rule": "calibrated", "unanswerable": 1, "threshold_score": 9.0, "kept": 1, "answerable": 2},
+                                         "overall": {"rule": "calibrated"}},
+                   "isolation": {"network": "none", "filesystem": "read-only"}},
            "atom_stats": {"pdf": {"unit": "chars", "atoms": 2, "median_extent": 10.0, "p95_extent": 10.0, "gold_regions": 2,
                                   "unreached_regions": 0, "unreached_share": 0.0}},
            "ties": {"pdf": {"tied_positions": 0, "queries_with_ties": 0, "queries": 3}}}
     curve = recall_curve(pq, run, gold, max_k=100)
     assert curve.loc[(curve["modality"] == "pdf") & (curve["k"] == 10), "recall"].item() == 0.5
-    th = threshold_curve(pq, run, gold, 10, thresholds=np.array([0.0, 5.0, 25.0]))
-    pdf = th[th["modality"] == "pdf"].set_index("threshold")
-    assert pdf["false_recall"].tolist() == [1.0, 1.0, 0.0] and pdf["recall@10"].tolist() == [0.5, 0.5, 0.0]
+    th = threshold_curve(pq, run, gold, 10, shares=np.array([0.5, 1.0]))
+    pdf = th[th["modality"] == "pdf"].set_index("calibration_recall")
+    # share 0.5: threshold 9 (q2's top-1) keeps q2's hit, u1 (5) stays quiet; share 1.0: threshold 3 catches u1
+    assert pdf["false_recall"].tolist() == [0.0, 1.0] and pdf["recall@10"].tolist() == [0.5, 0.5]
+    # the x axis is a share: scaling or shifting every score changes nothing
+    scaled = threshold_curve(pq.assign(top1_score=pq["top1_score"] * 1000 + 1), run.assign(score=run["score"] * 1000 + 1), gold, 10,
+                             shares=np.array([0.5, 1.0]))
+    pd.testing.assert_frame_equal(scaled, th)
     figures = {"recall": recall_curve_svg(curve), "pc": precision_coverage_svg(fair_points(doc)),
-               "latency": latency_svg(latency_quantiles(pq)), "threshold": threshold_svg(th, 10, 12.0)}
+               "latency": latency_svg(latency_quantiles(pq)), "threshold": threshold_svg(th, 10, 0.9)}
     drill = drilldown(entries, pq, run, gold, rext, regions, atoms, k=10)
     return render(doc, figures, drill)
 
@@ -66,6 +78,33 @@ def test_metric_table_and_drilldown(page):
     assert "Where is &lt;b&gt;the&lt;/b&gt; chart?" in page  # escaped
     assert page.index("q1") < page.index("q2") < page.index("u1")  # misses first, then unanswerable
     assert "false recall" in page and "page one" in page
+
+
+def test_page_opens_with_the_verdict_coloured(page):
+    assert page.index("<h2>Verdict</h2>") < page.index("<h2>Metrics</h2>") < page.index("<h2>Pictures</h2>")
+    verdict = page[page.index("<table class=verdict>"):page.index("</table>", page.index("<table class=verdict>"))]
+    rows = {r.split("</td>")[0].split(">")[-1]: r for r in verdict.split("<tr>")[2:]}
+    assert set(rows) == {"pdf", "overall"}
+    # recall@10 0.5 misses the 0.90 bar (red), false recall 0.05 meets the 0.10 bar (green), a null cell is grey with its reason
+    assert "<td class='notmet' title='not met'>0.5000<small>2/2 · not met</small></td>" in rows["pdf"]
+    assert "<td class='met' title='met'>0.0500<small>1/1 · calibrated · met</small></td>" in rows["pdf"]
+    assert "class='nm' title='not measurable: not measurable (pdf: top-1 scores do not separate)'" in rows["overall"]
+    assert "Isolation: network none; filesystem read-only." in page
+
+
+def test_markdown_report_opens_with_the_verdict():
+    from bench.report import verdict_markdown
+
+    cell = {"value": 0.95, "n": 20, "denominator": 21, "ci95": [0.9, 1.0]}
+    doc = {"by_modality": {"pdf": {"recall@10": cell, "false_recall": {**cell, "value": 0.5}, "temporal_correctness": {**cell, "value": None}}},
+           "overall": {"recall@10": cell}, "run": {"k": 10, "false_recall_rule": {"pdf": {"rule": "abstention"}}}}
+    lines = verdict_markdown(doc)
+    assert lines[0] == "## Verdict"
+    pdf = next(line for line in lines if line.startswith("| pdf |")).split(" | ")
+    assert pdf[1] == "0.9500 (20/21) **met**"
+    assert pdf[4] == "0.5000 (20/21) abstention **NOT met**"
+    assert pdf[7] == "— (20/21) *not measurable*"
+    assert pdf[5] == "—"  # no abstention_rate cell at all
 
 
 def test_figures_are_deterministic():

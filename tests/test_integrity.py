@@ -269,3 +269,219 @@ def test_gold_iff_unanswerable_and_duplicates_are_one_clear_row_each(tmp_path, r
     assert sum(1 for r in rows if r[0] == "a.jsonl") == 1
     assert [r for r in rows if r[0] == "b.jsonl"] == [("b.jsonl", 1, "query_id must be unique across all set files", good["query_id"]),
                                                      ("b.jsonl", 2, "query_id must be unique across all set files", good["query_id"])]
+
+
+# --------------------------------------------------------------------------- refusals keep previous outputs
+
+
+def _snapshot(work: Path, *rels: str) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    for rel in rels:
+        p = work / rel
+        files = [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else []
+        for f in files:
+            out[f.relative_to(work).as_posix()] = f.read_bytes() if f.stat().st_size < 50_000_000 else str(f.stat().st_size).encode()
+    return out
+
+
+@pytest.mark.e2e
+def test_refused_stages_leave_their_previous_outputs(tmp_path):
+    """fetch (unknown data set), validate (a bad entry) and evaluate (k > depth) refuse
+    with one line under `dvc repro`; each stage's previous outputs stay byte for byte."""
+    import subprocess
+
+    import yaml
+
+    from tests.project_copy import copy_project, project_env, run
+
+    need_mirror("mmlongbench-doc", "locomo")
+    work = copy_project(tmp_path / "project", datasets=["mmlongbench", "locomo"], skip=("dvc.lock",))
+    env = project_env(tmp_path / "site-cache", drop=("DVC_EXP", "DVC_STAGE"))
+    for args in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "copy"], ["dvc", "repro"]):
+        run(args, work, env)
+    outputs = ("bench/corpus/manifest.jsonl", "data/corpus", "data/sets", "reports/metrics/dev.json", "reports/dev.md",
+               "reports/per_query/dev.parquet", "reports/plots", "data/eval")
+    before = _snapshot(work, *outputs)
+    assert any(k.startswith("data/corpus/") for k in before) and "data/sets/dev.jsonl" in before
+    params_text = (work / "params.yaml").read_text()
+
+    def repro_refused(needle: str) -> str:
+        proc = subprocess.run(["dvc", "repro"], cwd=work, env=env, capture_output=True, text=True, check=False)
+        assert proc.returncode != 0, proc.stdout + proc.stderr
+        errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and needle in errors[0], proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr
+        after = _snapshot(work, *outputs)
+        assert sorted(after) == sorted(before)
+        assert [k for k in before if after[k] != before[k]] == []
+        return errors[0]
+
+    params = yaml.safe_load(params_text)
+    params["datasets"] = ["mmlongbench", "locomoo"]
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert repro_refused("params.yaml: datasets: unknown data set 'locomoo' (did you mean 'locomo'?)")
+    (work / "params.yaml").write_text(params_text)
+
+    sets = work / "bench" / "sets" / "locomo.jsonl"
+    good = sets.read_text(encoding="utf-8")
+    sets.write_text(good + '{"query_id": "locomo:broken"}\n', encoding="utf-8")
+    assert repro_refused("problems in 1 set file(s); nothing written")
+    sets.write_text(good, encoding="utf-8")
+
+    params = yaml.safe_load(params_text)
+    params["metrics"]["k"] = 500
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert repro_refused("params.yaml: metrics.k: 500 is more than system.depth (100)")
+    (work / "params.yaml").write_text(params_text)
+    assert "up to date" in run(["dvc", "status", "dvc.yaml"], work, env).stdout
+
+
+@pytest.mark.e2e
+def test_unsafe_archive_member_is_a_one_line_refusal(tmp_path):
+    """LoCoMo's real zip with one '..' member added, unpinned: the fetch stage stops with
+    one line naming archive and member; no traceback, no manifest written."""
+    import subprocess
+    import sys
+    import zipfile
+
+    import yaml
+
+    from tests.project_copy import copy_project, project_env
+
+    need_mirror("locomo")
+    mirror = tmp_path / "mirror"
+    (mirror / "locomo" / "data").mkdir(parents=True)
+    evil = mirror / "locomo" / "data" / "locomo10.zip"
+    evil.write_bytes((MIRROR / "locomo" / "data" / "locomo10.zip").read_bytes())
+    with zipfile.ZipFile(evil, "a") as zf:
+        zf.writestr("data/multimodal_dialog/locomo10_v2/../../../../evil.json", b"{}")
+    work = copy_project(tmp_path / "project", datasets=["locomo"])
+    (work / "bench" / "corpus" / "pins" / "locomo.json").unlink()  # an unpinned archive is read
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["fetch"]["mirror_dirs"] = [str(mirror)]
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    manifest = (work / "bench" / "corpus" / "manifest.jsonl").read_bytes()
+    env = {**project_env(tmp_path / "site"), "PYTHONPATH": str(work)}
+    proc = subprocess.run([sys.executable, "-m", "stages.fetch"], cwd=work, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        ("error: fetch: refused: data/corpus/locomo/data/locomo10.zip: member 'data/multimodal_dialog/locomo10_v2/../../../../evil.json' "
+         "leaves the target folder ('..'); nothing written to the manifest")]
+    assert (work / "bench" / "corpus" / "manifest.jsonl").read_bytes() == manifest
+    assert not (tmp_path / "evil.json").exists()
+
+
+# --------------------------------------------------------------------------- unreadable corpus files
+
+
+def _pdf(encrypted: bool) -> bytes:
+    """A one-page PDF; with `encrypted`, it carries a standard security handler whose
+    user password is not empty (as a reader sees a password-protected document)."""
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >>"]
+    if encrypted:
+        objs.append(b"<< /Filter /Standard /V 1 /R 2 /O <" + b"11" * 32 + b"> /U <" + b"22" * 32 + b"> /P -4 >>")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    for o in offsets:
+        out += b"%010d 00000 n \n" % o
+    trailer = b"<< /Size %d /Root 1 0 R" % (len(objs) + 1)
+    if encrypted:
+        trailer += b" /Encrypt 4 0 R /ID [<" + b"ab" * 16 + b"> <" + b"ab" * 16 + b">]"
+    out += b"trailer\n" + trailer + b" >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    return bytes(out)
+
+
+def test_corrupt_and_encrypted_pdfs_make_their_entries_invalid_named(tmp_path, real_corpus):
+    """Three real MMLongBench-Doc documents; one replaced by an encrypted PDF, one by a
+    truncated one. Extraction goes on and names both files; validation marks exactly
+    their entries invalid (`unreadable corpus file`), the run goes on."""
+    import json
+    import shutil
+
+    from bench.corpus import read_unreadable
+    from bench.io import write_json
+    from bench.validate_sets import invalid_counts, validate
+    from tests.conftest import ROOT
+
+    rows = [r for r in real_corpus["manifest"].rows if r["key"] == "mmlongbench"]
+    entries = [json.loads(x) for x in (ROOT / "bench/sets/mmlongbench.jsonl").read_text().splitlines()]
+    entries = [e for e in entries if e["split"] == "dev"]
+    docs = []
+    for r in rows:
+        if r["status"] == "present" and r["path"].startswith("data/documents/") and any(
+                e["query_id"].split(":")[1] == r["path"].rsplit("/", 1)[1] for e in entries):
+            docs.append(r)
+        if len(docs) == 3:
+            break
+    annotation = next(r for r in rows if r["path"] == "data/samples.json")
+    store = tmp_path / "store"
+    keep = [annotation, *docs]
+    for r in keep:
+        (store / "mmlongbench" / r["path"]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(real_corpus["store"] / "mmlongbench" / r["path"], store / "mmlongbench" / r["path"])
+    good, encrypted, corrupt = docs
+    bad_bytes = {encrypted["path"]: _pdf(True), corrupt["path"]: (real_corpus["store"] / "mmlongbench" / corrupt["path"]).read_bytes()[:2000]}
+    manifest_rows = []
+    for r in keep:
+        r = dict(r)
+        if r["path"] in bad_bytes:
+            (store / "mmlongbench" / r["path"]).write_bytes(bad_bytes[r["path"]])
+            r.update(sha256=hashlib.sha256(bad_bytes[r["path"]]).hexdigest(), bytes=len(bad_bytes[r["path"]]))
+        manifest_rows.append(r)
+    write_jsonl(tmp_path / "manifest.jsonl", manifest_rows)
+    manifest = Manifest.load(tmp_path / "manifest.jsonl")
+
+    with pytest.raises(IntegrityError, match=r"^mmlongbench/data/documents/.*\.pdf: cannot be read \(PdfiumError: Failed to load document"):
+        extract_all(manifest, store)  # without a list to record them: a named stop, not a traceback
+    unreadable: list[dict] = []
+    frames = extract_all(manifest, store, unreadable)
+    assert sorted((u["path"], u["reason"].split(" (PDFium: ")[-1]) for u in unreadable) == sorted(
+        [(encrypted["path"], "Incorrect password error)."), (corrupt["path"], "Data format error).")])
+    seg = frames["mmlongbench"]
+    assert set(seg["source_id"]) == {f"mmlongbench:{good['path'].rsplit('/', 1)[1]}"}
+    write_json(tmp_path / "segments" / "unreadable.json", unreadable)
+    assert read_unreadable(tmp_path / "segments") == unreadable
+
+    mine = [e for e in entries if e["query_id"].split(":")[1] in {d["path"].rsplit("/", 1)[1] for d in docs}]
+    result = validate([write_set_file(tmp_path / "mmlongbench.jsonl", mine)], manifest, seg, root=tmp_path, unreadable=unreadable)
+    assert result.ok, result.errors.head()
+    invalid = {r["query_id"]: r["reason"] for r in result.invalid}
+    bad_docs = {encrypted["path"].rsplit("/", 1)[1], corrupt["path"].rsplit("/", 1)[1]}
+    assert set(invalid) == {e["query_id"] for e in mine if e["query_id"].split(":")[1] in bad_docs}
+    assert all(reason.startswith("unreadable corpus file: data/documents/") and "PdfiumError" in reason for reason in invalid.values())
+    assert invalid_counts(result.invalid) == {"dev": {"unreadable corpus file": len(invalid)}}
+    assert {e["query_id"] for e in result.dev()} == {e["query_id"] for e in mine} - set(invalid)
+
+
+def write_set_file(path: Path, entries: list[dict]) -> Path:
+    import json
+
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- a system's own atoms: ids and times
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("atom_id", "a 1", "atoms.jsonl:1: atom_id: must be no whitespace or control character (value: a 1)"),
+    ("atom_id", "a1\n", "atoms.jsonl:1: atom_id: must be no whitespace or control character"),
+    ("observed_at", "1500-01-01T00:00:00+00:00", "atoms.jsonl:1: observed_at: must be ISO 8601 time with a timezone (value: 1500-01-01T00:00:00+00:00)"),
+])
+def test_system_atoms_with_unusable_ids_or_times_are_refused(tmp_path, field, value, message):
+    import json
+
+    from bench.systems.atoms import AtomsError, load_system_atoms
+    from tests.systems.test_atoms import GOOD
+
+    path = tmp_path / "atoms.jsonl"
+    path.write_text(json.dumps({**GOOD, field: value}) + "\n", encoding="utf-8")
+    with pytest.raises(AtomsError) as err:
+        load_system_atoms(path, None)
+    assert message in str(err.value).replace(str(tmp_path) + "/", "")

@@ -11,7 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.metrics import aggregate, metric_keys, per_query
+from bench.metrics import (
+    aggregate,
+    calibrate,
+    false_recall_rules,
+    metric_keys,
+    per_query,
+)
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")
 LATER = pd.Timestamp("2025-01-01", tz="UTC")
@@ -38,7 +44,7 @@ def _gold(rows: list[tuple]) -> pd.DataFrame:
 
 @pytest.fixture()
 def case() -> dict:
-    """Nine entries covering every edge case; k = 3, strong_score = 0.8."""
+    """Nine entries covering every edge case; k = 3; false recall at the given threshold 0.8."""
     atoms = pd.DataFrame(
         {
             "atom_id": [f"a{i}" for i in range(1, 9)],
@@ -93,7 +99,8 @@ def case() -> dict:
 
 def _pq(c: dict, **kw) -> pd.DataFrame:
     kw.setdefault("failed", c["failed"])
-    return per_query(c["entries"], c["run"], c["gold"], c["atoms"], k=K, strong_score=STRONG, **kw)
+    kw.setdefault("thresholds", dict.fromkeys(["code", "conversation", "image", "pdf"], STRONG))
+    return per_query(c["entries"], c["run"], c["gold"], c["atoms"], k=K, **kw)
 
 
 def _row(df: pd.DataFrame, qid: str) -> pd.Series:
@@ -136,14 +143,16 @@ def test_unanswerable(case: dict) -> None:
     assert q4["holder_ok"] == 0.0  # foreign a8 is at rank 2 <= k
 
 
-def test_false_recall_threshold_is_inclusive_and_whole_list() -> None:
+def test_given_threshold_is_inclusive_on_the_top1_score() -> None:
     entries = _entries([("u", "pdf", True, "h", 0)])
     atoms = pd.DataFrame({"atom_id": ["a", "b"], "holder": "h", "observed_at": T0})
-    run = _run([("u", "a", 1, 0.1), ("u", "b", 50, 0.8)])  # strong atom far below k
-    out = per_query(entries, run, _gold([]), atoms, k=3, strong_score=0.8)
-    assert out.loc[0, "false_recall"] == 1.0
-    out = per_query(entries, run, _gold([]), atoms, k=3, strong_score=0.80001)
+    run = _run([("u", "a", 1, 0.8), ("u", "b", 50, 0.1)])
+    out = per_query(entries, run, _gold([]), atoms, k=3, thresholds={"pdf": 0.8})
+    assert out.loc[0, "false_recall"] == 1.0 and out.loc[0, "false_recall_rule"] == "calibrated"
+    out = per_query(entries, run, _gold([]), atoms, k=3, thresholds={"pdf": 0.80001})
     assert out.loc[0, "false_recall"] == 0.0
+    out = per_query(entries, run, _gold([]), atoms, k=3, thresholds={"image": 0.5})  # never recalibrated
+    assert out.loc[0, "false_recall_rule"] == "not measurable" and math.isnan(out.loc[0, "false_recall"])
 
 
 def test_absent_from_run(case: dict) -> None:
@@ -178,7 +187,7 @@ def test_rank_column_is_authoritative() -> None:
     atoms = pd.DataFrame({"atom_id": ["a", "b", "c"], "holder": "h", "observed_at": T0})
     # equal scores, rows out of order: only `rank` decides
     run = _run([("q", "c", 3, 0.5), ("q", "a", 1, 0.5), ("q", "b", 2, 0.5)])
-    out = per_query(entries, run, _gold([("q", 0, "b")]), atoms, k=10, strong_score=1.0)
+    out = per_query(entries, run, _gold([("q", 0, "b")]), atoms, k=10)
     assert out.loc[0, "mrr"] == 0.5
     assert out.loc[0, "ndcg@10"] == pytest.approx(1 / LOG3)
 
@@ -225,7 +234,7 @@ def test_aggregate_shape_and_values(case: dict) -> None:
     assert list(rep) == ["by_modality", "overall"]
     assert list(rep["by_modality"]) == ["code", "conversation", "image", "pdf"]
     expected_keys = [
-        "recall@3", "atom_recall@3", "mrr", "ndcg@3", "false_recall",
+        "recall@3", "atom_recall@3", "mrr", "ndcg@3", "false_recall", "abstention_rate", "auroc_unanswerable",
         "temporal_correctness", "holder_correctness", "latency_p50_ms", "latency_p95_ms",
     ]
     for group in [*rep["by_modality"].values(), rep["overall"]]:
@@ -247,7 +256,7 @@ def test_aggregate_shape_and_values(case: dict) -> None:
     _assert_cell(image["holder_correctness"], 1 / 3, 2, 3)
     _assert_cell(image["latency_p50_ms"], 50.0, 1, 3)  # failed q6's latency excluded
 
-    _assert_cell(conv["false_recall"], 0.0, 0, 1)  # failed unanswerable contributes 0
+    _assert_cell(conv["false_recall"], 1.0, 0, 1)  # failed unanswerable counts as the worst case
     _assert_cell(conv["latency_p95_ms"], None, 0, 2)
     _assert_cell(code["false_recall"], None, 0, 0)  # no unanswerable entry
     _assert_cell(code["mrr"], 0.25, 1, 1)
@@ -258,7 +267,8 @@ def test_aggregate_shape_and_values(case: dict) -> None:
     _assert_cell(ov["mrr"], (0.5 + 1 + 0.25) / 6, 5, 6)
     ndcg_q1 = (1 / LOG3) / (1 + 1 / LOG3 + 0.5)
     _assert_cell(ov["ndcg@3"], (ndcg_q1 + 1) / 6, 5, 6)
-    _assert_cell(ov["false_recall"], 1 / 3, 2, 3)
+    _assert_cell(ov["false_recall"], 2 / 3, 2, 3)
+    _assert_cell(ov["abstention_rate"], 1 / 6, 5, 6)  # nobody abstained; failed q6 counts as the worst case
     _assert_cell(ov["temporal_correctness"], 6 / 9, 7, 9)
     _assert_cell(ov["holder_correctness"], 6 / 9, 7, 9)
     _assert_cell(ov["latency_p50_ms"], 100.0, 5, 9)
@@ -274,7 +284,7 @@ def test_failed_only_given_to_aggregate_is_equivalent(case: dict) -> None:
 def test_default_k_keys_and_no_latency() -> None:
     entries = _entries([("q", "pdf", False, "h", 1)])
     atoms = pd.DataFrame({"atom_id": ["a"], "holder": "h", "observed_at": T0})
-    df = per_query(entries, _run([("q", "a", 1, 1.0)]), _gold([("q", 0, "a")]), atoms, strong_score=0.5)
+    df = per_query(entries, _run([("q", "a", 1, 1.0)]), _gold([("q", 0, "a")]), atoms)
     rep = aggregate(df, None)
     assert list(rep["overall"])[:4] == ["recall@10", "atom_recall@10", "mrr", "ndcg@10"]
     assert rep["overall"]["recall@10"] == _cell(1.0, 1, 1)
@@ -285,10 +295,12 @@ def test_empty_inputs() -> None:
     entries = _entries([("q", "pdf", False, "h", 2), ("u", "pdf", True, "h", 0)])
     atoms = pd.DataFrame({"atom_id": pd.Series([], dtype=str), "holder": pd.Series([], dtype=str),
                           "observed_at": pd.Series([], dtype="datetime64[ns, UTC]")})
-    df = per_query(entries, _run([]), _gold([]), atoms, strong_score=0.5)
+    df = per_query(entries, _run([]), _gold([]), atoms)
     rep = aggregate(df, pd.DataFrame({"query_id": [], "latency_ms": []}))
     assert rep["overall"]["recall@10"] == _cell(0.0, 1, 1)
-    assert rep["overall"]["false_recall"] == _cell(0.0, 1, 1)
+    # nothing returned at all: no threshold can be calibrated, said so
+    fr = rep["overall"]["false_recall"]
+    assert fr["value"] is None and (fr["n"], fr["denominator"]) == (1, 1) and "not measurable" in fr["reason"]
     assert rep["overall"]["temporal_correctness"] == _cell(1.0, 2, 2)
 
 
@@ -320,7 +332,7 @@ def _oracle_data(n_queries: int = 300, depth: int = 100, pool: int = 150, seed: 
 @pytest.fixture(scope="module")
 def oracle_case():
     entries, run, gold, atoms = _oracle_data()
-    ours = per_query(entries, run, gold, atoms, k=10, strong_score=1e9).set_index("query_id")
+    ours = per_query(entries, run, gold, atoms, k=10).set_index("query_id")
     qrels = {q: {a: 1 for a in g["atom_id"]} for q, g in gold.groupby("query_id")}
     run_d = {q: dict(zip(g["atom_id"], g["score"])) for q, g in run.groupby("query_id") if q in qrels}
     assert len(qrels) > 200 and sum(len(v) for v in qrels.values()) > 500
@@ -420,7 +432,7 @@ def scenarios(draw) -> dict:
 
 def _evaluate(s: dict, frames: dict, failed) -> tuple[pd.DataFrame, dict]:
     df = per_query(frames["entries"], frames["run"], frames["gold"], frames["atoms"],
-                   k=s["k"], strong_score=s["strong"], failed=failed)
+                   k=s["k"], failed=failed)
     return df, aggregate(df, frames["latency"], failed=failed)
 
 
@@ -483,7 +495,7 @@ def _reference_row(s: dict, qid: str) -> dict[str, float]:
 @settings(max_examples=40, **PROPS)
 @given(scenarios())
 def test_ranking_metrics_equal_plain_python_reference(s: dict) -> None:
-    df = per_query(s["entries"], s["run"], s["gold"], s["atoms"], k=s["k"], strong_score=s["strong"]).set_index("query_id")
+    df = per_query(s["entries"], s["run"], s["gold"], s["atoms"], k=s["k"]).set_index("query_id")
     for qid in df.index[~df["unanswerable"].to_numpy()]:
         for col, want in _reference_row(s, qid).items():
             assert df.loc[qid, col] == pytest.approx(want, abs=1e-12), (qid, col)
@@ -493,7 +505,7 @@ def test_gold_atom_absent_from_atoms_counts_but_never_hits() -> None:
     entries = _entries([("q", "pdf", False, "h", 2)])
     atoms = pd.DataFrame({"atom_id": ["a", "b"], "holder": "h", "observed_at": T0})
     gold = _gold([("q", 0, "a"), ("q", 1, "ghost"), ("q", 1, "ghost2")])
-    out = per_query(entries, _run([("q", "b", 1, 0.9), ("q", "a", 2, 0.5)]), gold, atoms, k=3, strong_score=1.0)
+    out = per_query(entries, _run([("q", "b", 1, 0.9), ("q", "a", 2, 0.5)]), gold, atoms, k=3)
     row = out.iloc[0]
     assert row["n_gold_atoms"] == 3 and row["first_hit_rank"] == 2.0
     assert row["recall@3"] == 0.5 and row["atom_recall@3"] == pytest.approx(1 / 3)
@@ -502,7 +514,7 @@ def test_gold_atom_absent_from_atoms_counts_but_never_hits() -> None:
 def test_missing_holder_never_matches() -> None:
     entries = _entries([("q", "pdf", True, None, 0)])
     atoms = pd.DataFrame({"atom_id": ["a"], "holder": [None], "observed_at": T0})
-    out = per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3, strong_score=1.0)
+    out = per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3)
     assert out.loc[0, "holder_ok"] == 0.0
 
 
@@ -510,18 +522,18 @@ def test_duplicate_atom_ids_and_missing_atoms_are_reported() -> None:
     entries = _entries([("q", "pdf", False, "h", 1), ("r", "pdf", False, "h", 1)])
     atoms = pd.DataFrame({"atom_id": ["a", "a"], "holder": "h", "observed_at": T0})
     with pytest.raises(ValueError, match="atoms.atom_id must be unique"):
-        per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3, strong_score=1.0)
+        per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3)
     atoms = pd.DataFrame({"atom_id": ["a"], "holder": "h", "observed_at": T0})
     run = _run([("r", "z", 1, 0.1), ("q", "y", 2, 0.1), ("q", "x", 1, 0.1), ("q", "a", 3, 0.1)])
     with pytest.raises(ValueError, match=r"missing from atoms: \['x', 'y', 'z'\]"):  # in (query_id, rank) order
-        per_query(entries, run, _gold([]), atoms, k=3, strong_score=1.0)
+        per_query(entries, run, _gold([]), atoms, k=3)
 
 
 def test_non_string_ids_are_compared_as_strings() -> None:
     entries = _entries([(1, "pdf", False, "h", 1), (10, "pdf", False, "h", 1)])
     atoms = pd.DataFrame({"atom_id": [5, 6], "holder": "h", "observed_at": T0})
     run = _run([("10", 6, 1, 0.5), (1, "5", 1, 0.5)])
-    out = per_query(entries, run, _gold([(10, 0, "6"), ("1", 0, 5)]), atoms, k=3, strong_score=1.0)
+    out = per_query(entries, run, _gold([(10, 0, "6"), ("1", 0, 5)]), atoms, k=3)
     assert out["query_id"].tolist() == ["1", "10"] and out["mrr"].tolist() == [1.0, 1.0]
 
 
@@ -530,4 +542,150 @@ def test_duplicate_atom_ids_raise_sorted_or_not(ids: list) -> None:
     entries = _entries([("q", "pdf", True, "h", 0)])
     atoms = pd.DataFrame({"atom_id": ids, "holder": "h", "observed_at": T0})
     with pytest.raises(ValueError, match="atoms.atom_id must be unique"):
-        per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3, strong_score=1.0)
+        per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3)
+
+
+# --------------------------------------------------------------------------- false recall rules, abstention, AUROC
+
+
+def _calib_case(scale: float = 1.0, shift: float = 0.0, abstain: dict | None = None, confidence: dict | None = None):
+    """Ten answerable entries with top-1 scores 1..10, three unanswerable with 1.5, 2, 3, one empty."""
+    rows = [(f"a{i:02d}", "conversation", False, "h", 1) for i in range(1, 11)]
+    rows += [(f"u{i}", "conversation", True, "h", 0) for i in range(1, 5)]
+    entries = _entries(rows)
+    top = {f"a{i:02d}": float(i) for i in range(1, 11)} | {"u1": 1.5, "u2": 2.0, "u3": 3.0}
+    atoms = pd.DataFrame({"atom_id": ["x", "y"], "holder": "h", "observed_at": T0})
+    run = _run([(q, "x", 1, s * scale + shift) for q, s in top.items()] + [(q, "y", 2, 0.5 * scale + shift) for q in top])
+    responses = pd.DataFrame({"query_id": [r[0] for r in rows]})
+    responses["abstain"] = [bool((abstain or {}).get(q, False)) for q in responses["query_id"]]
+    responses["confidence"] = [(confidence or {}).get(q, np.nan) for q in responses["query_id"]]
+    return entries, run, _gold([(f"a{i:02d}", 0, "x") for i in range(1, 11)]), atoms, responses
+
+
+def test_calibrated_threshold_is_the_share_of_answerable_top1_hits() -> None:
+    entries, run, gold, atoms, responses = _calib_case()
+    df = per_query(entries, run, gold, atoms, responses=responses, calibration_recall=0.9)
+    # 9 of 10 answerable top-1 scores reach 2.0; u2 (2.0) and u3 (3.0) reach it, u1 (1.5) and empty u4 do not
+    assert set(df["false_recall_rule"]) == {"calibrated"} and set(df["false_recall_threshold"]) == {2.0}
+    assert _row(df, "u2")["false_recall"] == 1.0 and _row(df, "u1")["false_recall"] == 0.0 and _row(df, "u4")["false_recall"] == 0.0
+    rep = aggregate(df, None)["by_modality"]["conversation"]
+    _assert_cell(rep["false_recall"], 0.5, 4, 4)
+    _assert_cell(rep["abstention_rate"], 0.0, 10, 10)
+    # AUROC of the top-1 score: pairs (answerable > unanswerable) + ties / 2 over 10 x 4 pairs
+    wins = sum((a > u) + 0.5 * (a == u) for a in range(1, 11) for u in (1.5, 2.0, 3.0, -math.inf))
+    _assert_cell(rep["auroc_unanswerable"], wins / 40, 14, 14)
+    rules = false_recall_rules(df)
+    assert rules["conversation"] == {"rule": "calibrated", "unanswerable": 4, "threshold_score": 2.0, "kept": 9, "answerable": 10}
+    assert rules["overall"] == {"rule": "calibrated"}
+
+
+def test_every_metric_is_unchanged_by_scaling_or_shifting_scores() -> None:
+    base = aggregate(per_query(*_calib_case()[:4], responses=_calib_case()[4]), None)
+    for scale, shift in ((1e-3, 0.0), (1e3, 0.0), (1.0, 1.0), (7.0, -3.0)):
+        entries, run, gold, atoms, responses = _calib_case(scale, shift)
+        df = per_query(entries, run, gold, atoms, responses=responses)
+        assert aggregate(df, None) == base, (scale, shift)
+        assert set(df["false_recall_threshold"]) == {2.0 * scale + shift}
+
+
+def test_scores_that_do_not_separate_are_not_measurable_never_zero() -> None:
+    entries, run, gold, atoms, responses = _calib_case()
+    flat = run.assign(score=1.0)
+    df = per_query(entries, flat, gold, atoms, responses=responses)
+    cell = aggregate(df, None)["by_modality"]["conversation"]["false_recall"]
+    assert cell["value"] is None and (cell["n"], cell["denominator"]) == (4, 4)
+    assert "do not separate" in cell["reason"] and df["false_recall"].isna().all()
+    assert false_recall_rules(df)["conversation"]["rule"] == "not measurable"
+    assert aggregate(df, None)["by_modality"]["conversation"]["auroc_unanswerable"]["value"] == pytest.approx(
+        (10 * 3 * 0.5 + 10 * 1) / 40)  # ties count one half, the empty u4 ranks lowest
+
+
+def test_abstention_rule_when_any_response_abstains() -> None:
+    entries, run, gold, atoms, responses = _calib_case(abstain={"u1": True, "u3": True, "a01": True})
+    df = per_query(entries, run, gold, atoms, responses=responses)
+    assert set(df["false_recall_rule"]) == {"abstention"} and df["false_recall_threshold"].isna().all()
+    # u2 answered with a hit: false recall; u1, u3 abstained; u4 returned nothing
+    assert df.set_index("query_id").loc[["u1", "u2", "u3", "u4"], "false_recall"].tolist() == [0.0, 1.0, 0.0, 0.0]
+    rep = aggregate(df, None)["by_modality"]["conversation"]
+    _assert_cell(rep["false_recall"], 0.25, 4, 4)
+    _assert_cell(rep["abstention_rate"], 0.1, 10, 10)
+
+
+def test_declared_abstention_and_a_system_that_always_abstains() -> None:
+    entries, run, gold, atoms, responses = _calib_case()
+    df = per_query(entries, run, gold, atoms, responses=responses, abstains=True)
+    assert set(df["false_recall_rule"]) == {"abstention"}
+    _assert_cell(aggregate(df, None)["overall"]["false_recall"], 0.75, 4, 4)  # never abstained, 3 of 4 returned hits
+    entries, run, gold, atoms, responses = _calib_case(abstain={q: True for q in entries["query_id"]})
+    rep = aggregate(per_query(entries, run, gold, atoms, responses=responses), None)["overall"]
+    _assert_cell(rep["false_recall"], 0.0, 4, 4)
+    _assert_cell(rep["abstention_rate"], 1.0, 10, 10)
+
+
+def test_failed_queries_count_as_the_worst_case() -> None:
+    entries, run, gold, atoms, responses = _calib_case()
+    df = per_query(entries, run, gold, atoms, responses=responses, failed={"u1", "a10", "a09"})
+    rep = aggregate(df, None)["by_modality"]["conversation"]
+    # calibration: failed a09, a10 have no hit -> 9 of 10 is impossible, threshold = lowest answerable hit (1.0)
+    assert set(df["false_recall_threshold"]) == {1.0}
+    _assert_cell(rep["false_recall"], 3 / 4, 3, 4)  # failed u1 counts 1, u2 and u3 reach 1.0, empty u4 does not
+    _assert_cell(rep["abstention_rate"], 2 / 10, 8, 10)
+    # AUROC: failed answerable rank below everything, the failed unanswerable above everything
+    ans = [float(i) for i in range(1, 9)] + [-10.0, -10.0]
+    un = [10.0 ** 3, 2.0, 3.0, -5.0]
+    wins = sum((a > u) + 0.5 * (a == u) for a in ans for u in un)
+    _assert_cell(rep["auroc_unanswerable"], wins / 40, 11, 14)
+
+
+def test_confidence_is_the_auroc_signal_when_always_sent() -> None:
+    entries, run, gold, atoms, _ = _calib_case()
+    # confidence ranks every unanswerable entry above every answerable one: AUROC 0 whatever the scores
+    conf = {q: (0.9 if q.startswith("u") else 0.1) for q in entries["query_id"]}
+    _, _, _, _, responses = _calib_case(confidence=conf)
+    df = per_query(entries, run, gold, atoms, responses=responses)
+    assert set(df["separation_signal"]) == {"confidence"}
+    assert aggregate(df, None)["overall"]["auroc_unanswerable"]["value"] == 0.0
+    conf.pop("a01")  # not sent with every answer: the top-1 score is used
+    _, _, _, _, responses = _calib_case(confidence=conf)
+    assert set(per_query(entries, run, gold, atoms, responses=responses)["separation_signal"]) == {"top1_score"}
+
+
+def test_calibrate_edges() -> None:
+    assert calibrate(np.array([]), 0.9).rule == "not measurable"
+    assert calibrate(np.array([np.nan, np.nan]), 0.9).rule == "not measurable"
+    assert calibrate(np.array([3.0, 1.0]), 0.5).threshold == 3.0
+    assert calibrate(np.array([3.0, 1.0]), 0.51).threshold == 1.0
+    assert calibrate(np.array([3.0, 2.0, np.nan]), 0.9).threshold == 2.0  # fewer hits than the share: lowest hit
+    assert calibrate(np.array([3.0, np.nan, np.nan]), 0.9).rule == "not measurable"  # one score value: no separation
+    with pytest.raises(ValueError, match="calibration_recall"):
+        calibrate(np.array([1.0]), 0.0)
+
+
+def test_rounding_differences_are_ties_whatever_the_scale() -> None:
+    from bench.metrics import reaches, tie_groups
+
+    a = 0.1 + 0.2 + 0.3
+    b = 0.3 + 0.2 + 0.1  # the same terms in another order: differs in the last bit
+    assert a != b
+    for scale, shift in ((1.0, 0.0), (1e-3, 0.0), (1e3, 0.0), (1.0, 1.0)):
+        x = np.array([a, b, 2.0, -np.inf]) * scale + shift
+        assert tie_groups(x).tolist() == [1, 1, 2, 0]
+        assert reaches(x[:2], float(x[1])).all() and reaches(x[:2], float(x[0])).all()
+    assert not reaches(np.array([-np.inf, np.nan]), -1.0).any()
+
+
+def test_acceptance_reuses_the_dev_thresholds_and_never_recalibrates() -> None:
+    from bench.accept import dev_thresholds
+
+    entries, run, gold, atoms, responses = _calib_case()
+    dev = per_query(entries, run, gold, atoms, responses=responses)
+    doc = {"run": {"false_recall_rule": false_recall_rules(dev)}}
+    abstains, thresholds = dev_thresholds(json.loads(json.dumps(doc, allow_nan=False)))  # through strict JSON
+    assert not abstains and thresholds == {"conversation": 2.0}
+    # "test" entries whose own calibration would give another threshold (all scores lower by 1.5)
+    test = per_query(entries, run.assign(score=run["score"] - 1.5), gold, atoms, responses=responses,
+                     abstains=abstains, thresholds=thresholds)
+    assert set(test["false_recall_threshold"]) == {2.0}
+    assert test.set_index("query_id").loc[["u1", "u2", "u3"], "false_recall"].tolist() == [0.0, 0.0, 0.0]  # 0, 0.5, 1.5 < 2
+    # a dev run read by abstention makes the acceptance read by abstention
+    assert dev_thresholds({"run": {"false_recall_rule": {"pdf": {"rule": "abstention"}, "overall": {"rule": "abstention"}}}})[0]

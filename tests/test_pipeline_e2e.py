@@ -1,16 +1,18 @@
-"""End to end: a fresh copy of the project runs `dvc repro` on the real mirror."""
+"""End to end: a fresh copy of the project runs `dvc repro` on the real mirror
+(MMLongBench-Doc and LoCoMo: the small selection, about half a minute)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.conftest import need_mirror
-from tests.project_copy import copy_project, project_env, run
+from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
 
 pytestmark = pytest.mark.e2e
 
@@ -20,14 +22,15 @@ def sh(args: list[str], cwd: Path, env: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def project(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> tuple[Path, dict]:
     need_mirror("mmlongbench-doc", "locomo")
-    work = copy_project(tmp_path_factory.mktemp("e2e") / "project")
+    work = copy_project(tmp_path_factory.mktemp("e2e") / "project", datasets=["mmlongbench", "locomo"], ocr_cache=ocr_cache)
     env = project_env(work.parent / "site-cache")
     sh(["git", "init", "-q"], work, env)
     sh(["git", "add", "-A"], work, env)
     sh(["git", "commit", "-q", "-m", "copy"], work, env)
     sh(["dvc", "repro"], work, env)
+    keep_ocr_cache(work, ocr_cache)
     sh(["git", "add", "-A"], work, env)
     sh(["git", "commit", "-q", "-m", "baseline run"], work, env)
     return work, env
@@ -41,7 +44,7 @@ def test_metrics_file_shape(project):
     for block in [*doc["by_modality"].values(), doc["overall"]]:
         assert names <= set(block)
         for cell in block.values():
-            assert set(cell) == {"value", "n", "denominator", "ci95"}
+            assert set(cell) - {"reason"} == {"value", "n", "denominator", "ci95"}  # reason: why a value is null
             assert 0 <= cell["n"] <= cell["denominator"]
     pdf = doc["by_modality"]["pdf"]
     # unavailable PDFs make entries invalid: counted, not in any denominator
@@ -65,8 +68,29 @@ def test_second_repro_does_nothing(project):
     work, env = project
     out = sh(["dvc", "repro"], work, env)
     assert "Running stage" not in out
-    # the acceptance pipeline (bench/test/dvc.yaml) is not part of the dev pipeline
+    # the acceptance pipeline (bench/test/dvc.yaml) is not part of the dev pipeline,
+    # and a bare `dvc status` does not list it as changed merely because it never ran
     assert "up to date" in sh(["dvc", "status", "dvc.yaml"], work, env)
+    assert sh(["dvc", "status"], work, env).strip() == "Data and pipelines are up to date."
+    proc = run([sys.executable, "-m", "bench.cli", "accept", "--status"], work, env, ok=False)
+    assert proc.returncode == 1 and "no accepted test result" in proc.stdout
+    assert sh(["git", "status", "--porcelain", ".dvcignore"], work, env) == ""  # the ignore line is back
+
+
+def test_pdf_edit_reruns_no_ocr_stage(project):
+    """Editing the PDF modality makes only its own extract stage (and what reads
+    segments) stale; the OCR stages of screenshots and photos stay up to date."""
+    work, env = project
+    target = work / "bench/modalities/pdf/modality.py"
+    before = target.read_bytes()
+    try:
+        target.write_bytes(before + b"\n# an edit\n")
+        status = json.loads(run(["dvc", "status", "--json"], work, env).stdout)
+    finally:
+        target.write_bytes(before)
+    assert "extract@pdf" in status
+    assert not {"extract@image", "extract@ui_screenshot", "extract@video", "extract@code", "extract@conversation"} & set(status)
+    assert json.loads(run(["dvc", "status", "--json"], work, env).stdout) == {}
 
 
 def test_manifest_is_deterministic(project):

@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from bench.io import LineError, write_text
-from bench.splits import entries_digest, freeze, load_lock, lock_failures, lock_text, set_triples
+from bench.splits import (
+    entries_digest,
+    freeze,
+    load_lock,
+    lock_failures,
+    lock_text,
+    set_triples,
+)
 from bench.validate_sets import format_table, validate
 from tests.conftest import ROOT, write_set
 
@@ -191,3 +198,75 @@ def test_cli_freeze_requires_reason_and_records_it(tmp_path):
     assert lock.freezes[-1]["reason"] == "first" and lock.test_ids() == {"a:1"}
     proc = subprocess.run([*cmd, "--reason", "tuning"], cwd=tmp_path, env={**env, "DVC_EXP_NAME": "x"}, capture_output=True, text=True, check=False)
     assert proc.returncode == 1 and "inside a DVC experiment" in proc.stderr
+
+
+# -- the lock against the committed one (git HEAD) -----------------------------------
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def _real_lock_repo(tmp_path: Path) -> Path:
+    """A git repository whose HEAD holds the real committed split lock."""
+    repo = tmp_path / "repo"
+    (repo / "bench" / "sets").mkdir(parents=True)
+    shutil.copy(LOCK, repo / "bench" / "sets" / "splits.lock")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "lock")
+    return repo
+
+
+def _move_one_test_entry_to_dev(lock) -> list[tuple[str, str, str]]:
+    moved = next(e for e in lock.entries if e.split == "test" and e.set == "locomo")
+    return [(e.set, e.query_id, "dev" if e is moved else e.split) for e in lock.entries]
+
+
+def test_hand_edit_with_recomputed_digest_is_refused(tmp_path):
+    """A locomo test row flipped to dev by hand and freeze N's digest recomputed: the
+    digest check alone passes it; against HEAD's lock it is refused."""
+    from bench.splits import committed_lock, history_failures
+
+    repo = _real_lock_repo(tmp_path)
+    path = repo / "bench" / "sets" / "splits.lock"
+    head = committed_lock(repo)
+    assert head is not None and history_failures(load_lock(path), head) == []
+    rows = _move_one_test_entry_to_dev(head)
+    forged = type(head)((*head.freezes[:-1], {**head.freezes[-1], "digest": entries_digest(rows)}),
+                        tuple(type(head.entries[0])(s, q, sp, 0) for s, q, sp in sorted(rows)), head.display)
+    write_text(path, lock_text(forged))
+    lock = load_lock(path, "bench/sets/splits.lock")
+    assert lock_failures([], lock) == []  # the recomputed digest fools the digest check
+    rows_out = history_failures(lock, committed_lock(repo))
+    assert len(rows_out) == 1
+    assert rows_out[0]["value"].startswith(f"freeze {head.freezes[-1]['freeze']} differs from the committed lock's (HEAD): committed freezes are never rewritten")
+
+
+def test_hand_edit_with_a_forged_freeze_record_is_refused(tmp_path):
+    from bench.splits import committed_lock, history_failures
+
+    repo = _real_lock_repo(tmp_path)
+    head = committed_lock(repo)
+    rows = _move_one_test_entry_to_dev(head)
+    honest = freeze(head, rows, utc="2026-01-01T00:00:00+00:00", git_commit="c", reason="regrouped one conversation")
+    assert history_failures(honest, head) == []  # what `bench splits freeze` writes passes
+    lying = type(honest)((*honest.freezes[:-1], {**honest.freezes[-1], "changes": {k: 0 for k in honest.freezes[-1]["changes"]}}),
+                         honest.entries, honest.display)
+    out = history_failures(lying, head)
+    assert len(out) == 1 and "records changes" in out[0]["value"] and "'test_to_dev': 1" in out[0]["value"]
+    # rows edited, no freeze since HEAD's, digest of the old freeze untouched: the digest check and history both refuse
+    stale = type(head)(head.freezes, honest.entries, head.display)
+    assert "no freeze was recorded since" in history_failures(stale, head)[0]["value"]
+    # a committed freeze deleted (HEAD holds the honest re-freeze; the lock went back by hand)
+    last = honest.freezes[-1]["freeze"]
+    assert history_failures(head, honest)[0]["value"].startswith(f"freeze {last} of the committed lock (HEAD) is missing: committed freezes are never deleted")
+
+
+def test_outside_git_only_the_digest_is_checked(tmp_path):
+    from bench.splits import committed_lock
+
+    make_lock(tmp_path)
+    assert committed_lock(tmp_path) is None

@@ -188,3 +188,92 @@ def test_cli_exit_code_and_table(tmp_path, real_corpus, base):
     # checkout that never ran the pipeline it says so instead
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "beyond the document" in proc.stdout or "run the fetch stage" in proc.stderr + proc.stdout
+
+
+# -- hardening: splits stay apart, ids and values fit their formats ------------------
+
+
+def _all_entries(key: str) -> list[dict]:
+    return [json.loads(line) for line in (SETS / f"{key}.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_test_questions_copied_into_dev_are_refused(tmp_path, real_corpus):
+    """Every LoCoMo test entry copied under a new query_id with split dev (question
+    re-cased and re-spaced): each copy is one failure row naming the test entry."""
+    from bench.splits import load_lock
+
+    real = _all_entries("locomo")
+    test = [e for e in real if e["split"] == "test"]
+    copies = []
+    for e in test:
+        c = copy.deepcopy(e)
+        c["query_id"] = e["query_id"] + ":copy"
+        c["split"] = "dev"
+        c["question"] = "  " + e["question"].upper().replace(" ", "\t ") + " "
+        copies.append(c)
+    path = write_set(tmp_path / "locomo.jsonl", real + copies)
+    lock = load_lock(SETS / "splits.lock", "bench/sets/splits.lock")
+    result = validate([path], real_corpus["manifest"], real_corpus["segments"], root=tmp_path, lock=lock)
+    rows = [r for r in result.errors.to_dict("records") if r["check"] == "dev entry repeats a test entry"]
+    assert len(test) == 544 and len(rows) == 544
+    assert rows[0]["query_id"].endswith(":copy") and rows[0]["value"].startswith(f"same question and gold as test entry {test[0]['query_id']} (locomo.jsonl:")
+    assert result.entries == []  # nothing reaches data/sets/dev.jsonl
+
+
+def test_a_dev_question_alone_may_repeat_with_other_gold(tmp_path, real_corpus, base):
+    other = copy.deepcopy(base["conversation"])
+    other["query_id"] += ":other"
+    other["split"] = "test"
+    other["gold"][0]["region"] = {"turn": other["gold"][0]["region"]["turn"] + 1}
+    result = run(tmp_path, real_corpus, [base["conversation"], other])
+    assert not any(r["check"] == "dev entry repeats a test entry" for r in result.errors.to_dict("records"))
+
+
+@pytest.mark.parametrize("qid", ["locomo:conv 26:q0", "locomo:conv-26:q0\t", "locomo:\nq0", "locomo:q0\x00", "locomo:q0\u2028"])
+def test_query_id_with_whitespace_or_control_characters_refused(tmp_path, real_corpus, base, qid):
+    bad = copy.deepcopy(base["conversation"])
+    bad["query_id"] = qid
+    row = one_failure(run(tmp_path, real_corpus, [bad]), "query_id format", "query_id holds whitespace or a control character")
+    assert row["line"] == 1
+    assert "\n" not in format_table(run(tmp_path, real_corpus, [bad]).errors).splitlines()[2]
+
+
+@pytest.mark.parametrize("as_of", ["1600-01-01T00:00:00+00:00", "2262-04-12T00:00:00+00:00", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_as_of_outside_the_pandas_range_refused(tmp_path, real_corpus, base, as_of):
+    bad = copy.deepcopy(base["conversation"])
+    bad["as_of"] = as_of
+    row = one_failure(run(tmp_path, real_corpus, [bad]), "as_of", "is outside the range pandas can represent (1677-09-21 .. 2262-04-11 UTC)")
+    assert row["line"] == 1
+
+
+def test_as_of_at_the_range_edges_passes(tmp_path, real_corpus, base):
+    ok = copy.deepcopy(base["conversation"])
+    ok["as_of"] = "2262-04-11T00:00:00+00:00"
+    assert run(tmp_path, real_corpus, [ok]).ok
+
+
+def _cli_root(tmp_path: Path, real_corpus: dict) -> Path:
+    """A project root for `bench validate`: params.yaml, bench/ and the real segments."""
+    from bench.io import write_parquet
+
+    root = tmp_path / "proj"
+    (root / "bench" / "sets").mkdir(parents=True)
+    (root / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    write_parquet(root / "data" / "segments" / "all.parquet", real_corpus["segments"])
+    return root
+
+
+def test_lone_surrogate_is_one_row_not_a_crash(tmp_path, real_corpus, base):
+    bad = copy.deepcopy(base["conversation"])
+    line = json.dumps(bad).replace(json.dumps(bad["question"]), json.dumps(bad["question"])[:-1] + '\\ud800"')
+    root = _cli_root(tmp_path, real_corpus)
+    path = write_set(root / "bench" / "sets" / "locomo.jsonl", [json.dumps(base["conversation"]).replace(base["conversation"]["query_id"], "locomo:x"), line])
+    result = validate([path], real_corpus["manifest"], real_corpus["segments"], root=root)
+    rows = result.errors.to_dict("records")
+    assert [(r["line"], r["check"]) for r in rows] == [(2, "text encoding")]
+    assert rows[0]["value"] == "question holds a lone surrogate (a \\ud800-\\udfff escape): not encodable as UTF-8"
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "validate", str(path), "--manifest", str(real_corpus["manifest_path"])],
+                          cwd=root, capture_output=True, text=True, check=False, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "text encoding" in proc.stdout and proc.stderr.strip() == "1 problems in 1 file(s)"

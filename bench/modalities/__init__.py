@@ -4,6 +4,11 @@ Each sub-package (``bench/modalities/<name>/``) exports ``MODALITY`` (a
 :class:`~bench.modalities.base.Modality`) and ``DATASETS`` (a list of
 :class:`~bench.modalities.base.Dataset`). Adding a modality means adding a folder;
 nothing else in the harness names modalities.
+
+``load(name)`` imports one sub-package only, so a per-modality stage (``python -m
+stages.extract pdf``) imports no other modality's code and its DVC deps can name
+only ``bench/modalities/<name>/``. ``modalities()``, ``datasets()`` and the look-ups
+built on them import every sub-package (tests/test_dvc_deps.py models both).
 """
 
 from __future__ import annotations
@@ -11,18 +16,29 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from types import ModuleType
 
 from bench.modalities.base import Dataset, Modality
+
+
+def names() -> list[str]:
+    """Names of the modality sub-packages, sorted, without importing any of them."""
+    return sorted(info.name for info in pkgutil.iter_modules(__path__) if info.ispkg)
+
+
+def load(name: str) -> ModuleType:
+    """Import the one modality sub-package `name` (its MODALITY and DATASETS)."""
+    if name not in names():
+        raise ValueError(f"unknown modality {name!r}; known: {', '.join(names())}")
+    return importlib.import_module(f"{__name__}.{name}")
 
 
 @functools.cache
 def _load() -> tuple[dict[str, Modality], dict[str, Dataset]]:
     modalities: dict[str, Modality] = {}
     datasets: dict[str, Dataset] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not info.ispkg:
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
+    for name in names():
+        module = load(name)
         modality: Modality = module.MODALITY
         modalities[modality.name] = modality
         for ds in module.DATASETS:

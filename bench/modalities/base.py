@@ -160,8 +160,11 @@ class Dataset:
         """Source ids an entry needs in the corpus (gold sources by default)."""
         return sorted({g["source_id"] for g in entry.get("gold", []) if isinstance(g, dict) and "source_id" in g})
 
-    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
-        """Parse the present corpus files (manifest path -> local path) into segments."""
+    def extract(self, files: dict[str, Path], **options: Any) -> pd.DataFrame:
+        """Parse the present corpus files (manifest path -> local path) into segments.
+
+        `options` are params.yaml `extraction.<modality>` (checked by bench.params); a data
+        set takes the ones its modality declares there."""
         raise NotImplementedError
 
     def import_set(self, mirror_dir: Path) -> ImportResult:

@@ -17,17 +17,34 @@ many images runs in a process pool of os.cpu_count() single-threaded workers
 (measured: 208 ScreenAgent screenshots in 250 s, 79 COCO photos in 24 s). Pool and
 serial runs give identical boxes. Results depend on the rapidocr version (its
 bundled models): pin it.
+
+Cache by content (``use_cache(folder)``, set by the extract stage): every result is
+stored as a small JSON file under the folder, keyed by the sha256 of
+- the image: the sha256 of the image file's bytes, or for a rendered PDF page the
+  sha256 of the PDF file, the page index, the render scale and the pdfium build;
+- the engine: the rapidocr and onnxruntime versions and the sha256 of every model
+  file shipped in the rapidocr wheel;
+- the settings: OCR_PARAMS.
+A new engine, new models or new settings give new keys, so stale results are never
+read (old files simply stay unused). Lookups and writes happen in the calling
+process (writes are atomic, bench.io); only misses go to the worker pool. Hits and
+misses are counted per cache (`cache_stats()`).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
+
+from bench import progress
 
 #: every parameter that differs from rapidocr's config.yaml defaults
 OCR_PARAMS: dict[str, Any] = {
@@ -37,6 +54,8 @@ OCR_PARAMS: dict[str, Any] = {
     "EngineConfig.onnxruntime.intra_op_num_threads": 1,
     "EngineConfig.onnxruntime.inter_op_num_threads": 1,
 }
+#: bump when the stored result format or the meaning of a key changes
+CACHE_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -57,12 +76,56 @@ class OcrResult:
     height: int
     boxes: tuple[OcrBox, ...]
 
+    @property
+    def text(self) -> str:
+        """The recognised lines in the engine's reading order, one per line."""
+        return "\n".join(b.text for b in self.boxes)
+
+
+@dataclass(frozen=True)
+class PageImage:
+    """Page `index` (0-based) of the PDF at `pdf`, rendered by pdfium at `scale` (1 = 72 dpi)."""
+
+    pdf: str
+    index: int
+    scale: float
+
+
+#: what `ocr_many` OCRs: an image file, or a PDF page to render first
+OcrJob = str | Path | PageImage
+
 
 @functools.cache
 def _engine() -> Any:
     from rapidocr import RapidOCR
 
     return RapidOCR(params=dict(OCR_PARAMS))
+
+
+@functools.cache
+def engine_fingerprint() -> dict[str, Any]:
+    """What the results depend on besides the image and OCR_PARAMS (read once per process)."""
+    import onnxruntime
+    import rapidocr
+
+    models = Path(rapidocr.__file__).parent / "models"
+    hashes = {}
+    for model in sorted(models.glob("*.onnx")):
+        h = hashlib.sha256()
+        with open(model, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        hashes[model.name] = h.hexdigest()
+    from importlib.metadata import version
+
+    return {"rapidocr": version("rapidocr"), "onnxruntime": onnxruntime.__version__, "models": hashes}
+
+
+@functools.cache
+def _pdfium_build() -> str:
+    import pypdfium2
+
+    return f"{pypdfium2.version.PYPDFIUM_INFO} {pypdfium2.version.PDFIUM_INFO}"
 
 
 def image_size(path: str | Path) -> tuple[int, int]:
@@ -96,13 +159,150 @@ def ocr_image(path: str | Path) -> OcrResult:
     return OcrResult(width, height, to_boxes(result.boxes, result.txts, result.scores, width, height))
 
 
-def ocr_many(paths: list[str | Path], workers: int | None = None) -> list[OcrResult]:
-    """OCR several images, in input order; a process pool when there is more than one."""
-    workers = workers or os.cpu_count() or 1
-    if len(paths) <= 1 or workers <= 1:
-        return [ocr_image(p) for p in paths]
-    # fork, not spawn: spawn re-runs the caller's __main__, which breaks scripts without
-    # a main guard; each worker drops an engine inherited from the parent and builds its own.
-    ctx = get_context("fork")
-    with ProcessPoolExecutor(max_workers=min(workers, len(paths)), mp_context=ctx, initializer=_engine.cache_clear) as pool:
-        return list(pool.map(ocr_image, [str(p) for p in paths], chunksize=4))
+def render_page(page: PageImage) -> Any:
+    """The page as a (height, width, 3) uint8 BGR array (pdfium's own byte order)."""
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(page.pdf)
+    try:
+        pdf_page = pdf[page.index]
+        bitmap = pdf_page.render(scale=page.scale)
+        pixels = bitmap.to_numpy().copy()
+        bitmap.close()
+        pdf_page.close()
+    finally:
+        pdf.close()
+    return pixels
+
+
+def ocr_page(page: PageImage) -> OcrResult:
+    """Render one PDF page and OCR the pixels (rapidocr reads a 3-channel array as BGR)."""
+    pixels = render_page(page)
+    height, width = int(pixels.shape[0]), int(pixels.shape[1])
+    result = _engine()(pixels)
+    return OcrResult(width, height, to_boxes(result.boxes, result.txts, result.scores, width, height))
+
+
+def ocr_job(job: OcrJob) -> OcrResult:
+    return ocr_page(job) if isinstance(job, PageImage) else ocr_image(job)
+
+
+# -- cache by content ---------------------------------------------------------------------
+
+
+@dataclass
+class OcrCache:
+    """OCR results stored as JSON files under `folder`, keyed by content (see module doc)."""
+
+    folder: Path
+    hits: int = 0
+    misses: int = 0
+    _file_sha: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def _sha_of_file(self, path: str) -> str:
+        if path not in self._file_sha:
+            from bench.io import sha256_file
+
+            self._file_sha[path] = sha256_file(path)
+        return self._file_sha[path]
+
+    def key(self, job: OcrJob) -> str:
+        return job_key(job, self._sha_of_file(job.pdf if isinstance(job, PageImage) else str(job)))
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> OcrResult | None:
+        try:
+            doc = json.loads(self._path(key).read_text(encoding="utf-8"))
+            result = OcrResult(int(doc["width"]), int(doc["height"]), tuple(OcrBox(*b) for b in doc["boxes"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # absent or unreadable: OCR again and write it anew
+        return result
+
+    def put(self, key: str, result: OcrResult) -> None:
+        from bench.io import write_text
+
+        doc = {"width": result.width, "height": result.height,
+               "boxes": [[b.x0, b.y0, b.x1, b.y1, b.text, b.score] for b in result.boxes]}
+        write_text(self._path(key), json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+    def stats(self) -> dict[str, int]:
+        return {"hits": self.hits, "misses": self.misses}
+
+
+def job_key(job: OcrJob, content_sha: str) -> str:
+    """sha256 of (image content, engine fingerprint, settings): the cache key of one OCR."""
+    if isinstance(job, PageImage):
+        image: dict[str, Any] = {"pdf_sha256": content_sha, "page_index": job.index, "scale": job.scale, "pdfium": _pdfium_build()}
+    else:
+        image = {"file_sha256": content_sha}
+    doc = {"format": CACHE_FORMAT, "image": image, "engine": engine_fingerprint(), "params": OCR_PARAMS}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+_active: dict[str, OcrCache | None] = {"cache": None}
+
+
+def use_cache(folder: Path | None) -> OcrCache | None:
+    """Cache every later `ocr_many` call under `folder` (None: no cache). Returns the cache."""
+    _active["cache"] = OcrCache(Path(folder)) if folder is not None else None
+    return _active["cache"]
+
+
+def cache_stats() -> dict[str, int] | None:
+    """Hits and misses of the cache set by `use_cache` since it was set (None: no cache)."""
+    cache = _active["cache"]
+    return cache.stats() if cache is not None else None
+
+
+# -- many images --------------------------------------------------------------------------
+
+
+def ocr_many(jobs: Sequence[OcrJob], workers: int | None = None, label: str = "ocr", unit: str = "images",
+             cache: OcrCache | None | bool = True) -> list[OcrResult]:
+    """OCR several images or PDF pages, in input order, through the cache.
+
+    `cache` True uses the one set by `use_cache` (if any), False none, or an explicit
+    OcrCache. Misses run in a process pool of `workers` (default: every core) when
+    there is more than one; progress (done/total, rate, time left) goes to stderr.
+    """
+    store = _active["cache"] if cache is True else (cache or None)
+    results: list[OcrResult | None] = [None] * len(jobs)
+    keys: list[str | None] = [None] * len(jobs)
+    todo: list[int] = []
+    for i, job in enumerate(jobs):
+        if store is not None:
+            key = keys[i] = store.key(job)
+            hit = store.get(key)
+            if hit is not None:
+                results[i] = hit
+                store.hits += 1
+                continue
+            store.misses += 1
+        todo.append(i)
+    with progress.bar(len(jobs), label, unit) as bar:
+        bar.advance(len(jobs) - len(todo))
+
+        def done(i: int, result: OcrResult) -> None:
+            results[i] = result
+            key = keys[i]
+            if store is not None and key is not None:
+                store.put(key, result)
+            bar.advance()
+
+        workers = workers or os.cpu_count() or 1
+        if len(todo) <= 1 or workers <= 1:
+            for i in todo:
+                done(i, ocr_job(jobs[i]))
+        else:
+            # fork, not spawn: spawn re-runs the caller's __main__, which breaks scripts without
+            # a main guard; each worker drops an engine inherited from the parent and builds its own.
+            ctx = get_context("fork")
+            with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx, initializer=_engine.cache_clear) as pool:
+                pending = {pool.submit(ocr_job, jobs[i]): i for i in todo}
+                while pending:
+                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        done(pending.pop(fut), fut.result())
+    return [r for r in results if r is not None]

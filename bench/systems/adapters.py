@@ -17,8 +17,10 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
+import os
 import queue
 import shlex
+import signal
 import socket
 import subprocess
 import threading
@@ -49,6 +51,8 @@ class Channel(Protocol):
 class Adapter(Protocol):
     kind: str
     name: str
+    abstains: bool  # the system declared that it abstains (ready line, attribute)
+    isolation: str  # bwrap | process (command systems); none (in-process, the user's HTTP server)
 
     def open(self) -> Channel: ...
 
@@ -100,6 +104,8 @@ class PythonAdapter:
         self.system = system
         self.entry = entry
         self.name = str(getattr(system, "name", entry))
+        self.abstains = getattr(system, "abstains", False) is True
+        self.isolation = "none"
 
     def open(self) -> PythonChannel:
         return PythonChannel(self.system)
@@ -114,32 +120,53 @@ class PythonAdapter:
 class CommandChannel:
     """One long-lived subprocess: a request line in, a response line out.
 
-    The process must print one line ``{"ready": true}`` once it has loaded (index
-    building is not timed); a process that exits or closes stdout is a crash, and is
-    started again (and waited for) before the next request.
+    The process must print one line ``{"ready": true}`` (optionally with
+    ``"abstains": true``) once it has loaded (index building is not timed). It runs
+    in its own process group (a new session): a timeout or a crash kills the whole
+    group, so children of a wrapper such as ``sh -c`` die with it. A dead process is
+    started again by `prepare()` (the harness calls it before starting the clock),
+    and the warm-up requests this channel was sent are replayed, untimed, so a
+    restart never lands in a query's latency.
     """
 
-    def __init__(self, argv: list[str], cwd: Path | None, startup_timeout: float, counter: Callable[[], None]) -> None:
+    def __init__(
+        self, argv: list[str], cwd: Path | None, startup_timeout: float, counter: Callable[[], None],
+        env: dict[str, str] | None = None, on_ready: Callable[[dict], None] | None = None,
+    ) -> None:
         self.argv = argv
         self.cwd = cwd
+        self.env = env
         self.startup_timeout = startup_timeout
         self.on_restart = counter
+        self.on_ready = on_ready
         self.proc: subprocess.Popen[str] | None = None
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.started = 0
+        self.warmup: list[dict[str, Any]] = []  # warm-up requests (ids "w..."), replayed after a restart
+        self.timed = False  # a timed request was sent: the warm-up is over
+        self.last_timeout = startup_timeout
 
-    def _reader(self, proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.strip():
-                lines.put(line)
+    @staticmethod
+    def _reader(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+        stream = proc.stdout
+        assert stream is not None
+        try:
+            for line in stream:
+                if line.strip():
+                    lines.put(line)
+        except (OSError, ValueError):
+            pass
         lines.put(None)
+        try:
+            stream.close()  # closed here, at end of file: closing from another thread would block on a live reader
+        except OSError:
+            pass
 
     def start(self) -> None:
         try:
             self.proc = subprocess.Popen(
-                self.argv, cwd=self.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
-                text=True, encoding="utf-8", bufsize=1,
+                self.argv, cwd=self.cwd, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
+                text=True, encoding="utf-8", bufsize=1, start_new_session=True,
             )
         except OSError as exc:
             raise SystemCrash(f"cannot start {shlex.join(self.argv)}: {exc}") from None
@@ -155,7 +182,7 @@ class CommandChannel:
             raise SystemCrash(f"did not print {{\"ready\": true}} within {self.startup_timeout:g} s of starting") from None
         if line is None:
             code = self.proc.wait()
-            self.proc = None
+            self.kill()
             raise SystemCrash(f"exited with code {code} before it was ready")
         try:
             ready = json.loads(line)
@@ -164,39 +191,63 @@ class CommandChannel:
         if not (isinstance(ready, dict) and ready.get("ready") is True):
             self.kill()
             raise SystemCrash(f"first line must be {{\"ready\": true}}, got {line.strip()[:80]!r}")
+        if self.on_ready is not None:
+            self.on_ready(ready)
 
     def kill(self) -> None:
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-            for stream in (self.proc.stdin, self.proc.stdout):
-                if stream is not None:
-                    try:
-                        stream.close()
-                    except OSError:
-                        pass
-            self.proc = None
-
-    def call(self, request: dict[str, Any], timeout: float) -> Any:
-        if self.proc is None or self.proc.poll() is not None:
-            self.kill()
-            self.start()
-        assert self.proc is not None and self.proc.stdin is not None
+        """Kill the process and its whole process group; wait for it."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
         try:
-            self.proc.stdin.write(json.dumps(request, ensure_ascii=False) + "\n")
-            self.proc.stdin.flush()
+            os.killpg(proc.pid, signal.SIGKILL)  # pgid == pid: it leads its own session
+        except (ProcessLookupError, PermissionError):
+            pass
+        if proc.poll() is None:
+            try:
+                proc.kill()
+            except OSError:
+                pass
+        proc.wait()
+        if proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def prepare(self) -> None:
+        """Start the process again if it died, and replay the warm-up (never timed)."""
+        if self.alive():
+            return
+        self.kill()
+        self.start()
+        for request in self.warmup:
+            try:
+                self._exchange(request, self.last_timeout)
+            except (SystemTimeout, SystemCrash, MalformedResponse) as exc:
+                self.kill()
+                raise SystemCrash(f"restarted, but its warm-up failed: {exc}") from None
+
+    def _exchange(self, request: dict[str, Any], timeout: float) -> Any:
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(request, ensure_ascii=False) + "\n")
+            proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            code = self.proc.wait()
+            code = proc.wait()
             self.kill()
             raise SystemCrash(f"exited with code {code} (stdin closed)") from None
         try:
             line = self.lines.get(timeout=timeout)
         except queue.Empty:
             self.kill()
-            raise SystemTimeout(f"no answer within {timeout:g} s; the process was killed and will be restarted") from None
+            raise SystemTimeout(f"no answer within {timeout:g} s; its process group was killed and it will be restarted") from None
         if line is None:
-            code = self.proc.wait()
+            code = proc.wait()
             self.kill()
             raise SystemCrash(f"exited with code {code} while answering; it will be restarted")
         try:
@@ -204,8 +255,17 @@ class CommandChannel:
         except json.JSONDecodeError as exc:
             raise MalformedResponse(f"response line is not JSON ({exc.msg}): {line.strip()[:80]!r}") from None
 
+    def call(self, request: dict[str, Any], timeout: float) -> Any:
+        self.last_timeout = timeout
+        if str(request.get("id", "")).startswith("w") and not self.timed:
+            self.warmup.append(request)
+        else:
+            self.timed = True
+        self.prepare()
+        return self._exchange(request, timeout)
+
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None and self.proc.stdin is not None:
+        if self.alive() and self.proc is not None and self.proc.stdin is not None:
             try:
                 self.proc.stdin.close()  # end of input: the system should exit
                 self.proc.wait(timeout=5)
@@ -217,13 +277,19 @@ class CommandChannel:
 class CommandAdapter:
     kind = "command"
 
-    def __init__(self, argv: list[str], name: str, cwd: Path | None = None, startup_timeout: float = 600.0) -> None:
+    def __init__(
+        self, argv: list[str], name: str, cwd: Path | None = None, startup_timeout: float = 600.0,
+        env: dict[str, str] | None = None, isolation: str = "process",
+    ) -> None:
         if not argv:
             raise ValueError("system.entry: the command is empty")
         self.argv = argv
         self.name = name
         self.cwd = cwd
+        self.env = env
+        self.isolation = isolation
         self.startup_timeout = startup_timeout
+        self.abstains = False  # set when a ready line says {"abstains": true}
         self._restarts = 0
         self._lock = threading.Lock()
 
@@ -231,8 +297,12 @@ class CommandAdapter:
         with self._lock:
             self._restarts += 1
 
+    def _ready(self, line: dict) -> None:
+        if line.get("abstains") is True:
+            self.abstains = True
+
     def open(self) -> CommandChannel:
-        channel = CommandChannel(self.argv, self.cwd, self.startup_timeout, self._count)
+        channel = CommandChannel(self.argv, self.cwd, self.startup_timeout, self._count, self.env, self._ready)
         channel.start()
         return channel
 
@@ -271,22 +341,45 @@ class HttpChannel:
         self.conn: http.client.HTTPConnection | None = None
 
     def call(self, request: dict[str, Any], timeout: float) -> Any:
+        """One POST under a total deadline: a server that trickles bytes is cut off at `timeout`."""
         body = json.dumps(request, ensure_ascii=False).encode("utf-8")
         if self.conn is None:
             self.conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-        self.conn.timeout = timeout
-        if self.conn.sock is not None:
-            self.conn.sock.settimeout(timeout)
+        conn = self.conn
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes the reading thread now
+                except OSError:
+                    pass
+
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
         try:
-            self.conn.request("POST", self.path, body=body, headers={"Content-Type": "application/json"})
-            reply = self.conn.getresponse()
+            conn.request("POST", self.path, body=body, headers={"Content-Type": "application/json"})
+            reply = conn.getresponse()
             data = reply.read()
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             self.close()
             raise SystemTimeout(f"no answer within {timeout:g} s") from None
         except (OSError, http.client.HTTPException) as exc:
             self.close()
+            if expired.is_set():
+                raise SystemTimeout(f"no complete answer within {timeout:g} s (deadline for the whole call)") from None
             raise SystemCrash(f"HTTP request failed: {type(exc).__name__}: {exc}") from None
+        finally:
+            timer.cancel()
+        if expired.is_set():
+            self.close()
+            raise SystemTimeout(f"no complete answer within {timeout:g} s (deadline for the whole call)")
         if reply.status != 200:
             raise SystemCrash(f"HTTP status {reply.status}: {data[:80]!r}")
         try:
@@ -307,6 +400,8 @@ class HttpAdapter:
         self.host, self.port, self.path = loopback_url(url)
         self.url = url
         self.name = name
+        self.abstains = False  # an HTTP system declares abstention per response
+        self.isolation = "none"  # the user's own server: not sandboxed
 
     def open(self) -> HttpChannel:
         return HttpChannel(self.host, self.port, self.path)

@@ -12,6 +12,7 @@ per line) or Parquet, one row per atom:
 | observed_at | ISO 8601 time with a timezone | when the memory was formed |
 | holder | non-empty string | whose memory it is |
 | text | string, optional | what the atom says (the built-in systems need it) |
+| source_file | string, optional | ignored on input (the harness writes it for command systems) |
 
 Extents per modality (inclusive ranges unless stated):
 
@@ -47,9 +48,10 @@ from bench.io import LineError, iter_jsonl, short
 from bench.modalities import modalities
 from bench.modalities.base import extent_json, is_int
 from bench.modalities.textspan import layout
+from bench.schema import TIMESTAMP_MAX, TIMESTAMP_MIN, id_problem
 
 CONTRACT_FIELDS = ["atom_id", "source_id", "modality", "extent", "observed_at", "holder"]
-OPTIONAL_FIELDS = ["text"]
+OPTIONAL_FIELDS = ["text", "source_file"]  # source_file: written by the harness for command systems, ignored on input
 
 
 class AtomsError(ValueError):
@@ -98,7 +100,8 @@ def _iso_with_tz(value: Any) -> bool:
         ts = pd.Timestamp(value)
     except (ValueError, TypeError):
         return False
-    return ts.tzinfo is not None and not pd.isna(ts)
+    # within pandas' nanosecond range, or every later comparison with as_of crashes (bench.schema)
+    return ts.tzinfo is not None and not pd.isna(ts) and TIMESTAMP_MIN <= ts.to_pydatetime(warn=False) <= TIMESTAMP_MAX
 
 
 def _extent_object(value: Any) -> bool:
@@ -120,7 +123,9 @@ def contract_schema() -> pa.DataFrameSchema:
     known = sorted(modalities())
     return pa.DataFrameSchema(
         {
-            "atom_id": pa.Column(object, [pa.Check(_nonempty_str, element_wise=True, error="non-empty string")], unique=True, nullable=False),
+            "atom_id": pa.Column(object, [pa.Check(_nonempty_str, element_wise=True, error="non-empty string"),
+                                          pa.Check(lambda v: not id_problem(v, "atom_id"), element_wise=True, error="no whitespace or control character")],
+                                 unique=True, nullable=False),
             "source_id": pa.Column(object, [pa.Check(_nonempty_str, element_wise=True, error="non-empty string")], nullable=False),
             "modality": pa.Column(object, [pa.Check(lambda v: v in known, element_wise=True, error=f"one of {known}")], nullable=False),
             "extent": pa.Column(object, [pa.Check(_extent_object, element_wise=True, error="a JSON object")], nullable=False),
@@ -312,10 +317,40 @@ def atoms_from_extents(atoms: pd.DataFrame, segments: pd.DataFrame | None, displ
     return out
 
 
+def check_against_corpus(atoms: pd.DataFrame, segments: pd.DataFrame | None, display: str = "system.atoms") -> None:
+    """A system's atoms must agree with the corpus: known source, its holder, not observed before it.
+
+    `atoms` are validated contract rows (with `_line`). The source's observation time
+    is the earliest `observed_at` of its segments. Raises AtomsError with one line
+    naming the first bad row (and how many more there are).
+    """
+    if segments is None or not len(segments) or not {"holder", "observed_at"} <= set(segments.columns):
+        return
+    observed = pd.to_datetime(segments["observed_at"], utc=True)
+    first_seen = observed.groupby(segments["source_id"].astype(str)).min().to_dict()
+    holders = segments.groupby(segments["source_id"].astype(str))["holder"].agg(lambda h: set(h.astype(str))).to_dict()
+    problems: list[str] = []
+    lines = atoms["_line"].tolist() if "_line" in atoms.columns else [None] * len(atoms)
+    stamps = pd.to_datetime(atoms["observed_at"], utc=True)
+    for line, sid, holder, ts in zip(lines, atoms["source_id"].astype(str), atoms["holder"].astype(str), stamps, strict=True):
+        where = f"{display}:{line}" if line is not None else display
+        if sid not in first_seen:
+            problems.append(f"{where}: source_id: {sid} is not a source of the corpus")
+        elif holder not in holders[sid]:
+            problems.append(f"{where}: holder: {holder!r} is not the holder of its source {sid} ({', '.join(sorted(holders[sid]))})")
+        elif ts < first_seen[sid]:
+            problems.append(f"{where}: observed_at: {ts.isoformat()} is before its source {sid} was observed ({first_seen[sid].isoformat()})")
+    if problems:
+        more = f" (and {len(problems) - 1} more row(s))" if len(problems) > 1 else ""
+        raise AtomsError(f"{problems[0]}{more}")
+
+
 def load_system_atoms(path: Path, segments: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
-    """Read, validate (Pandera contract) and convert a system's atoms file."""
-    raw = read_atoms_file(path)
-    return atoms_from_extents(validate_contract(raw, str(path)), segments, str(path))
+    """Read, validate (Pandera contract), check against the corpus and convert a system's atoms file."""
+    rows = validate_contract(read_atoms_file(path), str(path))
+    frames = atoms_from_extents(rows, segments, str(path))
+    check_against_corpus(rows, segments, str(path))
+    return frames
 
 
 def contract_rows(served: dict[str, pd.DataFrame]) -> Iterator[dict[str, Any]]:

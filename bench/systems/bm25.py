@@ -4,6 +4,28 @@
 not see (another holder's) and the atoms observed after `as_of`. Atoms with score 0
 share no term with the question and are not returned. Ties are broken by atom_id
 ascending, so rankings are deterministic.
+
+Abstention (the built-ins `bm25` and `bm25-scoped` declare it: ``abstains = True``)
+-------------------------------------------------------------------------------
+The system answers with a ``confidence``: the share of the question's information
+that its best atom contains, the IDF-weighted share of the question's distinct words
+(stop words excluded) found in the rank-1 atom, with BM25's own IDF; a word no atom
+contains gets the IDF of document frequency 0 (it is information the question asks
+for that the memory does not hold):
+
+    confidence = sum(idf(t) for t in Q if t in top atom) / sum(idf(t) for t in Q)
+
+It answers ``abstain: true`` (still returning its ranked hits, so ranking metrics are
+unaffected) when that share is below one half -- the best atom holds less than half
+of what the question asks about -- or when nothing matched. Everything is derived
+from the index and the question, never from gold, answers or the evaluation sets;
+the one constant (one half: a majority of the question's information) is not tuned.
+Being a share, the confidence does not depend on BM25's score scale or on the
+question's length. (History, for honesty: a first choice, a fixed index-wide score -- two typical
+words once each in an atom of average length -- was replaced after one dev run
+because it ignores question length and gives no confidence; a second version left
+words unknown to the index out of the share, which inflated it. No constant was
+tuned on results.)
 """
 
 from __future__ import annotations
@@ -15,10 +37,12 @@ import numpy as np
 import pandas as pd
 from bm25s.stopwords import STOPWORDS_EN
 
-from bench.systems import Hit, Query
+from bench.systems import Hit, Query, Response
 
 TOKEN = re.compile(r"(?u)\b\w\w+\b")
 STOP = frozenset(STOPWORDS_EN)
+#: abstain when the best atom holds less than this share of the question's IDF-weighted words
+ABSTAIN_BELOW = 0.5
 
 
 def tokenize(text: str) -> list[str]:
@@ -45,18 +69,35 @@ def top_k(scores: np.ndarray, k: int, positive_only: bool) -> np.ndarray:
     return candidates[np.lexsort((candidates, -scores[candidates]))][:k]
 
 
+def bm25_idf(corpus: list[list[str]]) -> dict[str, float]:
+    """BM25's IDF (the Lucene variant bm25s uses by default): ln(1 + (N - df + 0.5) / (df + 0.5))."""
+    df: dict[str, int] = {}
+    for doc in corpus:
+        for t in set(doc):
+            df[t] = df.get(t, 0) + 1
+    n = len(corpus)
+    return {t: float(np.log(1.0 + (n - d + 0.5) / (d + 0.5))) for t, d in df.items()}
+
+
 class BM25System:
-    def __init__(self, atoms: pd.DataFrame, scoped: bool, k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, atoms: pd.DataFrame, scoped: bool, k1: float = 1.5, b: float = 0.75, abstain: bool = False) -> None:
         self.name = "bm25-scoped" if scoped else "bm25"
         self.scoped = scoped
         atoms = sorted_atoms(atoms)
         self.atom_ids = atoms["atom_id"].to_numpy(dtype=object)
+        self.position = {str(a): i for i, a in enumerate(self.atom_ids)} if abstain else {}
         self.holders = atoms["holder"].to_numpy(dtype=object)
         self.observed = pd.to_datetime(atoms["observed_at"], utc=True).to_numpy(dtype="datetime64[ns]")
         corpus = [tokenize(t) for t in atoms["text"].fillna("").tolist()]
         self.retriever = bm25s.BM25(k1=k1, b=b)
         self.retriever.index(corpus, show_progress=False)
         self.vocab = self.retriever.vocab_dict
+        #: declared once: this system abstains when its best atom holds less than ABSTAIN_BELOW
+        #: of the question's IDF-weighted words (module docstring)
+        self.abstains = abstain
+        self.idf = bm25_idf(corpus) if abstain else {}
+        self.atom_terms = [frozenset(doc) for doc in corpus] if abstain else []
+        self.unseen_idf = float(np.log(1.0 + (len(corpus) + 0.5) / 0.5))  # BM25's IDF at document frequency 0
 
     def mask(self, query: Query) -> np.ndarray | None:
         if not self.scoped:
@@ -74,16 +115,29 @@ class BM25System:
             scores = np.where(visible, scores, 0.0)
         return scores
 
-    def search(self, query: Query) -> list[Hit]:
+    def search(self, query: Query) -> list[Hit] | Response:
         scores = self.scores(query)
-        return [Hit(str(self.atom_ids[i]), float(scores[i])) for i in top_k(scores, query.k, positive_only=True)]
+        hits = [Hit(str(self.atom_ids[i]), float(scores[i])) for i in top_k(scores, query.k, positive_only=True)]
+        if not self.abstains:
+            return hits
+        confidence = self.confidence(query, hits)
+        return Response(hits, abstain=confidence < ABSTAIN_BELOW, confidence=confidence)
+
+    def confidence(self, query: Query, hits: list[Hit]) -> float:
+        """IDF-weighted share of the question's distinct words in the rank-1 atom (0 without hits)."""
+        words = set(tokenize(query.question))
+        total = sum(self.idf.get(t, self.unseen_idf) for t in words)
+        if not hits or total <= 0:
+            return 0.0
+        top = self.atom_terms[self.position[hits[0].atom_id]]
+        return float(sum(self.idf[t] for t in words if t in top) / total)
 
 
 def bm25(atoms: pd.DataFrame) -> BM25System:
-    """Entry point of the built-in `bm25`: every atom of every source as one memory."""
-    return BM25System(atoms, scoped=False)
+    """Entry point of the built-in `bm25`: every atom of every source as one memory (abstains)."""
+    return BM25System(atoms, scoped=False, abstain=True)
 
 
 def bm25_scoped(atoms: pd.DataFrame) -> BM25System:
-    """Entry point of the built-in `bm25-scoped`: holder and as_of filtered."""
-    return BM25System(atoms, scoped=True)
+    """Entry point of the built-in `bm25-scoped`: holder and as_of filtered (abstains)."""
+    return BM25System(atoms, scoped=True, abstain=True)

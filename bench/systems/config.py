@@ -9,6 +9,7 @@
       timeout_s: 30       # per query; a query that times out is failed
       concurrency: 1      # queries in flight at once (one channel each)
       warmup: 10          # queries sent once, untimed, before the timed run
+      sandbox: auto       # command systems: auto (bwrap when it works) | required | off
 
 The stage reads params.yaml and passes the dict here; nothing here reads files.
 """
@@ -17,19 +18,20 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.systems import BUILTINS, build_system
+from bench.systems import BUILTINS, build_system, load_entry_point
 from bench.systems.adapters import Adapter, CommandAdapter, HttpAdapter, PythonAdapter, loopback_url
+from bench.systems.sandbox import Launch
 
 ADAPTERS = ("builtin", "python", "command", "http")
 DEFAULTS: dict[str, Any] = {
     "adapter": "builtin", "entry": None, "atoms": None, "depth": 100,
-    "timeout_s": 30.0, "concurrency": 1, "warmup": 10, "startup_timeout_s": 600.0,
+    "timeout_s": 30.0, "concurrency": 1, "warmup": 10, "startup_timeout_s": 600.0, "sandbox": "auto",
 }
+SANDBOX_MODES = ("auto", "required", "off")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class SystemConfig:
     concurrency: int
     warmup: int
     startup_timeout_s: float
+    sandbox: str = "auto"
 
     @property
     def command(self) -> list[str]:
@@ -81,6 +84,16 @@ def system_config(block: dict[str, Any]) -> SystemConfig:
     atoms = merged["atoms"]
     if atoms is not None and (not isinstance(atoms, str) or not atoms):
         raise ValueError(f"system.atoms: must be a path or null, got {atoms!r}")
+    sandbox = merged["sandbox"]
+    if sandbox not in SANDBOX_MODES:
+        raise ValueError(f"system.sandbox: {sandbox!r} is not one of {list(SANDBOX_MODES)}")
+    if sandbox == "required" and adapter in ("python", "http"):
+        raise ValueError(
+            f"system.sandbox: required, but the {adapter} adapter cannot be sandboxed"
+            + (" (it runs in the harness's process); run it through the command adapter: "
+               "entry: \"{python} -m bench.systems.serve module:callable --atoms {atoms}\""
+               if adapter == "python" else " (it is your own server)")
+        )
     return SystemConfig(
         name=name,
         adapter=adapter,
@@ -91,27 +104,36 @@ def system_config(block: dict[str, Any]) -> SystemConfig:
         concurrency=_positive(merged, "concurrency", int, 1),
         warmup=_positive(merged, "warmup", int, 0),
         startup_timeout_s=_positive(merged, "startup_timeout_s", float, 0.001),
+        sandbox=sandbox,
     )
 
 
-def command_argv(cfg: SystemConfig, atoms_jsonl: Callable[[], Path]) -> list[str]:
+def command_argv(cfg: SystemConfig, atoms_path: Path) -> list[str]:
     """The command line with {python} (this interpreter) and {atoms} (the served atoms as JSONL)."""
-    argv = []
-    for arg in cfg.command:
-        if "{atoms}" in arg:
-            arg = arg.replace("{atoms}", str(atoms_jsonl()))
-        argv.append(arg.replace("{python}", sys.executable))
-    return argv
+    return [arg.replace("{atoms}", str(atoms_path)).replace("{python}", sys.executable) for arg in cfg.command]
 
 
-def make_adapter(cfg: SystemConfig, atoms: Any, atoms_jsonl: Callable[[], Path], cwd: Path | None = None) -> Adapter:
-    """Build the adapter `cfg` asks for. Python systems are built here (index build happens now)."""
+def declares_abstention(*objects: Any) -> bool:
+    """True when the system object or its factory has `abstains = True`."""
+    return any(getattr(o, "abstains", False) is True for o in objects)
+
+
+def make_adapter(cfg: SystemConfig, atoms: Any, launch: Launch | None = None) -> Adapter:
+    """Build the adapter `cfg` asks for. Python systems are built here (index build happens now).
+
+    A command system needs its `launch` (bench.systems.sandbox.prepare_launch): the
+    command line (maybe inside bwrap), its scrubbed environment and working folder.
+    """
     if cfg.adapter in ("builtin", "python"):
         entry = cfg.name if cfg.adapter == "builtin" else str(cfg.entry)
         system = build_system(entry, atoms)
         adapter = PythonAdapter(system, entry)
         adapter.name = cfg.name
+        adapter.abstains = declares_abstention(system, load_entry_point(entry))
         return adapter
     if cfg.adapter == "command":
-        return CommandAdapter(command_argv(cfg, atoms_jsonl), cfg.name, cwd=cwd, startup_timeout=cfg.startup_timeout_s)
+        if launch is None:
+            raise ValueError("a command system needs its launch (working folder and environment)")
+        return CommandAdapter(launch.argv, cfg.name, cwd=launch.cwd, startup_timeout=cfg.startup_timeout_s,
+                              env=launch.env, isolation=launch.isolation)
     return HttpAdapter(str(cfg.entry), cfg.name)

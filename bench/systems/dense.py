@@ -60,6 +60,23 @@ class Encoder:
         return np.asarray(vectors, dtype=np.float32)
 
 
+#: texts per progress step when embedding the index (a multiple of BATCH)
+PROGRESS_STEP = BATCH * 16
+
+
+def encode_with_progress(encoder: Encoder, texts: list[str]) -> np.ndarray:
+    """`encoder.encode` over the texts in steps of PROGRESS_STEP, with progress on stderr."""
+    from bench import progress
+
+    parts = []
+    with progress.bar(-(-len(texts) // BATCH), "dense: embedding atoms", "batches") as bar:
+        for start in range(0, len(texts), PROGRESS_STEP):
+            chunk = texts[start:start + PROGRESS_STEP]
+            parts.append(encoder.encode(chunk))
+            bar.advance(-(-len(chunk) // BATCH))
+    return np.concatenate(parts) if parts else encoder.encode([])
+
+
 class DenseSystem:
     def __init__(self, atoms: pd.DataFrame, scoped: bool, encoder: Encoder | None = None, embeddings: np.ndarray | None = None) -> None:
         self.name = "dense-scoped" if scoped else "dense"
@@ -74,7 +91,7 @@ class DenseSystem:
         if embeddings is None:
             embeddings = np.zeros((len(atoms), 384), dtype=np.float32)
             idx = np.flatnonzero(self.has_text)
-            embeddings[idx] = self.encoder.encode(texts.iloc[idx].tolist())
+            embeddings[idx] = encode_with_progress(self.encoder, texts.iloc[idx].tolist())
         self.embeddings = embeddings
 
     def scores(self, query: Query) -> np.ndarray:

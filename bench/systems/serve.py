@@ -3,10 +3,15 @@
     python -m bench.systems.serve bm25 --atoms data/served            # JSON lines on stdin/stdout
     python -m bench.systems.serve bm25 --atoms data/served --http 127.0.0.1:8765
 
+As a command system this runs any Python entry point sandboxed (the python adapter
+runs in the harness's own process and cannot be isolated):
+
+    entry: "{python} -m bench.systems.serve mypkg.mod:factory --atoms {atoms}"
+
 `--atoms` is a folder of `<modality>.parquet` atoms (the harness's `data/served/`
 or `data/atoms/`) or an atoms file in the contract format (JSONL or Parquet). The
-system is built first; then one line `{"ready": true}` (with `"url"` in HTTP mode)
-is printed on stdout. This wraps the built-in systems in the external protocols, so
+system is built first; then one line `{"ready": true}` (with `"url"` in HTTP mode,
+and `"abstains": true` when the system has `abstains = True`) is printed on stdout. This wraps the built-in systems in the external protocols, so
 the harness can check that a system's metrics do not depend on the adapter.
 """
 
@@ -22,7 +27,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from bench.systems import System, build_system
+from bench.systems import System, build_system, load_entry_point
 from bench.systems.adapters import loopback_url
 from bench.systems.protocol import query_of_request, response_to_json
 
@@ -45,8 +50,16 @@ def answer(system: System, request: dict[str, Any]) -> dict[str, Any]:
     return response_to_json(system.search(query_of_request(request)), request.get("id"))
 
 
-def serve_lines(system: System, stdin: Any, stdout: Any, record: Any = None) -> None:
-    stdout.write(json.dumps({"ready": True}) + "\n")
+def ready_line(system: System, factory: Any = None, **extra: Any) -> dict[str, Any]:
+    """{"ready": true}, with "abstains": true when the system or its factory has `abstains = True`."""
+    line: dict[str, Any] = {"ready": True, **extra}
+    if any(getattr(o, "abstains", False) is True for o in (system, factory)):
+        line["abstains"] = True
+    return line
+
+
+def serve_lines(system: System, stdin: Any, stdout: Any, record: Any = None, factory: Any = None) -> None:
+    stdout.write(json.dumps(ready_line(system, factory)) + "\n")
     stdout.flush()
     for line in stdin:
         if not line.strip():
@@ -96,11 +109,12 @@ def make_server(system: System, host: str, port: int, record: Any = None) -> Thr
 def main(entry: str, atoms_path: Path, http_addr: str | None, record_path: Path | None) -> None:
     try:
         system = build_system(entry, load_atoms(atoms_path))
+        factory = load_entry_point(entry)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     record = open(record_path, "a", encoding="utf-8") if record_path else None  # noqa: SIM115 - lives as long as the server
     if http_addr is None:
-        serve_lines(system, sys.stdin, sys.stdout, record)
+        serve_lines(system, sys.stdin, sys.stdout, record, factory)
         return
     host, _, port = http_addr.rpartition(":")
     try:
@@ -109,7 +123,7 @@ def main(entry: str, atoms_path: Path, http_addr: str | None, record_path: Path 
         raise click.ClickException(str(exc)) from None
     server = make_server(system, host, int(port), record)
     url = f"http://{host}:{server.server_address[1]}/"
-    sys.stdout.write(json.dumps({"ready": True, "url": url}) + "\n")
+    sys.stdout.write(json.dumps(ready_line(system, factory, url=url)) + "\n")
     sys.stdout.flush()
     try:
         server.serve_forever()

@@ -52,4 +52,14 @@ def serve_argv(served: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "bench.systems.serve", "tests.systems.fake:build", "--atoms", str(served), *extra]
 
 
-__all__ = ["ROOT", "entry", "make_atoms", "serve_argv"]
+def bwrap_usable() -> bool:
+    """Whether command systems get bubblewrap here (`system.sandbox: auto` picks it)."""
+    from bench.systems.sandbox import SandboxError, choose_isolation
+
+    try:
+        return choose_isolation("auto")[0] == "bwrap"
+    except SandboxError:
+        return False
+
+
+__all__ = ["ROOT", "bwrap_usable", "entry", "make_atoms", "serve_argv"]

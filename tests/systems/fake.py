@@ -71,3 +71,11 @@ class Fake:
 
 def build(atoms: pd.DataFrame) -> Fake:
     return Fake(atoms)
+
+
+class AbstainingFake(Fake):
+    abstains = True  # declares that it uses abstention (bench.systems.config.declares_abstention)
+
+
+def build_abstaining(atoms: pd.DataFrame) -> AbstainingFake:
+    return AbstainingFake(atoms)

@@ -130,7 +130,7 @@ def test_failed_queries_stay_in_the_denominator(served_dir):
     })
     atoms = make_atoms()
     gold = pd.DataFrame({"query_id": [e["query_id"] for e in es], "gold_idx": 0, "atom_id": atoms["atom_id"].iloc[0]})
-    pq = per_query(ent, result.run, gold, atoms, k=10, strong_score=12.0, failed=result.failed)
+    pq = per_query(ent, result.run, gold, atoms, k=10, failed=result.failed)
     cell = aggregate(pq, result.latency, result.failed)["by_modality"]["conversation"]["recall@10"]
     assert (cell["n"], cell["denominator"], cell["value"]) == (2, 3, pytest.approx(2 / 3))
 
@@ -205,7 +205,7 @@ def test_latency_is_per_call_excludes_warmup_and_failures():
     # n counts the timed, non-failed queries; the failed one stays in the denominator
     ent = pd.DataFrame({"query_id": [e["query_id"] for e in es], "modality": "conversation", "unanswerable": False,
                         "as_of": pd.Timestamp("2023-05-02", tz="UTC"), "holder": "h", "n_regions": 1})
-    pq = per_query(ent, result.run, pd.DataFrame(columns=["query_id", "gold_idx", "atom_id"]), make_atoms(), k=10, strong_score=12.0, failed=result.failed)
+    pq = per_query(ent, result.run, pd.DataFrame(columns=["query_id", "gold_idx", "atom_id"]), make_atoms(), k=10, failed=result.failed)
     cell = aggregate(pq, result.latency, result.failed)["overall"]["latency_p50_ms"]
     assert (cell["value"], cell["n"], cell["denominator"]) == (pytest.approx(25.0), 4, 5)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -160,3 +161,31 @@ def test_read_atoms_file_refuses_a_missing_file(tmp_path):
     with pytest.raises(AtomsError, match="missing field"):
         validate_contract(pd.DataFrame({"atom_id": ["x"], "_line": [1]}), "f")
     assert atoms_from_extents(validate_contract(pd.DataFrame([{**GOOD, "_line": 1}]), "f"), None)["conversation"]["dataset"].tolist() == ["locomo"]
+
+
+def test_atoms_must_agree_with_the_corpus(real, tmp_path):
+    """Issue probe: atoms declaring observed_at 1970 made every atom 'past' (temporal correctness 0.13 -> 1.0)."""
+    rows = list(contract_rows(real["atoms"]))
+    conv = next(i for i, r in enumerate(rows) if r["modality"] == "conversation")
+    sid = rows[conv]["source_id"]
+    first_seen = pd.to_datetime(real["segments"].loc[real["segments"]["source_id"] == sid, "observed_at"], utc=True).min()
+    path = tmp_path / "1970.jsonl"
+    where = re.escape(f"{path}:{conv + 1}: ")
+    cases = [
+        ({"observed_at": "1970-01-01T00:00:00+00:00"},
+         where + re.escape(f"observed_at: 1970-01-01T00:00:00+00:00 is before its source {sid} was observed ({first_seen.isoformat()})") + "$"),
+        ({"holder": "someone-else"}, where + re.escape(f"holder: 'someone-else' is not the holder of its source {sid} (")),
+        ({"source_id": "locomo:conv-999:session-1"}, where + re.escape("source_id: locomo:conv-999:session-1 is not a source of the corpus") + "$"),
+    ]
+    for change, message in cases:
+        bad = [dict(r) for r in rows]
+        bad[conv].update(change)
+        write_jsonl(path, bad)
+        with pytest.raises(AtomsError, match="^" + message):
+            load_system_atoms(path, real["segments"])
+    # every atom of the file declaring 1970: refused in one line that counts the rest
+    every = [{**r, "observed_at": "1970-01-01T00:00:00+00:00"} for r in rows]
+    write_jsonl(tmp_path / "all.jsonl", every)
+    with pytest.raises(AtomsError) as info:
+        load_system_atoms(tmp_path / "all.jsonl", real["segments"])
+    assert "\n" not in str(info.value) and f"(and {len(rows) - 1} more row(s))" in str(info.value)

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from tests.conftest import need_mirror
-from tests.project_copy import copy_project, project_env, run
+from tests.systems.conftest import bwrap_usable
+from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
 
 pytestmark = pytest.mark.e2e
 
@@ -42,13 +43,14 @@ def metrics(work: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
+def project(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> tuple[Path, dict, dict]:
     need_mirror("mmlongbench-doc", "locomo")
-    work = copy_project(tmp_path_factory.mktemp("e2e-systems") / "project", datasets=["mmlongbench", "locomo"])
+    work = copy_project(tmp_path_factory.mktemp("e2e-systems") / "project", datasets=["mmlongbench", "locomo"], ocr_cache=ocr_cache)
     set_system(work)
     env = project_env(work.parent / "site-cache")
     sh(["git", "init", "-q"], work, env)
     sh(["dvc", "repro"], work, env)
+    keep_ocr_cache(work, ocr_cache)
     return work, env, metrics(work)
 
 
@@ -60,6 +62,8 @@ def test_builtin_run_reports_adapter_and_failures(project):
     report = (work / "reports/dev.md").read_text()
     assert "## System under test" in report and "| modality | queries | failed | timeout | crash |" in report
     assert base["conversation"]["recall@10"]["n"] > 0
+    info = json.loads((work / "data/runs/system.json").read_text())
+    assert info["isolation"] == "none" and info["abstains"] is False  # in-process: not sandboxed, and says so
 
 
 def test_same_metrics_whichever_adapter_runs_bm25(project):
@@ -67,10 +71,12 @@ def test_same_metrics_whichever_adapter_runs_bm25(project):
     set_system(work, adapter="python", entry="bench.systems.bm25:bm25")
     sh(["dvc", "repro"], work, env)
     assert metrics(work) == base
-    set_system(work, adapter="command", entry="{python} -m bench.systems.serve bm25 --atoms data/served", concurrency=2)
+    set_system(work, adapter="command", entry="{python} -m bench.systems.serve bm25 --atoms {atoms}", concurrency=2)
     sh(["dvc", "repro"], work, env)
-    assert metrics(work) == base
-    assert json.loads((work / "data/runs/system.json").read_text())["adapter"] == "command"
+    assert metrics(work) == base  # sandboxed (the bench package visible, its sets hidden): same numbers
+    info = json.loads((work / "data/runs/system.json").read_text())
+    assert info["adapter"] == "command" and info["isolation"] == ("bwrap" if bwrap_usable() else "process")
+    assert info["abstains"] is False
     server = subprocess.Popen(
         [sys.executable, "-m", "bench.systems.serve", "bm25", "--atoms", "data/served", "--http", "127.0.0.1:0"],
         cwd=work, env=env, stdout=subprocess.PIPE, text=True,
@@ -115,3 +121,9 @@ def test_system_serving_its_own_atoms(project):
     (work / "my_atoms.jsonl").write_text(json.dumps({**rows[0], "observed_at": "2023-01-01"}) + "\n")
     proc = subprocess.run(["dvc", "repro", "-f", "retrieve", "--single-item"], cwd=work, env=env, capture_output=True, text=True)
     assert proc.returncode != 0 and "my_atoms.jsonl:1: observed_at: must be ISO 8601 time with a timezone" in proc.stderr + proc.stdout
+    # issue probe: atoms that claim to be observed in 1970 (so never "future") are refused, naming the row
+    (work / "my_atoms.jsonl").write_text("".join(json.dumps({**r, "observed_at": "1970-01-01T00:00:00+00:00"}) + "\n" for r in rows))
+    proc = subprocess.run([sys.executable, "-m", "stages.retrieve"], cwd=work, env=env, capture_output=True, text=True)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 1 and len(errors) == 1
+    assert "my_atoms.jsonl:1: observed_at: 1970-01-01T00:00:00+00:00 is before its source" in errors[0] and "more row(s)" in errors[0]

@@ -42,7 +42,6 @@ earliest of the 11 PRs); as_of: the row's created_at (the fix PR's creation).
 from __future__ import annotations
 
 import csv
-import io
 import json
 import re
 import warnings

@@ -9,7 +9,7 @@ from typing import ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
-from bench.modalities.pdf.modality import extract_pdf
+from bench.modalities.pdf.modality import MIN_LAYER_CHARS, add_ocr_text, extract_pdf
 
 FORMATS = {"Str": "str", "Int": "int", "Float": "float", "List": "list", "None": "none"}
 #: MMLongBench documents are static reports: one fixed, documented moment for all of
@@ -62,14 +62,17 @@ class MMLongBench(Dataset):
             found.add(f"{self.key}:{doc}")
         return sorted(found)
 
-    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+    def extract(self, files: dict[str, Path], ocr_min_chars: int = MIN_LAYER_CHARS) -> pd.DataFrame:
+        """Pages' text layer; a page with fewer than `ocr_min_chars` non-space characters
+        is OCR'd instead (params.yaml `extraction.pdf.ocr_min_chars`; 0: no page OCR)."""
         jobs = [
             (str(local), f"{self.key}:{path[len('data/documents/'):]}")
             for path, local in sorted(files.items())
             if path.startswith("data/documents/")
         ]
-        rows = [row for doc in extract_many(jobs) for row in doc]
-        df = pd.DataFrame(rows, columns=["source_id", "page", "block", "text"])
+        docs = add_ocr_text(extract_many(jobs), [path for path, _ in jobs], min_chars=ocr_min_chars)
+        rows = [row for doc in docs for row in doc]
+        df = pd.DataFrame(rows, columns=["source_id", "page", "block", "text", "text_source"])
         df["dataset"] = self.key
         df["modality"] = self.modality
         df["holder"] = HOLDER
@@ -131,15 +134,26 @@ def extract_many(jobs: list[tuple[str, str]], workers: int | None = None) -> lis
     results come back in job order, so the output does not depend on the pool.
     """
     import os
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
+    from bench import progress
+
     workers = workers or os.cpu_count() or 1
-    if workers == 1 or len(jobs) < 2:
-        return [_extract_job(job) for job in jobs]
-    # fork, not spawn: spawn re-runs the caller's __main__ (see bench/modalities/ocr.py)
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("fork")) as pool:
-        return list(pool.map(_extract_job, jobs, chunksize=1))
+    with progress.bar(len(jobs), "pdf text layer", "files") as bar:
+        if workers == 1 or len(jobs) < 2:
+            out = []
+            for job in jobs:
+                out.append(_extract_job(job))
+                bar.advance()
+            return out
+        # fork, not spawn: spawn re-runs the caller's __main__ (see bench/modalities/ocr.py)
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("fork")) as pool:
+            futures = [pool.submit(_extract_job, job) for job in jobs]
+            for fut in as_completed(futures):
+                fut.result()
+                bar.advance()
+            return [fut.result() for fut in futures]
 
 
 def count_pages(folder: Path) -> dict[str, int]:

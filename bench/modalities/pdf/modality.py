@@ -5,6 +5,18 @@ paragraph of pypdfium2's page text, split at blank lines; a page with no blank l
 is one block 0, and a page with no text layer is one empty block 0, so every page
 exists as a segment even when it holds only pictures.
 
+Pages without a usable text layer (scans, slides, charts): a page whose text layer
+has fewer than MIN_LAYER_CHARS (16) non-space characters is rendered by pdfium at
+RENDER_SCALE (2.0, i.e. 144 dpi; at 1.0 the OCR engine misses most small print) and
+OCR'd with the same engine and settings as screenshots (bench/modalities/ocr.py,
+through its cache, on every core). The OCR lines (reading order, one per line)
+become the page's single block 0 and the segment's ``text_source`` is ``ocr``,
+unless OCR found fewer non-space characters than the layer had, in which case the
+layer text stays (``layer``). A page OCR found nothing on keeps its empty block 0
+with ``text_source`` ``ocr``. Every other segment has ``text_source`` ``layer``.
+Gold (whole pages) never changes. An atom's ``text_source`` is ``ocr`` when any
+of its text comes from an OCR segment, else ``layer``.
+
 Overlap: an atom overlaps a page (or block) when their character spans in the
 document's joined text intersect with positive length. A page with no text has an
 empty span; it is overlapped by every atom whose page range covers it (the page
@@ -82,9 +94,10 @@ class PdfModality(Modality):
                         "page_end": atom["page_end"],
                         "char_start": atom["char_start"],
                         "char_end": atom["char_end"],
+                        "text_source": atom["text_source"],
                     }
                 )
-        return pd.DataFrame(rows, columns=ATOM_PDF_COLUMNS)
+        return pd.DataFrame(rows, columns=[*ATOM_PDF_COLUMNS, "text_source"])
 
     def overlap(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
         seg = layout(segments)
@@ -197,9 +210,36 @@ ATOM_PDF_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
     "page_start", "page_end", "char_start", "char_end",
 ]
+#: a page whose text layer has fewer non-space characters than this is OCR'd
+MIN_LAYER_CHARS = 16
+#: pdfium render scale of a page to OCR (1.0 = 72 dpi)
+RENDER_SCALE = 2.0
+
+
+def _ocr_spans(seg: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Character spans of the segments whose (non-empty) text comes from OCR."""
+    if "text_source" not in seg.columns:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    sel = seg[(seg["text_source"] == "ocr") & (seg["char_end"] > seg["char_start"])]
+    return sel["char_start"].to_numpy(dtype=np.int64), sel["char_end"].to_numpy(dtype=np.int64)
 
 
 def _chunk_one(seg: pd.DataFrame, strategy: str, options: dict[str, Any]) -> list[dict]:
+    o_lo, o_hi = _ocr_spans(seg)
+    atoms = _chunk_text(seg, strategy, options)
+    for atom in atoms:
+        has_ocr = bool(((o_lo < atom["char_end"]) & (o_hi > atom["char_start"])).any()) if len(o_lo) else False
+        atom["text_source"] = "ocr" if has_ocr else "layer"
+    if strategy == "page" and "text_source" in seg.columns:
+        # a page OCR found nothing on holds no OCR text, but its text is OCR's (empty) reading
+        ocr_pages = set(seg.loc[seg["text_source"] == "ocr", "page"].tolist())
+        for atom in atoms:
+            if atom["page_start"] in ocr_pages:
+                atom["text_source"] = "ocr"
+    return atoms
+
+
+def _chunk_text(seg: pd.DataFrame, strategy: str, options: dict[str, Any]) -> list[dict]:
     text = joined_text(seg)
     if strategy == "page":
         out = []
@@ -255,3 +295,50 @@ def _split_blocks(text: str) -> list[str]:
     import re
 
     return re.split(r"\n[ \t]*\n", text)
+
+
+def _nonspace(text: str) -> int:
+    return len(text) - sum(ch.isspace() for ch in text)
+
+
+def needs_ocr(page_rows: list[dict], min_chars: int = MIN_LAYER_CHARS) -> bool:
+    """True when the page's text layer (all its blocks) has fewer than `min_chars` non-space characters."""
+    return sum(_nonspace(r["text"]) for r in page_rows) < min_chars
+
+
+def add_ocr_text(docs: list[list[dict]], paths: list[str], workers: int | None = None,
+                 min_chars: int = MIN_LAYER_CHARS, scale: float = RENDER_SCALE) -> list[list[dict]]:
+    """Rows of `extract_pdf` per document, with pages below `min_chars` OCR'd (module doc).
+
+    `paths[i]` is the PDF of `docs[i]`. Every row gains `text_source` (layer | ocr).
+    OCR runs through `bench.modalities.ocr.ocr_many` (its cache, its process pool).
+    """
+    from bench.modalities.ocr import PageImage, ocr_many
+
+    pages: list[tuple[int, int, list[dict]]] = []  # (doc index, page, rows of that page)
+    for d, rows in enumerate(docs):
+        by_page: dict[int, list[dict]] = {}
+        for row in rows:
+            by_page.setdefault(row["page"], []).append(row)
+        pages += [(d, page, grp) for page, grp in by_page.items()]
+    todo = [(d, page, grp) for d, page, grp in pages if needs_ocr(grp, min_chars)]
+    results = ocr_many([PageImage(paths[d], page - 1, scale) for d, page, _ in todo], workers=workers,
+                       label="ocr text-less pdf pages", unit="pages")
+    replaced: dict[tuple[int, int], list[dict]] = {}
+    for (d, page, grp), res in zip(todo, results, strict=True):
+        ocr_text = "\n".join(line for line in (b.text.replace("\x00", "").strip() for b in res.boxes) if line)
+        if _nonspace(ocr_text) >= sum(_nonspace(r["text"]) for r in grp):
+            replaced[(d, page)] = [{**grp[0], "block": 0, "text": ocr_text, "text_source": "ocr"}]
+    out: list[list[dict]] = []
+    for d, rows in enumerate(docs):
+        doc_rows: list[dict] = []
+        seen: set[int] = set()
+        for row in rows:
+            new = replaced.get((d, row["page"]))
+            if new is None:
+                doc_rows.append({**row, "text_source": "layer"})
+            elif row["page"] not in seen:
+                doc_rows += new
+            seen.add(row["page"])
+        out.append(doc_rows)
+    return out

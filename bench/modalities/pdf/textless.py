@@ -1,0 +1,49 @@
+"""Answerable PDF entries whose every gold page has empty text (nothing to retrieve by text).
+
+With OCR of text-less pages (modality.add_ocr_text) such an entry remains only when
+OCR found no text on any of its gold pages (blank pages, pictures without words);
+the report lists them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+
+def page_texts(segments: pd.DataFrame) -> pd.DataFrame:
+    """One row per (source_id, page): chars (non-space) and text_source of the page."""
+    seg = segments[segments["modality"] == "pdf"] if "modality" in segments.columns else segments
+    if seg.empty:
+        return pd.DataFrame(columns=["source_id", "page", "chars", "text_source"])
+    chars = seg["text"].fillna("").str.replace(r"\s+", "", regex=True).str.len()
+    source = seg["text_source"] if "text_source" in seg.columns else pd.Series("layer", index=seg.index)
+    frame = pd.DataFrame({"source_id": seg["source_id"], "page": seg["page"].astype(int), "chars": chars,
+                          "ocr": source == "ocr"})
+    out = frame.groupby(["source_id", "page"], sort=True).agg(chars=("chars", "sum"), ocr=("ocr", "any")).reset_index()
+    out["text_source"] = out["ocr"].map({True: "ocr", False: "layer"})
+    return out.drop(columns="ocr")
+
+
+def textless_gold(entries: list[dict], segments: pd.DataFrame) -> dict[str, Any]:
+    """Answerable pdf entries whose gold pages all have empty text.
+
+    Returns {"answerable": n answerable pdf entries, "entries": [{query_id, source_id,
+    pages, text_source}]} where text_source lists each gold page's source (``ocr``
+    means OCR ran on it and found nothing).
+    """
+    pages = page_texts(segments).set_index(["source_id", "page"])
+    rows: list[dict] = []
+    answerable = 0
+    for e in entries:
+        if e.get("modality") != "pdf" or e.get("unanswerable") or not e.get("gold"):
+            continue
+        answerable += 1
+        keys = [(g["source_id"], int(g["region"]["page"])) for g in e["gold"]]
+        known = [k for k in keys if k in pages.index]
+        if not known or any(int(pages.at[k, "chars"]) > 0 for k in known):
+            continue
+        rows.append({"query_id": e["query_id"], "source_id": keys[0][0], "pages": [p for _, p in known],
+                     "text_source": [str(pages.at[k, "text_source"]) for k in known]})
+    return {"answerable": answerable, "entries": rows}

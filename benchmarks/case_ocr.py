@@ -1,0 +1,82 @@
+"""Case: the OCR part of extraction (bench.modalities.ocr.ocr_many, cold cache) vs bare rapidocr.
+
+Ours: `ocr_many` over real mirrored images with a fresh, empty cache folder, as a
+cold extraction runs it: hash every image, look it up, OCR the misses in a process
+pool over all cores (each worker builds its own engine), write every result
+atomically. Reference: the bare engine (built once, outside the timing) called on
+the same images one after another in this process; its time is divided by the
+cores our pool uses, i.e. a perfect parallel speed-up. ratio = ours / (bare / cores),
+goal <= 1.2. A second figure times the warm cache (every image a hit) against the
+same reference.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from benchmarks.common import MIRROR, best_of, figure
+
+SCREENS = MIRROR / "screenagent_test" / "data" / "ScreenAgent" / "test"
+PHOTOS = MIRROR / "coco_captions_val2017" / "val2017"
+
+
+def images(n_screens: int, n_photos: int) -> list[Path]:
+    """The first n screenshots and photos of the mirror (sorted paths: the same set every run)."""
+    screens = sorted(SCREENS.glob("*/images/*.jpg"))[:n_screens] if SCREENS.is_dir() else []
+    photos = sorted(PHOTOS.glob("*.jpg"))[:n_photos] if PHOTOS.is_dir() else []
+    return screens + photos
+
+
+def _bare(engine, paths: list[Path]) -> int:
+    boxes = 0
+    for path in paths:
+        result = engine(str(path))
+        boxes += len(result.txts or ())
+    return boxes
+
+
+def run_case(n_screens: int, n_photos: int, repeats: int) -> list[dict] | dict:
+    from bench import progress
+    from bench.modalities import ocr
+
+    paths = images(n_screens, n_photos)
+    if not paths:
+        return {"skipped": "no ScreenAgent or COCO images in the mirror"}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    used = max(1, min(cores, len(paths)))
+    engine = ocr._engine()
+    _bare(engine, paths[:1])  # warm the reference engine
+    progress.configure(enabled=False)
+    scratch = Path(tempfile.mkdtemp(prefix="bench-ocr-"))
+    try:
+        folders = iter(range(10_000))
+
+        def cold() -> int:
+            cache = ocr.OcrCache(scratch / f"cold{next(folders)}")
+            return sum(len(r.boxes) for r in ocr.ocr_many(paths, workers=used, cache=cache))
+
+        t_ours, all_ours, boxes = best_of(cold, repeats)
+        warm_folder = scratch / "cold0"
+
+        def warm() -> int:
+            return sum(len(r.boxes) for r in ocr.ocr_many(paths, workers=used, cache=ocr.OcrCache(warm_folder)))
+
+        t_warm, all_warm, warm_boxes = best_of(warm, repeats)
+        t_bare, all_bare, bare_boxes = best_of(lambda: _bare(engine, paths), repeats)
+    finally:
+        progress.configure(enabled=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    per_core = t_bare / used
+    name = f"OCR of {len(paths)} images ({min(n_screens, len(paths))} screenshots, rest photos)"
+    reference = (f"bare rapidocr {ocr.engine_fingerprint()['rapidocr']} engine, one process, same images, "
+                 f"time / {used} cores (perfect speed-up)")
+    return [
+        figure(f"{name}, cold cache, {used} workers", t_ours, per_core, reference, "ratio <= 1.2", goal_ratio=1.2,
+               images=len(paths), cores_used=used, boxes=boxes, reference_boxes=bare_boxes, bare_serial_s=t_bare,
+               all_ours_s=all_ours, all_reference_s=all_bare, repeats=repeats, statistic="best of repeats"),
+        figure(f"{name}, warm cache (all hits)", t_warm, per_core, reference, "informational",
+               images=len(paths), boxes=warm_boxes, all_ours_s=all_warm, repeats=repeats, statistic="best of repeats"),
+    ]

@@ -1,0 +1,117 @@
+"""OCR cache by content: real images from the mirror, real engine, real files on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.modalities import ocr
+from bench.modalities.ocr import OCR_PARAMS, OcrCache, PageImage, job_key, ocr_many
+
+MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "mirror"
+SHOT = MIRROR / "screenagent_test/data/ScreenAgent/test/08b60963cba94824b4df484f1aca9482/images/2024-01-12_16-52-37-180900.jpg"
+PHOTO = MIRROR / "coco_captions_val2017/val2017/000000000139.jpg"
+PDF = MIRROR / "mmlongbench-doc/data/documents/0e94b4197b10096b1f4c699701570fbf.pdf"
+
+
+def real(*paths: Path) -> list[Path]:
+    for p in paths:
+        if not p.is_file():
+            pytest.skip(f"{p.name} absent from the mirror ({p.parent})")
+    return list(paths)
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], list[ocr.OcrResult], dict]:
+    """One cold OCR of a screenshot and a photo, in the pool, into a fresh cache folder."""
+    images = real(SHOT, PHOTO)
+    folder = tmp_path_factory.mktemp("ocr-cache")
+    cache = OcrCache(folder)
+    results = ocr_many(images, workers=2, cache=cache)
+    return folder, images, results, cache.stats()
+
+
+def test_cold_run_misses_and_stores_one_file_per_image(first_run):
+    folder, _, results, stats = first_run
+    assert stats == {"hits": 0, "misses": 2}
+    files = sorted(folder.rglob("*.json"))
+    assert len(files) == 2
+    assert not list(folder.rglob("*.tmp"))  # atomic writes leave no temp files
+    shot = results[0]
+    assert (shot.width, shot.height) == (1024, 768) and len(shot.boxes) >= 10
+
+
+def test_second_run_is_all_hits_with_identical_boxes(first_run):
+    folder, images, results, _ = first_run
+    cache = OcrCache(folder)  # a new process would start from the files alone
+    again = ocr_many(images, workers=2, cache=cache)
+    assert cache.stats() == {"hits": 2, "misses": 0}
+    assert again == results  # every box, text and score, exactly
+
+
+def test_changed_settings_or_engine_miss(first_run, monkeypatch):
+    folder, images, _, _ = first_run
+    cache = OcrCache(folder)
+    key = cache.key(images[0])
+    assert cache.get(key) is not None
+    monkeypatch.setitem(OCR_PARAMS, "Global.text_score", 0.6)
+    assert cache.key(images[0]) != key and cache.get(cache.key(images[0])) is None
+    monkeypatch.undo()
+    assert cache.key(images[0]) == key
+    fingerprint = ocr.engine_fingerprint()
+    assert fingerprint["models"] and all(len(h) == 64 for h in fingerprint["models"].values())
+    monkeypatch.setattr(ocr, "engine_fingerprint", lambda: {**fingerprint, "rapidocr": "0.0.0"})
+    assert cache.key(images[0]) != key and cache.get(cache.key(images[0])) is None
+
+
+def test_key_follows_content_not_path(first_run, tmp_path):
+    folder, images, results, _ = first_run
+    copy = tmp_path / "renamed.jpg"
+    copy.write_bytes(images[1].read_bytes())
+    cache = OcrCache(folder)
+    assert ocr_many([copy], cache=cache) == [results[1]]
+    assert cache.stats() == {"hits": 1, "misses": 0}
+
+
+def test_unreadable_cache_file_is_a_miss_and_is_rewritten(first_run, tmp_path):
+    _, images, results, _ = first_run
+    folder = tmp_path / "cache"
+    cache = OcrCache(folder)
+    key = cache.key(images[1])
+    target = folder / key[:2] / f"{key}.json"
+    target.parent.mkdir(parents=True)
+    target.write_text("{not json")
+    assert ocr_many([images[1]], cache=cache) == [results[1]]
+    assert cache.stats() == {"hits": 0, "misses": 1}
+    doc = json.loads(target.read_text())
+    assert (doc["width"], doc["height"]) == (results[1].width, results[1].height)
+
+
+def test_page_keys_depend_on_page_scale_and_pdf():
+    sha_a, sha_b = "a" * 64, "b" * 64
+    base = job_key(PageImage("x.pdf", 3, 2.0), sha_a)
+    assert base == job_key(PageImage("elsewhere/y.pdf", 3, 2.0), sha_a)  # content, not path
+    assert base != job_key(PageImage("x.pdf", 4, 2.0), sha_a)
+    assert base != job_key(PageImage("x.pdf", 3, 1.5), sha_a)
+    assert base != job_key(PageImage("x.pdf", 3, 2.0), sha_b)
+    assert base != job_key("x.pdf", sha_a)  # an image file with the same bytes is another job
+
+
+def test_rendered_pdf_page_through_the_cache(tmp_path):
+    pdf = real(PDF)[0]
+    job = PageImage(str(pdf), 3, 2.0)  # a slide with no text layer
+    cache = ocr.use_cache(tmp_path / "pdf")
+    try:
+        first = ocr_many([job])
+        assert ocr.cache_stats() == {"hits": 0, "misses": 1}
+        second = ocr_many([job])
+        assert ocr.cache_stats() == {"hits": 1, "misses": 1}
+        assert cache is not None and second == first
+        assert (first[0].width, first[0].height) == (1440, 810)  # 720 x 405 pt at scale 2
+        assert "US SPACE TRAVEL" in first[0].text
+        assert ocr_many([job], cache=False) == first  # uncached run gives the same boxes
+    finally:
+        ocr.use_cache(None)
+    assert ocr.cache_stats() is None

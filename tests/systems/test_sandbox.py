@@ -1,0 +1,354 @@
+"""Systems under test run sandboxed: they see the media of their atoms, never the gold or the token.
+
+Each probe is a real system started through the real command adapter (bench.systems.session).
+With bubblewrap on the machine, `sandbox: auto` runs it in bwrap and the bwrap-only
+assertions run; `sandbox: off` (and any machine without bwrap) gives `process` isolation,
+which must still scrub the environment and start the system outside the project.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.chunking import chunk_all
+from bench.retrieve import run_queries
+from bench.systems.adapters import CommandAdapter, HttpAdapter
+from bench.systems.config import system_config
+from bench.systems.sandbox import (
+    ENV_ALLOW,
+    SandboxError,
+    choose_isolation,
+    new_workdir,
+    protected_paths,
+    sweep_stale,
+)
+from bench.systems.session import open_system
+from tests.systems.conftest import ROOT, bwrap_usable, entry
+
+HERE = Path(__file__).parent
+TOKEN = "accept-token-that-must-not-leak"
+SANDBOX_ENV = {"HOME", "TMPDIR", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"}
+
+
+@pytest.fixture(scope="module")
+def served(real_corpus) -> dict:
+    """Real atoms of three MMLongBench-Doc PDFs and three LoCoMo sessions, with their corpus."""
+    segments = real_corpus["segments"]
+    pdfs = sorted(segments.loc[segments["modality"] == "pdf", "source_id"].unique())[:3]
+    sessions = sorted(segments.loc[segments["modality"] == "conversation", "source_id"].unique())[:3]
+    segments = segments[segments["source_id"].isin([*pdfs, *sessions])]
+    atoms = chunk_all(segments, {"pdf": {"strategy": "page"}, "conversation": {"strategy": "turn"}})
+    return {"atoms": atoms, "segments": segments, "manifest": list(real_corpus["manifest"].rows), "store": real_corpus["store"]}
+
+
+def common_atoms(frames: dict) -> pd.DataFrame:
+    cols = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
+    return pd.concat([f[cols] for f in frames.values()], ignore_index=True)
+
+
+def open_for(cfg_block: dict, served: dict, temp_root: Path, host_env: dict | None = None):
+    cfg = system_config({"name": "probe", "adapter": "command", **cfg_block})
+    return open_system(
+        cfg, served["atoms"], common_atoms(served["atoms"]), segments=served["segments"], manifest_rows=served["manifest"],
+        store=served["store"], root=ROOT, temp_root=temp_root, protected=protected_paths(ROOT),
+        host_env=host_env if host_env is not None else dict(os.environ),
+    )
+
+
+def questions(*qs: str) -> list[dict]:
+    return [entry(f"locomo:conv-1:q{i}", q) for i, q in enumerate(qs)]
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_snooping_system_finds_neither_sets_nor_token_but_reads_its_media(served, tmp_path, capfd, mode):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    host_env = {**os.environ, "BENCH_ACCEPT_TOKEN": TOKEN, "DVC_EXP_NAME": "snoop", "DVC_ROOT": str(ROOT), "SECRET_X": "1"}
+    entry_line = f"{{python}} tests/systems/snoop_system.py {{atoms}} guess={ROOT} guess={ROOT.parent} --port {port}"
+    try:
+        with open_for({"entry": entry_line, "sandbox": mode}, served, tmp_path / "systems", host_env) as opened:
+            isolation = opened.info["isolation"]
+            result = run_queries(opened.adapter, questions("what?"), 5, warmup=0, known_atoms=None)
+            workdir = Path(opened.adapter.cwd)
+    finally:
+        listener.close()
+    assert result.failures.empty
+    out = capfd.readouterr().err
+    (line,) = [x for x in out.splitlines() if x.startswith("SNOOP ")]
+    report = json.loads(line[len("SNOOP "):])
+
+    # every isolation: scrubbed environment, started outside the project, in a fresh folder
+    env = report["env"]
+    assert TOKEN not in json.dumps(report["env"]) and "BENCH_ACCEPT_TOKEN" not in env
+    assert not [k for k in env if k.startswith(("DVC_", "BENCH_"))] and "SECRET_X" not in env
+    assert set(env) <= set(ENV_ALLOW) | SANDBOX_ENV | {"PWD"} | {k for k in env if k.startswith("LC_")}
+    assert env.get("PWD", str(workdir)) == str(workdir)  # bwrap --chdir sets PWD
+    assert env["HOME"] == env["TMPDIR"] == str(workdir / "scratch") and report["scratch_ok"]
+    cwd = Path(report["cwd"])
+    assert cwd == workdir and not cwd.is_relative_to(ROOT)
+    assert not workdir.exists()  # removed when the run closed
+    # the media of every served atom is there, read-only, and is the real thing
+    n_sources = served["atoms"]["pdf"]["source_id"].nunique() + served["atoms"]["conversation"]["source_id"].nunique()
+    assert len(report["readable"]) == n_sources and not report["unreadable"]
+    pdfs = {k: v for k, v in report["readable"].items() if k.endswith(".pdf")}
+    assert len(pdfs) == 3 and all(v.startswith("%PDF") for v in pdfs.values())
+    convs = [v for k, v in report["readable"].items() if k.endswith(".jsonl")]
+    assert len(convs) == 3 and all(v.startswith('{"source_id": "locomo:') for v in convs)
+
+    if mode == "off" or not bwrap_usable():
+        assert isolation == "process"
+        return
+    assert isolation == "bwrap"
+    assert report["found_sets"] == []  # not via cwd, its own code's folders, the atoms file or the guessed project root
+    assert report["project_visible"] == []
+    assert report["network"] is False  # --unshare-net: the host's loopback is out of reach
+    assert report["wrote_media"] is False  # the corpus is read-only
+
+
+def test_process_isolation_is_not_a_file_system_boundary(served, tmp_path, capfd):
+    """Documented: without bwrap the project can still be found by a system that knows where it is."""
+    entry_line = f"{{python}} tests/systems/snoop_system.py {{atoms}} guess={ROOT}"
+    with open_for({"entry": entry_line, "sandbox": "off"}, served, tmp_path / "systems") as opened:
+        run_queries(opened.adapter, questions("x"), 5, warmup=0)
+    report = json.loads(next(x for x in capfd.readouterr().err.splitlines() if x.startswith("SNOOP "))[6:])
+    assert report["found_sets"]  # honest: `process` hides env and cwd, not the disk
+
+
+def test_conversation_source_file_is_its_parsed_text_not_the_upstream_annotations(served, tmp_path):
+    with open_for({"entry": "{python} tests/systems/snoop_system.py {atoms}", "sandbox": "off"}, served, tmp_path / "s") as opened:
+        workdir = Path(opened.adapter.cwd)
+        rows = [json.loads(x) for x in (workdir / "atoms.jsonl").read_text().splitlines()]
+        conv = [r for r in rows if r["modality"] == "conversation"]
+        text = (workdir / conv[0]["source_file"]).read_text()
+    segs = served["segments"]
+    mine = segs[segs["source_id"] == conv[0]["source_id"]]
+    lines = [json.loads(x) for x in text.splitlines()]
+    assert [x["text"] for x in lines] == mine["text"].tolist()
+    assert "evidence" not in text and '"qa"' not in text  # LoCoMo's QA block is never shown
+    assert all(r["source_file"] for r in rows)
+
+
+def test_required_sandbox_refuses_without_bwrap(monkeypatch):
+    from bench.systems import sandbox
+
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    with pytest.raises(SandboxError, match=r"^system.sandbox: required, but bwrap \(Debian package bubblewrap\) is not installed$"):
+        choose_isolation("required")
+    assert choose_isolation("auto") == ("process", "bwrap (Debian package bubblewrap) is not installed")
+    with pytest.raises(ValueError, match="python adapter cannot be sandboxed"):
+        system_config({"name": "x", "adapter": "python", "entry": "m:f", "sandbox": "required"})
+
+
+def test_entry_naming_the_sets_or_the_project_is_refused(served, tmp_path):
+    for bad in ("{python} bench/sets/locomo.jsonl", f"{{python}} x.py {ROOT}"):
+        with pytest.raises(SandboxError, match="system.entry"), open_for({"entry": bad}, served, tmp_path / "s"):
+            pass
+    assert list((tmp_path / "s").glob("run-*")) == []  # nothing left behind
+
+
+# --------------------------------------------------------------------------- timeouts that hold
+
+HANG = """
+import json, sys, time
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    req = json.loads(line)
+    if "HANG" in req["question"]:
+        time.sleep(90)  # MARKER
+    print(json.dumps({"id": req["id"], "hits": []}), flush=True)
+"""
+
+
+def alive_with(marker: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def proc_status(pid: int) -> str:
+    try:
+        return " ".join(Path(f"/proc/{pid}/status").read_text().splitlines()[:8])
+    except OSError:
+        return f"{pid}: gone"
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_hanging_system_behind_sh_costs_its_timeout_and_leaves_no_process(served, tmp_path, mode):
+    marker = f"hang-marker-{mode}-{os.getpid()}"
+    script = tmp_path / "hang.py"
+    script.write_text(HANG.replace("MARKER", marker))
+    # the script is named as its own argument ($0), so the sandbox shows it to the wrapper
+    entry_line = f"sh -c '{{python}} \"$0\" {marker}; echo wrapper-done' {script}"
+    es = questions("fine", "HANG one", "fine again", "HANG two", "last")
+    with open_for({"entry": entry_line, "sandbox": mode, "timeout_s": 1}, served, tmp_path / "systems") as opened:
+        result = run_queries(opened.adapter, es, 5, timeout_s=1.0, warmup=1)
+        restarts = opened.adapter.restarts()
+    deadline = time.monotonic() + 10  # SIGKILLed processes may take a moment to leave /proc on a loaded machine
+    while (leftover := alive_with(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert result.failures["kind"].tolist() == ["timeout", "timeout"]
+    assert result.latency["query_id"].tolist() == ["locomo:conv-1:q0", "locomo:conv-1:q2", "locomo:conv-1:q4"]
+    assert restarts == 2
+    # killing only the wrapper left the sleeping grandchild holding stdout: each timeout cost the 90 s sleep
+    assert result.failures["elapsed_ms"].max() < 45_000
+    assert leftover == [], [proc_status(p) for p in leftover]  # no instance outlived the run (the hang sleeps 90 s)
+
+
+class Trickle(threading.Thread):
+    """An HTTP server that sends headers, then one body byte every 0.5 s."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                body = b'{"hits": [], "id": "r1"}' + b" " * 16
+                try:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+                    for byte in body:
+                        if self.stop.is_set():
+                            return
+                        conn.sendall(bytes([byte]))
+                        time.sleep(0.5)
+                except OSError:
+                    continue
+
+
+def test_trickling_http_server_times_out_at_the_deadline():
+    server = Trickle()
+    server.start()
+    try:
+        result = run_queries(HttpAdapter(f"http://127.0.0.1:{server.port}/", "trickle"), questions("x"), 5, timeout_s=1.0, warmup=0)
+    finally:
+        server.stop.set()
+        server.sock.close()
+    assert result.failures["kind"].tolist() == ["timeout"]
+    # a per-read timeout let the 40-byte body through after 20 s; the deadline is per call
+    assert result.failures["elapsed_ms"].iloc[0] < 10_000
+
+
+COLD = """
+import json, sys, time
+print(json.dumps({"ready": True}), flush=True)
+first = True
+log = open(sys.argv[1], "a")
+for line in sys.stdin:
+    req = json.loads(line)
+    log.write(req["id"] + "\\n"); log.flush()
+    if first:
+        time.sleep(1.5)  # the first query after a start loads the index lazily
+        first = False
+    if "CRASH" in req["question"]:
+        log.write("crash\\n"); log.flush()
+        sys.exit(3)
+    print(json.dumps({"id": req["id"], "hits": []}), flush=True)
+"""
+
+
+def test_latency_after_a_restart_is_warm(tmp_path):
+    script, log = tmp_path / "cold.py", tmp_path / "seen.txt"
+    script.write_text(COLD)
+    adapter = CommandAdapter([sys.executable, str(script), str(log)], "cold", startup_timeout=60)
+    es = questions("a", "CRASH", "b", "c")
+    result = run_queries(adapter, es, 5, timeout_s=30, warmup=1)
+    assert result.failures["kind"].tolist() == ["crash"] and adapter.restarts() == 1
+    # the restarted process got the warm-up again before the next timed query
+    assert log.read_text().split() == ["w1", "r1", "r2", "crash", "w1", "r3", "r4"]
+    lat = result.latency.set_index("query_id")["latency_ms"]
+    assert lat["locomo:conv-1:q2"] < 1000  # no 1.5 s start-up cost in the query after the restart
+
+
+# --------------------------------------------------------------------------- temp files of killed runs
+
+KILLED = """
+import sys, time
+from pathlib import Path
+from bench.systems.sandbox import new_workdir
+wd = new_workdir(Path(sys.argv[1]))
+(wd.path / "atoms.jsonl").write_text("x" * 100000)
+print(wd.path, flush=True)
+time.sleep(120)
+"""
+
+
+def test_working_folders_of_killed_runs_are_swept(tmp_path):
+    root = tmp_path / "systems"
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(root)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    killed = Path(proc.stdout.readline().strip())
+    assert (killed / "atoms.jsonl").is_file()
+    with new_workdir(root) as live:
+        assert sweep_stale(root) == []  # the killed run's owner still lives: nothing removed
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        assert sweep_stale(root) == [killed]
+        assert not killed.exists() and live.path.is_dir()  # a live run's folder is kept
+    assert not live.path.exists()
+
+
+# --------------------------------------------------------------------------- abstention declared
+
+
+def test_abstention_is_declared_in_the_ready_line_or_by_attribute(tmp_path):
+    script = tmp_path / "abstainer.py"
+    script.write_text(
+        "import json, sys\nprint(json.dumps({'ready': True, 'abstains': True}), flush=True)\n"
+        "for line in sys.stdin:\n    print(json.dumps({'id': json.loads(line)['id'], 'hits': []}), flush=True)\n"
+    )
+    adapter = CommandAdapter([sys.executable, str(script)], "abstainer", startup_timeout=60)
+    run_queries(adapter, questions("x"), 5, warmup=0)
+    assert adapter.abstains
+    from bench.systems.config import make_adapter
+    from tests.systems.conftest import make_atoms
+
+    plain = make_adapter(system_config({"name": "x", "adapter": "python", "entry": "tests.systems.fake:build"}), make_atoms())
+    declared = make_adapter(system_config({"name": "x", "adapter": "python", "entry": "tests.systems.fake:build_abstaining"}), make_atoms())
+    assert not plain.abstains and declared.abstains
+    from bench.systems.serve import ready_line
+    from tests.systems.fake import build, build_abstaining
+
+    assert ready_line(build_abstaining(make_atoms())) == {"ready": True, "abstains": True}
+    assert ready_line(build(make_atoms())) == {"ready": True}
+
+
+def test_a_run_sweeps_what_killed_runs_left(served, tmp_path):
+    root = tmp_path / "systems"
+    stale = root / "run-deadbeef0000"
+    (stale / "scratch").mkdir(parents=True)
+    (stale / "atoms.jsonl").write_text("x" * 2_000_000)  # a killed run's atoms copy
+    (stale / ".lock").touch()  # its owner is gone: nobody holds the lock
+    with open_for({"entry": "{python} tests/systems/snoop_system.py {atoms}", "sandbox": "off"}, served, root) as opened:
+        assert opened.info["swept_stale"] == 1 and not stale.exists()
+        (live,) = root.glob("run-*")
+    assert not live.exists() and list(root.iterdir()) == []
