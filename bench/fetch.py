@@ -52,7 +52,7 @@ from pathlib import Path
 from bench.archive import read_member
 from bench.io import _umask, atomic_writer, make_readable
 from bench.modalities.base import CorpusFile, Dataset
-from bench.store import hash_tree, local_path, tree_files, tree_path  # the store layout, shared with extraction
+from bench.store import hash_tree, local_path, stored_path, tree_files, tree_path  # the store layout, shared with extraction
 
 CHUNK = 1 << 20
 FETCH_WORKERS = os.cpu_count() or 1
