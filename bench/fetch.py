@@ -52,7 +52,15 @@ from pathlib import Path
 from bench.archive import read_member
 from bench.io import _umask, atomic_writer, make_readable
 from bench.modalities.base import CorpusFile, Dataset
-from bench.store import hash_tree, local_path, stored_path, tree_files, tree_path  # the store layout, shared with extraction
+from bench.store import (  # the store layout, shared with extraction
+    hash_tree,
+    local_path,
+    tree_files,
+    tree_path,
+)
+from bench.store import (
+    stored_path as stored_path,  # re-exported: callers and tests import it from here
+)
 
 CHUNK = 1 << 20
 FETCH_WORKERS = os.cpu_count() or 1
