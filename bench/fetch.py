@@ -59,7 +59,7 @@ from bench.store import (  # the store layout, shared with extraction
     tree_path,
 )
 from bench.store import (
-    stored_path as stored_path,  # re-exported: callers and tests import it from here
+    stored_path,  # noqa: F401 - re-exported: callers and tests import it from here
 )
 
 CHUNK = 1 << 20
