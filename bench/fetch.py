@@ -55,11 +55,9 @@ from bench.modalities.base import CorpusFile, Dataset
 from bench.store import (  # the store layout, shared with extraction
     hash_tree,
     local_path,
+    stored_path,  # noqa: F401 - re-exported: callers and tests import it from here
     tree_files,
     tree_path,
-)
-from bench.store import (
-    stored_path,  # noqa: F401 - re-exported: callers and tests import it from here
 )
 
 CHUNK = 1 << 20
