@@ -50,6 +50,7 @@ B = b"beta document, a little longer\n"
 C = b"gamma: not in any mirror\n"
 MEMBERS = {"inner/one.json": b'{"one": 1}', "inner/two.json": b'{"two": 2}'}
 BUNDLE = zip_bytes(MEMBERS)
+MEMBER_PATHS = ["bundle.zip!/inner/one.json", "bundle.zip!/inner/two.json"]
 FILES = ["docs/a.txt", "docs/b.txt", "docs/c.txt", "bundle.zip", "bundle.zip!/inner/one.json", "bundle.zip!/inner/two.json"]
 INDEX_BYTES = json.dumps({"files": FILES}).encode()
 
@@ -396,6 +397,30 @@ def test_archive_members_extracted_from_the_stored_zip(tmp_path):
         assert stat.S_IMODE(local.stat().st_mode) == umask_mode()
     assert rows["bundle.zip!/inner/one.json"]["url"] == url_of("bundle.zip")
     assert stray_temp_files(store) == []
+
+
+def test_each_file_is_read_once_and_not_copied(tmp_path, monkeypatch):
+    """A first fetch hashes every mirror file once (the outer zip too, though its members
+    are unpacked after it) and writes no copy of a mirror file's bytes."""
+    import bench.fetch as fetch_mod
+
+    reads: list[int] = []
+    real = fetch_mod.hash_file
+
+    def counting(path):
+        reads.append(os.stat(path).st_ino)
+        return real(path)
+
+    monkeypatch.setattr(fetch_mod, "hash_file", counting)
+    store = tmp_path / "store"
+    mirror = make_mirror(tmp_path / "m")
+    rows = by_path(fetch_dataset(FakeDataset(good_pins()), store, [mirror], False, FetchLog()))
+    plain = [INDEX, "docs/a.txt", "docs/b.txt", "bundle.zip"]
+    assert all(rows[p]["status"] == "present" for p in (*plain, *MEMBER_PATHS))
+    mirror_inodes = [os.stat(mirror / "fake-mirror" / p).st_ino for p in plain]
+    assert sorted(reads) == sorted(mirror_inodes)  # each mirror file read once, through its link
+    for path, inode in zip(plain, mirror_inodes, strict=True):
+        assert os.stat(store / "fake" / path).st_ino == inode
 
 
 def test_member_of_a_missing_archive_is_unavailable(tmp_path):
