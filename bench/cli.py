@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from bench.io import LineError
-from bench.validate_sets import project_root, validate_command
+from bench.validate_sets import project_root, register_local_from_params, validate_command
 
 
 @click.group()
@@ -54,6 +54,8 @@ def import_(keys: tuple[str, ...], mirror: str | None) -> None:
 def sources() -> None:
     """List every registered data set with its provenance."""
     from bench.modalities import datasets
+
+    register_local_from_params(project_root())
 
     click.echo(json.dumps([ds.describe() for ds in datasets().values()], indent=2))
 
@@ -145,6 +147,26 @@ def _enabled_set_files(root: Path) -> list[Path]:
     return [root / "bench" / "sets" / f"{k}.jsonl" for k in keys if (root / "bench" / "sets" / f"{k}.jsonl").is_file()]
 
 
+@cli.group("datasets")
+def datasets_cmd() -> None:
+    """Local data sets: your own corpus and gold, with no Python (docs/local-data.md)."""
+
+
+@datasets_cmd.command("new")
+@click.option("--modality", required=True, type=click.Choice(["pdf", "image", "ui_screenshot", "video", "code", "conversation"]))
+@click.argument("folder", type=click.Path(file_okay=False))
+def datasets_new(modality: str, folder: str) -> None:
+    """Write a skeleton local data set in FOLDER with a two-entry example."""
+    from bench.modalities.local import LocalDataError, skeleton
+
+    try:
+        written = skeleton(Path(folder), modality)
+    except LocalDataError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {folder}: {', '.join(written)}")
+    click.echo(f"next: edit dataset.yaml and set.jsonl, put your files in {folder}/files/, add the folder to params.yaml local_datasets")
+
+
 @cli.group("splits")
 def splits_cmd() -> None:
     """The split lock bench/sets/splits.lock: which query_ids are test, frozen."""
@@ -168,7 +190,8 @@ def splits_freeze(reason: str) -> None:
     lock_path = root / "bench" / "sets" / "splits.lock"
     try:
         old = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
-        triples = set_triples(sorted((root / "bench" / "sets").glob("*.jsonl")))
+        local = [ds.set_path for ds in register_local_from_params(root)]  # local data sets' set.jsonl
+        triples = set_triples(sorted((root / "bench" / "sets").glob("*.jsonl")) + local)
         new = freeze(old, triples, utc=datetime.now(timezone.utc).isoformat(timespec="seconds"), git_commit=git_commit(root), reason=reason)
     except (LineError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None

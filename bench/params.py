@@ -116,7 +116,7 @@ WINDOW_PAIRS = (("window_tokens", "overlap_tokens"), ("window_turns", "overlap_t
                 ("window_lines", "overlap_lines"), ("window_seconds", "overlap_seconds"))
 
 SCHEMA: dict[str, Any] = {
-    "datasets": text_list(allow_all=True, nonempty=True),
+    "datasets": text_list(allow_all=True),  # [] only with local_datasets (check_params)
     "local_datasets": text_list(),
     "fetch": {
         "mirror_dirs": text_list(nonempty=True),
@@ -201,6 +201,8 @@ def check_params(doc: Any, strategies: Mapping[str, tuple[str, ...]], registered
         if name not in doc:
             raise ParamsError(name, "missing block")
     _walk("", doc, schema)
+    if doc["datasets"] == [] and not doc.get("local_datasets"):
+        raise ParamsError("datasets", "must not be empty (an empty list runs only the folders of local_datasets, and there are none)")
     for block, names in REQUIRED_IN.items():
         for name in names:
             if name not in doc[block]:

@@ -161,12 +161,16 @@ def freeze(old: SplitLock | None, triples: Sequence[tuple[str, str, str]], *, ut
 
 def set_triples(paths: Sequence[Path]) -> list[tuple[str, str, str]]:
     """(set key, query_id, split) of every entry of the given set files (for a freeze)."""
+    from bench.modalities import datasets
+    from bench.modalities.local import set_key
+
     out: list[tuple[str, str, str]] = []
     for path in paths:
+        key = set_key(path, list(datasets().values()))  # a local data set's set.jsonl: its key
         for lineno, obj in iter_jsonl(path):
             if not isinstance(obj, dict) or not isinstance(obj.get("query_id"), str) or obj.get("split") not in ("dev", "test"):
                 raise LineError(str(path), lineno, "query_id/split", "cannot freeze an entry without a query_id and a dev/test split")
-            out.append((path.stem, obj["query_id"], obj["split"]))
+            out.append((key, obj["query_id"], obj["split"]))
     return out
 
 

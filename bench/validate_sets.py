@@ -20,6 +20,7 @@ if __name__ == "__main__":  # run as a script: put the project root, not bench/,
     sys.path[0] = str(__import__("pathlib").Path(__file__).resolve().parents[1])
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +32,8 @@ import pandas as pd
 
 from bench.corpus import Manifest, load_segments
 from bench.io import LineError
-from bench.modalities import dataset_by_name, modalities
+from bench.modalities import dataset_by_name, datasets, modalities
+from bench.modalities.local import set_key
 from bench.schema import entry_schema, failures, flatten, printable
 from bench.splits import SplitLock, history_failures, lock_failures
 
@@ -135,15 +137,16 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
     keyed: list[tuple[dict, str, int, str]] = []
     for path in paths:
         display = _display(path, root)
+        key = set_key(path, list(datasets().values()))  # a local data set's set.jsonl: its key
         parsed, errs = read_lines(path, display)
         line_errors.extend(errs)
         for lineno, obj in parsed:
             shown = {**obj, "modality": _hashable(obj["modality"])} if isinstance(obj, dict) and isinstance(obj.get("modality"), (list, dict)) else obj
             rows.append(flatten(shown, display, lineno))  # a list as modality would crash a dict lookup
             entries.append((obj, display, lineno))
-            keyed.append((obj, display, lineno, path.stem))
+            keyed.append((obj, display, lineno, key))
         if not parsed:
-            keyed.append((None, display, 0, path.stem))
+            keyed.append((None, display, 0, key))
     if lock is not None:
         line_errors.extend(lock_failures(keyed, lock))
         line_errors.extend(history_failures(lock, committed))
@@ -260,7 +263,9 @@ def _hashable(value: Any) -> Any:
 def _display(path: Path, root: Path | None) -> str:
     try:
         return path.resolve().relative_to((root or Path.cwd()).resolve()).as_posix()
-    except ValueError:
+    except ValueError:  # outside the project (a local data set's set.jsonl): relative to it, never a machine path
+        if root is not None and path.is_absolute():
+            return Path(os.path.relpath(path.resolve(), root.resolve())).as_posix()
         return path.as_posix()
 
 
@@ -296,6 +301,25 @@ def project_root() -> Path:
     return here
 
 
+def register_local_from_params(root: Path) -> list:
+    """Register the folders of params local_datasets (docs/local-data.md); refuse one line on a bad folder."""
+    from bench.modalities import register_local
+    from bench.modalities.local import LocalDataError, load_all
+
+    if not (root / "params.yaml").is_file():
+        return []
+    import yaml
+
+    folders = (yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8")) or {}).get("local_datasets") or []
+    register_local([])  # datasets() is then the registered ones
+    try:
+        found = load_all([root / f for f in folders], [str(f) for f in folders], list(datasets().values()))
+    except LocalDataError as exc:
+        raise click.ClickException(str(exc)) from None
+    register_local(found)
+    return found
+
+
 @click.command("validate")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--manifest", type=click.Path(dir_okay=False), default=None, help="default: bench/corpus/manifest.jsonl")
@@ -304,7 +328,8 @@ def validate_command(files: tuple[str, ...], manifest: str | None) -> None:
     from bench.corpus import IntegrityError, extract_all
 
     root = project_root()
-    paths = [Path(f) for f in files] or sorted((root / "bench" / "sets").glob("*.jsonl"))
+    local = register_local_from_params(root)
+    paths = [Path(f) for f in files] or sorted((root / "bench" / "sets").glob("*.jsonl")) + [ds.set_path for ds in local]
     for p in paths:
         if not p.is_file():
             raise click.ClickException(f"{p}: no such set file")

@@ -8,11 +8,11 @@ registry of every modality) and the mirror roots.
 from __future__ import annotations
 
 import os
-
-import yaml
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from stages.paths import (
     ATOMS,
@@ -34,7 +34,8 @@ from stages.paths import (
 )
 
 __all__ = ["ATOMS", "MANIFEST", "OCR_CACHE", "PARAMS", "REPORTS", "RESOLVED", "ROOT", "RUNS", "SEGMENTS", "SERVED", "SETS_DIR",
-           "SPLIT_LOCK", "STORE", "VALID_DIR", "enabled_datasets", "fail", "mirror_roots", "params", "read_json", "repo_root", "set_files"]
+           "SPLIT_LOCK", "STORE", "VALID_DIR", "LOCAL_FINGERPRINTS", "enabled_datasets", "fail", "local_datasets", "mirror_roots", "params", "read_json", "repo_root", "set_files"]
+LOCAL_FINGERPRINTS = ROOT / "bench" / "corpus" / "local"  # written by the `local` stage, read by fetch
 
 #: overrides params.yaml fetch.mirror_dirs: mirror roots separated by os.pathsep
 MIRROR_ENV = "BENCH_MIRROR_DIRS"
@@ -57,25 +58,49 @@ def params() -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
+def local_datasets() -> list[Any]:
+    """The folders of params `local_datasets` as LocalDataset objects, registered (docs/local-data.md)."""
+    from bench.modalities import datasets, register_local
+    from bench.modalities.local import LocalDataError, load_all
+
+    folders = params().get("local_datasets") or []
+    register_local([])  # datasets() is then the registered ones
+    try:
+        found = load_all([ROOT / f for f in folders], [str(f) for f in folders], list(datasets().values()))
+    except LocalDataError as exc:
+        fail(str(exc))
+    register_local(found)
+    return found
+
+
 def enabled_datasets() -> list[str]:
-    """Keys of the data sets selected by params `datasets` ("all" or a list)."""
+    """Keys of the data sets selected by params `datasets` ("all" or a list), plus every local one."""
     from bench.modalities import datasets
 
+    local = [ds.key for ds in local_datasets()]
     chosen = params().get("datasets", "all")
-    known = datasets()
+    known = [k for k in datasets() if k not in local]
     if chosen == "all":
-        return sorted(known)
-    unknown = [k for k in chosen if k not in known]
+        return sorted([*known, *local])
+    unknown = [k for k in chosen if k not in known and k not in local]
     if unknown:
         fail(f"params.yaml datasets: unknown data set {unknown[0]!r}; registered: {', '.join(sorted(known))}")
-    return sorted(chosen)
+    return sorted({*chosen, *local})
 
 
 def set_files(paths: tuple[str, ...] = ()) -> list[Path]:
-    """Set files of the enabled data sets (bench/sets/<key>.jsonl that exist)."""
+    """Set files of the enabled data sets (bench/sets/<key>.jsonl that exist; a local one's set.jsonl)."""
+    from bench.modalities import datasets
+
     if paths:
         return [Path(p) for p in paths]
-    return [SETS_DIR / f"{k}.jsonl" for k in enabled_datasets() if (SETS_DIR / f"{k}.jsonl").is_file()]
+    out = []
+    for k in enabled_datasets():
+        own = getattr(datasets()[k], "set_path", None)
+        path = own if own is not None else SETS_DIR / f"{k}.jsonl"
+        if path.is_file():
+            out.append(path)
+    return out
 
 
 def repo_root(root: Path) -> Path:

@@ -14,7 +14,7 @@ from bench.metrics import aggregate, false_recall_rules, per_query
 from bench.modalities.pdf.textless import textless_gold
 from bench.report import markdown, metrics_document
 from stages import evaluate_fair
-from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, VALID_DIR, params, read_json
+from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, VALID_DIR, local_datasets, params, read_json
 
 
 def entries_frame(entries: list[dict], regions: pd.DataFrame) -> pd.DataFrame:
@@ -47,6 +47,7 @@ def failure_summary(ent: pd.DataFrame, failures: pd.DataFrame) -> dict[str, dict
 @click.command()
 def main() -> None:
     cfg = params()
+    local_datasets()  # pictures of local data sets come from their files in data/corpus/
     k = int(cfg["metrics"]["k"])
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
     invalid = [r for _, r in iter_jsonl(VALID_DIR / "invalid.jsonl")]

@@ -13,9 +13,11 @@ import click
 
 from bench.io import write_json, write_parquet
 from bench.modalities import load, names
+from bench.modalities.local import LocalDataError
+from bench.modalities.local import load as load_local
 from bench.params import ParamsError, check_extraction
 from bench.store import UNREADABLE, IntegrityError, Manifest, extract_datasets
-from stages.paths import MANIFEST, OCR_CACHE, SEGMENTS, STORE, fail, params
+from stages.paths import MANIFEST, OCR_CACHE, ROOT, SEGMENTS, STORE, fail, params
 
 
 @click.command()
@@ -23,9 +25,12 @@ from stages.paths import MANIFEST, OCR_CACHE, SEGMENTS, STORE, fail, params
 def main(modality: str) -> None:
     if modality not in names():
         fail(f"extract: unknown modality {modality!r}; known: {', '.join(names())}")
+    cfg = params()
     try:
-        options = check_extraction(params().get("extraction")).get(modality, {})
-    except ParamsError as exc:
+        options = check_extraction(cfg.get("extraction")).get(modality, {})
+        # local data sets of this modality (params local_datasets; docs/local-data.md)
+        local = [ds for ds in (load_local(ROOT / f, str(f)) for f in cfg.get("local_datasets") or []) if ds.modality == modality]
+    except (ParamsError, LocalDataError) as exc:
         fail(str(exc))
     package = load(modality)
     cache = OCR_CACHE / modality
@@ -33,8 +38,8 @@ def main(modality: str) -> None:
     unreadable: list[dict] = []  # files extract cannot read: their entries become invalid (validate)
     ocr_stats: dict[str, dict[str, int]] = {}
     try:
-        frames = extract_datasets(Manifest.load(MANIFEST), STORE, package.DATASETS, ocr_cache=cache, unreadable=unreadable, ocr_stats=ocr_stats, options=options)
-    except IntegrityError as exc:
+        frames = extract_datasets(Manifest.load(MANIFEST), STORE, [*package.DATASETS, *local], ocr_cache=cache, unreadable=unreadable, ocr_stats=ocr_stats, options=options)
+    except (IntegrityError, LocalDataError) as exc:
         fail(str(exc))
     # each file is replaced atomically; files of datasets that no longer have segments go
     out = SEGMENTS / modality

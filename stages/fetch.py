@@ -6,6 +6,13 @@ longer selected are removed only after that success. An unsafe archive (absolute
 '..' member, a link, a bomb) stops the stage with one line naming archive and member,
 and, like any refusal, leaves the previous manifest and store as they were (the
 outputs are `persist` in dvc.yaml, so DVC does not delete them before the run).
+
+Local data sets (params `local_datasets`, docs/local-data.md) are fetched from their
+folder like a mirror: every file is hashed into the manifest under the folder's
+revision. `--fingerprint FOLDER` is the command of the `local` stage (one per
+folder, whose DVC dependency is the folder itself): it records the folder's file
+hashes in bench/corpus/local/<key>.json, a dependency of this stage, so that a
+change in the folder re-runs fetch.
 """
 
 from __future__ import annotations
@@ -16,14 +23,39 @@ import click
 
 from bench.archive import ArchiveError
 from bench.fetch import FetchLog, fetch_dataset, network_available, sort_manifest
-from bench.io import write_jsonl
+from bench.io import write_json, write_jsonl
 from bench.modalities import datasets
-from stages.common import MANIFEST, ROOT, STORE, enabled_datasets, fail, mirror_roots, params
+from stages.common import (
+    LOCAL_FINGERPRINTS,
+    MANIFEST,
+    ROOT,
+    STORE,
+    enabled_datasets,
+    fail,
+    mirror_roots,
+    params,
+)
+
+
+def fingerprint(folder: str) -> None:
+    from bench.modalities.local import LocalDataError, load
+    from bench.modalities.local import fingerprint as of
+
+    try:
+        ds = load(ROOT / folder, folder)
+    except LocalDataError as exc:
+        fail(str(exc))
+    write_json(LOCAL_FINGERPRINTS / f"{ds.key}.json", of(ds))
+    click.echo(f"local: {folder}: {len(ds.paths)} corpus files of {ds.key} at revision {ds.revision}")
 
 
 @click.command()
 @click.option("--download", type=click.Choice(["auto", "never", "always"]), default=None, help="override fetch.download")
-def main(download: str | None) -> None:
+@click.option("--fingerprint", "local_folder", default=None, help="record a local data set folder's file hashes (the `local` stage)")
+def main(download: str | None, local_folder: str | None) -> None:
+    if local_folder is not None:
+        fingerprint(local_folder)
+        return
     cfg = params()["fetch"]
     keys = enabled_datasets()
     mode = download or cfg.get("download", "auto")
@@ -33,8 +65,12 @@ def main(download: str | None) -> None:
     rows: list[dict] = []
     for key in keys:
         ds = datasets()[key]
+        local = getattr(ds, "folder", None)
         try:
-            rows.extend(fetch_dataset(ds, STORE, roots, allow, log))
+            if local is not None:  # a local data set: its folder is its only "mirror", never downloaded
+                rows.extend(fetch_dataset(ds, STORE, [local.resolve().parent], False, log))
+            else:
+                rows.extend(fetch_dataset(ds, STORE, roots, allow, log))
         except ArchiveError as exc:
             fail(f"fetch: refused: {str(exc).replace(str(ROOT) + '/', '')}; nothing written to the manifest")
     write_jsonl(MANIFEST, sort_manifest(rows))

@@ -10,6 +10,7 @@ the split lock bench/sets/splits.lock (bench/splits.py).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -70,7 +71,7 @@ def _write(out: Path, result: ValidationResult, dev: list[dict], by_split: dict[
             "invalid": invalid_counts(result.invalid),
             "sha256": {
                 "manifest": sha256_file(MANIFEST),
-                "sets": {p.resolve().relative_to(ROOT).as_posix(): sha256_file(p) for p in paths},
+                "sets": {os.path.relpath(p.resolve(), ROOT).replace(os.sep, "/"): sha256_file(p) for p in paths},
                 "split_lock": sha256_file(SPLIT_LOCK),
             },
         },

@@ -149,6 +149,9 @@ DYNAMIC: dict[tuple[str, str], str] = {
     ("bench.modalities", "load"): "modalities",
     ("bench.systems", "load_entry_point"): "builtin systems",  # BUILTINS; other entry points are the user's code (params)
     ("bench.systems.atoms", "atom_columns"): "every modality's .modality module",
+    # a local data set's parser: the named modality's for `stages.extract <modality>`
+    # (it extracts only local data sets of that modality), every modality's otherwise
+    ("bench.modalities.local", "parser_of"): "the named modality's .local module",
 }
 
 
@@ -189,6 +192,8 @@ def imported_modules(cmd: str) -> set[str]:
                 new |= {p for m in builtin_system_modules() for p in _prefixes(m) if is_project(p)}
             elif kind == "every modality's .modality module":
                 new |= {f"bench.modalities.{m}.modality" for m in modality_names()}
+            elif kind == "the named modality's .local module":
+                new |= {f"bench.modalities.{m}.local" for m in (named or modality_names())}
         # the modality loader, by the names each reached module takes from bench.modalities
         for pkg, name in info.names_from:
             if pkg != MODALITIES_PKG:

@@ -17,6 +17,7 @@ import functools
 import importlib
 import pkgutil
 from types import ModuleType
+from collections.abc import Iterable
 
 from bench.modalities.base import Dataset, Modality
 
@@ -48,12 +49,22 @@ def _load() -> tuple[dict[str, Modality], dict[str, Dataset]]:
     return modalities, datasets
 
 
+#: local data sets (bench/modalities/local.py) the stages registered in this process
+_LOCAL: dict[str, Dataset] = {}
+
+
+def register_local(found: Iterable[Dataset]) -> None:
+    """Make local data sets (built by the stages from params) known like registered ones."""
+    _LOCAL.clear()
+    _LOCAL.update({ds.key: ds for ds in found})
+
+
 def modalities() -> dict[str, Modality]:
     return _load()[0]
 
 
 def datasets() -> dict[str, Dataset]:
-    return _load()[1]
+    return {**_load()[1], **_LOCAL} if _LOCAL else _load()[1]
 
 
 def dataset_by_name(name: str) -> Dataset | None:

@@ -535,7 +535,8 @@ def test_no_answerable_dev_entry_is_left_without_text_unless_ocr_found_none(real
     store = real_corpus["store"]
     docs_rows, paths, sids = [], [], []
     for sid, grp in pdf.groupby("source_id", sort=True):
-        rows = [r for r in grp.drop(columns=["text_source"], errors="ignore").to_dict("records") if (sid, r["page"]) in wanted]
+        rows = [{**r, "page": int(r["page"]), "block": int(r["block"])}
+                for r in grp.drop(columns=["text_source"], errors="ignore").to_dict("records") if (sid, r["page"]) in wanted]
         if rows:
             docs_rows.append(rows)
             paths.append(str(store / "mmlongbench" / "data" / "documents" / sid.split(":", 1)[1]))
