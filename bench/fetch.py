@@ -3,8 +3,12 @@ r"""Fetch: bring every registered corpus file into the local store and list it.
 For each dataset, the annotation files are fetched first; the corpus file list then
 comes from the annotations (`Dataset.corpus_files`), never from what a mirror
 holds. Each file is looked for in the mirror roots first, then at its upstream URL
-(only when downloads are allowed), copied with a temp file and an atomic rename,
-and checked against its pinned sha256 where one is known. A copy whose hash differs
+(only when downloads are allowed), and checked against its pinned sha256 where one
+is known. A mirror file is not copied: mirror files are immutable and pinned, so it
+is hard-linked into the store under a temp name, hashed once (the link shares the
+mirror's bytes) and renamed into place; a copy is made only where a hard link is
+impossible (e.g. across file systems). So a stored file must never be written in
+place (it may be the mirror's own inode); fetch itself only renames. A copy whose hash differs
 from the pin is quarantined (reported, never used, never written over a good file).
 Files that cannot be had are listed with status "unavailable".
 
@@ -31,25 +35,30 @@ folder path (``<name>/``) in the pins file.
 from __future__ import annotations
 
 import contextlib
-import glob
 import hashlib
 import os
+import secrets
 import shutil
 import socket
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.archive import read_member
-from bench.io import _umask, make_readable
+from bench.io import _umask, atomic_writer, make_readable
 from bench.modalities.base import CorpusFile, Dataset
-from bench.store import hash_tree, local_path, tree_files, tree_path  # the store layout, shared with extraction
-from bench.store import stored_path as stored_path  # re-exported: where a manifest row lives in the store
+from bench.store import (  # the store layout, shared with extraction
+    hash_tree,
+    local_path,
+    stored_path,  # noqa: F401 - re-exported: callers and tests import it from here
+    tree_files,
+    tree_path,
+)
 
 CHUNK = 1 << 20
 FETCH_WORKERS = os.cpu_count() or 1
@@ -84,14 +93,48 @@ def copy_hashed(src: Path, dest: Path) -> tuple[str, int, Path]:
     return h.hexdigest(), size, Path(tmp)
 
 
+def link_hashed(src: Path, dest: Path) -> tuple[str, int, Path, bool]:
+    """Hard-link src to a temp name beside dest and hash it; (sha256, bytes, temp path, linked).
+
+    Falls back to `copy_hashed` where a hard link cannot be made. The bytes are read
+    once (by the hash). A linked file keeps the mirror's mode: never chmod it (that
+    would change the mirror's inode).
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_orphans(dest)
+    for _ in range(100):
+        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.part")
+        try:
+            os.link(src, tmp)
+        except FileExistsError:
+            continue
+        except OSError:
+            break
+        try:
+            sha, size = hash_file(tmp)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        return sha, size, tmp, True
+    sha, size, tmp = copy_hashed(src, dest)
+    return sha, size, tmp, False
+
+
 def remove_orphans(dest: Path) -> None:
     """Temp copies (files or tree folders) a killed run left beside `dest` (never the resumable '.download' part)."""
-    for orphan in dest.parent.glob(f".{glob.escape(dest.name)}.*.part"):
-        if orphan.is_dir() and not orphan.is_symlink():
-            shutil.rmtree(orphan, ignore_errors=True)
+    prefix = f".{dest.name}."
+    try:
+        entries = [e for e in os.scandir(dest.parent) if e.name.startswith(prefix) and e.name.endswith(".part")
+                   and len(e.name) > len(prefix) + len(".part")]
+    except FileNotFoundError:
+        return
+    for orphan in entries:
+        if orphan.is_dir(follow_symlinks=False):
+            shutil.rmtree(orphan.path, ignore_errors=True)
             continue
         with contextlib.suppress(FileNotFoundError):
-            orphan.unlink()
+            os.unlink(orphan.path)
 
 
 def link_tree(src: Path, dest: Path) -> tuple[str, int, int, Path]:
@@ -138,12 +181,15 @@ def replace_tree(tmp: Path, dest: Path) -> None:
 
 
 def hash_file(path: Path) -> tuple[str, int]:
+    """(sha256, bytes) of a file, read once through one reused buffer."""
     h = hashlib.sha256()
     size = 0
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(CHUNK), b""):
-            h.update(block)
-            size += len(block)
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as fh:
+        while n := fh.readinto(buf):
+            h.update(view[:n])
+            size += n
     return h.hexdigest(), size
 
 
@@ -199,8 +245,13 @@ def fetch_file(
     allow_download: bool,
     log: FetchLog,
     downloader: Callable[[str, Path], Path] = download,
+    outer_sha: str | None = None,
 ) -> dict:
-    """Fetch one file and return its manifest row."""
+    """Fetch one file and return its manifest row.
+
+    `outer_sha`: for an archive member, the sha256 of its stored outer archive when the
+    caller has just fetched (and so hashed) it; otherwise the archive is hashed here.
+    """
     pins = ds.pins()
     pin = pins.get(cf.path)
     pin_sha = cf.sha256 or (pin[0] if pin else None)
@@ -250,7 +301,9 @@ def fetch_file(
         if not outer_local.is_file():
             return row
         outer_pin = pins.get(outer)
-        if outer_pin and hash_file(outer_local)[0] != outer_pin[0]:
+        # the caller passes the outer archive's hash when it has just fetched it (hash each file once)
+        outer_hash = outer_sha if outer_sha is not None else (hash_file(outer_local)[0] if outer_pin else None)
+        if outer_pin and outer_hash != outer_pin[0]:
             # the stored archive was rejected (its row is unavailable): never read from it
             log.problems.append(f"{ds.key}/{cf.path}: archive {outer} differs from its pin: member not used")
             return row
@@ -259,18 +312,9 @@ def fetch_file(
         if pin_sha and sha != pin_sha:
             log.quarantined.append(f"{cf.path}: member sha256 {sha} differs from pin {pin_sha}")
             return row
-        dest.parent.mkdir(parents=True, exist_ok=True)
         remove_orphans(dest)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            make_readable(tmp)
-            os.replace(tmp, dest)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        with atomic_writer(dest, "wb") as fh:
+            fh.write(data)
         return accept(sha, len(data))
 
     # 3. mirror roots, in order
@@ -278,12 +322,13 @@ def fetch_file(
         candidate = root / ds.mirror_key / cf.path
         if not candidate.is_file():
             continue
-        sha, size, tmp = copy_hashed(candidate, dest)
+        sha, size, tmp, linked = link_hashed(candidate, dest)
         if pin_sha and sha != pin_sha:
             tmp.unlink()
             log.quarantined.append(f"{ds.mirror_key}/{cf.path}: sha256 {sha} differs from pin {pin_sha}: not used")
             continue
-        make_readable(tmp)
+        if not linked:
+            make_readable(tmp)
         os.replace(tmp, dest)
         return accept(sha, size)
 
@@ -342,8 +387,8 @@ def fetch_dataset(
             seen.add(cf.path)
             files.append(cf)
 
-    def one(cf: CorpusFile) -> dict:
-        return fetch_file(ds, cf, store, mirror_roots, allow_download, log, downloader)
+    def one(cf: CorpusFile, outer_sha: str | None = None) -> dict:
+        return fetch_file(ds, cf, store, mirror_roots, allow_download, log, downloader, outer_sha)
 
     # plain files in parallel (hashlib and file I/O release the GIL), then archive
     # members, whose outer archive must be in the store first
@@ -351,7 +396,9 @@ def fetch_dataset(
     members = [cf for cf in files if "!/" in cf.path]
     with ThreadPoolExecutor(max_workers=max(1, min(FETCH_WORKERS, len(plain)))) as pool:
         rows.extend(pool.map(one, plain))
-    rows.extend(one(cf) for cf in members)
+    # an outer archive fetched above was hashed once there: pass its hash on
+    hashed = {r["path"]: r["sha256"] for r in rows if r["status"] == "present" and r.get("form") != "tree"}
+    rows.extend(one(cf, hashed.get(cf.path.split("!/", 1)[0])) for cf in members)
     return rows
 
 

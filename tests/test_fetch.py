@@ -50,6 +50,7 @@ B = b"beta document, a little longer\n"
 C = b"gamma: not in any mirror\n"
 MEMBERS = {"inner/one.json": b'{"one": 1}', "inner/two.json": b'{"two": 2}'}
 BUNDLE = zip_bytes(MEMBERS)
+MEMBER_PATHS = ["bundle.zip!/inner/one.json", "bundle.zip!/inner/two.json"]
 FILES = ["docs/a.txt", "docs/b.txt", "docs/c.txt", "bundle.zip", "bundle.zip!/inner/one.json", "bundle.zip!/inner/two.json"]
 INDEX_BYTES = json.dumps({"files": FILES}).encode()
 
@@ -165,6 +166,7 @@ def test_files_copied_from_mirror_with_hash_and_size(tmp_path):
         local = store / "fake" / path
         assert local.read_bytes() == data
         assert stat.S_IMODE(local.stat().st_mode) == umask_mode(), "stored copies must not be 0600"
+        assert os.stat(local).st_ino == os.stat(mirror / "fake-mirror" / path).st_ino  # linked, not copied
     row = got["docs/a.txt"]
     assert row["source_id"] == "fake:docs/a.txt"
     assert (row["dataset"], row["key"], row["revision"]) == (ds.name, "fake", ds.revision)
@@ -259,7 +261,10 @@ def test_corrupt_stored_copy_is_fetched_again(tmp_path):
     store = tmp_path / "store"
     mirror = make_mirror(tmp_path / "m")
     fetch_dataset(ds, store, [mirror], False, FetchLog())
-    (store / "fake/docs/a.txt").write_bytes(b"bit rot\n")
+    stored = store / "fake/docs/a.txt"
+    assert os.stat(stored).st_ino == os.stat(mirror / "fake-mirror/docs/a.txt").st_ino  # a hard link
+    stored.unlink()  # tampered by replacing: writing in place would change the mirror's own inode
+    stored.write_bytes(b"bit rot\n")
     log = FetchLog()
     rows = fetch_dataset(ds, store, [mirror], False, log)
     assert by_path(rows)["docs/a.txt"]["status"] == "present"
@@ -392,6 +397,30 @@ def test_archive_members_extracted_from_the_stored_zip(tmp_path):
         assert stat.S_IMODE(local.stat().st_mode) == umask_mode()
     assert rows["bundle.zip!/inner/one.json"]["url"] == url_of("bundle.zip")
     assert stray_temp_files(store) == []
+
+
+def test_each_file_is_read_once_and_not_copied(tmp_path, monkeypatch):
+    """A first fetch hashes every mirror file once (the outer zip too, though its members
+    are unpacked after it) and writes no copy of a mirror file's bytes."""
+    import bench.fetch as fetch_mod
+
+    reads: list[int] = []
+    real = fetch_mod.hash_file
+
+    def counting(path):
+        reads.append(os.stat(path).st_ino)
+        return real(path)
+
+    monkeypatch.setattr(fetch_mod, "hash_file", counting)
+    store = tmp_path / "store"
+    mirror = make_mirror(tmp_path / "m")
+    rows = by_path(fetch_dataset(FakeDataset(good_pins()), store, [mirror], False, FetchLog()))
+    plain = [INDEX, "docs/a.txt", "docs/b.txt", "bundle.zip"]
+    assert all(rows[p]["status"] == "present" for p in (*plain, *MEMBER_PATHS))
+    mirror_inodes = [os.stat(mirror / "fake-mirror" / p).st_ino for p in plain]
+    assert sorted(reads) == sorted(mirror_inodes)  # each mirror file read once, through its link
+    for path, inode in zip(plain, mirror_inodes, strict=True):
+        assert os.stat(store / "fake" / path).st_ino == inode
 
 
 def test_member_of_a_missing_archive_is_unavailable(tmp_path):

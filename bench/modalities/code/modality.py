@@ -44,7 +44,12 @@ import numpy as np
 import pandas as pd
 
 from bench.modalities.base import Modality, extent_json, interval_extents, is_int
-from bench.modalities.code.symbols import line_offsets, parse_symbols, resolve, split_lines
+from bench.modalities.code.symbols import (
+    line_offsets,
+    parse_symbols,
+    resolve,
+    split_lines,
+)
 from bench.modalities.textspan import windows
 
 ATOM_CODE_COLUMNS = [
@@ -200,8 +205,9 @@ def region_spans(regions: pd.DataFrame, segments: pd.DataFrame) -> list[tuple[st
     files: dict[tuple[str, str], dict[str, Any]] = {}
     if len(segments) and "path" in segments:
         wanted = set(regions["source_id"].tolist())
-        firsts = segments[segments["source_id"].isin(wanted)].drop_duplicates(["source_id", "path"], keep="first")
-        cols = [c for c in ("text", "symbols") if c in firsts]
+        cols = [c for c in ("text", "symbols") if c in segments]
+        mask = segments["source_id"].isin(wanted).to_numpy()
+        firsts = segments.loc[mask, ["source_id", "path", *cols]].drop_duplicates(["source_id", "path"], keep="first")
         values = zip(firsts["source_id"].tolist(), firsts["path"].tolist(), *(firsts[c].tolist() for c in cols), strict=True)
         for sid, path, *rest in values:
             files[(sid, path)] = {"path": path, **dict(zip(cols, rest, strict=True))}

@@ -31,7 +31,13 @@ import numpy as np
 import pandas as pd
 
 from bench.modalities.base import Modality, extent_json, interval_extents, is_int
-from bench.modalities.textspan import intersects, joined_text, layout, token_spans, windows
+from bench.modalities.textspan import (
+    intersects,
+    joined_text,
+    layout,
+    token_spans,
+    windows,
+)
 
 
 class PdfModality(Modality):
@@ -120,7 +126,8 @@ class PdfModality(Modality):
 
         if not len(regions) or not len(atoms) or not len(segments):
             return pairs_frame([], [])
-        seg = layout_many(segments[segments["source_id"].isin(set(regions["source_id"].tolist()))])
+        wanted = segments["source_id"].isin(set(regions["source_id"].tolist())).to_numpy()
+        seg = layout_many(segments.loc[wanted, ["source_id", "seq", "text", "page", "block"]])
         page = np.asarray([x["page"] for x in regions["region"]], dtype=np.int64)
         block = np.asarray([x.get("block", -1) for x in regions["region"]], dtype=np.int64)
         want = pd.DataFrame({"source_id": regions["source_id"].to_numpy(dtype=object), "page": page, "block": block})
@@ -174,13 +181,29 @@ class PdfModality(Modality):
 
 
 def layout_many(segments: pd.DataFrame) -> pd.DataFrame:
-    """`textspan.layout` of many sources at once (char offsets restart per source)."""
-    seg = segments.sort_values(["source_id", "seq"], kind="stable").reset_index(drop=True)
-    lengths = seg["text"].str.len().to_numpy(dtype=np.int64)
-    step = pd.Series(lengths + 1).groupby(seg["source_id"].to_numpy(), sort=False).cumsum().to_numpy()
-    seg["char_start"] = step - (lengths + 1)
-    seg["char_end"] = seg["char_start"].to_numpy() + lengths
-    return seg
+    """`textspan.layout` of many sources at once (char offsets restart per source).
+
+    Returns source_id, page, block, char_start, char_end, one row per segment in
+    (source, seq) order; one stable sort and one running sum over all sources.
+    """
+    src = segments["source_id"].to_numpy(dtype=object)
+    codes, _ = pd.factorize(src)
+    order = np.lexsort((segments["seq"].to_numpy(), codes))
+    texts = segments["text"].to_numpy(dtype=object)[order]
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    end = np.cumsum(lengths + 1)
+    c = codes[order]
+    first = np.ones(len(c), dtype=bool)
+    first[1:] = c[1:] != c[:-1]
+    base = (end - (lengths + 1))[first]  # the running sum before each source's first segment
+    start = end - (lengths + 1) - np.repeat(base, np.diff(np.append(np.flatnonzero(first), len(c))))
+    return pd.DataFrame({
+        "source_id": src[order],
+        "page": segments["page"].to_numpy()[order],
+        "block": segments["block"].to_numpy()[order],
+        "char_start": start,
+        "char_end": start + lengths,
+    })
 
 
 ATOM_PDF_COLUMNS = [
