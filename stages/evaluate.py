@@ -62,7 +62,8 @@ def main() -> None:
         ignore_index=True,
     )
     ent = entries_frame(entries, regions)
-    # failed queries (timeout, crash) stay in every denominator and count 0
+    # failed queries (timeout, crash) stay in every denominator and count as the worst case
+    # (0 for ranking metrics, 1 for false recall and abstention; bench.metrics.WORST)
     failures = pd.read_parquet(RUNS / "failures.parquet") if (RUNS / "failures.parquet").exists() else pd.DataFrame(columns=["query_id", "kind"])
     failed = failures["query_id"].astype(str).tolist()
     # false recall: the system's own abstention, else a threshold calibrated on these dev entries

@@ -25,10 +25,11 @@ pytestmark = pytest.mark.e2e
 #: a real external command system: examples/keyword_system.py with its scores rescaled
 WRAPPER = '''\
 import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("keyword_system", "examples/keyword_system.py")
+# the system's own code is named on its command line: the sandbox shows it (and only it)
+code, path, scale, shift, *flags = sys.argv[1:]
+spec = importlib.util.spec_from_file_location("keyword_system", code)
 ks = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ks)
-path, scale, shift, *flags = sys.argv[1:]
 atoms, index = ks.load(path)
 print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
@@ -45,7 +46,7 @@ for line in sys.stdin:
 
 def _evaluate(work: Path, env: dict, args: str) -> dict:
     params = yaml.safe_load((work / "params.yaml").read_text())
-    params["system"].update(name="keyword-scaled", adapter="command", entry=f"{{python}} scaled_keyword.py {{atoms}} {args}", warmup=2)
+    params["system"].update(name="keyword-scaled", adapter="command", entry=f"{{python}} scaled_keyword.py examples/keyword_system.py {{atoms}} {args}", warmup=2)
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run(["dvc", "repro"], work, env)
     return json.loads((work / "reports/metrics/dev.json").read_text())

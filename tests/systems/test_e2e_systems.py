@@ -63,7 +63,8 @@ def test_builtin_run_reports_adapter_and_failures(project):
     assert "## System under test" in report and "| modality | queries | failed | timeout | crash |" in report
     assert base["conversation"]["recall@10"]["n"] > 0
     info = json.loads((work / "data/runs/system.json").read_text())
-    assert info["isolation"] == "none" and info["abstains"] is False  # in-process: not sandboxed, and says so
+    assert info["isolation"] == "none"  # in-process: not sandboxed, and says so
+    assert info["abstains"] is True  # bm25 declares its abstention policy (bench/systems/bm25.py)
 
 
 def test_same_metrics_whichever_adapter_runs_bm25(project):
@@ -76,7 +77,7 @@ def test_same_metrics_whichever_adapter_runs_bm25(project):
     assert metrics(work) == base  # sandboxed (the bench package visible, its sets hidden): same numbers
     info = json.loads((work / "data/runs/system.json").read_text())
     assert info["adapter"] == "command" and info["isolation"] == ("bwrap" if bwrap_usable() else "process")
-    assert info["abstains"] is False
+    assert info["abstains"] is True  # declared in serve's ready line
     server = subprocess.Popen(
         [sys.executable, "-m", "bench.systems.serve", "bm25", "--atoms", "data/served", "--http", "127.0.0.1:0"],
         cwd=work, env=env, stdout=subprocess.PIPE, text=True,
