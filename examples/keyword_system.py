@@ -55,7 +55,9 @@ def search(request: dict, atoms: list[dict], index: dict[str, list[int]], scoped
     as_of = datetime.fromisoformat(request["as_of"])
     holder = request["scope"].get("holder")
     scores: dict[int, float] = defaultdict(float)
-    for w in words(request["question"]):
+    # sorted: a set's order follows the per-process string hash, and float sums in another
+    # order differ in the last bit, which would reorder near-ties from run to run
+    for w in sorted(words(request["question"])):
         postings = index.get(w, [])
         if postings:
             idf = math.log(1 + len(atoms) / len(postings))
