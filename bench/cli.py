@@ -33,7 +33,7 @@ def import_(keys: tuple[str, ...], mirror: str | None) -> None:
     import yaml
 
     from bench.modalities import datasets
-    from bench.sets_io import write_set
+    from bench.annotations.sets_io import write_set
 
     root = project_root()
     if mirror is None:
@@ -181,7 +181,7 @@ def splits_freeze(reason: str) -> None:
 
     from bench.accept import experiment_reason, git_commit
     from bench.io import write_text
-    from bench.splits import changes, freeze, load_lock, lock_text, set_triples
+    from bench.annotations.splits import changes, freeze, load_lock, lock_text, set_triples
 
     root = project_root()
     why = experiment_reason(os.environ, root)
@@ -220,7 +220,7 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     """
     import yaml
 
-    from bench.compare import CompareError, compare as run_compare, load_run, markdown as compare_md
+    from bench.evaluation.compare import CompareError, compare as run_compare, load_run, markdown as compare_md
     from bench.io import write_json
 
     root = project_root()
@@ -251,7 +251,7 @@ def eval_(qrels: str, run: str, per_query_lines: bool, complete: bool, as_json: 
 
     Measures: map, recip_rank, P_10, recall_10, ndcg_cut_10. See docs/trec-eval.md.
     """
-    from bench.trec_eval import NoCommonQuery, evaluate, format_trec, read_qrels, read_run, to_json
+    from bench.evaluation.trec_eval import NoCommonQuery, evaluate, format_trec, read_qrels, read_run, to_json
 
     try:
         result = evaluate(read_qrels(qrels), read_run(run), complete=complete)

@@ -30,12 +30,12 @@ from typing import Any
 import click
 import pandas as pd
 
-from bench.corpus import Manifest, load_segments
+from bench.ingest.corpus import Manifest, load_segments
 from bench.io import LineError
 from bench.modalities import dataset_by_name, datasets, modalities
 from bench.modalities.local import set_key
-from bench.schema import entry_schema, failures, flatten, printable
-from bench.splits import SplitLock, history_failures, lock_failures
+from bench.annotations.schema import entry_schema, failures, flatten, printable
+from bench.annotations.splits import SplitLock, history_failures, lock_failures
 
 FAILURE_COLUMNS = ["file", "line", "query_id", "check", "value"]
 
@@ -125,7 +125,7 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
              committed: SplitLock | None = None, unreadable: Sequence[dict] = ()) -> ValidationResult:
     """Validate set files; `root` makes displayed file names relative.
 
-    With a split `lock` (bench/splits.py), an entry that changed split, a locked test
+    With a split `lock` (bench/annotations/splits.py), an entry that changed split, a locked test
     entry missing from its set and a test entry not in the lock are failures too; with
     the `committed` lock (git HEAD's), a lock changed without a recorded freeze is.
     `unreadable` lists corpus files extraction could not read ({key, path, reason}):
@@ -325,7 +325,7 @@ def register_local_from_params(root: Path) -> list:
 @click.option("--manifest", type=click.Path(dir_okay=False), default=None, help="default: bench/corpus/manifest.jsonl")
 def validate_command(files: tuple[str, ...], manifest: str | None) -> None:
     """Validate set files (default: bench/sets/*.jsonl); exit 1 on any failure."""
-    from bench.corpus import IntegrityError, extract_all
+    from bench.ingest.corpus import IntegrityError, extract_all
 
     root = project_root()
     local = register_local_from_params(root)
@@ -347,8 +347,8 @@ def validate_command(files: tuple[str, ...], manifest: str | None) -> None:
         except IntegrityError as exc:
             raise click.ClickException(str(exc)) from None
         segments = None if not frames else __import__("pandas").concat(frames.values(), ignore_index=True)
-    from bench.corpus import read_unreadable
-    from bench.splits import committed_lock, load_lock
+    from bench.ingest.corpus import read_unreadable
+    from bench.annotations.splits import committed_lock, load_lock
 
     lock_path = root / "bench" / "sets" / "splits.lock"
     try:

@@ -7,7 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench.fetch import FetchLog, fetch_dataset
+from bench.ingest.fetch import FetchLog, fetch_dataset
 from bench.modalities import datasets
 from benchmarks.common import MIRROR, best_of, figure
 

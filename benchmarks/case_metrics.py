@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.metrics import aggregate, per_query
+from bench.evaluation.metrics import aggregate, per_query
 from benchmarks.common import best_of, figure
 
 

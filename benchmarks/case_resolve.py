@@ -1,8 +1,8 @@
-"""Case 2: gold resolution (bench/resolve.py) on synthetic regions and atoms of all six modalities."""
+"""Case 2: gold resolution (bench/evaluation/resolve.py) on synthetic regions and atoms of all six modalities."""
 
 from __future__ import annotations
 
-from bench.resolve import resolve, resolve_per_region
+from bench.evaluation.resolve import resolve, resolve_per_region
 from benchmarks.common import best_of, figure
 from benchmarks.synth import make_case
 
@@ -21,7 +21,7 @@ def run_case(base_regions: int, base_atoms: int, scales: list[int], repeats: int
     same = g1.equals(g2) and r1.equals(r2)
     figures.append(figure(
         f"resolve {small.n_regions} regions x {small.n_atoms} atoms vs per-region reference", t_vec, t_ref,
-        "bench.resolve.resolve_per_region (one Modality.overlap call per region)", "ratio <= 1.0 and identical frames",
+        "bench.evaluation.resolve.resolve_per_region (one Modality.overlap call per region)", "ratio <= 1.0 and identical frames",
         goal_ratio=1.0, regions=small.n_regions, atoms=small.n_atoms, identical=same, repeats=repeats,
         statistic="best of repeats (reference: 1 run)"))
     figures[-1]["met"] = bool(figures[-1]["met"]) and same

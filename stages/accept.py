@@ -5,8 +5,8 @@ environment and in data/.accept-token) and never inside `dvc exp run`. It valida
 the sets again (schema, corpus and split lock), checks that manifest, sets and lock
 are the files the dev run recorded, then evaluates the valid test entries with the
 same code as the dev stages: the atoms the dev run served (data/served), the system
-of params `system` through its adapter (bench.retrieve.run_queries), bench.resolve,
-bench.metrics, bench.report and the evaluate stage's extra cells (stages/evaluate_fair).
+of params `system` through its adapter (bench.evaluation.retrieve.run_queries), bench.evaluation.resolve,
+bench.evaluation.metrics, bench.reporting.report and the evaluate stage's extra cells (stages/evaluate_fair).
 
 Writes reports/metrics/test.json (the shape of dev.json) and appends one row to
 reports/acceptance.jsonl. Both are `persist` outputs, so a refused or failed run
@@ -39,13 +39,13 @@ from bench.accept import (
     recorded_hash_mismatch,
     stage_refusal,
 )
-from bench.corpus import Manifest, load_segments
+from bench.ingest.corpus import Manifest, load_segments
 from bench.io import LineError, sha256_file, write_json
-from bench.metrics import aggregate, false_recall_rules, per_query
-from bench.report import metrics_document
-from bench.resolve import resolve
-from bench.retrieve import run_queries
-from bench.splits import load_lock
+from bench.evaluation.metrics import aggregate, false_recall_rules, per_query
+from bench.reporting.report import metrics_document
+from bench.evaluation.resolve import resolve
+from bench.evaluation.retrieve import run_queries
+from bench.annotations.splits import load_lock
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
 from bench.systems.config import system_config

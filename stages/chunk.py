@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from bench.chunking import atom_stats, chunk_all
-from bench.store import load_segments
+from bench.ingest.chunking import atom_stats, chunk_all
+from bench.ingest.store import load_segments
 from bench.io import write_json, write_parquet
 from stages.common import ATOMS, SEGMENTS, fail, params
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from bench.corpus import load_segments
+from bench.ingest.corpus import load_segments
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
-from bench.metrics import aggregate, false_recall_rules, per_query
+from bench.evaluation.metrics import aggregate, false_recall_rules, per_query
 from bench.modalities.pdf.textless import textless_gold
-from bench.report import markdown, metrics_document
+from bench.reporting.report import markdown, metrics_document
 from stages import evaluate_fair
 from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, VALID_DIR, local_datasets, params, read_json
 
@@ -63,7 +63,7 @@ def main() -> None:
     )
     ent = entries_frame(entries, regions)
     # failed queries (timeout, crash) stay in every denominator and count as the worst case
-    # (0 for ranking metrics, 1 for false recall and abstention; bench.metrics.WORST)
+    # (0 for ranking metrics, 1 for false recall and abstention; bench.evaluation.metrics.WORST)
     failures = pd.read_parquet(RUNS / "failures.parquet") if (RUNS / "failures.parquet").exists() else pd.DataFrame(columns=["query_id", "kind"])
     failed = failures["query_id"].astype(str).tolist()
     # false recall: the system's own abstention, else a threshold calibrated on these dev entries

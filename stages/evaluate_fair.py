@@ -12,13 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from bench.corpus import Manifest
-from bench.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
-from bench.html_report import drilldown, render
+from bench.ingest.corpus import Manifest
+from bench.evaluation.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
+from bench.reporting.html_report import drilldown, render
 from bench.io import write_parquet, write_text
-from bench.store import segment_files
+from bench.ingest.store import segment_files
 from bench.modalities import modalities
-from bench.plots import (
+from bench.reporting.plots import (
     fair_points,
     latency_quantiles,
     latency_svg,
@@ -28,8 +28,8 @@ from bench.plots import (
     threshold_curve,
     threshold_svg,
 )
-from bench.thumbnails import CorpusFiles, pictures
-from bench.uncertainty import add_intervals
+from bench.reporting.thumbnails import CorpusFiles, pictures
+from bench.evaluation.uncertainty import add_intervals
 from stages.common import MANIFEST, REPORTS, SEGMENTS, SERVED, STORE
 
 PER_QUERY_TABLE = REPORTS / "per_query" / "dev.parquet"

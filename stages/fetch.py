@@ -21,8 +21,8 @@ import shutil
 
 import click
 
-from bench.archive import ArchiveError
-from bench.fetch import FetchLog, fetch_dataset, network_available, sort_manifest
+from bench.ingest.archive import ArchiveError
+from bench.ingest.fetch import FetchLog, fetch_dataset, network_available, sort_manifest
 from bench.io import write_json, write_jsonl
 from bench.modalities import datasets
 from stages.common import (

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
-from bench.retrieve import run_queries, trec_run
+from bench.evaluation.retrieve import run_queries, trec_run
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
 from bench.systems.atoms import AtomsError, load_system_atoms
@@ -37,7 +37,7 @@ def served_atoms(atoms_file: str | None) -> tuple[dict[str, pd.DataFrame] | None
         if not list(ATOMS.glob("*.parquet")):
             fail(f"no atoms in {ATOMS.name}/; run the chunk stage first")
         return None, {"source": "harness chunking (data/atoms)"}
-    from bench.corpus import load_segments
+    from bench.ingest.corpus import load_segments
 
     path = (ROOT / atoms_file).resolve()
     try:
@@ -85,7 +85,7 @@ def main() -> None:
     served = {p.stem: pd.read_parquet(p) for p in sorted(SERVED.glob("*.parquet"))}
     atoms = pd.concat([f[COMMON] for f in served.values()], ignore_index=True)
 
-    from bench.corpus import Manifest, load_segments
+    from bench.ingest.corpus import Manifest, load_segments
 
     start = time.perf_counter()
     try:

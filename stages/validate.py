@@ -5,7 +5,7 @@ are invalid as samples here, with the reason) and data/sets/summary.json (counts
 the sha256 of the manifest and of every set file). Test entries never leave this
 stage: they are counted, not written (only the acceptance stage, run by `bench accept`,
 evaluates them; it validates the sets again itself). Every set is also checked against
-the split lock bench/sets/splits.lock (bench/splits.py).
+the split lock bench/sets/splits.lock (bench/annotations/splits.py).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import click
 
-from bench.store import Manifest, load_segments, read_unreadable
+from bench.ingest.store import Manifest, load_segments, read_unreadable
 from bench.io import LineError, atomic_dir, sha256_file, write_json, write_jsonl
-from bench.splits import committed_lock, load_lock
+from bench.annotations.splits import committed_lock, load_lock
 from bench.validate_sets import ValidationResult, format_table, invalid_counts, validate
 from stages.common import (
     MANIFEST,

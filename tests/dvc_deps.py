@@ -1,7 +1,7 @@
 """The project modules a DVC stage's command imports, found statically (tests/test_dvc_deps.py).
 
 Why static and not sys.modules after a run: a run imports only what its code path
-reached (retrieve imports bench.corpus only with `system.atoms` set; dense systems only
+reached (retrieve imports bench.ingest.corpus only with `system.atoms` set; dense systems only
 when chosen), so a run under-reports and a stage could be served stale after an edit
 to code another configuration reaches. The static walk over-approximates instead:
 

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from bench.resolve import resolve, resolve_per_region
+from bench.evaluation.resolve import resolve, resolve_per_region
 from benchmarks.synth import MODALITIES, make_case
 
 

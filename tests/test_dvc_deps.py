@@ -25,10 +25,10 @@ def test_every_pipeline_is_covered() -> None:
 def test_a_missing_dep_is_named(tmp_path) -> None:
     """The check fails on a stage whose deps miss a module its command imports."""
     validate = next(s for s in STAGES if s.name == "validate")
-    broken = Stage(validate.name, validate.dvcfile, validate.cmd, tuple(d for d in validate.deps if d != "bench/splits.py"))
-    assert check(broken) == ["dvc.yaml:validate: `python -m stages.validate` imports bench/splits.py, which its deps do not list"]
-    extra = Stage(validate.name, validate.dvcfile, validate.cmd, (*validate.deps, "bench/chunking.py"))
-    assert check(extra) == ["dvc.yaml:validate: deps list bench/chunking.py, which `python -m stages.validate` does not import"]
+    broken = Stage(validate.name, validate.dvcfile, validate.cmd, tuple(d for d in validate.deps if d != "bench/annotations/splits.py"))
+    assert check(broken) == ["dvc.yaml:validate: `python -m stages.validate` imports bench/annotations/splits.py, which its deps do not list"]
+    extra = Stage(validate.name, validate.dvcfile, validate.cmd, (*validate.deps, "bench/ingest/chunking.py"))
+    assert check(extra) == ["dvc.yaml:validate: deps list bench/ingest/chunking.py, which `python -m stages.validate` does not import"]
 
 
 def test_per_modality_extract_imports_only_its_modality() -> None:
@@ -48,7 +48,7 @@ def test_the_registry_imports_every_modality() -> None:
 
 def test_function_level_and_dynamic_imports_count() -> None:
     retrieve = imported_modules("python -m stages.retrieve")
-    assert "bench.store" in retrieve  # only inside served_atoms(): a function-level import (via bench.corpus)
+    assert "bench.ingest.store" in retrieve  # only inside served_atoms(): a function-level import (via bench.ingest.corpus)
     assert {"bench.systems.bm25", "bench.systems.dense", "bench.systems.hybrid"} <= retrieve  # BUILTINS, importlib
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.corpus import IntegrityError, Manifest, extract_all, verified_files
-from bench.fetch import FetchLog, copy_hashed, download, fetch_file
+from bench.ingest.corpus import IntegrityError, Manifest, extract_all, verified_files
+from bench.ingest.fetch import FetchLog, copy_hashed, download, fetch_file
 from bench.io import write_jsonl
 from bench.modalities.base import CorpusFile
 from bench.systems import Hit
@@ -195,14 +195,14 @@ ENTRY = {"query_id": "q:1", "question": "q", "as_of": "2024-01-01T00:00:00+00:00
     ],
 )
 def test_bad_system_result_names_the_query(hits, message):
-    from bench.retrieve import run_system
+    from bench.evaluation.retrieve import run_system
 
     with pytest.raises(ValueError, match=f"^{message}$"):
         run_system(FakeSystem(hits), [ENTRY], 10, known_atoms={"a1", "a2"})
 
 
 def test_good_system_result_passes():
-    from bench.retrieve import run_system
+    from bench.evaluation.retrieve import run_system
 
     run, latency = run_system(FakeSystem([Hit("a2", 2.0), Hit("a1", 2.0)]), [ENTRY], 10, known_atoms={"a1", "a2"})
     assert run["atom_id"].tolist() == ["a2", "a1"] and len(latency) == 1
@@ -230,7 +230,7 @@ def _dev(key: str) -> dict:
         # whole-file gold where the modality needs a region
         ("locomo", lambda e: e["gold"][0].update(region={}), "gold/region shape", "gold[0].region: conversation region must have keys {turn}, got {}"),
         ("locomo", lambda e: e["gold"][0].pop("region"), "gold/region shape", "missing field gold[0].region"),
-        # wrong types that used to crash the uniqueness check (found by tests/test_properties.py)
+        # wrong types that used to crash the uniqueness check (found by tests/evaluation/test_properties.py)
         ("locomo", lambda e: e.update(query_id=["locomo:x"]), "query_id must be a non-empty string", '["locomo:x"]'),
         ("mmlongbench", lambda e: e.update(query_id={"a": 1}), "query_id must be a non-empty string", '{"a": 1}'),
         ("locomo", lambda e: e.update(modality=[]), "modality must be one of ['code', 'conversation', 'image', 'pdf', 'ui_screenshot', 'video']", "[]"),
@@ -404,7 +404,7 @@ def test_corrupt_and_encrypted_pdfs_make_their_entries_invalid_named(tmp_path, r
     import json
     import shutil
 
-    from bench.corpus import read_unreadable
+    from bench.ingest.corpus import read_unreadable
     from bench.io import write_json
     from bench.validate_sets import invalid_counts, validate
     from tests.conftest import ROOT

@@ -78,7 +78,7 @@ def test_terminal_gets_a_rich_bar():
 
 
 def test_retrieve_reports_queries_and_failures():
-    from bench.retrieve import run_queries
+    from bench.evaluation.retrieve import run_queries
     from bench.systems import Hit
     from bench.systems.adapters import PythonAdapter
 

@@ -200,7 +200,7 @@ def _all_entries(key: str) -> list[dict]:
 def test_test_questions_copied_into_dev_are_refused(tmp_path, real_corpus):
     """Every LoCoMo test entry copied under a new query_id with split dev (question
     re-cased and re-spaced): each copy is one failure row naming the test entry."""
-    from bench.splits import load_lock
+    from bench.annotations.splits import load_lock
 
     real = _all_entries("locomo")
     test = [e for e in real if e["split"] == "test"]

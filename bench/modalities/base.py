@@ -73,7 +73,7 @@ class Modality:
         """Boolean mask over `atoms` (all of one source): which atoms overlap `region`."""
         raise NotImplementedError
 
-    # -- extents (chunk-fair metrics, see bench/fair.py) ---------------------------
+    # -- extents (chunk-fair metrics, see bench/evaluation/fair.py) ---------------------------
     #: unit of extent amounts: "chars", "seconds", "px^2", "image"
     extent_unit: ClassVar[str] = "units"
 
@@ -248,7 +248,7 @@ def interval_extents(x0: Any, x1: Any, part: Any = "") -> pd.DataFrame:
     return pd.DataFrame({"part": parts, "x0": lo, "x1": hi, "y0": np.zeros_like(lo), "y1": np.ones_like(lo)})
 
 
-# -- vectorised overlap (gold resolution, see bench/resolve.py) ----------------------
+# -- vectorised overlap (gold resolution, see bench/evaluation/resolve.py) ----------------------
 
 PAIR_COLUMNS = ["region_row", "atom_row"]
 

@@ -48,7 +48,7 @@ from bench.io import LineError, iter_jsonl, short
 from bench.modalities import modalities
 from bench.modalities.base import extent_json, is_int
 from bench.modalities.textspan import layout
-from bench.schema import TIMESTAMP_MAX, TIMESTAMP_MIN, id_problem
+from bench.annotations.schema import TIMESTAMP_MAX, TIMESTAMP_MIN, id_problem
 
 CONTRACT_FIELDS = ["atom_id", "source_id", "modality", "extent", "observed_at", "holder"]
 OPTIONAL_FIELDS = ["text", "source_file"]  # source_file: written by the harness for command systems, ignored on input
@@ -100,7 +100,7 @@ def _iso_with_tz(value: Any) -> bool:
         ts = pd.Timestamp(value)
     except (ValueError, TypeError):
         return False
-    # within pandas' nanosecond range, or every later comparison with as_of crashes (bench.schema)
+    # within pandas' nanosecond range, or every later comparison with as_of crashes (bench.annotations.schema)
     return ts.tzinfo is not None and not pd.isna(ts) and TIMESTAMP_MIN <= ts.to_pydatetime(warn=False) <= TIMESTAMP_MAX
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.archive import member_names, read_member
+from bench.ingest.archive import member_names, read_member
 from bench.modalities.base import assign_splits
 from bench.modalities.conversation import DATASETS, MODALITY
 from bench.modalities.conversation.locomo import ARCHIVE, MEMBER_DIR, LoCoMo, parse_session_time, replay_as_of, sessions_of
@@ -396,7 +396,7 @@ def test_importer_splits_grouped_by_conversation(imported, raw):
 
 @need_locomo
 def test_importer_is_deterministic(imported, tmp_path):
-    from bench.sets_io import write_set
+    from bench.annotations.sets_io import write_set
 
     again = LoCoMo().import_set(LOCOMO_DIR)
     assert again.entries == imported.entries and again.excluded == imported.excluded

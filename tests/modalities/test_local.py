@@ -101,7 +101,7 @@ def build_photos(folder: Path) -> None:
 
 
 def build_chat(folder: Path) -> None:
-    from bench.archive import read_member
+    from bench.ingest.archive import read_member
     from bench.modalities.conversation.locomo import (
         ARCHIVE,
         MEMBER_DIR,
@@ -350,8 +350,8 @@ def test_keys_unique_and_set_key(minimal: Path, tmp_path: Path) -> None:
 
 
 def test_skeleton_is_a_valid_data_set_for_text_modalities(tmp_path: Path) -> None:
-    from bench.corpus import Manifest
-    from bench.fetch import FetchLog, fetch_dataset
+    from bench.ingest.corpus import Manifest
+    from bench.ingest.fetch import FetchLog, fetch_dataset
     from bench.modalities import register_local
     from bench.validate_sets import validate
 
@@ -376,8 +376,8 @@ def test_skeleton_is_a_valid_data_set_for_text_modalities(tmp_path: Path) -> Non
 
 
 def test_validate_rejects_wrong_region_in_local_set(chat: Path, tmp_path: Path) -> None:
-    from bench.corpus import Manifest
-    from bench.fetch import FetchLog, fetch_dataset
+    from bench.ingest.corpus import Manifest
+    from bench.ingest.fetch import FetchLog, fetch_dataset
     from bench.modalities import register_local
     from bench.validate_sets import validate
 

@@ -389,7 +389,7 @@ def test_importer_splits_grouped_by_document(imported):
 
 @need_mml
 def test_importer_is_deterministic(imported, tmp_path):
-    from bench.sets_io import write_set
+    from bench.annotations.sets_io import write_set
 
     again = MMLongBench().import_set(MML_DIR)
     assert again.entries == imported.entries and again.excluded == imported.excluded
@@ -498,8 +498,8 @@ def test_textless_gold_lists_entries_whose_gold_pages_are_all_empty():
 
 
 def test_report_section_lists_text_sources_and_textless_entries():
-    from bench.chunking import atom_stats
-    from bench.report import text_source_section
+    from bench.ingest.chunking import atom_stats
+    from bench.reporting.report import text_source_section
 
     seg = synthetic([["alpha"], [""]])
     seg["text_source"] = ["layer", "ocr"]

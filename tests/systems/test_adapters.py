@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.metrics import aggregate, per_query
-from bench.retrieve import run_queries
+from bench.evaluation.metrics import aggregate, per_query
+from bench.evaluation.retrieve import run_queries
 from bench.systems.adapters import CommandAdapter, HttpAdapter, PythonAdapter, wait_for_port
 from bench.systems.protocol import REQUEST_KEYS
 from tests.systems.conftest import ROOT, entry, make_atoms, serve_argv

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.chunking import chunk_all
+from bench.ingest.chunking import chunk_all
 from bench.io import iter_jsonl, write_jsonl
-from bench.resolve import resolve
+from bench.evaluation.resolve import resolve
 from bench.systems.atoms import AtomsError, atom_columns, atoms_from_extents, contract_rows, load_system_atoms, read_atoms_file, validate_contract
 from tests.conftest import ROOT
 

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from bench.retrieve import query_of
+from bench.evaluation.retrieve import query_of
 from bench.systems.adapters import loopback_url
 from bench.systems.config import system_config
 from bench.systems.protocol import REQUEST_KEYS, MalformedResponse, parse_response, request_of

@@ -15,7 +15,7 @@ tarball "<mirror>/swebench-lite/repos/<owner>__<name>@<commit>.tar.gz" or unpack
 the folder "<mirror>/swebench-lite/repos/<owner>__<name>@<commit>/" (the layout the
 mirror's SOURCE.json describes): the fetch stage hard-links the folder's files into the
 store and lists it under the same manifest path with "form": "tree", its file count
-and a tree digest (bench/fetch.py), so validation finds it like a tarball. extract
+and a tree digest (bench/ingest/fetch.py), so validation finds it like a tarball. extract
 reads the local copy safely (tree.py): a tar archive in memory, or the stored folder.
 Only text files enter the tree. A tree whose file count or bytes differ
 from the SWE-bench mirror's record (SOURCE.json corpus_repos) gives a warning.

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from bench.archive import member_names, read_member
+from bench.ingest.archive import member_names, read_member
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
 
 ARCHIVE = "data/locomo10.zip"

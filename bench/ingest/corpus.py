@@ -1,7 +1,7 @@
 """Reading the fetched corpus: the manifest, integrity checks and parsed segments.
 
 The store itself (manifest, verification, per-dataset extraction, segment files) is
-bench.store, which imports no modality; this module adds ``extract_all`` over every
+bench.ingest.store, which imports no modality; this module adds ``extract_all`` over every
 registered data set (the `bench validate` CLI and the tests use it).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from bench.modalities import datasets
-from bench.store import (
+from bench.ingest.store import (
     MANIFEST_FIELDS,
     UNREADABLE,
     IntegrityError,

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.uncertainty import add_intervals, bootstrap_ci, holm, paired_randomization_test, rng_for
+from bench.evaluation.uncertainty import add_intervals, bootstrap_ci, holm, paired_randomization_test, rng_for
 
 scipy_stats = pytest.importorskip("scipy.stats")
 
@@ -117,7 +117,7 @@ def _auroc_frame(n: int = 400, seed: int = 5) -> pd.DataFrame:
 
 
 def test_auroc_value_and_interval_agree_with_scipy():
-    from bench.metrics import auroc_codes, auroc_from_codes
+    from bench.evaluation.metrics import auroc_codes, auroc_from_codes
 
     df = _auroc_frame()
     pos, neg = df.loc[~df["unanswerable"], "separation"], df.loc[df["unanswerable"], "separation"]
@@ -138,7 +138,7 @@ def test_auroc_value_and_interval_agree_with_scipy():
 
 
 def test_failed_queries_are_the_worst_case_in_intervals():
-    from bench.metrics import auroc_codes, auroc_from_codes
+    from bench.evaluation.metrics import auroc_codes, auroc_from_codes
 
     df = _auroc_frame(200, 9)
     base = float(auroc_from_codes(auroc_codes(df["separation"].to_numpy(), ~df["unanswerable"].to_numpy(), df["failed"].to_numpy())))
@@ -157,7 +157,7 @@ def test_failed_queries_are_the_worst_case_in_intervals():
 
 
 def test_auroc_undefined_resamples_are_left_out():
-    from bench.metrics import auroc_from_codes
+    from bench.evaluation.metrics import auroc_from_codes
 
     codes = np.array([2 * 1 + 1, 2 * 0 + 0])  # one answerable above one unanswerable
     ci = bootstrap_ci(codes, resamples=200, rng=rng_for(0, "x"), statistic=auroc_from_codes)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.metrics import metric_keys, per_query
+from bench.evaluation.metrics import metric_keys, per_query
 from bench.modalities import modalities
 from bench.modalities.textspan import intersects
 from bench.modalities.ui_screenshot.modality import intersection_area

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
+from bench.evaluation.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
 from bench.modalities import modalities
 
 
@@ -131,10 +131,10 @@ def test_ties_counted_where_the_rule_decides():
 
 
 def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.DataFrame:
-    from bench.chunking import chunk_modality
-    from bench.metrics import per_query
-    from bench.resolve import resolve
-    from bench.retrieve import run_system
+    from bench.ingest.chunking import chunk_modality
+    from bench.evaluation.metrics import per_query
+    from bench.evaluation.resolve import resolve
+    from bench.evaluation.retrieve import run_system
     from bench.systems import build_system
     from tests.conftest import ROOT
 

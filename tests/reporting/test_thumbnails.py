@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bench.html_report import render
+from bench.reporting.html_report import render
 from bench.modalities import datasets
-from bench.splits import load_lock
-from bench.thumbnails import (
+from bench.annotations.splits import load_lock
+from bench.reporting.thumbnails import (
     IMAGE_WIDTH,
     PDF_WIDTH,
     SHOT_WIDTH,

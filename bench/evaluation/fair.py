@@ -39,7 +39,7 @@ Candidates for the oracle are the query's resolved gold atoms (any other atom on
 adds paid extent). The oracle is the chunker's ceiling: the gap between it and the
 run's value is what the retriever lost, the gap between it and 1 what the chunker
 lost. Unanswerable and failed queries get NaN; aggregation counts a failed query as 0
-(as bench.metrics does).
+(as bench.evaluation.metrics does).
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ def fair_cells(per_query_df: pd.DataFrame, k: int = 10) -> dict[str, Any]:
 
     ``per_query_df``: query_id, modality, unanswerable, failed and the
     :func:`fair_keys` columns. Denominator = answerable entries; a failed query
-    counts as 0 (same rules as bench.metrics.aggregate).
+    counts as 0 (same rules as bench.evaluation.metrics.aggregate).
     """
     def block(df: pd.DataFrame) -> dict[str, Any]:
         in_den = ~df["unanswerable"].astype(bool).to_numpy()
@@ -344,7 +344,7 @@ def atom_statistics(atom_ext: pd.DataFrame, regions: pd.DataFrame) -> dict[str, 
 
 def tied_positions(run: pd.DataFrame, k: int = 10) -> pd.DataFrame:
     """Per query: top-k positions whose score equals a neighbour's (rank r-1 or r+1), equal
-    meaning within bench.metrics.REL_TIE (rounding), so the count does not depend on the
+    meaning within bench.evaluation.metrics.REL_TIE (rounding), so the count does not depend on the
     system's score scale.
 
     Those are the positions whose order (or whether they made the cut at k) was set
@@ -355,7 +355,7 @@ def tied_positions(run: pd.DataFrame, k: int = 10) -> pd.DataFrame:
     r = r.loc[r["rank"].astype(int) <= k + 1].sort_values(["query_id", "rank"], kind="stable")
     same_q_prev = r["query_id"].eq(r["query_id"].shift(1))
     same_q_next = r["query_id"].eq(r["query_id"].shift(-1))
-    from bench.metrics import REL_TIE
+    from bench.evaluation.metrics import REL_TIE
 
     score = r["score"].astype(float)
 

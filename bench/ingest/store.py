@@ -2,7 +2,7 @@
 
 This module imports no modality: extraction takes the data sets to parse as an
 argument, so a per-modality stage imports only its own modality's code
-(bench.modalities.load). bench.corpus re-exports these names and adds
+(bench.modalities.load). bench.ingest.corpus re-exports these names and adds
 ``extract_all`` over every registered data set.
 
 Layout: corpus files in ``<store>/<dataset key>/<path>`` (archive members under
@@ -107,7 +107,7 @@ def hash_tree(root: Path) -> tuple[str, int, int]:
 
 def verify_file(row: dict, local: Path) -> None:
     """Stop with the file named when its size or sha256 differs from the manifest."""
-    if row.get("form") == "tree" and local.is_dir():  # an unpacked tree: its digest (bench/fetch.py)
+    if row.get("form") == "tree" and local.is_dir():  # an unpacked tree: its digest (bench/ingest/fetch.py)
         sha, size, _ = hash_tree(local)
         if (sha, size) != (row["sha256"], row["bytes"]):
             raise IntegrityError(f"{row['key']}/{row['path']}: tree digest {sha} ({size} bytes) on disk, manifest says {row['sha256']} ({row['bytes']} bytes)")

@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.metrics import WORST
-from bench.uncertainty import bootstrap_ci, holm, paired_randomization_test, rng_for
+from bench.evaluation.metrics import WORST
+from bench.evaluation.uncertainty import bootstrap_ci, holm, paired_randomization_test, rng_for
 
 PER_QUERY = "reports/per_query/dev.parquet"
 METRICS = "reports/metrics/dev.json"
@@ -154,7 +154,7 @@ def load_run(spec: str, root: Path) -> RunData:
 
 
 def _contrib(df: pd.DataFrame, column: str) -> np.ndarray:
-    """Per-query values; a failed query counts as the metric's worst case (bench.metrics.WORST, else 0)."""
+    """Per-query values; a failed query counts as the metric's worst case (bench.evaluation.metrics.WORST, else 0)."""
     vals = df[column].to_numpy(dtype=float)
     return np.where(df["failed"].astype(bool).to_numpy(), WORST.get(column, 0.0), np.nan_to_num(vals, nan=0.0))
 

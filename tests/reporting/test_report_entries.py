@@ -1,13 +1,13 @@
-"""bench.report.entries_table: human-labelled and derived unanswerables apart, against 15 %."""
+"""bench.reporting.report.entries_table: human-labelled and derived unanswerables apart, against 15 %."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from bench.report import entries_table
+from bench.reporting.report import entries_table
 
-SETS = Path(__file__).resolve().parents[1] / "bench" / "sets"
+SETS = Path(__file__).resolve().parents[2] / "bench" / "sets"
 
 
 def dev_entries(*keys: str) -> list[dict]:

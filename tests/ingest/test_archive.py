@@ -1,4 +1,4 @@
-"""bench.archive: unsafe zip members and zip bombs are refused; the real LoCoMo zip passes."""
+"""bench.ingest.archive: unsafe zip members and zip bombs are refused; the real LoCoMo zip passes."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.archive import ArchiveError, check_members, member_names, read_member
+from bench.ingest.archive import ArchiveError, check_members, member_names, read_member
 
-MIRROR = Path(__file__).resolve().parents[1].parent / "shared" / "mirror"
+MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "mirror"
 LOCOMO_ZIP = MIRROR / "locomo" / "data" / "locomo10.zip"
 need_locomo = pytest.mark.skipif(not LOCOMO_ZIP.is_file(), reason=f"LoCoMo mirror absent at {LOCOMO_ZIP}")
 

@@ -142,10 +142,10 @@ def cell_scopes(k: int = 10) -> dict[str, tuple[str, str]]:
 
     Scope is the metric's denominator: "answerable", "unanswerable", "all",
     "timed" (latency percentiles over timed, non-failed queries) or "auroc" (all
-    entries, resampled with their kind; bench.metrics.auroc_codes).
+    entries, resampled with their kind; bench.evaluation.metrics.auroc_codes).
     """
-    from bench.fair import fair_keys
-    from bench.metrics import AUROC, metric_keys
+    from bench.evaluation.fair import fair_keys
+    from bench.evaluation.metrics import AUROC, metric_keys
 
     scopes = {"false_recall": "unanswerable", "temporal_correctness": "all", "holder_correctness": "all"}
     out = {name: (col, scopes.get(name, "answerable")) for name, col in metric_keys(k).items()}
@@ -158,7 +158,7 @@ def cell_scopes(k: int = 10) -> dict[str, tuple[str, str]]:
 
 def _values_for(df: pd.DataFrame, column: str, scope: str) -> np.ndarray:
     """Per-query values of a cell as the value counts them (failed: the worst case)."""
-    from bench.metrics import WORST, auroc_codes
+    from bench.evaluation.metrics import WORST, auroc_codes
 
     failed = df["failed"].astype(bool).to_numpy()
     unans = df["unanswerable"].astype(bool).to_numpy()
@@ -200,7 +200,7 @@ def add_intervals(
                 col, scope = scopes[metric]
                 stat: str | Callable = "p50" if metric == "latency_p50_ms" else "p95" if metric == "latency_p95_ms" else "mean"
                 if scope == "auroc":
-                    from bench.metrics import auroc_from_codes
+                    from bench.evaluation.metrics import auroc_from_codes
 
                     stat = auroc_from_codes
                 ci = bootstrap_ci(_values_for(df, col, scope), resamples=resamples,

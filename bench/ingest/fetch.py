@@ -49,10 +49,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.archive import read_member
+from bench.ingest.archive import read_member
 from bench.io import _umask, atomic_writer, make_readable
 from bench.modalities.base import CorpusFile, Dataset
-from bench.store import (  # the store layout, shared with extraction
+from bench.ingest.store import (  # the store layout, shared with extraction
     hash_tree,
     local_path,
     stored_path,  # noqa: F401 - re-exported: callers and tests import it from here

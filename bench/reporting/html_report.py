@@ -119,8 +119,8 @@ def drilldown(
 
 
 def verdict_html(doc: dict[str, Any]) -> str:
-    """The verdict matrix (bench.report.verdict): colour carries the verdict against the spec's bars."""
-    from bench.report import MET, NOT_MEASURABLE, NOT_MET, bar_legend, verdict
+    """The verdict matrix (bench.reporting.report.verdict): colour carries the verdict against the spec's bars."""
+    from bench.reporting.report import MET, NOT_MEASURABLE, NOT_MET, bar_legend, verdict
 
     rows = verdict(doc)
     if not rows:
@@ -150,7 +150,7 @@ def verdict_html(doc: dict[str, Any]) -> str:
 
 def run_html(run: dict[str, Any]) -> str:
     """How the run was made: system, false-recall rules per modality, isolation (when recorded)."""
-    from bench.report import isolation_text
+    from bench.reporting.report import isolation_text
 
     parts = []
     rules = run.get("false_recall_rule") or {}
@@ -220,7 +220,7 @@ def _query_html(q: dict[str, Any], k: int, open_: bool = False, picture: str = "
 def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], *, title: str = "Dev evaluation",
            pictures: dict[str, Any] | None = None) -> str:
     """The whole page; ``figures`` maps a caption to inline SVG text; ``pictures`` is
-    :func:`bench.thumbnails.pictures` (query_id -> HTML fragment, and the cap per modality)."""
+    :func:`bench.reporting.thumbnails.pictures` (query_id -> HTML fragment, and the cap per modality)."""
     pics = (pictures or {}).get("queries", {})
     run = doc.get("run", {})
     k = drill.get("k", run.get("k", 10))

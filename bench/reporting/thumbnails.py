@@ -1,6 +1,6 @@
 """Pictures for the drill-down of reports/dev.html: a person judges a miss by seeing it.
 
-Per query of the drill-down (see :func:`bench.html_report.drilldown`), one HTML fragment:
+Per query of the drill-down (see :func:`bench.reporting.html_report.drilldown`), one HTML fragment:
 
 * ui_screenshot: the screenshot scaled to ``SHOT_WIDTH`` px, the gold box drawn in green
   and the boxes of the top-k atoms on that screenshot in red, numbered by rank; plus a
@@ -16,7 +16,7 @@ Per query of the drill-down (see :func:`bench.html_report.drilldown`), one HTML 
 * conversation: nothing (the drill-down's text already is the turn).
 
 Files come from the corpus store (``data/corpus/<dataset key>/...``, located with the
-data set's ``file_of`` and :func:`bench.fetch.local_path`, present in the manifest);
+data set's ``file_of`` and :func:`bench.ingest.fetch.local_path`, present in the manifest);
 video lengths and code text come from the parsed segments. A file that is not in the
 store gives a one-line note instead of a picture. Nothing is fetched; every picture
 is inline (``data:`` URI or SVG), so the page stays self-contained.
@@ -37,8 +37,8 @@ from typing import Any
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFont
 
-from bench.corpus import Manifest
-from bench.fetch import local_path
+from bench.ingest.corpus import Manifest
+from bench.ingest.fetch import local_path
 from bench.modalities import datasets
 
 __all__ = ["PICTURES_PER_MODALITY", "CorpusFiles", "box_thumbnail", "code_lines_html", "pdf_page_thumbnail", "pictures",

@@ -1,4 +1,4 @@
-"""bench.fetch: mirror copies, pins and quarantine, resume, downloads, archive members, manifest."""
+"""bench.ingest.fetch: mirror copies, pins and quarantine, resume, downloads, archive members, manifest."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import pytest
 
-from bench.fetch import (
+from bench.ingest.fetch import (
     FetchLog,
     download,
     fetch_dataset,
@@ -28,7 +28,7 @@ from bench.fetch import (
 from bench.io import write_jsonl
 from bench.modalities.base import CorpusFile, Dataset
 
-MIRROR = Path(__file__).resolve().parents[1].parent / "shared" / "mirror"
+MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "mirror"
 
 
 def sha(data: bytes) -> str:
@@ -132,7 +132,7 @@ def assert_no_local_paths(rows: list[dict], log: FetchLog, *roots: Path) -> None
 
 
 class Downloader:
-    """Injected stand-in for bench.fetch.download: serves bytes per URL, or fails."""
+    """Injected stand-in for bench.ingest.fetch.download: serves bytes per URL, or fails."""
 
     def __init__(self, payloads: dict[str, bytes]):
         self.payloads = payloads
@@ -402,7 +402,7 @@ def test_archive_members_extracted_from_the_stored_zip(tmp_path):
 def test_each_file_is_read_once_and_not_copied(tmp_path, monkeypatch):
     """A first fetch hashes every mirror file once (the outer zip too, though its members
     are unpacked after it) and writes no copy of a mirror file's bytes."""
-    import bench.fetch as fetch_mod
+    import bench.ingest.fetch as fetch_mod
 
     reads: list[int] = []
     real = fetch_mod.hash_file
@@ -513,7 +513,7 @@ INSTANCE = "marshmallow-code__marshmallow-1359"
 
 
 def independent_digest(folder: Path) -> tuple[str, int, int]:
-    """sha256sum's lines over every regular file, sorted by path: computed here without bench.fetch."""
+    """sha256sum's lines over every regular file, sorted by path: computed here without bench.ingest.fetch."""
     lines = []
     total = 0
     for p in folder.rglob("*"):
@@ -626,7 +626,7 @@ def test_tree_against_its_pin(tmp_path):
 
 
 def test_tree_integrity_checked_before_extract(tmp_path):
-    from bench.corpus import IntegrityError, Manifest, extract_all
+    from bench.ingest.corpus import IntegrityError, Manifest, extract_all
 
     ds, trees, sid, folder = swebench_with_tree(tmp_path)
     store = tmp_path / "store"

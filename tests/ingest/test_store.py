@@ -1,4 +1,4 @@
-"""bench.store: segments laid out per modality, and modality sub-packages loaded one at a time."""
+"""bench.ingest.store: segments laid out per modality, and modality sub-packages loaded one at a time."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench.modalities import load, names
-from bench.store import load_segments, segment_files
+from bench.ingest.store import load_segments, segment_files
 from tests.dvc_deps import ROOT
 
 

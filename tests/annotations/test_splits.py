@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.io import LineError, write_text
-from bench.splits import (
+from bench.annotations.splits import (
     entries_digest,
     freeze,
     load_lock,
@@ -228,7 +228,7 @@ def _move_one_test_entry_to_dev(lock) -> list[tuple[str, str, str]]:
 def test_hand_edit_with_recomputed_digest_is_refused(tmp_path):
     """A locomo test row flipped to dev by hand and freeze N's digest recomputed: the
     digest check alone passes it; against HEAD's lock it is refused."""
-    from bench.splits import committed_lock, history_failures
+    from bench.annotations.splits import committed_lock, history_failures
 
     repo = _real_lock_repo(tmp_path)
     path = repo / "bench" / "sets" / "splits.lock"
@@ -246,7 +246,7 @@ def test_hand_edit_with_recomputed_digest_is_refused(tmp_path):
 
 
 def test_hand_edit_with_a_forged_freeze_record_is_refused(tmp_path):
-    from bench.splits import committed_lock, history_failures
+    from bench.annotations.splits import committed_lock, history_failures
 
     repo = _real_lock_repo(tmp_path)
     head = committed_lock(repo)
@@ -266,7 +266,7 @@ def test_hand_edit_with_a_forged_freeze_record_is_refused(tmp_path):
 
 
 def test_outside_git_only_the_digest_is_checked(tmp_path):
-    from bench.splits import committed_lock
+    from bench.annotations.splits import committed_lock
 
     make_lock(tmp_path)
     assert committed_lock(tmp_path) is None

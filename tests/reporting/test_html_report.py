@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.html_report import drilldown, render
-from bench.plots import fair_points, latency_quantiles, latency_svg, precision_coverage_svg, recall_curve, recall_curve_svg, threshold_curve, threshold_svg
+from bench.reporting.html_report import drilldown, render
+from bench.reporting.plots import fair_points, latency_quantiles, latency_svg, precision_coverage_svg, recall_curve, recall_curve_svg, threshold_curve, threshold_svg
 from tests.conftest import ROOT
 
 
@@ -93,7 +93,7 @@ def test_page_opens_with_the_verdict_coloured(page):
 
 
 def test_markdown_report_opens_with_the_verdict():
-    from bench.report import verdict_markdown
+    from bench.reporting.report import verdict_markdown
 
     cell = {"value": 0.95, "n": 20, "denominator": 21, "ci95": [0.9, 1.0]}
     doc = {"by_modality": {"pdf": {"recall@10": cell, "false_recall": {**cell, "value": 0.5}, "temporal_correctness": {**cell, "value": None}}},

@@ -11,7 +11,7 @@ Data
                     entries with failed queries counted 0 (so k = 10 equals dev.json).
   threshold_curve   against the calibration share s (``metrics.calibration_recall``:
                     the share of answerable entries whose top-1 hit reaches the
-                    threshold, bench.metrics.calibrate, per modality): false recall
+                    threshold, bench.evaluation.metrics.calibrate, per modality): false recall
                     (unanswerable entries whose top-1 score reaches it; failed ones
                     count 1) next to recall@k counting only top-k atoms scoring at or
                     above it -- what a strong-evidence cut-off would cost. The x axis
@@ -76,7 +76,7 @@ def threshold_curve(per_query: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFra
     ``per_query`` needs query_id, modality, unanswerable, failed, n_regions, top1_score.
     A share at which no threshold can be calibrated (scores do not separate) gives NaN.
     """
-    from bench.metrics import calibrate, reaches
+    from bench.evaluation.metrics import calibrate, reaches
 
     shares = SHARES if shares is None else np.asarray(shares, dtype=float)
     base = _base(per_query)

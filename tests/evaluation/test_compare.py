@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from bench.cli import cli
-from bench.compare import CompareError, compare, load_run, markdown
+from bench.evaluation.compare import CompareError, compare, load_run, markdown
 
 
 def table(seed: int, n: int = 300, shift: float = 0.0, modality_split: bool = True) -> pd.DataFrame:
@@ -147,7 +147,7 @@ def test_runs_from_folders_git_revisions_and_experiment_refs(tmp_path):
 
 # -- refusals: comparisons that cannot mean anything --------------------------------
 
-REAL = Path(__file__).resolve().parents[1] / "reports" / "per_query" / "dev.parquet"
+REAL = Path(__file__).resolve().parents[2] / "reports" / "per_query" / "dev.parquet"
 
 
 def test_same_run_over_fewer_data_sets_is_refused_not_significant():

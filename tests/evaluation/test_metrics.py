@@ -1,4 +1,4 @@
-"""Tests for bench.metrics: hand-computed cases, independent oracles, properties."""
+"""Tests for bench.evaluation.metrics: hand-computed cases, independent oracles, properties."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.metrics import (
+from bench.evaluation.metrics import (
     aggregate,
     calibrate,
     false_recall_rules,
@@ -662,7 +662,7 @@ def test_calibrate_edges() -> None:
 
 
 def test_rounding_differences_are_ties_whatever_the_scale() -> None:
-    from bench.metrics import reaches, tie_groups
+    from bench.evaluation.metrics import reaches, tie_groups
 
     a = 0.1 + 0.2 + 0.3
     b = 0.3 + 0.2 + 0.1  # the same terms in another order: differs in the last bit

@@ -1,0 +1,1 @@
+"""Evaluation: run the system, resolve gold regions to atoms, metrics, fairness, uncertainty, comparison."""

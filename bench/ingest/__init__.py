@@ -1,0 +1,1 @@
+"""Ingestion: fetch and hash corpus files, unpack archives, extract segments, chunk into atoms."""

@@ -1,0 +1,1 @@
+"""Reporting: markdown and HTML reports, plots, thumbnails of gold regions."""
