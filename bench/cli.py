@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import click
@@ -32,8 +33,8 @@ def import_(keys: tuple[str, ...], mirror: str | None) -> None:
     """Import data sets by key (or 'all') into bench/sets/<key>.jsonl."""
     import yaml
 
-    from bench.modalities import datasets
     from bench.annotations.sets_io import write_set
+    from bench.modalities import datasets
 
     root = project_root()
     if mirror is None:
@@ -74,9 +75,8 @@ def accept(show_status: bool) -> None:
     import subprocess
 
     from bench import accept as acc
-    from bench.io import sha256_file, write_text
-
     from bench.dvcignore import lifted
+    from bench.io import sha256_file, write_text
 
     root = project_root()
     if show_status:
@@ -177,11 +177,11 @@ def splits_cmd() -> None:
 def splits_freeze(reason: str) -> None:
     """Re-freeze the splits of every set in bench/sets (an explicit, recorded act)."""
     import os
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from bench.accept import experiment_reason, git_commit
-    from bench.io import write_text
     from bench.annotations.splits import changes, freeze, load_lock, lock_text, set_triples
+    from bench.io import write_text
 
     root = project_root()
     why = experiment_reason(os.environ, root)
@@ -192,7 +192,7 @@ def splits_freeze(reason: str) -> None:
         old = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
         local = [ds.set_path for ds in register_local_from_params(root)]  # local data sets' set.jsonl
         triples = set_triples(sorted((root / "bench" / "sets").glob("*.jsonl")) + local)
-        new = freeze(old, triples, utc=datetime.now(timezone.utc).isoformat(timespec="seconds"), git_commit=git_commit(root), reason=reason)
+        new = freeze(old, triples, utc=datetime.now(UTC).isoformat(timespec="seconds"), git_commit=git_commit(root), reason=reason)
     except (LineError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     write_text(lock_path, lock_text(new))
@@ -220,7 +220,9 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     """
     import yaml
 
-    from bench.evaluation.compare import CompareError, compare as run_compare, load_run, markdown as compare_md
+    from bench.evaluation.compare import CompareError, load_run
+    from bench.evaluation.compare import compare as run_compare
+    from bench.evaluation.compare import markdown as compare_md
     from bench.io import write_json
 
     root = project_root()

@@ -30,12 +30,12 @@ from typing import Any
 import click
 import pandas as pd
 
+from bench.annotations.schema import entry_schema, failures, flatten, printable
+from bench.annotations.splits import SplitLock, history_failures, lock_failures
 from bench.ingest.corpus import Manifest, load_segments
 from bench.io import LineError
 from bench.modalities import dataset_by_name, datasets, modalities
 from bench.modalities.local import set_key
-from bench.annotations.schema import entry_schema, failures, flatten, printable
-from bench.annotations.splits import SplitLock, history_failures, lock_failures
 
 FAILURE_COLUMNS = ["file", "line", "query_id", "check", "value"]
 
@@ -347,8 +347,8 @@ def validate_command(files: tuple[str, ...], manifest: str | None) -> None:
         except IntegrityError as exc:
             raise click.ClickException(str(exc)) from None
         segments = None if not frames else __import__("pandas").concat(frames.values(), ignore_index=True)
-    from bench.ingest.corpus import read_unreadable
     from bench.annotations.splits import committed_lock, load_lock
+    from bench.ingest.corpus import read_unreadable
 
     lock_path = root / "bench" / "sets" / "splits.lock"
     try:

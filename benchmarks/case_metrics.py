@@ -111,7 +111,7 @@ def run_case(sizes: list[int], repeats: int) -> list[dict]:
         data = make_run(n)
         t_ours, all_ours, (pq, _) = best_of(lambda d=data: ours(d), repeats)
         t_conv, _, (qrels, run_d) = best_of(lambda d=data: trec_dicts(d), 1)
-        t_trec, all_trec, trec = best_of(lambda: pytrec(qrels, run_d), repeats)
+        t_trec, all_trec, trec = best_of(lambda q=qrels, r=run_d: pytrec(q, r), repeats)
         t_ranx, all_ranx, _ = best_of(lambda d=data: ranx_eval(d), repeats)
         agree = agreement(pq, trec)
         details = {"queries": n, "depth": 100, "run_rows": len(data["run"]), "gold_rows": len(data["gold"]),

@@ -16,8 +16,8 @@ def run_case(base_regions: int, base_atoms: int, scales: list[int], repeats: int
     """
     figures = []
     small = make_case(base_regions // ref_fraction, base_atoms // ref_fraction, seed=7)
-    t_vec, _, (g1, r1) = best_of(lambda: resolve(small.entries, small.atoms, small.segments), repeats)
-    t_ref, _, (g2, r2) = best_of(lambda: resolve_per_region(small.entries, small.atoms, small.segments), 1)
+    t_vec, _, (g1, r1) = best_of(lambda c=small: resolve(c.entries, c.atoms, c.segments), repeats)
+    t_ref, _, (g2, r2) = best_of(lambda c=small: resolve_per_region(c.entries, c.atoms, c.segments), 1)
     same = g1.equals(g2) and r1.equals(r2)
     figures.append(figure(
         f"resolve {small.n_regions} regions x {small.n_atoms} atoms vs per-region reference", t_vec, t_ref,

@@ -60,7 +60,7 @@ def markdown(doc: dict) -> str:
             lines.append(f"| {case} | {f['name']} | {_fmt(f['ours_s'])} | {_fmt(f['reference_s'])} | "
                          f"{_fmt(f['ratio'], '')} | {f['goal']} | {met} |")
     lines += ["", "References:", ""]
-    for case, figs in doc["cases"].items():
+    for figs in doc["cases"].values():
         if isinstance(figs, list):
             for f in figs:
                 lines.append(f"* {f['name']}: {f['reference']} ({f.get('statistic', 'one run')})")

@@ -16,7 +16,7 @@ leaves the previous ones untouched.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import click
 import pandas as pd
@@ -39,13 +39,13 @@ from bench.accept import (
     recorded_hash_mismatch,
     stage_refusal,
 )
-from bench.ingest.corpus import Manifest, load_segments
-from bench.io import LineError, sha256_file, write_json
+from bench.annotations.splits import load_lock
 from bench.evaluation.metrics import aggregate, false_recall_rules, per_query
-from bench.reporting.report import metrics_document
 from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import run_queries
-from bench.annotations.splits import load_lock
+from bench.ingest.corpus import Manifest, load_segments
+from bench.io import LineError, sha256_file, write_json
+from bench.reporting.report import metrics_document
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
 from bench.systems.config import system_config
@@ -152,7 +152,7 @@ def main() -> None:
         fail(f"accept: refused: {broken}")
     row = audit_row(
         earlier,
-        utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        utc=datetime.now(UTC).isoformat(timespec="seconds"),
         git_commit=git_commit(ROOT),
         params_sha256=sha256_file(PARAMS),
         sha256=summary["sha256"],

@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from bench.evaluation.metrics import aggregate, false_recall_rules, per_query
 from bench.ingest.corpus import load_segments
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
-from bench.evaluation.metrics import aggregate, false_recall_rules, per_query
 from bench.modalities.pdf.textless import textless_gold
 from bench.reporting.report import markdown, metrics_document
 from stages import evaluate_fair

@@ -12,12 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from bench.ingest.corpus import Manifest
 from bench.evaluation.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
-from bench.reporting.html_report import drilldown, render
-from bench.io import write_parquet, write_text
+from bench.evaluation.uncertainty import add_intervals
+from bench.ingest.corpus import Manifest
 from bench.ingest.store import segment_files
+from bench.io import write_parquet, write_text
 from bench.modalities import modalities
+from bench.reporting.html_report import drilldown, render
 from bench.reporting.plots import (
     fair_points,
     latency_quantiles,
@@ -29,7 +30,6 @@ from bench.reporting.plots import (
     threshold_svg,
 )
 from bench.reporting.thumbnails import CorpusFiles, pictures
-from bench.evaluation.uncertainty import add_intervals
 from stages.common import MANIFEST, REPORTS, SEGMENTS, SERVED, STORE
 
 PER_QUERY_TABLE = REPORTS / "per_query" / "dev.parquet"

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import click
 
+from bench.ingest.store import UNREADABLE, IntegrityError, Manifest, extract_datasets
 from bench.io import write_json, write_parquet
 from bench.modalities import load, names
 from bench.modalities.local import LocalDataError
 from bench.modalities.local import load as load_local
 from bench.params import ParamsError, check_extraction
-from bench.ingest.store import UNREADABLE, IntegrityError, Manifest, extract_datasets
 from stages.paths import MANIFEST, OCR_CACHE, ROOT, SEGMENTS, STORE, fail, params
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 import pandas as pd
 
-from bench.ingest.store import load_segments
-from bench.io import iter_jsonl, write_parquet, write_text
 from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import trec_qrels
+from bench.ingest.store import load_segments
+from bench.io import iter_jsonl, write_parquet, write_text
 from stages.common import REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
 
 

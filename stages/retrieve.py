@@ -18,8 +18,8 @@ import click
 import numpy as np
 import pandas as pd
 
-from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
 from bench.evaluation.retrieve import run_queries, trec_run
+from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
 from bench.systems.atoms import AtomsError, load_system_atoms

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import click
 
+from bench.annotations.splits import committed_lock, load_lock
 from bench.ingest.store import Manifest, load_segments, read_unreadable
 from bench.io import LineError, atomic_dir, sha256_file, write_json, write_jsonl
-from bench.annotations.splits import committed_lock, load_lock
 from bench.validate_sets import ValidationResult, format_table, invalid_counts, validate
 from stages.common import (
     MANIFEST,

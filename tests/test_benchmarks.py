@@ -38,7 +38,7 @@ def test_resolve_without_atoms_or_entries() -> None:
 def test_suite_small_writes_both_reports(tmp_path) -> None:
     from benchmarks.run import CASES, run
 
-    doc = run("small", (), tmp_path)
+    run("small", (), tmp_path)
     on_disk = json.loads((tmp_path / "perf.json").read_text())
     assert on_disk["size"] == "small" and set(on_disk["cases"]) == set(CASES)
     assert {"cores", "memory_gib", "usable_cores"} <= set(on_disk["machine"])

@@ -102,7 +102,7 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
     cut_first = True
     requests: list[str | None] = []
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         rng = self.headers.get("Range")
         type(self).requests.append(rng)
         start = int(rng.split("=")[1].rstrip("-")) if rng else 0

@@ -75,7 +75,7 @@ def test_atomic_writer_replaces_and_creates_parents(tmp_path):
 def test_text_mode_writes_utf8_with_unix_newlines(tmp_path):
     target = tmp_path / "t.txt"
     write_text(target, "ä\nb\n")
-    assert target.read_bytes() == "ä\nb\n".encode("utf-8")
+    assert target.read_bytes() == "ä\nb\n".encode()
 
 
 @pytest.mark.parametrize(
@@ -115,7 +115,7 @@ def test_write_parquet_failure_leaves_old_file_and_no_temp(tmp_path):
     write_parquet(target, pd.DataFrame({"a": [1]}))
     before = target.read_bytes()
     bad = pd.DataFrame({"a": [object()]})  # pyarrow cannot store a bare object
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - whichever error pyarrow raises
         write_parquet(target, bad)
     assert target.read_bytes() == before
     assert leftovers(tmp_path) == []
@@ -181,7 +181,7 @@ def test_invalid_json_names_file_and_line(tmp_path):
     path.write_bytes(b'{"ok": 1}\n\n{"ok": 2,}\n{"ok": 3}\n')
     seen = []
     with pytest.raises(LineError) as info:
-        for lineno, row in iter_jsonl(path, display="sets/bad.jsonl"):
+        for lineno, _row in iter_jsonl(path, display="sets/bad.jsonl"):
             seen.append(lineno)
     err = info.value
     assert seen == [1]  # rows before the bad line were yielded

@@ -38,7 +38,7 @@ def base(real_corpus: dict) -> dict[str, dict]:
     }
 
 
-def run(tmp_path: Path, real_corpus: dict, *files: list) -> "object":
+def run(tmp_path: Path, real_corpus: dict, *files: list) -> object:
     paths = [write_set(tmp_path / f"set{i}.jsonl", entries) for i, entries in enumerate(files)]
     return validate(paths, real_corpus["manifest"], real_corpus["segments"], root=tmp_path)
 

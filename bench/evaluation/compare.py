@@ -106,7 +106,7 @@ def _exp_commit(root: Path, name: str) -> str | None:
 def _read_parquet_bytes(data: bytes, where: str) -> pd.DataFrame:
     try:
         return pd.read_parquet(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - any parse failure is a bad input file
+    except Exception as exc:
         raise CompareError(f"{where}: not a readable parquet table ({exc.__class__.__name__})") from None
 
 

@@ -36,8 +36,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.io import LineError, short
 from bench.evaluation.metrics import per_query
+from bench.io import LineError, short
 
 __all__ = ["MEASURES", "Evaluation", "NoCommonQuery", "evaluate", "format_trec", "rank_run", "read_qrels", "read_run", "to_json"]
 
@@ -50,7 +50,7 @@ _EPOCH = pd.Timestamp("2000-01-01", tz="UTC")
 def _lines(path: str | Path, display: str) -> Iterator[tuple[int, list[str]]]:
     """(line number, whitespace-split fields) of every non-blank line."""
     try:
-        fh = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+        fh = open(path, "rb")
     except OSError as exc:
         raise LineError(display, None, "<file>", exc.strerror or "cannot be read") from None
     with fh:

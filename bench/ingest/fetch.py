@@ -50,8 +50,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.ingest.archive import read_member
-from bench.io import _umask, atomic_writer, make_readable
-from bench.modalities.base import CorpusFile, Dataset
 from bench.ingest.store import (  # the store layout, shared with extraction
     hash_tree,
     local_path,
@@ -59,6 +57,8 @@ from bench.ingest.store import (  # the store layout, shared with extraction
     tree_files,
     tree_path,
 )
+from bench.io import _umask, atomic_writer, make_readable
+from bench.modalities.base import CorpusFile, Dataset
 
 CHUNK = 1 << 20
 FETCH_WORKERS = os.cpu_count() or 1

@@ -154,7 +154,7 @@ def extract_dataset(ds: Dataset, files: dict[str, Path], options: Mapping[str, A
     opts = dict(options or {})
     try:
         return ds.extract(files, **opts), []
-    except Exception:  # noqa: BLE001, S110 - any reader error: find the file(s) by retrying one by one
+    except Exception:
         pass
     annotations = {p: f for p, f in files.items() if p in ds.annotation_files}
     ds.extract(dict(annotations), **opts)  # raises when the annotations themselves are the problem
@@ -165,7 +165,7 @@ def extract_dataset(ds: Dataset, files: dict[str, Path], options: Mapping[str, A
             continue
         try:
             frames.append(ds.extract({**annotations, path: local}, **opts))
-        except Exception as exc:  # noqa: BLE001 - recorded with the file and the reason
+        except Exception as exc:
             bad.append({"key": ds.key, "path": path, "reason": _reason(exc)})
     frames = [f for f in frames if not f.empty]
     seg = pd.concat(frames, ignore_index=True) if frames else ds.extract(dict(annotations), **opts)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from types import ModuleType
 from collections.abc import Iterable
+from types import ModuleType
 
 from bench.modalities.base import Dataset, Modality
 

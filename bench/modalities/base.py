@@ -202,7 +202,7 @@ def load_pins(mirror_key: str) -> dict[str, tuple[str, int]]:
     return _pins_cached(str(PINS_DIR / f"{mirror_key}.json"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _pins_cached(path: str) -> dict[str, tuple[str, int]]:
     if not Path(path).exists():
         return {}
@@ -260,7 +260,7 @@ def pairs_frame(region_rows: Any, atom_rows: Any) -> pd.DataFrame:
     })
 
 
-def overlap_pairs_per_region(modality: "Modality", regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+def overlap_pairs_per_region(modality: Modality, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
     """Reference join: `modality.overlap` called once per region on its source's atoms.
 
     `regions` has columns source_id and region (the region dict); `atoms` holds the
@@ -322,7 +322,7 @@ def candidate_pairs(
     return r_idx, a_idx.astype(np.int64)
 
 
-def _default_overlap_pairs(self: "Modality", regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+def _default_overlap_pairs(self: Modality, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
     """Every (region_row, atom_row) pair that overlaps, by the modality's `overlap`.
 
     Modalities override this with a vectorised join giving the same pairs; this

@@ -80,7 +80,7 @@ class PythonChannel:
         def target() -> None:
             try:
                 box["result"] = self.system.search(query)
-            except BaseException as exc:  # noqa: BLE001 - any failure of the system is a crash
+            except BaseException as exc:
                 box["error"] = exc
 
         worker = threading.Thread(target=target, name="system-call", daemon=True)

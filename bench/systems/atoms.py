@@ -44,11 +44,11 @@ import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 
+from bench.annotations.schema import TIMESTAMP_MAX, TIMESTAMP_MIN, id_problem
 from bench.io import LineError, iter_jsonl, short
 from bench.modalities import modalities
 from bench.modalities.base import extent_json, is_int
 from bench.modalities.textspan import layout
-from bench.annotations.schema import TIMESTAMP_MAX, TIMESTAMP_MIN, id_problem
 
 CONTRACT_FIELDS = ["atom_id", "source_id", "modality", "extent", "observed_at", "holder"]
 OPTIONAL_FIELDS = ["text", "source_file"]  # source_file: written by the harness for command systems, ignored on input

@@ -77,7 +77,7 @@ def make_server(system: System, host: str, port: int, record: Any = None) -> Thr
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             try:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 request = json.loads(raw)
@@ -87,7 +87,7 @@ def make_server(system: System, host: str, port: int, record: Any = None) -> Thr
                         record.flush()
                     body = json.dumps(answer(system, request)).encode("utf-8")
                 status = 200
-            except Exception as exc:  # noqa: BLE001 - report any failure as a 500
+            except Exception as exc:
                 body, status = json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode("utf-8"), 500
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -95,7 +95,7 @@ def make_server(system: System, host: str, port: int, record: Any = None) -> Thr
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        def log_message(self, format: str, *args: Any) -> None:
             return None
 
     return ThreadingHTTPServer((host, port), Handler)
@@ -112,7 +112,7 @@ def main(entry: str, atoms_path: Path, http_addr: str | None, record_path: Path 
         factory = load_entry_point(entry)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    record = open(record_path, "a", encoding="utf-8") if record_path else None  # noqa: SIM115 - lives as long as the server
+    record = open(record_path, "a", encoding="utf-8") if record_path else None
     if http_addr is None:
         serve_lines(system, sys.stdin, sys.stdout, record, factory)
         return

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from bench.io import LineError, write_text
 from bench.annotations.splits import (
     entries_digest,
     freeze,
@@ -21,6 +20,7 @@ from bench.annotations.splits import (
     lock_text,
     set_triples,
 )
+from bench.io import LineError, write_text
 from bench.validate_sets import format_table, validate
 from tests.conftest import ROOT, write_set
 

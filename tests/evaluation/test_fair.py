@@ -131,10 +131,10 @@ def test_ties_counted_where_the_rule_decides():
 
 
 def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.DataFrame:
-    from bench.ingest.chunking import chunk_modality
     from bench.evaluation.metrics import per_query
     from bench.evaluation.resolve import resolve
     from bench.evaluation.retrieve import run_system
+    from bench.ingest.chunking import chunk_modality
     from bench.systems import build_system
     from tests.conftest import ROOT
 

@@ -163,11 +163,11 @@ def test_bad_files_one_line_error_exit_1(tmp_path, which, line, expected):
 def real_trec_files(real_corpus, tmp_path_factory) -> tuple[Path, Path]:
     """A real run: BM25 over the real page and turn atoms, dev questions of the real sets,
     gold resolved to atoms by the harness, written by the harness's TREC writers."""
-    from bench.ingest.chunking import chunk_all
-    from bench.io import iter_jsonl
+    from bench.annotations.splits import load_lock
     from bench.evaluation.resolve import resolve
     from bench.evaluation.retrieve import run_system, trec_qrels, trec_run
-    from bench.annotations.splits import load_lock
+    from bench.ingest.chunking import chunk_all
+    from bench.io import iter_jsonl
     from bench.systems import build_system
 
     atoms = chunk_all(real_corpus["segments"], {"pdf": {"strategy": "page"}, "conversation": {"strategy": "turn"}})

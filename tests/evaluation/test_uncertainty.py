@@ -126,8 +126,8 @@ def test_auroc_value_and_interval_agree_with_scipy():
     assert float(auroc_from_codes(codes)) == pytest.approx(u / (len(pos) * len(neg)), abs=1e-12)
 
     def auc(sep, lab, axis=-1):
-        return np.array([scipy_stats.mannwhitneyu(s[l], s[~l]).statistic / (l.sum() * (~l).sum())
-                         for s, l in zip(np.atleast_2d(sep), np.atleast_2d(lab).astype(bool), strict=True)]).reshape(np.shape(sep)[:-1])
+        return np.array([scipy_stats.mannwhitneyu(s[lb], s[~lb]).statistic / (lb.sum() * (~lb).sum())
+                         for s, lb in zip(np.atleast_2d(sep), np.atleast_2d(lab).astype(bool), strict=True)]).reshape(np.shape(sep)[:-1])
 
     sep = df["separation"].replace(-np.inf, -1e9).to_numpy()
     theirs = scipy_stats.bootstrap((sep, (~df["unanswerable"]).to_numpy()), auc, paired=True, vectorized=True, n_resamples=2000,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.modalities import load, names
 from bench.ingest.store import load_segments, segment_files
+from bench.modalities import load, names
 from tests.dvc_deps import ROOT
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -372,7 +372,7 @@ def test_as_of_replay_rule(imported, raw):
 
 
 def test_replay_as_of_edge_cases():
-    t = lambda d, h=0, m=0: datetime(2023, 5, d, h, m, tzinfo=timezone.utc)  # noqa: E731
+    t = lambda d, h=0, m=0: datetime(2023, 5, d, h, m, tzinfo=UTC)  # noqa: E731
     starts = {1: t(1, 10), 2: t(1, 10, 30), 3: t(5, 9)}
     sessions = [1, 2, 3]
     # the next session starts within the hour: ask one second before it

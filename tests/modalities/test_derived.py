@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from bench.modalities.derived import (
     derive_subset,
@@ -13,7 +13,7 @@ from bench.modalities.derived import (
     repeated_questions,
 )
 
-T0 = datetime(2020, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2020, 1, 1, tzinfo=UTC)
 
 
 def entry(i: int, question: str, source: str, split: str = "dev") -> dict:

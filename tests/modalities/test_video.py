@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from bench.modalities import datasets, modalities
+from bench.modalities.derived import is_derived, question_key
 from bench.modalities.video import DATASETS, MODALITY
 from bench.modalities.video.medvidqa import CSV, MedVidQA, parse_track, read_rows
-from bench.modalities.derived import is_derived, question_key
 from bench.modalities.video.modality import DURATION_TOLERANCE, cue_frame, finish_segments, overlaps, window_bounds
 from bench.modalities.video.tutorialvqa import EVENTS, TutorialVQA
 

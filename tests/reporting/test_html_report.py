@@ -12,7 +12,16 @@ import pandas as pd
 import pytest
 
 from bench.reporting.html_report import drilldown, render
-from bench.reporting.plots import fair_points, latency_quantiles, latency_svg, precision_coverage_svg, recall_curve, recall_curve_svg, threshold_curve, threshold_svg
+from bench.reporting.plots import (
+    fair_points,
+    latency_quantiles,
+    latency_svg,
+    precision_coverage_svg,
+    recall_curve,
+    recall_curve_svg,
+    threshold_curve,
+    threshold_svg,
+)
 from tests.conftest import ROOT
 
 

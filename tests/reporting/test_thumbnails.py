@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bench.reporting.html_report import render
-from bench.modalities import datasets
 from bench.annotations.splits import load_lock
+from bench.modalities import datasets
+from bench.reporting.html_report import render
 from bench.reporting.thumbnails import (
     IMAGE_WIDTH,
     PDF_WIDTH,

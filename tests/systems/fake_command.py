@@ -15,7 +15,7 @@ import time
 
 def main(argv: list[str]) -> int:
     ids = sorted(argv[0].split(","))
-    record = open(argv[argv.index("--record") + 1], "a", encoding="utf-8") if "--record" in argv else None  # noqa: SIM115
+    record = open(argv[argv.index("--record") + 1], "a", encoding="utf-8") if "--record" in argv else None
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         if record:

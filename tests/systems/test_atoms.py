@@ -9,10 +9,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.evaluation.resolve import resolve
 from bench.ingest.chunking import chunk_all
 from bench.io import iter_jsonl, write_jsonl
-from bench.evaluation.resolve import resolve
-from bench.systems.atoms import AtomsError, atom_columns, atoms_from_extents, contract_rows, load_system_atoms, read_atoms_file, validate_contract
+from bench.systems.atoms import (
+    AtomsError,
+    atom_columns,
+    atoms_from_extents,
+    contract_rows,
+    load_system_atoms,
+    read_atoms_file,
+    validate_contract,
+)
 from tests.conftest import ROOT
 
 GOOD = {"atom_id": "a1", "source_id": "locomo:conv-1:session-1", "modality": "conversation",

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from tests.conftest import need_mirror
-from tests.systems.conftest import bwrap_usable
 from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
+from tests.systems.conftest import bwrap_usable
 
 pytestmark = pytest.mark.e2e
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.ingest.chunking import chunk_all
 from bench.evaluation.retrieve import run_queries
+from bench.ingest.chunking import chunk_all
 from bench.systems.adapters import CommandAdapter, HttpAdapter
 from bench.systems.config import system_config
 from bench.systems.sandbox import (

@@ -45,7 +45,7 @@ import csv
 import json
 import re
 import warnings
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
@@ -240,7 +240,7 @@ class SWEBenchLite(Dataset):
             else:
                 regions = [{"path": p, "line": n} for p, lines in changed.items() for n in lines]
             try:
-                as_of = datetime.fromisoformat(row["created_at"].replace("Z", "+00:00")).astimezone(timezone.utc)
+                as_of = datetime.fromisoformat(row["created_at"].replace("Z", "+00:00")).astimezone(UTC)
             except ValueError:
                 excluded.append({"item": item, "reason": f"created_at {row['created_at']!r} is not ISO 8601"})
                 continue

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
@@ -58,8 +58,8 @@ import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, is_number, load_pins
 from bench.modalities.derived import derive_subset
-from bench.modalities.ui_screenshot.modality import SEGMENT_UI_COLUMNS, segment_rows
 from bench.modalities.ocr import ocr_many
+from bench.modalities.ui_screenshot.modality import SEGMENT_UI_COLUMNS, segment_rows
 
 ROOT = "data/ScreenAgent/test/"
 MIRROR_KEY = "screenagent_test"
@@ -77,7 +77,7 @@ def stamp_time(name: str) -> datetime:
     if not m:
         raise ValueError(f"no capture time in file name {name!r}")
     y, mo, d, h, mi, s, us = (int(g) for g in m.groups())
-    return datetime(y, mo, d, h, mi, s, us, tzinfo=timezone.utc)
+    return datetime(y, mo, d, h, mi, s, us, tzinfo=UTC)
 
 
 def annotation_paths() -> tuple[str, ...]:

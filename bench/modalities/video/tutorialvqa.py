@@ -55,7 +55,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -83,7 +83,7 @@ def published_at(video_url: str) -> pd.Timestamp:
     m = STAMP.search(video_url)
     if not m:
         raise ValueError(f"no _YYYYMMDDhhmmss stamp in video URL {video_url!r}")
-    return pd.Timestamp(datetime.strptime(m.group(1), "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc))
+    return pd.Timestamp(datetime.strptime(m.group(1), "%Y%m%d%H%M%S").replace(tzinfo=UTC))
 
 
 def events_segments(events: list[dict[str, Any]], key: str) -> pd.DataFrame:
