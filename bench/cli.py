@@ -10,7 +10,9 @@ from pathlib import Path
 import click
 
 from bench.io import LineError
-from bench.validate_sets import project_root, register_local_from_params, validate_command
+from bench.project.layout import Layout, find_root, read_params
+from bench.project.selection import local_datasets, mirror_roots, set_files
+from bench.validate_sets import validate_command
 
 
 @click.group()
@@ -31,15 +33,13 @@ def sets() -> None:
 @click.option("--mirror", type=click.Path(file_okay=False), default=None, help="mirror root (default: first of params fetch.mirror_dirs)")
 def import_(keys: tuple[str, ...], mirror: str | None) -> None:
     """Import data sets by key (or 'all') into bench/sets/<key>.jsonl."""
-    import yaml
-
     from bench.annotations.sets_io import write_set
-    from bench.modalities import datasets
+    from bench.corpus_sources import datasets
 
-    root = project_root()
+    project = Layout(find_root())
+    root = project.root
     if mirror is None:
-        cfg = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
-        mirror = str(root / cfg["fetch"]["mirror_dirs"][0])
+        mirror = str(mirror_roots(read_params(project)["fetch"]["mirror_dirs"], root=root)[0])
     known = datasets()
     wanted = sorted(known) if keys == ("all",) else list(keys)
     for key in wanted:
@@ -47,16 +47,16 @@ def import_(keys: tuple[str, ...], mirror: str | None) -> None:
             raise click.ClickException(f"unknown data set {key!r}; registered: {', '.join(sorted(known))}")
         ds = known[key]
         result = ds.import_set(Path(mirror) / ds.mirror_key)
-        out = write_set(ds, result, root / "bench" / "sets")
+        out = write_set(ds, result, project.sets_dir)
         click.echo(f"{key}: {len(result.entries)} entries -> {out.relative_to(root)}; {len(result.excluded)} upstream rows excluded")
 
 
 @cli.command()
 def sources() -> None:
     """List every registered data set with its provenance."""
-    from bench.modalities import datasets
+    from bench.corpus_sources import datasets
 
-    register_local_from_params(project_root())
+    local_datasets(Layout(find_root()))
 
     click.echo(json.dumps([ds.describe() for ds in datasets().values()], indent=2))
 
@@ -78,12 +78,12 @@ def accept(show_status: bool) -> None:
     from bench.dvcignore import lifted
     from bench.io import sha256_file, write_text
 
-    root = project_root()
+    root = find_root()
     if show_status:
         sys.exit(_accept_status(root))
     try:
-        cfg = yaml_params(root)
-        reason = acc.preflight(root, os.environ, _enabled_set_files(root), cfg)
+        cfg = read_params(Layout(root))
+        reason = acc.preflight(root, os.environ, set_files(layout=Layout(root)), cfg)
     except (RuntimeError, LineError, ValueError) as exc:
         reason = str(exc)
     if reason:
@@ -104,7 +104,7 @@ def accept(show_status: bool) -> None:
         click.echo("bench accept: the acceptance stage failed (reason above); nothing recorded", err=True)
         sys.exit(1)
     rows = acc.read_audit(root / acc.AUDIT)
-    k = int(yaml_params(root)["metrics"]["k"])
+    k = int(read_params(Layout(root))["metrics"]["k"])
     click.echo(f"bench accept: {acc.describe(rows[-1], k)}; audit row appended to {acc.AUDIT}, metrics in {acc.TEST_METRICS}")
 
 
@@ -131,20 +131,6 @@ def _accept_status(root: Path) -> int:
         return 0
     click.echo(f"bench accept --status: the accepted test result is not current; what changed since:\n{proc.stdout.rstrip()}")
     return 1
-
-
-def yaml_params(root: Path) -> dict:
-    import yaml
-
-    return yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
-
-
-def _enabled_set_files(root: Path) -> list[Path]:
-    from bench.modalities import datasets
-
-    chosen = yaml_params(root).get("datasets", "all")
-    keys = sorted(datasets()) if chosen == "all" else sorted(chosen)
-    return [root / "bench" / "sets" / f"{k}.jsonl" for k in keys if (root / "bench" / "sets" / f"{k}.jsonl").is_file()]
 
 
 @cli.group("datasets")
@@ -183,15 +169,15 @@ def splits_freeze(reason: str) -> None:
     from bench.annotations.splits import changes, freeze, load_lock, lock_text, set_triples
     from bench.io import write_text
 
-    root = project_root()
+    root = find_root()
     why = experiment_reason(os.environ, root)
     if why:
         raise click.ClickException(f"refused: {why}")
-    lock_path = root / "bench" / "sets" / "splits.lock"
+    lock_path = Layout(root).split_lock
     try:
         old = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
-        local = [ds.set_path for ds in register_local_from_params(root)]  # local data sets' set.jsonl
-        triples = set_triples(sorted((root / "bench" / "sets").glob("*.jsonl")) + local)
+        local = [ds.set_path for ds in local_datasets(Layout(root))]  # local data sets' set.jsonl
+        triples = set_triples(sorted(Layout(root).sets_dir.glob("*.jsonl")) + local)
         new = freeze(old, triples, utc=datetime.now(UTC).isoformat(timespec="seconds"), git_commit=git_commit(root), reason=reason)
     except (LineError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -218,17 +204,13 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     A and B are each a folder (holding reports/per_query/dev.parquet), a git revision
     or a DVC experiment name. See docs/comparing.md.
     """
-    import yaml
-
     from bench.evaluation.compare import CompareError, load_run
     from bench.evaluation.compare import compare as run_compare
     from bench.evaluation.compare import markdown as compare_md
     from bench.io import write_json
 
-    root = project_root()
-    cfg = {}
-    if (root / "params.yaml").is_file():
-        cfg = (yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8")) or {}).get("metrics", {})
+    root = find_root()
+    cfg = read_params(Layout(root)).get("metrics", {}) if Layout(root).params.is_file() else {}
     try:
         ra, rb = load_run(a, root), load_run(b, root)
         result = run_compare(ra.per_query, rb.per_query, resamples=resamples or int(cfg.get("bootstrap_resamples", 1000)),

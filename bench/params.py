@@ -4,7 +4,7 @@
 `ParamsError` at the first problem, naming the dotted key: an unknown or misspelled
 key (with the closest known key), a wrong type, NaN or infinity, a count that is not
 a whole number, k < 1 or k > system.depth. The stage scripts call it through
-`stages.common.params()`, so every stage refuses bad params with one line and exit 1
+`bench.project.selection.params()`, so every stage refuses bad params with one line and exit 1
 before it writes anything; nothing here reads files or the environment.
 
 Keys that other parts of the harness may add are known here already:

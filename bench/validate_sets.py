@@ -32,9 +32,10 @@ import pandas as pd
 
 from bench.annotations.schema import entry_schema, failures, flatten, printable
 from bench.annotations.splits import SplitLock, history_failures, lock_failures
+from bench.corpus_sources import dataset_by_name, datasets
 from bench.ingest.corpus import Manifest, load_segments
 from bench.io import LineError
-from bench.modalities import dataset_by_name, datasets, modalities
+from bench.modalities import modalities
 from bench.modalities.local import set_key
 
 FAILURE_COLUMNS = ["file", "line", "query_id", "check", "value"]
@@ -292,68 +293,43 @@ def invalid_counts(invalid: list[dict]) -> dict[str, dict[str, int]]:
     return {k: dict(v) for k, v in out.items()}
 
 
-def project_root() -> Path:
-    """The folder holding params.yaml: the current one or a parent."""
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / "params.yaml").is_file() and (folder / "bench").is_dir():
-            return folder
-    return here
-
-
-def register_local_from_params(root: Path) -> list:
-    """Register the folders of params local_datasets (docs/local-data.md); refuse one line on a bad folder."""
-    from bench.modalities import register_local
-    from bench.modalities.local import LocalDataError, load_all
-
-    if not (root / "params.yaml").is_file():
-        return []
-    import yaml
-
-    folders = (yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8")) or {}).get("local_datasets") or []
-    register_local([])  # datasets() is then the registered ones
-    try:
-        found = load_all([root / f for f in folders], [str(f) for f in folders], list(datasets().values()))
-    except LocalDataError as exc:
-        raise click.ClickException(str(exc)) from None
-    register_local(found)
-    return found
-
-
 @click.command("validate")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--manifest", type=click.Path(dir_okay=False), default=None, help="default: bench/corpus/manifest.jsonl")
 def validate_command(files: tuple[str, ...], manifest: str | None) -> None:
     """Validate set files (default: bench/sets/*.jsonl); exit 1 on any failure."""
     from bench.ingest.corpus import IntegrityError, extract_all
+    from bench.project.layout import Layout, find_root
+    from bench.project.selection import local_datasets
 
-    root = project_root()
-    local = register_local_from_params(root)
-    paths = [Path(f) for f in files] or sorted((root / "bench" / "sets").glob("*.jsonl")) + [ds.set_path for ds in local]
+    project = Layout(find_root())
+    root = project.root
+    local = local_datasets(project)
+    paths = [Path(f) for f in files] or sorted(project.sets_dir.glob("*.jsonl")) + [ds.set_path for ds in local]
     for p in paths:
         if not p.is_file():
             raise click.ClickException(f"{p}: no such set file")
-    manifest_path = Path(manifest) if manifest else root / "bench" / "corpus" / "manifest.jsonl"
+    manifest_path = Path(manifest) if manifest else project.manifest
     if not manifest_path.is_file():
         raise click.ClickException(f"{manifest_path}: no manifest; run `dvc repro fetch` first")
     try:
         man = Manifest.load(manifest_path)
     except LineError as exc:
         raise click.ClickException(str(exc)) from None
-    segments = load_segments(root / "data" / "segments")
+    segments = load_segments(project.segments)
     if segments is None:
         try:
-            frames = extract_all(man, root / "data" / "corpus")
+            frames = extract_all(man, project.store)
         except IntegrityError as exc:
             raise click.ClickException(str(exc)) from None
         segments = None if not frames else __import__("pandas").concat(frames.values(), ignore_index=True)
     from bench.annotations.splits import committed_lock, load_lock
     from bench.ingest.corpus import read_unreadable
 
-    lock_path = root / "bench" / "sets" / "splits.lock"
+    lock_path = project.split_lock
     try:
         lock = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
-        unreadable = read_unreadable(root / "data" / "segments")
+        unreadable = read_unreadable(project.segments)
     except LineError as exc:
         raise click.ClickException(str(exc)) from None
     result = validate(paths, man, segments, root=root, lock=lock, committed=committed_lock(root) if lock else None, unreadable=unreadable)

@@ -7,8 +7,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from bench.corpus_sources import datasets
 from bench.ingest.fetch import FetchLog, fetch_dataset
-from bench.modalities import datasets
 from benchmarks.common import MIRROR, best_of, figure
 
 CHUNK = 1 << 20

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.modalities import datasets, modalities
+from bench.corpus_sources import datasets
+from bench.modalities import modalities
 from benchmarks.common import MIRROR, best_of, figure
 
 CHUNKING = {"strategy": "page", "window_tokens": 200, "overlap_tokens": 50}

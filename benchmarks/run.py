@@ -106,7 +106,7 @@ def run(size: str, only: tuple[str, ...], out_dir: Path) -> dict:
             if not have_mirror:
                 doc["cases"][case] = {"skipped": "no data mirror beside the checkout (../shared/mirror)"}
                 continue
-            from bench.modalities import datasets
+            from bench.corpus_sources import datasets
             from benchmarks import case_fetch
 
             doc["cases"][case] = case_fetch.run_case(cfg["fetch"] or sorted(datasets()), cfg["fetch_repeats"])

@@ -45,6 +45,8 @@ from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import run_queries
 from bench.ingest.corpus import Manifest, load_segments
 from bench.io import LineError, sha256_file, write_json
+from bench.project.layout import MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, STORE, fail, read_json
+from bench.project.selection import params, set_files
 from bench.reporting.report import metrics_document
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
@@ -53,7 +55,6 @@ from bench.systems.sandbox import protected_paths, system_temp_root
 from bench.systems.session import open_system
 from bench.validate_sets import format_table, validate
 from stages import evaluate_fair
-from stages.common import MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, STORE, fail, params, read_json, set_files
 from stages.evaluate import entries_frame, failure_summary
 from stages.retrieve import COMMON, percentiles
 

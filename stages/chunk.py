@@ -7,7 +7,8 @@ import click
 from bench.ingest.chunking import atom_stats, chunk_all
 from bench.ingest.store import load_segments
 from bench.io import write_json, write_parquet
-from stages.common import ATOMS, SEGMENTS, fail, params
+from bench.project.layout import ATOMS, SEGMENTS, fail
+from bench.project.selection import params
 
 
 @click.command()

@@ -12,9 +12,10 @@ from bench.evaluation.metrics import aggregate, false_recall_rules, per_query
 from bench.ingest.corpus import load_segments
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
 from bench.modalities.pdf.textless import textless_gold
+from bench.project.layout import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, VALID_DIR, read_json
+from bench.project.selection import local_datasets, params
 from bench.reporting.report import markdown, metrics_document
 from stages import evaluate_fair
-from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, VALID_DIR, local_datasets, params, read_json
 
 
 def entries_frame(entries: list[dict], regions: pd.DataFrame) -> pd.DataFrame:

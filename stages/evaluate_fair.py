@@ -18,6 +18,7 @@ from bench.ingest.corpus import Manifest
 from bench.ingest.store import segment_files
 from bench.io import write_parquet, write_text
 from bench.modalities import modalities
+from bench.project.layout import MANIFEST, REPORTS, SEGMENTS, SERVED, STORE
 from bench.reporting.html_report import drilldown, render
 from bench.reporting.plots import (
     fair_points,
@@ -30,7 +31,6 @@ from bench.reporting.plots import (
     threshold_svg,
 )
 from bench.reporting.thumbnails import CorpusFiles, pictures
-from stages.common import MANIFEST, REPORTS, SEGMENTS, SERVED, STORE
 
 PER_QUERY_TABLE = REPORTS / "per_query" / "dev.parquet"
 PLOTS = REPORTS / "plots"

@@ -17,7 +17,7 @@ from bench.modalities import load, names
 from bench.modalities.local import LocalDataError
 from bench.modalities.local import load as load_local
 from bench.params import ParamsError, check_extraction
-from stages.paths import MANIFEST, OCR_CACHE, ROOT, SEGMENTS, STORE, fail, params
+from bench.project.layout import MANIFEST, OCR_CACHE, ROOT, SEGMENTS, STORE, fail, params
 
 
 @click.command()

@@ -1,6 +1,6 @@
 """DVC stage fetch: corpus files into data/corpus/, listed in bench/corpus/manifest.jsonl.
 
-Params are checked first (stages.common.params). Every file lands in the store
+Params are checked first (bench.project.selection.params). Every file lands in the store
 atomically; the manifest is replaced atomically at the end; folders of data sets no
 longer selected are removed only after that success. An unsafe archive (absolute or
 '..' member, a link, a bomb) stops the stage with one line naming archive and member,
@@ -21,20 +21,12 @@ import shutil
 
 import click
 
+from bench.corpus_sources import datasets
 from bench.ingest.archive import ArchiveError
 from bench.ingest.fetch import FetchLog, fetch_dataset, network_available, sort_manifest
 from bench.io import write_json, write_jsonl
-from bench.modalities import datasets
-from stages.common import (
-    LOCAL_FINGERPRINTS,
-    MANIFEST,
-    ROOT,
-    STORE,
-    enabled_datasets,
-    fail,
-    mirror_roots,
-    params,
-)
+from bench.project.layout import LOCAL_FINGERPRINTS, MANIFEST, ROOT, STORE, fail
+from bench.project.selection import enabled_datasets, mirror_roots, params
 
 
 def fingerprint(folder: str) -> None:

@@ -9,7 +9,7 @@ from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import trec_qrels
 from bench.ingest.store import load_segments
 from bench.io import iter_jsonl, write_parquet, write_text
-from stages.common import REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
+from bench.project.layout import REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
 
 
 @click.command()

@@ -20,13 +20,14 @@ import pandas as pd
 
 from bench.evaluation.retrieve import run_queries, trec_run
 from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
+from bench.project.layout import ATOMS, MANIFEST, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
+from bench.project.selection import params
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
 from bench.systems.atoms import AtomsError, load_system_atoms
 from bench.systems.config import system_config
 from bench.systems.sandbox import SandboxError, protected_paths, system_temp_root
 from bench.systems.session import open_system
-from stages.common import ATOMS, MANIFEST, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail, params
 
 COMMON = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
 

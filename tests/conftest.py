@@ -44,10 +44,10 @@ def real_corpus(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> di
     would take minutes; page OCR is tested on the gold pages alone
     (tests/modalities/test_pdf.py)."""
     need_mirror("mmlongbench-doc", "locomo")
+    from bench.corpus_sources import datasets
     from bench.ingest.corpus import Manifest, extract_all
     from bench.ingest.fetch import FetchLog, fetch_dataset, sort_manifest
     from bench.io import write_jsonl
-    from bench.modalities import datasets
 
     base = tmp_path_factory.mktemp("real-corpus")
     store = base / "store"

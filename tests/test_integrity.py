@@ -26,7 +26,7 @@ from tests.conftest import MIRROR, need_mirror
 def small_store(tmp_path: Path) -> tuple[Manifest, Path, Path]:
     """A store and manifest holding one real LoCoMo annotation file (copied, never the mirror)."""
     need_mirror("locomo")
-    from bench.modalities import datasets
+    from bench.corpus_sources import datasets
 
     ds = datasets()["locomo"]
     log = FetchLog()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from stages.common import MIRROR_ENV, mirror_roots, repo_root
+from bench.project.selection import MIRROR_ENV, mirror_roots, repo_root
 
 
 def test_repo_root_of_an_experiment_workspace(tmp_path: Path) -> None:

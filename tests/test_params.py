@@ -10,8 +10,9 @@ import sys
 import pytest
 import yaml
 
+from bench.corpus_sources import datasets
 from bench.io import NonFiniteError, write_json
-from bench.modalities import datasets, modalities
+from bench.modalities import modalities
 from bench.params import ParamsError, check_params
 from tests.conftest import ROOT
 from tests.project_copy import copy_project, project_env

@@ -17,7 +17,8 @@ from typing import Any
 import pandas as pd
 import pandera.pandas as pa
 
-from bench.modalities import dataset_by_name, modalities
+from bench.corpus_sources import dataset_by_name
+from bench.modalities import modalities
 
 ENTRY_FIELDS = ("query_id", "modality", "question", "answer", "answer_format", "gold", "scope", "as_of", "unanswerable", "origin", "split")
 SCOPE_FIELDS = ("holder", "session", "scenario")

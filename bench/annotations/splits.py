@@ -161,7 +161,7 @@ def freeze(old: SplitLock | None, triples: Sequence[tuple[str, str, str]], *, ut
 
 def set_triples(paths: Sequence[Path]) -> list[tuple[str, str, str]]:
     """(set key, query_id, split) of every entry of the given set files (for a freeze)."""
-    from bench.modalities import datasets
+    from bench.corpus_sources import datasets
     from bench.modalities.local import set_key
 
     out: list[tuple[str, str, str]] = []

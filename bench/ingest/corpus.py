@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.corpus_sources import datasets
 from bench.ingest.store import (
     MANIFEST_FIELDS,
     UNREADABLE,
@@ -28,7 +29,6 @@ from bench.ingest.store import (
     verified_files,
     verify_file,
 )
-from bench.modalities import datasets
 
 __all__ = ["MANIFEST_FIELDS", "UNREADABLE", "IntegrityError", "Manifest", "extract_all", "extract_dataset", "extract_datasets",
            "load_segments", "local_path", "read_unreadable", "segment_files", "stored_path", "verified_files", "verify_file"]

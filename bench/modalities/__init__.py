@@ -7,8 +7,8 @@ nothing else in the harness names modalities.
 
 ``load(name)`` imports one sub-package only, so a per-modality stage (``python -m
 stages.extract pdf``) imports no other modality's code and its DVC deps can name
-only ``bench/modalities/<name>/``. ``modalities()``, ``datasets()`` and the look-ups
-built on them import every sub-package (tests/test_dvc_deps.py models both).
+only ``bench/modalities/<name>/``. ``modalities()`` and ``declared_datasets()`` (and the
+registry built on them, bench/corpus_sources.py) import every sub-package (tests/test_dvc_deps.py models both).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from collections.abc import Iterable
 from types import ModuleType
 
 from bench.modalities.base import Dataset, Modality
@@ -49,31 +48,11 @@ def _load() -> tuple[dict[str, Modality], dict[str, Dataset]]:
     return modalities, datasets
 
 
-#: local data sets (bench/modalities/local.py) the stages registered in this process
-_LOCAL: dict[str, Dataset] = {}
-
-
-def register_local(found: Iterable[Dataset]) -> None:
-    """Make local data sets (built by the stages from params) known like registered ones."""
-    _LOCAL.clear()
-    _LOCAL.update({ds.key: ds for ds in found})
-
-
 def modalities() -> dict[str, Modality]:
     return _load()[0]
 
 
-def datasets() -> dict[str, Dataset]:
-    return {**_load()[1], **_LOCAL} if _LOCAL else _load()[1]
-
-
-def dataset_by_name(name: str) -> Dataset | None:
-    for ds in datasets().values():
-        if ds.name == name:
-            return ds
-    return None
-
-
-def dataset_of_source(source_id: str) -> Dataset | None:
-    """Source ids are '<dataset key>:<rest>'."""
-    return datasets().get(source_id.split(":", 1)[0])
+def declared_datasets() -> dict[str, Dataset]:
+    """The data sets the modality folders declare (their DATASETS); the registry with the
+    local data sets added is bench/corpus_sources.py."""
+    return _load()[1]

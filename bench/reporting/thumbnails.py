@@ -37,9 +37,9 @@ from typing import Any
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFont
 
+from bench.corpus_sources import datasets
 from bench.ingest.corpus import Manifest
 from bench.ingest.fetch import local_path
-from bench.modalities import datasets
 
 __all__ = ["PICTURES_PER_MODALITY", "CorpusFiles", "box_thumbnail", "code_lines_html", "pdf_page_thumbnail", "pictures",
            "query_pictures", "timeline_svg"]

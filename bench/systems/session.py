@@ -38,8 +38,8 @@ class Opened:
 
 def raw_files(manifest_rows: list[dict], sources: list[tuple[str, str, str]], store: Path) -> dict[str, tuple[str, Path]]:
     """Sources of the raw modalities -> (path under the store's dataset folder, local file), present files only."""
+    from bench.corpus_sources import datasets
     from bench.ingest.fetch import local_path
-    from bench.modalities import datasets
 
     known = datasets()
     present = {(r["key"], r["path"]) for r in manifest_rows if r.get("status") == "present"}

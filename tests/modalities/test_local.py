@@ -335,7 +335,7 @@ def test_bad_per_file_table_and_transcript_refused(minimal: Path) -> None:
 
 
 def test_keys_unique_and_set_key(minimal: Path, tmp_path: Path) -> None:
-    from bench.modalities import datasets
+    from bench.corpus_sources import datasets
 
     other = tmp_path / "other"
     shutil.copytree(minimal, other)
@@ -350,9 +350,9 @@ def test_keys_unique_and_set_key(minimal: Path, tmp_path: Path) -> None:
 
 
 def test_skeleton_is_a_valid_data_set_for_text_modalities(tmp_path: Path) -> None:
+    from bench.corpus_sources import register_local
     from bench.ingest.corpus import Manifest
     from bench.ingest.fetch import FetchLog, fetch_dataset
-    from bench.modalities import register_local
     from bench.validate_sets import validate
 
     for modality in ("video", "conversation", "code"):
@@ -376,9 +376,9 @@ def test_skeleton_is_a_valid_data_set_for_text_modalities(tmp_path: Path) -> Non
 
 
 def test_validate_rejects_wrong_region_in_local_set(chat: Path, tmp_path: Path) -> None:
+    from bench.corpus_sources import register_local
     from bench.ingest.corpus import Manifest
     from bench.ingest.fetch import FetchLog, fetch_dataset
-    from bench.modalities import register_local
     from bench.validate_sets import validate
 
     lines = (chat / "set.jsonl").read_text().splitlines()

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.modalities import datasets, modalities
+from bench.corpus_sources import datasets
+from bench.modalities import modalities
 from bench.modalities.derived import is_derived, question_key
 from bench.modalities.video import DATASETS, MODALITY
 from bench.modalities.video.medvidqa import CSV, MedVidQA, parse_track, read_rows

@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from bench.annotations.splits import load_lock
-from bench.modalities import datasets
+from bench.corpus_sources import datasets
 from bench.reporting.html_report import render
 from bench.reporting.thumbnails import (
     IMAGE_WIDTH,

@@ -1,8 +1,7 @@
-"""Paths and params shared by the stage scripts (the core never reads these).
+"""What params.yaml selects: the checked params, the enabled data sets, their set files,
+the local data sets and the mirror roots, for any project (a Layout).
 
-The paths, params() and fail() live in stages/paths.py (no modality imported) and
-are re-exported here; this module adds the data-set selection (which needs the
-registry of every modality) and the mirror roots.
+Errors are ProjectError: one line ("error: ..."), exit 1, in a stage or in `bench`.
 """
 
 from __future__ import annotations
@@ -12,92 +11,70 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from stages.paths import (
-    ATOMS,
-    MANIFEST,
-    OCR_CACHE,
-    PARAMS,
-    REPORTS,
-    RESOLVED,
-    ROOT,
-    RUNS,
-    SEGMENTS,
-    SERVED,
-    SETS_DIR,
-    SPLIT_LOCK,
-    STORE,
-    VALID_DIR,
-    fail,
-    read_json,
-)
-
-__all__ = ["ATOMS", "MANIFEST", "OCR_CACHE", "PARAMS", "REPORTS", "RESOLVED", "ROOT", "RUNS", "SEGMENTS", "SERVED", "SETS_DIR",
-           "SPLIT_LOCK", "STORE", "VALID_DIR", "LOCAL_FINGERPRINTS", "enabled_datasets", "fail", "local_datasets", "mirror_roots", "params", "read_json", "repo_root", "set_files"]
-LOCAL_FINGERPRINTS = ROOT / "bench" / "corpus" / "local"  # written by the `local` stage, read by fetch
+from bench.project.layout import HERE, Layout, ProjectError, read_params
 
 #: overrides params.yaml fetch.mirror_dirs: mirror roots separated by os.pathsep
 MIRROR_ENV = "BENCH_MIRROR_DIRS"
 
-def params() -> dict[str, Any]:
+
+def checked_params(layout: Layout = HERE) -> dict[str, Any]:
     """params.yaml, checked against bench/params.py's schema: a bad key or value stops
-    the stage with one line naming it, before any output is touched."""
-    from bench.modalities import datasets, modalities
+    with one line naming it, before any output is touched."""
+    from bench.corpus_sources import datasets
+    from bench.modalities import modalities
     from bench.params import ParamsError, check_params
 
-    try:
-        with open(PARAMS, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
-    except (OSError, yaml.YAMLError) as exc:
-        fail(f"params.yaml: cannot be read as YAML ({' '.join(str(exc).split())})")
+    doc = read_params(layout)
     try:
         return check_params(doc, {m: mod.strategies for m, mod in modalities().items()}, set(datasets()))
     except ParamsError as exc:
-        fail(str(exc))
-    raise AssertionError("unreachable")
+        raise ProjectError(str(exc)) from None
 
 
-def local_datasets() -> list[Any]:
+# the stages' name for it
+params = checked_params
+
+
+def local_datasets(layout: Layout = HERE) -> list[Any]:
     """The folders of params `local_datasets` as LocalDataset objects, registered (docs/local-data.md)."""
-    from bench.modalities import datasets, register_local
+    from bench.corpus_sources import datasets, register_local
     from bench.modalities.local import LocalDataError, load_all
 
-    folders = params().get("local_datasets") or []
+    folders = (read_params(layout).get("local_datasets") or []) if layout.params.is_file() else []
     register_local([])  # datasets() is then the registered ones
     try:
-        found = load_all([ROOT / f for f in folders], [str(f) for f in folders], list(datasets().values()))
+        found = load_all([layout.root / f for f in folders], [str(f) for f in folders], list(datasets().values()))
     except LocalDataError as exc:
-        fail(str(exc))
+        raise ProjectError(str(exc)) from None
     register_local(found)
     return found
 
 
-def enabled_datasets() -> list[str]:
+def enabled_datasets(layout: Layout = HERE) -> list[str]:
     """Keys of the data sets selected by params `datasets` ("all" or a list), plus every local one."""
-    from bench.modalities import datasets
+    from bench.corpus_sources import datasets
 
-    local = [ds.key for ds in local_datasets()]
-    chosen = params().get("datasets", "all")
+    local = [ds.key for ds in local_datasets(layout)]
+    chosen = checked_params(layout).get("datasets", "all")
     known = [k for k in datasets() if k not in local]
     if chosen == "all":
         return sorted([*known, *local])
     unknown = [k for k in chosen if k not in known and k not in local]
     if unknown:
-        fail(f"params.yaml datasets: unknown data set {unknown[0]!r}; registered: {', '.join(sorted(known))}")
+        raise ProjectError(f"params.yaml datasets: unknown data set {unknown[0]!r}; registered: {', '.join(sorted(known))}")
     return sorted({*chosen, *local})
 
 
-def set_files(paths: tuple[str, ...] = ()) -> list[Path]:
+def set_files(paths: tuple[str, ...] = (), layout: Layout = HERE) -> list[Path]:
     """Set files of the enabled data sets (bench/sets/<key>.jsonl that exist; a local one's set.jsonl)."""
-    from bench.modalities import datasets
+    from bench.corpus_sources import datasets
 
     if paths:
         return [Path(p) for p in paths]
     out = []
-    for k in enabled_datasets():
+    for k in enabled_datasets(layout):
         own = getattr(datasets()[k], "set_path", None)
-        path = own if own is not None else SETS_DIR / f"{k}.jsonl"
+        path = own if own is not None else layout.sets_dir / f"{k}.jsonl"
         if path.is_file():
             out.append(path)
     return out
@@ -116,7 +93,7 @@ def repo_root(root: Path) -> Path:
     return root
 
 
-def mirror_roots(configured: list[str], env: Mapping[str, str] | None = None, root: Path = ROOT) -> list[Path]:
+def mirror_roots(configured: list[str], env: Mapping[str, str] | None = None, root: Path = HERE.root) -> list[Path]:
     """Mirror roots to try, in order: $BENCH_MIRROR_DIRS (os.pathsep-separated) when set,
     else params.yaml fetch.mirror_dirs; relative ones against the original repository root."""
     env = os.environ if env is None else env
