@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import math
 import os
@@ -17,7 +16,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
@@ -48,16 +47,18 @@ def sha256_bytes(data: bytes) -> str:
 
 
 @contextlib.contextmanager
-def atomic_writer(path: str | os.PathLike, mode: str = "w") -> Iterator[io.IOBase]:
-    """Write to a temp file beside `path`, fsync, then rename over `path`."""
+def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
+    """A temp file beside `path` to fill; on success it is fsynced, given the umask's mode
+    and renamed over `path`; on any failure it is removed and `path` stays as it was.
+    The one atomic-write rule: every writer of an output goes through it."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
-        with os.fdopen(fd, mode, **kwargs) as fh:
-            yield fh
-            fh.flush()
+        yield tmp
+        with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         make_readable(tmp)
         os.replace(tmp, target)
@@ -65,6 +66,14 @@ def atomic_writer(path: str | os.PathLike, mode: str = "w") -> Iterator[io.IOBas
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike, mode: str = "w") -> Iterator[IO[Any]]:
+    """An open file whose contents replace `path` whole when the block ends (atomic_path)."""
+    kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
+    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as fh:
+        yield fh
 
 
 @contextlib.contextmanager
@@ -139,18 +148,8 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> None:
 
 
 def write_parquet(path: str | os.PathLike, df: pd.DataFrame) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
-        make_readable(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass(frozen=True)

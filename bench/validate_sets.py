@@ -89,6 +89,8 @@ def corpus_problem(entry: dict, manifest: dict[tuple[str, str, str], dict], segm
                    unreadable: dict[tuple[str, str], str] | None = None) -> tuple[str, str]:
     """(hard problem, invalid-as-a-sample reason) of one structurally valid entry."""
     ds = dataset_by_name(entry["origin"]["dataset"])
+    if ds is None:  # structure checks refuse an unregistered data set first
+        raise ValueError(f"dataset {entry['origin']['dataset']!r} is not registered")
     modality = modalities()[entry["modality"]]
     if ds.modality != entry["modality"]:
         return f"dataset {ds.name} holds {ds.modality}, entry says {entry['modality']}", ""
@@ -135,7 +137,7 @@ def validate(paths: Sequence[Path], manifest: Manifest, segments: pd.DataFrame |
     rows: list[dict] = []
     entries: list[tuple[dict, str, int]] = []
     line_errors: list[dict] = []
-    keyed: list[tuple[dict, str, int, str]] = []
+    keyed: list[tuple[dict | None, str, int, str]] = []
     for path in paths:
         display = _display(path, root)
         key = set_key(path, list(datasets().values()))  # a local data set's set.jsonl: its key

@@ -59,7 +59,7 @@ def gold_problem(entry: dict) -> str:
     gold = entry.get("gold")
     if not isinstance(gold, list):
         return f"gold must be a list, got {type(gold).__name__}"
-    modality = modalities().get(entry.get("modality"))
+    modality = modalities().get(str(entry.get("modality")))
     for i, g in enumerate(gold):
         if not isinstance(g, dict):
             return f"gold[{i}] must be an object"
@@ -69,9 +69,9 @@ def gold_problem(entry: dict) -> str:
         if not isinstance(g["source_id"], str) or not g["source_id"]:
             return f"gold[{i}].source_id must be a non-empty string"
         if modality is not None:
-            problem = modality.check_region_shape(g["region"])
-            if problem:
-                return f"gold[{i}].region: {problem}"
+            shape = modality.check_region_shape(g["region"])
+            if shape:
+                return f"gold[{i}].region: {shape}"
     return ""
 
 
@@ -175,8 +175,8 @@ def flatten(entry: Any, file: str, line: int) -> dict:
     """One row per entry; nested structure problems land in *_problem columns."""
     fp = entry_field_problem(entry)
     e = entry if isinstance(entry, dict) else {}
-    scope = e.get("scope") if isinstance(e.get("scope"), dict) else {}
-    origin = e.get("origin") if isinstance(e.get("origin"), dict) else {}
+    scope: dict = e["scope"] if isinstance(e.get("scope"), dict) else {}
+    origin: dict = e["origin"] if isinstance(e.get("origin"), dict) else {}
     gold = e.get("gold")
     tp = text_problem(entry)
     if tp:  # shown in the table and hashed for uniqueness: keep only printable text

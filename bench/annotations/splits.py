@@ -137,7 +137,7 @@ def changes(old: SplitLock | None, triples: Sequence[tuple[str, str, str]]) -> d
     }
 
 
-def freeze(old: SplitLock | None, triples: Sequence[tuple[str, str, str]], *, utc: str, git_commit: str, reason: str) -> SplitLock:
+def freeze(old: SplitLock | None, triples: Sequence[tuple[str, str, str]], *, utc: str, git_commit: str | None, reason: str) -> SplitLock:
     """A new lock over `triples` (set, query_id, split) with one more freeze record."""
     if not reason.strip():
         raise ValueError("a re-freeze needs a reason")
