@@ -76,3 +76,26 @@ def write_set(path: Path, entries: list) -> Path:
 
 
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+
+
+#: the data sets of the shared reproduced project: a PDF set and a conversation set, small
+REPRODUCED = ["mmlongbench", "locomo"]
+
+
+@pytest.fixture(scope="session")
+def reproduced(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> Path:
+    """The project on REPRODUCED, committed to a fresh git repository and reproduced with
+    `dvc repro` once per session (page OCR off, tests/project_copy.py). End-to-end tests
+    that change something work on their own clone (project_copy.clone_project), so the
+    session pays for one cold run instead of one per test module."""
+    from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
+
+    need_mirror("mmlongbench-doc", "locomo")
+    work = copy_project(tmp_path_factory.mktemp("reproduced") / "project", datasets=REPRODUCED, ocr_cache=ocr_cache)
+    env = project_env(work.parent / "site-cache")
+    for args in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "copy"], ["dvc", "repro"]):
+        run(args, work, env)
+    keep_ocr_cache(work, ocr_cache)
+    run(["git", "add", "-A"], work, env)
+    run(["git", "commit", "-q", "-m", "baseline run"], work, env)
+    return work

@@ -62,3 +62,24 @@ def project_env(site_cache: Path, drop: tuple[str, ...] = (), **extra: str) -> d
         **extra,
     )
     return env
+
+
+def clone_project(src: Path, dest: Path) -> Path:
+    """A copy of a reproduced project (git history, dvc.lock, data/ and the DVC cache) at
+    `dest`: `dvc status` there is clean, so a test changes one thing and re-runs only what
+    depends on it. Files under data/ and .dvc/cache are hard links (every writer of the
+    pipeline and DVC replace files, never rewrite them in place); the rest is copied, so
+    a test may edit params.yaml or a set file in place. .dvc/tmp (locks, state) is not copied."""
+    shared = (src / "data", src / ".dvc" / "cache")
+
+    def place(s: str, d: str) -> None:
+        if any(Path(s).is_relative_to(p) for p in shared):
+            os.link(s, d)
+        else:
+            shutil.copy2(s, d)
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        return ["tmp"] if Path(folder) == src / ".dvc" else []
+
+    shutil.copytree(src, dest, symlinks=True, ignore=ignore, copy_function=place)
+    return dest

@@ -11,8 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import need_mirror
-from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
+from tests.project_copy import clone_project, project_env, run
 
 pytestmark = pytest.mark.e2e
 
@@ -22,18 +21,10 @@ def sh(args: list[str], cwd: Path, env: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> tuple[Path, dict]:
-    need_mirror("mmlongbench-doc", "locomo")
-    work = copy_project(tmp_path_factory.mktemp("e2e") / "project", datasets=["mmlongbench", "locomo"], ocr_cache=ocr_cache)
-    env = project_env(work.parent / "site-cache")
-    sh(["git", "init", "-q"], work, env)
-    sh(["git", "add", "-A"], work, env)
-    sh(["git", "commit", "-q", "-m", "copy"], work, env)
-    sh(["dvc", "repro"], work, env)
-    keep_ocr_cache(work, ocr_cache)
-    sh(["git", "add", "-A"], work, env)
-    sh(["git", "commit", "-q", "-m", "baseline run"], work, env)
-    return work, env
+def project(tmp_path_factory: pytest.TempPathFactory, reproduced: Path) -> tuple[Path, dict]:
+    """A clone of the session's reproduced project ([mmlongbench, locomo], committed)."""
+    work = clone_project(reproduced, tmp_path_factory.mktemp("e2e") / "project")
+    return work, project_env(work.parent / "site-cache")
 
 
 def test_metrics_file_shape(project):

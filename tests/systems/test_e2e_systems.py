@@ -13,8 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import need_mirror
-from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
+from tests.project_copy import clone_project, project_env, run
 from tests.systems.conftest import bwrap_usable
 
 pytestmark = pytest.mark.e2e
@@ -43,14 +42,13 @@ def metrics(work: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> tuple[Path, dict, dict]:
-    need_mirror("mmlongbench-doc", "locomo")
-    work = copy_project(tmp_path_factory.mktemp("e2e-systems") / "project", datasets=["mmlongbench", "locomo"], ocr_cache=ocr_cache)
+def project(tmp_path_factory: pytest.TempPathFactory, reproduced: Path) -> tuple[Path, dict, dict]:
+    """A clone of the session's reproduced project with this module's system: only the
+    stages from retrieve on re-run."""
+    work = clone_project(reproduced, tmp_path_factory.mktemp("e2e-systems") / "project")
     set_system(work)
     env = project_env(work.parent / "site-cache")
-    sh(["git", "init", "-q"], work, env)
     sh(["dvc", "repro"], work, env)
-    keep_ocr_cache(work, ocr_cache)
     return work, env, metrics(work)
 
 
