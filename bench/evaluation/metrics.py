@@ -805,7 +805,9 @@ def _measure_cell(measure: Measure, group: pd.DataFrame) -> MetricCell:
 
 
 def group_cells(group: pd.DataFrame, k: int, families: tuple[str, ...] = ("core", "latency")) -> dict[str, MetricCell]:
-    """Cells of the catalogue's measures of `families`, in report order."""
+    """Cells of the catalogue's measures of `families` over the entries of `group`, in report
+    order. ``group``: modality, unanswerable, failed and the measures' per-query columns
+    (:func:`per_query`'s, ``latency_ms`` as :func:`aggregate` adds it, or the chunk-fair ones)."""
     return {m.name: _measure_cell(m, group) for m in measures(k) if m.family in families}
 
 
