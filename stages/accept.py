@@ -5,8 +5,8 @@ environment and in data/.accept-token) and never inside `dvc exp run`. It valida
 the sets again (schema, corpus and split lock), checks that manifest, sets and lock
 are the files the dev run recorded, then evaluates the valid test entries with the
 same code as the dev stages: the atoms the dev run served (data/served), the system
-of params `system` through its adapter (bench.evaluation.retrieve.run_queries), bench.evaluation.resolve,
-bench.evaluation.metrics, bench.reporting.report and the evaluate stage's extra cells (stages/evaluate_fair).
+of params `system` through its adapter (bench.evaluation.retrieve.run_queries),
+bench.evaluation.resolve, and the evaluate stage's evaluation (bench.evaluation.evaluate).
 
 Writes reports/metrics/test.json (the shape of dev.json) and appends one row to
 reports/acceptance.jsonl. Both are `persist` outputs, so a refused or failed run
@@ -25,6 +25,7 @@ from bench.accept import (
     AUDIT,
     DEV_METRICS,
     SUMMARY,
+    SYSTEM_COLUMNS,
     TEST_METRICS,
     TOKEN_FILE,
     append_audit,
@@ -34,29 +35,26 @@ from bench.accept import (
     dev_thresholds,
     git_commit,
     last_line_sha256,
+    latency_percentiles,
     preflight,
     read_audit,
     recorded_hash_mismatch,
     stage_refusal,
 )
 from bench.annotations.splits import load_lock
-from bench.evaluation.metrics import aggregate, false_recall_rules, per_query
+from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, gold_segments, load_served
 from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import run_queries
 from bench.ingest.corpus import Manifest, load_segments
 from bench.io import LineError, sha256_file, write_json
 from bench.project.layout import MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, STORE, fail, read_json
 from bench.project.selection import params, set_files
-from bench.reporting.report import metrics_document
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
 from bench.systems.config import system_config
 from bench.systems.sandbox import protected_paths, system_temp_root
 from bench.systems.session import open_system
 from bench.validate_sets import format_table, validate
-from stages import evaluate_fair
-from stages.evaluate import entries_frame, failure_summary
-from stages.retrieve import COMMON, percentiles
 
 
 @click.command()
@@ -103,11 +101,10 @@ def main() -> None:
     except ValueError as exc:
         fail(f"params.yaml {exc}")
     # the atoms the dev run served (data/served, written by the dev retrieve stage)
-    frames = sorted(SERVED.glob("*.parquet"))
-    if not frames:
+    served = load_served(SERVED)
+    if not served:
         fail("no served atoms in data/served; run the dev pipeline (`dvc repro`) first")
-    atoms = pd.concat([pd.read_parquet(p, columns=COMMON) for p in frames], ignore_index=True)
-    served = {p.stem: pd.read_parquet(p) for p in frames}
+    atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
     try:  # the same sandbox as the dev run (bench/systems/session.py): never the sets, the token or DVC_*
         with open_system(sys_cfg, served, atoms, segments=segments, manifest_rows=list(manifest.rows), store=STORE, root=ROOT,
                          temp_root=system_temp_root(ROOT), protected=protected_paths(ROOT), host_env=os.environ) as opened:
@@ -115,33 +112,19 @@ def main() -> None:
                               warmup=sys_cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)))
     except (ValueError, RuntimeError, MissingExtra, SystemCrash) as exc:  # malformed results name the query
         fail(f"system {sys_cfg.name!r}: {exc}")
-    gold, regions = resolve(test, {p.stem: pd.read_parquet(p) for p in frames}, segments)
-    ent = entries_frame(test, regions)
-    failed = ran.failures["query_id"].astype(str).tolist()
+    gold, regions = resolve(test, load_served(SERVED), segments)
     # false recall: the dev run's rule; its calibrated thresholds are reused, never recalibrated on test
     abstains, thresholds = dev_thresholds(dev_doc)
-    pq = per_query(ent, ran.run, gold, atoms[["atom_id", "holder", "observed_at"]], k=k, failed=failed, responses=ran.latency,
-                   abstains=abstains, thresholds=thresholds)
-    agg = aggregate(pq, ran.latency, failed, k=k)
-    run_info = {
-        "system": sys_cfg.name,
-        "depth": sys_cfg.depth,
-        "k": k,
-        "false_recall_rule": false_recall_rules(pq),
-        "auroc_signal": str(pq["separation_signal"].iloc[0]),
-        "chunking": cfg["chunking"],
-        "concurrency": sys_cfg.concurrency,
-        "warm": ran.info["warm"],
-        "adapter": sys_cfg.adapter,
-        "warmup_queries": ran.info["warmup_queries"],
-        "timeout_s": sys_cfg.timeout_s,
-        "latency": percentiles(ran.latency["latency_ms"]),
-        "failures_by_modality": failure_summary(ent, ran.failures),
-        "split": "test",
-    }
-    doc = metrics_document(agg, invalid, summary["sha256"], run_info)
-    # the dev report's extra cells (chunk-fair metrics, intervals, atom statistics, ties)
-    doc, _, _ = evaluate_fair.extend(doc, pq, ent, ran.run, gold, regions, ran.latency, failed, cfg)
+    inputs = EvalInputs(entries=test, run=ran.run, gold=gold, regions=regions, responses=ran.latency, failures=ran.failures,
+                        served=served, gold_segments=gold_segments(regions, SEGMENTS), invalid=invalid, sha256=summary["sha256"])
+    options = EvalOptions(k=k, bootstrap_resamples=int(cfg["metrics"].get("bootstrap_resamples", 1000)),
+                          bootstrap_seed=int(cfg["metrics"].get("bootstrap_seed", 0)), abstains=abstains, thresholds=thresholds)
+    description = RunDescription(
+        system=sys_cfg.name, depth=sys_cfg.depth, chunking=cfg["chunking"], concurrency=sys_cfg.concurrency, warm=ran.info["warm"],
+        adapter=sys_cfg.adapter, warmup_queries=ran.info["warmup_queries"], timeout_s=sys_cfg.timeout_s,
+        latency=latency_percentiles(ran.latency["latency_ms"]), split="test",
+    )
+    doc = evaluate(inputs, options, description).document
 
     audit = ROOT / AUDIT
     try:

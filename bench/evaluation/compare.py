@@ -47,23 +47,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.metrics import WORST
+from bench.evaluation.catalogue import Measure, counted, measures
 from bench.evaluation.uncertainty import bootstrap_ci, holm, paired_randomization_test, rng_for
 
 PER_QUERY = "reports/per_query/dev.parquet"
 METRICS = "reports/metrics/dev.json"
 
-#: metric -> (per-query column template, scope, higher is better)
-COMPARED: dict[str, tuple[str, str, bool]] = {
-    "recall@{k}": ("recall@{k}", "answerable", True),
-    "mrr": ("mrr", "answerable", True),
-    "ndcg@{k}": ("ndcg@{k}", "answerable", True),
-    "coverage@{k}": ("coverage@{k}", "answerable", True),
-    "precision@{k}": ("precision@{k}", "answerable", True),
-    "iou@{k}": ("iou@{k}", "answerable", True),
-    "false_recall": ("false_recall", "unanswerable", False),
-    "abstention_rate": ("abstained", "answerable", False),
-}
+
+def compared(k: int) -> list[Measure]:
+    """The catalogue's measures `bench compare` tests: those where higher is better first,
+    then those where lower is better (bench.evaluation.catalogue)."""
+    return sorted((m for m in measures(k) if m.compared), key=lambda m: not m.higher_is_better)
 
 
 class CompareError(Exception):
@@ -153,12 +147,6 @@ def load_run(spec: str, root: Path) -> RunData:
 # --------------------------------------------------------------------------- comparing
 
 
-def _contrib(df: pd.DataFrame, column: str) -> np.ndarray:
-    """Per-query values; a failed query counts as the metric's worst case (bench.evaluation.metrics.WORST, else 0)."""
-    vals = df[column].to_numpy(dtype=float)
-    return np.where(df["failed"].astype(bool).to_numpy(), WORST.get(column, 0.0), np.nan_to_num(vals, nan=0.0))
-
-
 def _infer_k(df: pd.DataFrame, label: str = "per-query table") -> int:
     ks = sorted(int(c.split("@")[1]) for c in df.columns if isinstance(c, str) and c.startswith("recall@") and c.split("@")[1].isdigit())
     if not ks:
@@ -191,8 +179,8 @@ def check_table(df: Any, label: str) -> None:
         if values.isna().any() or not values.map(lambda v: isinstance(v, (bool, np.bool_)) or v in (0, 1)).all():
             raise CompareError(f"{label}: malformed per-query table: column {col!r} must hold true/false only")
     k = _infer_k(df, label)
-    for col_t, _, _ in COMPARED.values():
-        col = col_t.format(k=k)
+    for m in compared(k):
+        col = m.column
         if col not in df.columns:
             continue
         numeric = pd.to_numeric(df[col], errors="coerce")
@@ -241,13 +229,14 @@ def compare(
     for group, idx in groups:
         ga, gb = pa.loc[idx], pb.loc[idx]
         unans = ga["unanswerable"].astype(bool).to_numpy()
-        for metric_t, (col_t, scope, higher) in COMPARED.items():
-            metric, col = metric_t.format(k=k), col_t.format(k=k)
+        for m in compared(k):
+            metric, col, higher = m.name, m.column, m.higher_is_better
             if col not in ga.columns or col not in gb.columns:
                 continue
-            keep = unans if scope == "unanswerable" else ~unans
-            xa, xb = _contrib(ga, col)[keep], _contrib(gb, col)[keep]
-            n = int(keep.sum())
+            # the same denominator rule as dev.json: a failed query counts its worst case
+            xa = counted(m, ga[col].to_numpy(dtype=float), unans, ga["failed"].astype(bool).to_numpy())[0]
+            xb = counted(m, gb[col].to_numpy(dtype=float), unans, gb["failed"].astype(bool).to_numpy())[0]
+            n = len(xa)
             if n == 0:
                 continue
             d = xb - xa

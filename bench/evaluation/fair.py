@@ -51,6 +51,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.evaluation.catalogue import measures
+from bench.evaluation.metrics import group_cells
 from bench.modalities import modalities
 
 __all__ = [
@@ -70,8 +72,8 @@ REGION_EXTENT_COLUMNS = ["query_id", "gold_idx", "source_id", "part", *BOX, "ext
 
 
 def fair_keys(k: int = 10) -> list[str]:
-    """Per-query columns of the chunk-fair metrics, in report order."""
-    return [f"coverage@{k}", f"precision@{k}", f"iou@{k}", f"oracle_coverage@{k}", f"oracle_iou@{k}"]
+    """Per-query columns of the chunk-fair metrics, in report order (bench.evaluation.catalogue)."""
+    return [m.column for m in measures(k) if m.family == "fair"]
 
 
 # --------------------------------------------------------------------------- extents
@@ -290,30 +292,16 @@ def _query_fair(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, apos:
 # --------------------------------------------------------------------------- aggregation
 
 
-def _cell(values: np.ndarray, in_den: np.ndarray, ok: np.ndarray) -> dict[str, Any]:
-    den = int(in_den.sum())
-    n = int((in_den & ok).sum())
-    if den == 0:
-        return {"value": None, "n": n, "denominator": den}
-    contrib = np.where(in_den & ok, np.nan_to_num(values, nan=0.0), 0.0)
-    return {"value": float(contrib.sum()) / den, "n": n, "denominator": den}
-
-
 def fair_cells(per_query_df: pd.DataFrame, k: int = 10) -> dict[str, Any]:
     """Cells {value, n, denominator} of the chunk-fair metrics per modality and overall.
 
     ``per_query_df``: query_id, modality, unanswerable, failed and the
-    :func:`fair_keys` columns. Denominator = answerable entries; a failed query
-    counts as 0 (same rules as bench.evaluation.metrics.aggregate).
+    :func:`fair_keys` columns. The cells are bench.evaluation.metrics' (the catalogue's
+    denominator rule: answerable entries; a failed query counts as 0).
     """
-    def block(df: pd.DataFrame) -> dict[str, Any]:
-        in_den = ~df["unanswerable"].astype(bool).to_numpy()
-        ok = ~df["failed"].astype(bool).to_numpy()
-        return {c: _cell(df[c].to_numpy(float), in_den, ok) for c in fair_keys(k)}
-
     return {
-        "by_modality": {str(m): block(g) for m, g in per_query_df.groupby("modality", sort=True)},
-        "overall": block(per_query_df),
+        "by_modality": {str(m): group_cells(g, k, ("fair",)) for m, g in per_query_df.groupby("modality", sort=True)},
+        "overall": group_cells(per_query_df, k, ("fair",)),
     }
 
 

@@ -143,7 +143,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["WORST", "FalseRecallRule", "aggregate", "auroc_codes", "auroc_from_codes", "calibrate", "false_recall_rules", "metric_keys", "per_query"]
+from bench.evaluation.catalogue import Measure, counted, in_denominator, measures
+
+__all__ = ["FalseRecallRule", "aggregate", "auroc_codes", "auroc_from_codes", "calibrate", "false_recall_rules", "group_cells", "metric_keys", "per_query"]
 
 ENTRY_COLUMNS = ("query_id", "modality", "unanswerable", "as_of", "holder", "n_regions")
 RUN_COLUMNS = ("query_id", "atom_id", "rank", "score")
@@ -630,22 +632,12 @@ def _leak_metrics(run: _Run, ent: _Entries, atoms: _Atoms, k: int) -> dict[str, 
 
 
 def metric_keys(k: int = 10) -> dict[str, str]:
-    """Map contract metric name -> per-query column, in report order (AUROC and latency excluded)."""
-    return {
-        f"recall@{k}": f"recall@{k}",
-        f"atom_recall@{k}": f"atom_recall@{k}",
-        "mrr": "mrr",
-        f"ndcg@{k}": f"ndcg@{k}",
-        "false_recall": "false_recall",
-        "abstention_rate": "abstained",
-        "temporal_correctness": "temporal_ok",
-        "holder_correctness": "holder_ok",
-    }
+    """Contract metric name -> per-query column of the mean metrics :func:`per_query`
+    computes, in report order (bench.evaluation.catalogue; AUROC and latency excluded)."""
+    return {m.name: m.column for m in measures(k) if m.family == "core" and m.statistic == "mean"}
 
 
-#: per-query column -> what a failed query counts as (lower is better for these); others count 0
-WORST = {"false_recall": 1.0, "abstained": 1.0}
-AUROC = "auroc_unanswerable"
+AUROC = next(m.name for m in measures() if m.statistic == "auroc")
 
 
 def per_query(
@@ -758,27 +750,29 @@ def _cell(value: float | None, n: int, denominator: int, reason: str | None = No
     return cell
 
 
-def _mean_cell(values: np.ndarray, in_denominator: np.ndarray, ok: np.ndarray, worst: float = 0.0) -> MetricCell:
-    """Sum of per-query values (failed -> worst) over the denominator / denominator."""
-    denominator = int(in_denominator.sum())
-    n = int((in_denominator & ok).sum())
+def _mean_cell(measure: Measure, group: pd.DataFrame) -> MetricCell:
+    """Sum of per-query values over the denominator / denominator (the catalogue's rule:
+    a failed query counts its worst case)."""
+    contrib, ok = counted(measure, group[measure.column].to_numpy(dtype=float), group["unanswerable"].to_numpy(dtype=bool),
+                          group["failed"].to_numpy(dtype=bool))
+    n, denominator = int(ok.sum()), len(contrib)
     if denominator == 0:
         return _cell(None, n, denominator)
-    contrib = np.where(in_denominator & ok, np.nan_to_num(values, nan=0.0), worst)
-    return _cell(float(contrib[in_denominator].sum()) / denominator, n, denominator)
+    return _cell(float(contrib.sum()) / denominator, n, denominator)
 
 
-def _latency_cells(lat_ms: np.ndarray, denominator: int) -> dict[str, MetricCell]:
+def _latency_cell(measure: Measure, group: pd.DataFrame) -> MetricCell:
+    """A latency percentile over the timed queries (failed ones carry no latency); all entries are the denominator."""
+    lat_ms = group[measure.column].to_numpy(dtype=float)
+    denominator = int(in_denominator(measure.scope, group["unanswerable"].to_numpy(dtype=bool)).sum())
     timed = lat_ms[~np.isnan(lat_ms)]
-    cells = {}
-    for name, q in (("latency_p50_ms", 50.0), ("latency_p95_ms", 95.0)):
-        value = float(np.percentile(timed, q)) if len(timed) and denominator else None
-        cells[name] = _cell(value, len(timed), denominator)
-    return cells
+    value = float(np.percentile(timed, float(measure.statistic[1:]))) if len(timed) and denominator else None
+    return _cell(value, len(timed), denominator)
 
 
-def _false_recall_cell(group: pd.DataFrame, unans: np.ndarray, ok: np.ndarray) -> MetricCell:
-    cell = _mean_cell(group["false_recall"].to_numpy(dtype=float), unans, ok, WORST["false_recall"])
+def _false_recall_cell(measure: Measure, group: pd.DataFrame) -> MetricCell:
+    cell = _mean_cell(measure, group)
+    unans = group["unanswerable"].to_numpy(dtype=bool)
     if not unans.any():
         return cell
     rules = group.loc[unans, ["modality", "false_recall_rule", "false_recall_reason"]].drop_duplicates("modality")
@@ -789,29 +783,32 @@ def _false_recall_cell(group: pd.DataFrame, unans: np.ndarray, ok: np.ndarray) -
     return cell
 
 
-def _auroc_cell(group: pd.DataFrame, unans: np.ndarray, ok: np.ndarray) -> MetricCell:
-    n, denominator = int(ok.sum()), len(group)
+def _auroc_cell(measure: Measure, group: pd.DataFrame) -> MetricCell:
+    unans = group["unanswerable"].to_numpy(dtype=bool)
+    ok = ~group["failed"].to_numpy(dtype=bool)
+    n, denominator = int(ok.sum()), int(in_denominator(measure.scope, unans).sum())
     if unans.all() or not unans.any():
         return _cell(None, n, denominator, "needs both answerable and unanswerable entries")
-    codes = auroc_codes(group["separation"].to_numpy(dtype=float), ~unans, ~ok)
+    codes = auroc_codes(group[measure.column].to_numpy(dtype=float), ~unans, ~ok)
     return _cell(float(auroc_from_codes(codes)), n, denominator)
 
 
-def _group_report(group: pd.DataFrame, k: int) -> dict[str, MetricCell]:
-    unans = group["unanswerable"].to_numpy(dtype=bool)
-    ok = ~group["failed"].to_numpy(dtype=bool)
-    every = np.ones(len(group), dtype=bool)
-    scope = {"false_recall": unans, "temporal_ok": every, "holder_ok": every}
-    report: dict[str, MetricCell] = {}
-    for name, col in metric_keys(k).items():
-        if name == "false_recall":
-            report[name] = _false_recall_cell(group, unans, ok)
-            continue
-        report[name] = _mean_cell(group[col].to_numpy(dtype=float), scope.get(col, ~unans), ok, WORST.get(col, 0.0))
-        if name == "abstention_rate":
-            report[AUROC] = _auroc_cell(group, unans, ok)
-    report.update(_latency_cells(group["latency_ms"].to_numpy(dtype=float), len(group)))
-    return report
+def _measure_cell(measure: Measure, group: pd.DataFrame) -> MetricCell:
+    """The cell of one catalogue measure over the entries of `group`."""
+    if measure.statistic == "auroc":
+        return _auroc_cell(measure, group)
+    if measure.statistic != "mean":
+        return _latency_cell(measure, group)
+    if measure.column == "false_recall":
+        return _false_recall_cell(measure, group)
+    return _mean_cell(measure, group)
+
+
+def group_cells(group: pd.DataFrame, k: int, families: tuple[str, ...] = ("core", "latency")) -> dict[str, MetricCell]:
+    """Cells of the catalogue's measures of `families` over the entries of `group`, in report
+    order. ``group``: modality, unanswerable, failed and the measures' per-query columns
+    (:func:`per_query`'s, ``latency_ms`` as :func:`aggregate` adds it, or the chunk-fair ones)."""
+    return {m.name: _measure_cell(m, group) for m in measures(k) if m.family in families}
 
 
 def _latency_by_query(latency: pd.DataFrame | None) -> pd.Series:
@@ -852,7 +849,7 @@ def aggregate(
     df["latency_ms"] = np.where(df["failed"].to_numpy(), np.nan, lat)
 
     by_modality = {
-        str(mod): _group_report(df.loc[df["modality"] == mod], k)
+        str(mod): group_cells(df.loc[df["modality"] == mod], k)
         for mod in sorted(df["modality"].astype(str).unique())
     }
-    return {"by_modality": by_modality, "overall": _group_report(df, k)}
+    return {"by_modality": by_modality, "overall": group_cells(df, k)}

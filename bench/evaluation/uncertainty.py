@@ -33,7 +33,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["rng_for", "bootstrap_ci", "paired_randomization_test", "holm", "add_intervals", "cell_scopes"]
+from bench.evaluation.catalogue import Measure, by_name, counted
+from bench.evaluation.metrics import auroc_codes, auroc_from_codes
+
+__all__ = ["rng_for", "bootstrap_ci", "paired_randomization_test", "holm", "add_intervals"]
 
 BATCH_VALUES = 2_000_000
 CONFIDENCE = 0.95
@@ -137,40 +140,20 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- dev.json cells
 
 
-def cell_scopes(k: int = 10) -> dict[str, tuple[str, str]]:
-    """Metric name in dev.json -> (per-query column, scope).
-
-    Scope is the metric's denominator: "answerable", "unanswerable", "all",
-    "timed" (latency percentiles over timed, non-failed queries) or "auroc" (all
-    entries, resampled with their kind; bench.evaluation.metrics.auroc_codes).
-    """
-    from bench.evaluation.fair import fair_keys
-    from bench.evaluation.metrics import AUROC, metric_keys
-
-    scopes = {"false_recall": "unanswerable", "temporal_correctness": "all", "holder_correctness": "all"}
-    out = {name: (col, scopes.get(name, "answerable")) for name, col in metric_keys(k).items()}
-    out[AUROC] = ("separation", "auroc")
-    out.update({name: (name, "answerable") for name in fair_keys(k)})
-    out["latency_p50_ms"] = ("latency_ms", "timed")
-    out["latency_p95_ms"] = ("latency_ms", "timed")
-    return out
-
-
-def _values_for(df: pd.DataFrame, column: str, scope: str) -> np.ndarray:
-    """Per-query values of a cell as the value counts them (failed: the worst case)."""
-    from bench.evaluation.metrics import WORST, auroc_codes
-
+def _values_for(df: pd.DataFrame, measure: Measure) -> np.ndarray:
+    """Per-query values of a cell as its value counts them (bench.evaluation.catalogue)."""
     failed = df["failed"].astype(bool).to_numpy()
     unans = df["unanswerable"].astype(bool).to_numpy()
-    vals = df[column].to_numpy(dtype=float)
-    if scope == "timed":
-        keep = ~failed & ~np.isnan(vals)
-        return vals[keep]
-    if scope == "auroc":
+    vals = df[measure.column].to_numpy(dtype=float)
+    if measure.statistic == "auroc":
         return auroc_codes(vals, ~unans, failed)
-    in_den = {"answerable": ~unans, "unanswerable": unans, "all": np.ones(len(df), dtype=bool)}[scope]
-    contrib = np.where(failed, WORST.get(column, 0.0), np.nan_to_num(vals, nan=0.0))
-    return contrib[in_den]
+    if measure.statistic != "mean":  # latency percentiles: the timed, non-failed queries
+        return vals[~failed & ~np.isnan(vals)]
+    return counted(measure, vals, unans, failed)[0]
+
+
+def _statistic(measure: Measure) -> str | Callable:
+    return auroc_from_codes if measure.statistic == "auroc" else measure.statistic
 
 
 def add_intervals(
@@ -186,25 +169,20 @@ def add_intervals(
     or its metric is unknown here).
 
     ``per_query_df``: query_id, modality, unanswerable, failed, latency_ms and every
-    per-query column of :func:`cell_scopes`. A failed query contributes its worst
+    per-query column of the catalogue's measures (bench.evaluation.catalogue). A failed query contributes its worst
     case (as in the value); latency intervals resample the timed queries'
     percentiles; the AUROC interval resamples entries with their kind.
     """
-    scopes = cell_scopes(k)
+    known = by_name(k)
 
     def block(name: str, cells: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
         out = {}
         for metric, cell in cells.items():
             ci = None
-            if metric in scopes and scopes[metric][0] in df.columns and cell.get("value") is not None:
-                col, scope = scopes[metric]
-                stat: str | Callable = "p50" if metric == "latency_p50_ms" else "p95" if metric == "latency_p95_ms" else "mean"
-                if scope == "auroc":
-                    from bench.evaluation.metrics import auroc_from_codes
-
-                    stat = auroc_from_codes
-                ci = bootstrap_ci(_values_for(df, col, scope), resamples=resamples,
-                                  rng=rng_for(seed, name, metric), statistic=stat)
+            measure = known.get(metric)
+            if measure is not None and measure.column in df.columns and cell.get("value") is not None:
+                ci = bootstrap_ci(_values_for(df, measure), resamples=resamples,
+                                  rng=rng_for(seed, name, metric), statistic=_statistic(measure))
             out[metric] = {**cell, "ci95": list(ci) if ci else [None, None]}
         return out
 

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.evaluation.catalogue import measures
+
 PERCENTILES = np.arange(0, 101, 1)
 
 
@@ -127,20 +129,18 @@ def latency_quantiles(per_query: pd.DataFrame) -> pd.DataFrame:
 
 
 def fair_points(doc: dict[str, Any], k: int = 10) -> pd.DataFrame:
-    """One point per modality: the run's coverage/precision/IoU and the oracle ceiling."""
+    """One point per modality: the run's chunk-fair cells (bench.evaluation.catalogue:
+    coverage, precision, IoU) and the oracle ceiling."""
     chunking = doc.get("run", {}).get("chunking", {})
+    names = [m.name for m in measures(k) if m.family == "fair"]
     rows = []
     for m, block in doc["by_modality"].items():
-        if f"coverage@{k}" not in block:
+        if names[0] not in block:
             continue
         rows.append({
             "modality": m,
             "strategy": chunking.get(m, {}).get("strategy", "?"),
-            f"coverage@{k}": block[f"coverage@{k}"]["value"],
-            f"precision@{k}": block[f"precision@{k}"]["value"],
-            f"iou@{k}": block[f"iou@{k}"]["value"],
-            f"oracle_coverage@{k}": block[f"oracle_coverage@{k}"]["value"],
-            f"oracle_iou@{k}": block[f"oracle_iou@{k}"]["value"],
+            **{name: block[name]["value"] for name in names},
         })
     return pd.DataFrame(rows)
 

@@ -6,71 +6,52 @@ from typing import Any
 
 import pandas as pd
 
+from bench.evaluation.catalogue import by_name, measures
 from bench.modalities.derived import is_derived
 
 UNANSWERABLE_TARGET = 0.15
-#: the spec's bars (schema b-2, section 4): metric -> (direction, bar); the others are "report"
-BARS: dict[str, tuple[str, float]] = {
-    "recall@{k}": (">=", 0.90),
-    "false_recall": ("<=", 0.10),
-    "temporal_correctness": (">=", 0.95),
-    "holder_correctness": (">=", 0.95),
-}
-#: the verdict matrix's columns: dev.json metric (k filled in) -> heading
-VERDICT_COLUMNS: dict[str, str] = {
-    "recall@{k}": "recall@{k}",
-    "mrr": "MRR",
-    "ndcg@{k}": "nDCG@{k}",
-    "false_recall": "false recall",
-    "abstention_rate": "abstention rate",
-    "auroc_unanswerable": "AUROC",
-    "temporal_correctness": "temporal correctness",
-    "holder_correctness": "holder correctness",
-    "latency_p50_ms": "latency p50 (ms)",
-    "latency_p95_ms": "latency p95 (ms)",
-}
 MET, NOT_MET, NOT_MEASURABLE = "met", "not met", "not measurable"
 
 
 def bar_status(metric: str, cell: dict[str, Any] | None, k: int = 10) -> str | None:
-    """"met", "not met" or "not measurable" against the spec's bar; None for a metric without one."""
-    bars = {name.format(k=k): bar for name, bar in BARS.items()}
-    if metric not in bars:
+    """"met", "not met" or "not measurable" against the spec's bar (bench.evaluation.catalogue);
+    None for a metric without one."""
+    measure = by_name(k).get(metric)
+    if measure is None or measure.bar is None:
         return None
     if cell is None or cell.get("value") is None:
         return NOT_MEASURABLE
-    direction, bar = bars[metric]
-    ok = cell["value"] >= bar if direction == ">=" else cell["value"] <= bar
-    return MET if ok else NOT_MET
+    return MET if measure.bar.met(cell["value"]) else NOT_MET
 
 
 def verdict(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The verdict matrix: one row per modality plus overall, one cell per
-    VERDICT_COLUMNS metric with value, n, denominator, the bar's status and, for false
-    recall, the rule that applied."""
+    """The verdict matrix: one row per modality plus overall, one cell per catalogue
+    measure with a verdict heading: value, n, denominator, the bar's status and, for
+    false recall, the rule that applied."""
     k = int(doc.get("run", {}).get("k", 10))
     rules = doc.get("run", {}).get("false_recall_rule", {})
+    columns = [m for m in measures(k) if m.heading is not None]
     rows = []
     for group, block in [*doc["by_modality"].items(), ("overall", doc["overall"])]:
         cells = []
-        for template, heading in VERDICT_COLUMNS.items():
-            metric = template.format(k=k)
-            cell = block.get(metric)
+        for m in columns:
+            cell = block.get(m.name)
             cells.append({
-                "metric": metric, "heading": heading.format(k=k),
+                "metric": m.name, "heading": m.heading,
                 "value": None if cell is None else cell.get("value"),
                 "n": None if cell is None else cell.get("n"),
                 "denominator": None if cell is None else cell.get("denominator"),
                 "reason": None if cell is None else cell.get("reason"),
-                "status": bar_status(metric, cell, k),
-                "rule": rules.get(group, {}).get("rule") if metric == "false_recall" else None,
+                "status": bar_status(m.name, cell, k),
+                "rule": rules.get(group, {}).get("rule") if m.name == "false_recall" else None,
             })
         rows.append({"group": group, "cells": cells})
     return rows
 
 
 def bar_legend(k: int = 10) -> str:
-    return ", ".join(f"{name.format(k=k)} {d.replace('>=', '≥').replace('<=', '≤')} {bar:.2f}" for name, (d, bar) in BARS.items())
+    return ", ".join(f"{m.name} {m.bar.direction.replace('>=', '≥').replace('<=', '≤')} {m.bar.value:.2f}"
+                     for m in measures(k) if m.bar is not None)
 
 
 def verdict_markdown(doc: dict[str, Any]) -> list[str]:

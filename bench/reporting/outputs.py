@@ -1,0 +1,75 @@
+"""The dev run's pictures and HTML report, built in memory from one evaluation
+(bench.evaluation.evaluate); the evaluate stage writes them (reports/plots/*.csv,
+reports/dev.html) with bench.io's atomic helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bench.evaluation.evaluate import EvalInputs, EvalResult
+from bench.modalities import modalities
+from bench.reporting.html_report import drilldown, render
+from bench.reporting.plots import (
+    fair_points,
+    latency_quantiles,
+    latency_svg,
+    precision_coverage_svg,
+    recall_curve,
+    recall_curve_svg,
+    threshold_curve,
+    threshold_svg,
+)
+from bench.reporting.thumbnails import CorpusFiles, pictures
+
+__all__ = ["DevReport", "dev_report"]
+
+
+@dataclass(frozen=True)
+class DevReport:
+    plots: dict[str, str]  # file name under reports/plots/ -> CSV text
+    html: str  # reports/dev.html
+
+
+def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, calibration_recall: float,
+               corpus: CorpusFiles) -> DevReport:
+    """The plot tables (`dvc plots`) and the HTML report with its figures, drill-down and pictures.
+
+    ``max_k``: the recall curve's last cut-off (params system.depth); ``calibration_recall``:
+    params metrics.calibration_recall (marked on the threshold figure); ``corpus``: where
+    the pictures of gold sources are read from."""
+    doc, full = result.document, result.full
+    curve = recall_curve(full, inputs.run, inputs.gold, max_k=max_k)
+    thresholds = threshold_curve(full, inputs.run, inputs.gold, k)
+    lat = latency_quantiles(full)
+    points = fair_points(doc, k)
+    plots = {
+        "recall_at_k.csv": _csv(_wide(curve, "k", "recall")),
+        "latency.csv": _csv(_wide(lat, "percentile", "latency_ms")),
+        "threshold.csv": _csv(thresholds.loc[thresholds["modality"] == "overall"].drop(columns="modality")),
+        "precision_coverage.csv": _csv(points),
+    }
+    figures = {
+        "recall@k for k = 1…100 per modality (dashed: all modalities pooled)": recall_curve_svg(curve),
+        f"precision@{k} against coverage@{k} (this run: one point per modality)": precision_coverage_svg(points, k),
+        "compile-latency distribution (cumulative)": latency_svg(lat),
+        f"false recall and recall@{k} against the calibration share of a top-1 score threshold (grey: metrics.calibration_recall)":
+            threshold_svg(thresholds.loc[thresholds["modality"] != "overall"], k, calibration_recall),
+    }
+    atoms_info = pd.concat([a[["atom_id", "source_id", "text", "extent"]] for a in inputs.served.values()], ignore_index=True)
+    atoms_info = atoms_info.merge(result.atom_extents[["atom_id", "extent"]].rename(columns={"extent": "amount"}), on="atom_id", how="left")
+    drill = drilldown(inputs.entries, full, inputs.run, inputs.gold, result.region_extents, inputs.regions, atoms_info, k=k)
+    pics = pictures(drill, corpus, inputs.gold_segments)
+    return DevReport(plots, render(doc, figures, drill, pictures=pics))
+
+
+def _wide(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """One column per modality known to the harness (empty when absent) plus overall,
+    so the dvc.yaml plot definitions can name fixed columns."""
+    wide = frame.pivot(index=x, columns="modality", values=y)
+    return wide.reindex(columns=[*sorted(modalities()), "overall"]).reset_index()
+
+
+def _csv(frame: pd.DataFrame) -> str:
+    return frame.to_csv(index=False, float_format="%.6g", lineterminator="\n")

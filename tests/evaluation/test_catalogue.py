@@ -1,0 +1,181 @@
+"""The metric catalogue (bench/evaluation/catalogue.py) is the one list of metrics and the
+one denominator rule: every cell of the evaluation, the chunk-fair cells, the intervals,
+`bench compare` and the verdict follow it. Checked on a real evaluation of LoCoMo and
+MMLongBench-Doc (bm25 over the page/turn atoms), with real queries marked failed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from bench.accept import SYSTEM_COLUMNS
+from bench.evaluation.catalogue import Bar, Measure, by_name, counted, measures
+from bench.evaluation.compare import compare, compared
+from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, per_query_table
+from bench.evaluation.fair import fair_keys
+from bench.evaluation.metrics import metric_keys
+from bench.evaluation.resolve import resolve
+from bench.evaluation.retrieve import run_queries
+from bench.evaluation.uncertainty import _values_for
+from bench.ingest.chunking import chunk_all
+from bench.reporting.report import bar_legend, verdict
+from bench.systems.config import make_adapter, system_config
+from bench.validate_sets import validate
+from tests.conftest import ROOT
+
+K = 10
+FAILED_PER_KIND = 5  # answerable and unanswerable queries marked failed (timeout)
+
+
+# --------------------------------------------------------------------------- the catalogue itself
+
+
+def test_names_and_columns_are_declared_once_in_report_order() -> None:
+    ms = measures(K)
+    assert len({m.name for m in ms}) == len(ms)
+    assert [m.name for m in ms][:4] == ["recall@10", "atom_recall@10", "mrr", "ndcg@10"]
+    assert measures(5)[0].name == "recall@5" and measures(5)[0].column == "recall@5"
+    assert list(metric_keys(K)) == [m.name for m in ms if m.family == "core" and m.statistic == "mean"]
+    assert fair_keys(K) == [m.column for m in ms if m.family == "fair"]
+    # higher is better <=> a failed query counts 0 (mean statistics)
+    for m in ms:
+        if m.statistic == "mean":
+            assert m.worst == (0.0 if m.higher_is_better else 1.0), m.name
+
+
+def test_the_spec_bars_and_the_verdict_columns_come_from_the_catalogue() -> None:
+    bars = {m.name: (m.bar.direction, m.bar.value) for m in measures(K) if m.bar is not None}
+    assert bars == {"recall@10": (">=", 0.90), "false_recall": ("<=", 0.10),
+                    "temporal_correctness": (">=", 0.95), "holder_correctness": (">=", 0.95)}
+    assert bar_legend(K) == "recall@10 ≥ 0.90, false_recall ≤ 0.10, temporal_correctness ≥ 0.95, holder_correctness ≥ 0.95"
+    assert Bar(">=", 0.9).met(0.9) and not Bar("<=", 0.1).met(0.11)
+
+
+def test_a_malformed_measure_is_refused() -> None:
+    with pytest.raises(ValueError, match="worst case"):
+        Measure("x", "x", "all", "auroc", True, 0.0, "core")
+    with pytest.raises(ValueError, match="compare"):
+        Measure("x", "x", "all", "p50", False, None, "latency", compared=True)
+    with pytest.raises(ValueError, match="no per-query contribution"):
+        counted(by_name(K)["latency_p50_ms"], np.zeros(2), np.zeros(2, dtype=bool), np.zeros(2, dtype=bool))
+
+
+def test_the_denominator_rule_by_hand() -> None:
+    """Four answerable entries (one failed, one undefined) and two unanswerable ones (one failed)."""
+    values = np.array([1.0, np.nan, 0.5, 0.25, 1.0, 0.0])
+    unans = np.array([False, False, False, False, True, True])
+    failed = np.array([False, False, True, False, False, True])
+    contrib, ok = counted(by_name(K)["recall@10"], values, unans, failed)
+    assert contrib.tolist() == [1.0, 0.0, 0.0, 0.25] and ok.tolist() == [True, True, False, True]
+    contrib, ok = counted(by_name(K)["false_recall"], values, unans, failed)
+    assert contrib.tolist() == [1.0, 1.0] and ok.tolist() == [True, False]  # failed: the worst case, 1
+    contrib, _ = counted(by_name(K)["temporal_correctness"], values, unans, failed)
+    assert contrib.tolist() == [1.0, 0.0, 0.0, 0.25, 1.0, 0.0]
+
+
+# --------------------------------------------------------------------------- a real evaluation
+
+
+@pytest.fixture(scope="module")
+def real_eval(real_corpus: dict) -> dict:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    segments = real_corpus["segments"]
+    sets = [ROOT / "bench" / "sets" / f"{key}.jsonl" for key in ("locomo", "mmlongbench")]
+    checked = validate(sets, real_corpus["manifest"], segments, root=ROOT)
+    entries = checked.split("dev")
+    served = chunk_all(segments, params["chunking"])
+    atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
+    cfg = system_config(params["system"])
+    adapter = make_adapter(cfg, atoms)
+    ran = run_queries(adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, warmup=0,
+                      known_atoms=set(atoms["atom_id"].astype(str)))
+    gold, regions = resolve(entries, served, segments)
+    # real queries marked failed (as a timeout leaves them: no ranking, no response)
+    ans = [e["query_id"] for e in entries if not e["unanswerable"]][:FAILED_PER_KIND]
+    una = [e["query_id"] for e in entries if e["unanswerable"]][:FAILED_PER_KIND]
+    failed = set(ans + una)
+    run = ran.run.loc[~ran.run["query_id"].astype(str).isin(failed)]
+    responses = ran.latency.loc[~ran.latency["query_id"].astype(str).isin(failed)]
+    wanted = set(regions["source_id"].astype(str))
+    gold_segs = {str(s): g for s, g in segments[segments["source_id"].astype(str).isin(wanted)].groupby("source_id", sort=False)}
+    inputs = EvalInputs(entries=entries, run=run, gold=gold, regions=regions, responses=responses,
+                        failures=pd.DataFrame({"query_id": sorted(failed), "kind": "timeout"}), served=served,
+                        gold_segments=gold_segs, invalid=[r for r in checked.invalid if r["split"] == "dev"], sha256={})
+    options = EvalOptions(k=K, bootstrap_resamples=200, abstains=bool(getattr(adapter, "abstains", False)))
+    description = RunDescription(system=cfg.name, depth=cfg.depth, chunking=params["chunking"], concurrency=1, warm=False,
+                                 adapter=cfg.adapter, warmup_queries=0, timeout_s=cfg.timeout_s, latency=None)
+    result = evaluate(inputs, options, description)
+    return {"result": result, "entries": entries, "failed": failed}
+
+
+def _blocks(doc: dict) -> list[tuple[str, dict]]:
+    return [*doc["by_modality"].items(), ("overall", doc["overall"])]
+
+
+def test_every_cell_is_a_catalogue_measure_and_every_measure_a_cell(real_eval) -> None:
+    doc = real_eval["result"].document
+    assert set(doc["by_modality"]) == {"conversation", "pdf"}
+    for group, block in _blocks(doc):
+        assert list(block) == [m.name for m in measures(K)], group
+        for name, cell in block.items():
+            assert {"value", "n", "denominator", "ci95"} <= set(cell), (group, name)
+            assert cell["value"] is None or cell["ci95"][0] is not None, (group, name)  # every measured cell has its interval
+
+
+def test_failed_queries_count_as_the_worst_case_in_every_consumer(real_eval) -> None:
+    """dev.json's value, the interval's resampled values and `bench compare`'s mean are
+    the same per-query contributions: the catalogue's one rule."""
+    res, failed = real_eval["result"], real_eval["failed"]
+    full = res.full
+    assert full.loc[full["failed"], "query_id"].astype(str).tolist() == sorted(failed)
+    table = per_query_table(full, K)
+    rows = {(r["modality"], r["metric"]): r for r in compare(table, table, resamples=50, permutations=100)["rows"]}
+    for group, block in _blocks(res.document):
+        g = full if group == "overall" else full.loc[full["modality"] == group]
+        unans = g["unanswerable"].to_numpy(bool)
+        for m in measures(K):
+            cell = block[m.name]
+            if m.statistic != "mean":
+                continue
+            contrib, ok = counted(m, g[m.column].to_numpy(float), unans, g["failed"].to_numpy(bool))
+            assert cell["denominator"] == len(contrib) and cell["n"] == int(ok.sum()), (group, m.name)
+            if cell["value"] is not None:
+                assert cell["value"] == pytest.approx(contrib.mean(), rel=1e-12, abs=1e-15), (group, m.name)
+            assert np.array_equal(_values_for(g, m), contrib), (group, m.name)
+            if m.compared:
+                assert rows[(group, m.name)]["a"] == pytest.approx(contrib.mean(), rel=1e-12, abs=1e-15), (group, m.name)
+    overall = res.document["overall"]
+    n_ans = sum(1 for e in real_eval["entries"] if not e["unanswerable"])
+    assert overall["recall@10"]["denominator"] == n_ans and overall["recall@10"]["n"] == n_ans - FAILED_PER_KIND
+    n_un = len(real_eval["entries"]) - n_ans
+    assert overall["false_recall"]["denominator"] == n_un and overall["false_recall"]["n"] == n_un - FAILED_PER_KIND
+
+
+def test_compare_and_the_per_query_table_carry_every_comparable_measure(real_eval) -> None:
+    full = real_eval["result"].full
+    table = per_query_table(full, K)
+    for m in measures(K):
+        if m.statistic != "auroc":
+            assert m.column in table.columns, m.name
+    result = compare(table, table, resamples=50, permutations=100)
+    for group in ("conversation", "pdf", "overall"):
+        metrics = [r["metric"] for r in result["rows"] if r["modality"] == group]
+        assert metrics == [m.name for m in compared(K)], group
+
+
+def test_the_verdict_has_one_column_per_headed_measure(real_eval) -> None:
+    doc = real_eval["result"].document
+    rows = verdict(doc)
+    headed = [m for m in measures(K) if m.heading is not None]
+    assert [r["group"] for r in rows] == ["conversation", "pdf", "overall"]
+    for row in rows:
+        assert [c["metric"] for c in row["cells"]] == [m.name for m in headed]
+        for c, m in zip(row["cells"], headed, strict=True):
+            block = doc["overall"] if row["group"] == "overall" else doc["by_modality"][row["group"]]
+            assert c["value"] == block[m.name]["value"]
+            if m.bar is None:
+                assert c["status"] is None
+            elif c["value"] is not None:
+                assert c["status"] == ("met" if m.bar.met(c["value"]) else "not met")
