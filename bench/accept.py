@@ -39,17 +39,14 @@ import numpy as np
 import pandas as pd
 
 from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file
+from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, SUMMARY
 
 #: environment variable and token file through which `bench accept` calls the stage
 TOKEN_ENV = "BENCH_ACCEPT_TOKEN"
-TOKEN_FILE = "data/.accept-token"
+TOKEN_FILE = ACCEPT_TOKEN
 #: the acceptance pipeline and its stage (not run by a bare `dvc repro` / `dvc exp run`)
-PIPELINE = "bench/test/dvc.yaml"
+PIPELINE = ACCEPT_PIPELINE
 STAGE = f"{PIPELINE}:accept"
-AUDIT = "reports/acceptance.jsonl"
-TEST_METRICS = "reports/metrics/test.json"
-DEV_METRICS = "reports/metrics/dev.json"
-SUMMARY = "data/sets/summary.json"
 #: paths whose uncommitted changes refuse an acceptance (code, params, sets, dev run)
 GUARDED = ("bench", "stages", "params.yaml", "dvc.yaml", "dvc.lock", "pyproject.toml", DEV_METRICS)
 #: written by the acceptance itself; a second acceptance on the same commit may follow

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from bench.io import LineError
-from bench.project.layout import Layout, find_root, read_params
+from bench.project.layout import DEV_METRICS, PER_QUERY, Layout, find_root, read_params
 from bench.project.selection import local_datasets, mirror_roots, set_files
 from bench.validate_sets import validate_command
 
@@ -212,7 +212,7 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     root = find_root()
     cfg = read_params(Layout(root)).get("metrics", {}) if Layout(root).params.is_file() else {}
     try:
-        ra, rb = load_run(a, root), load_run(b, root)
+        ra, rb = (load_run(spec, root, PER_QUERY, DEV_METRICS) for spec in (a, b))
         result = run_compare(ra.per_query, rb.per_query, resamples=resamples or int(cfg.get("bootstrap_resamples", 1000)),
                              permutations=permutations, seed=int(cfg.get("bootstrap_seed", 0)) if seed is None else seed, alpha=alpha,
                              max_unpaired=max_unpaired)

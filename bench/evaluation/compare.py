@@ -50,9 +50,6 @@ import pandas as pd
 from bench.evaluation.catalogue import Measure, counted, measures
 from bench.evaluation.uncertainty import bootstrap_ci, holm, paired_randomization_test, rng_for
 
-PER_QUERY = "reports/per_query/dev.parquet"
-METRICS = "reports/metrics/dev.json"
-
 
 def compared(k: int) -> list[Measure]:
     """The catalogue's measures `bench compare` tests: those where higher is better first,
@@ -114,18 +111,19 @@ def _read_metrics(data: bytes, where: str) -> dict[str, Any]:
     return doc
 
 
-def load_run(spec: str, root: Path) -> RunData:
-    """Find a run by folder, parquet file, git revision or DVC experiment name."""
+def load_run(spec: str, root: Path, per_query: str, metrics_file: str) -> RunData:
+    """Find a run by folder, parquet file, git revision or DVC experiment name; `per_query`
+    and `metrics_file` are the project's paths of the per-query table and dev.json."""
     path = Path(spec)
     if path.exists():
         if path.is_file():
             pq_path, metrics_path = path, path.parent.parent / "metrics" / "dev.json"
-        elif (path / PER_QUERY).is_file():
-            pq_path, metrics_path = path / PER_QUERY, path / METRICS
+        elif (path / per_query).is_file():
+            pq_path, metrics_path = path / per_query, path / metrics_file
         elif (path / "per_query" / "dev.parquet").is_file():
             pq_path, metrics_path = path / "per_query" / "dev.parquet", path / "metrics" / "dev.json"
         else:
-            raise CompareError(f"{spec}: folder holds no {PER_QUERY}; run the evaluate stage there first")
+            raise CompareError(f"{spec}: folder holds no {per_query}; run the evaluate stage there first")
         frame = _read_parquet_bytes(pq_path.read_bytes(), str(pq_path))
         metrics = _read_metrics(metrics_path.read_bytes(), str(metrics_path)) if metrics_path.is_file() else {}
         return RunData(spec, frame, metrics)
@@ -136,12 +134,12 @@ def load_run(spec: str, root: Path) -> RunData:
         rev = _exp_commit(root, spec)
     if rev is None:
         raise CompareError(f"{spec}: not a folder, a git revision or a DVC experiment name of {root.name}")
-    data = _git(root, "show", f"{rev}:{PER_QUERY}")
+    data = _git(root, "show", f"{rev}:{per_query}")
     if data is None:
-        raise CompareError(f"{spec}: revision has no {PER_QUERY} (evaluated before per-query tables were committed?)")
-    metrics_raw = _git(root, "show", f"{rev}:{METRICS}")
-    metrics = _read_metrics(metrics_raw, f"{spec}:{METRICS}") if metrics_raw else {}
-    return RunData(spec, _read_parquet_bytes(data, f"{spec}:{PER_QUERY}"), metrics)
+        raise CompareError(f"{spec}: revision has no {per_query} (evaluated before per-query tables were committed?)")
+    metrics_raw = _git(root, "show", f"{rev}:{metrics_file}")
+    metrics = _read_metrics(metrics_raw, f"{spec}:{metrics_file}") if metrics_raw else {}
+    return RunData(spec, _read_parquet_bytes(data, f"{spec}:{per_query}"), metrics)
 
 
 # --------------------------------------------------------------------------- comparing

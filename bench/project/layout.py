@@ -26,6 +26,9 @@ DEV_METRICS = "reports/metrics/dev.json"
 TEST_METRICS = "reports/metrics/test.json"
 PER_QUERY = "reports/per_query/dev.parquet"
 SUMMARY = "data/sets/summary.json"
+AUDIT = "reports/acceptance.jsonl"  # the acceptance audit chain
+ACCEPT_PIPELINE = "bench/test/dvc.yaml"  # the locked acceptance stage's pipeline
+ACCEPT_TOKEN = "data/.accept-token"  # written by `bench accept` for its stage only
 
 
 @dataclass(frozen=True)

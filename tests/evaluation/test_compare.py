@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from bench.cli import cli
 from bench.evaluation.compare import CompareError, compare, load_run, markdown
+from bench.project.layout import DEV_METRICS, PER_QUERY
 
 
 def table(seed: int, n: int = 300, shift: float = 0.0, modality_split: bool = True) -> pd.DataFrame:
@@ -125,11 +126,11 @@ def test_runs_from_folders_git_revisions_and_experiment_refs(tmp_path):
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
     _git(repo, "update-ref", "refs/exps/ab/cdef0123/brisk-oaks", sha)
 
-    assert load_run("HEAD~1", repo).metrics["run"]["chunking"]["pdf"]["strategy"] == "page"
-    assert load_run("brisk-oaks", repo).per_query["recall@10"].max() == 1.0
-    assert "window" in load_run(str(repo), repo).describe()
+    assert load_run("HEAD~1", repo, PER_QUERY, DEV_METRICS).metrics["run"]["chunking"]["pdf"]["strategy"] == "page"
+    assert load_run("brisk-oaks", repo, PER_QUERY, DEV_METRICS).per_query["recall@10"].max() == 1.0
+    assert "window" in load_run(str(repo), repo, PER_QUERY, DEV_METRICS).describe()
     with pytest.raises(CompareError, match="not a folder, a git revision or a DVC experiment"):
-        load_run("no-such-exp", repo)
+        load_run("no-such-exp", repo, PER_QUERY, DEV_METRICS)
 
     cwd = os.getcwd()
     os.chdir(repo)
