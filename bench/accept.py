@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file
-from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, SUMMARY
+from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, MANIFEST_FILE, SUMMARY
 
 #: environment variable and token file through which `bench accept` calls the stage
 TOKEN_ENV = "BENCH_ACCEPT_TOKEN"
@@ -130,8 +130,8 @@ def dev_status(root: Path, env: Mapping[str, str]) -> dict[str, Any]:
 
 def recorded_hash_mismatch(root: Path, set_paths: Sequence[Path], summary: dict, dev_doc: dict, lock: Path | None = None) -> str | None:
     """Manifest, sets and split lock must be the files the dev run recorded, in both records."""
-    manifest = root / "bench" / "corpus" / "manifest.jsonl"
-    current = {
+    manifest = root / MANIFEST_FILE
+    current: dict[str, Any] = {
         "manifest": sha256_file(manifest),
         "sets": {p.resolve().relative_to(root.resolve()).as_posix(): sha256_file(p) for p in set_paths},
     }

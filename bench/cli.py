@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from bench.io import LineError
-from bench.project.layout import DEV_METRICS, PER_QUERY, Layout, find_root, read_params
+from bench.project.layout import AUDIT, DEV_METRICS, PER_QUERY, TEST_METRICS, Layout, find_root, read_params
 from bench.project.selection import local_datasets, mirror_roots, set_files
 from bench.validate_sets import validate_command
 
@@ -103,9 +103,9 @@ def accept(show_status: bool) -> None:
     if proc.returncode != 0:
         click.echo("bench accept: the acceptance stage failed (reason above); nothing recorded", err=True)
         sys.exit(1)
-    rows = acc.read_audit(root / acc.AUDIT)
+    rows = acc.read_audit(root / AUDIT)
     k = int(read_params(Layout(root))["metrics"]["k"])
-    click.echo(f"bench accept: {acc.describe(rows[-1], k)}; audit row appended to {acc.AUDIT}, metrics in {acc.TEST_METRICS}")
+    click.echo(f"bench accept: {acc.describe(rows[-1], k)}; audit row appended to {AUDIT}, metrics in {TEST_METRICS}")
 
 
 #: the .dvcignore line that hides the acceptance pipeline (bench/test/) from DVC
@@ -119,15 +119,15 @@ def _accept_status(root: Path) -> int:
     from bench import accept as acc
     from bench.dvcignore import lifted
 
-    if not (root / acc.TEST_METRICS).is_file():
-        click.echo(f"bench accept --status: no accepted test result ({acc.TEST_METRICS} missing): run `bench accept`")
+    if not (root / TEST_METRICS).is_file():
+        click.echo(f"bench accept --status: no accepted test result ({TEST_METRICS} missing): run `bench accept`")
         return 1
     with lifted(root, ACCEPT_IGNORE):
         proc = subprocess.run([sys.executable, "-m", "dvc", "status", acc.STAGE], cwd=root, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise click.ClickException(f"dvc status failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
     if "up to date" in proc.stdout:
-        click.echo(f"bench accept --status: the accepted test result ({acc.TEST_METRICS}) is current")
+        click.echo(f"bench accept --status: the accepted test result ({TEST_METRICS}) is current")
         return 0
     click.echo(f"bench accept --status: the accepted test result is not current; what changed since:\n{proc.stdout.rstrip()}")
     return 1

@@ -22,11 +22,7 @@ import click
 import pandas as pd
 
 from bench.accept import (
-    AUDIT,
-    DEV_METRICS,
-    SUMMARY,
     SYSTEM_COLUMNS,
-    TEST_METRICS,
     TOKEN_FILE,
     append_audit,
     audit_problem,
@@ -47,7 +43,21 @@ from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import run_queries
 from bench.ingest.corpus import Manifest, load_segments
 from bench.io import LineError, sha256_file, write_json
-from bench.project.layout import MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, STORE, fail, read_json
+from bench.project.layout import (
+    AUDIT,
+    DEV_METRICS,
+    MANIFEST,
+    PARAMS,
+    ROOT,
+    SEGMENTS,
+    SERVED,
+    SPLIT_LOCK,
+    STORE,
+    SUMMARY,
+    TEST_METRICS,
+    fail,
+    read_json,
+)
 from bench.project.selection import params, set_files
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash

@@ -262,8 +262,8 @@ def markdown(
     out += ["| split | modality | reason | count |", "|---|---|---|---:|"]
     counts: dict[tuple[str, str, str], int] = {}
     for row in invalid:
-        key = (row.get("split", "dev"), row["modality"], row["reason"].split(": ")[0])
-        counts[key] = counts.get(key, 0) + 1
+        cell = (row.get("split", "dev"), row["modality"], row["reason"].split(": ")[0])
+        counts[cell] = counts.get(cell, 0) + 1
     for (split, modality, reason), n in sorted(counts.items()):
         out.append(f"| {split} | {modality} | {reason} | {n} |")
     for split, reasons in sorted(summary.get("invalid", {}).items()):
