@@ -64,10 +64,12 @@ def run_case(keys: list[str], repeats: int) -> list[dict]:
         members = sum(r["status"] == "present" and "!/" in r["path"] for r in rows)
         _bare(files)
         total = 0
+        rerun_s: list[float] = []
         for i in range(max(1, repeats)):
             wall, cpu, _ = _timed(lambda i=i: _fetch(keys, tmp / f"store{i}"))
             ours_s.append(wall)
             ours_cpu.append(cpu)
+            rerun_s.append(_timed(lambda: _fetch(keys, tmp / "warm"))[0])  # every stored file hashed, nothing linked
             wall, cpu, got = _timed(lambda: _bare(files))
             ref_s.append(wall)
             ref_cpu.append(cpu)
@@ -83,4 +85,7 @@ def run_case(keys: list[str], repeats: int) -> list[dict]:
                    mib=round(mib, 1), ours_mib_per_s=mib / t_ours, reference_mib_per_s=mib / t_ref,
                    all_ours_s=ours_s, all_reference_s=ref_s, ours_cpu_s=min(ours_cpu), reference_cpu_s=min(ref_cpu),
                    cpu_ratio=min(ours_cpu) / min(ref_cpu) if min(ref_cpu) > 0 else None,
-                   repeats=repeats, statistic="best of repeats")]
+                   repeats=repeats, statistic="best of repeats"),
+            figure(f"fetch again into the complete store ({len(files)} files)", min(rerun_s), t_ref,
+                   "the same hashlib.sha256 pass (a rerun hashes every stored file and lists the corpus again)",
+                   "informational", all_ours_s=rerun_s, repeats=repeats, statistic="best of repeats")]
