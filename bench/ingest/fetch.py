@@ -435,6 +435,8 @@ def fetch_file(
             candidate = root / ds.mirror_key / folder
             if not candidate.is_dir():
                 continue
+            # the folder's first use in this run sweeps it: before link_tree puts its temp folder there
+            folders.ready(os.path.dirname(tree_dest))
             sha, size, count, tmp_dir = link_tree(candidate, tree_dest)
             if tree_pin and sha != tree_pin[0]:
                 shutil.rmtree(tmp_dir, ignore_errors=True)
