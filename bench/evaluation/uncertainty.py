@@ -13,7 +13,10 @@ Bootstrap (``bootstrap_ci``)
     statistic: how often a resample draws each distinct value is multinomial(n,
     share of that value), so one multinomial draw per resample replaces n index
     draws (the same distribution; 1,000 resamples of 100k binary values take
-    milliseconds instead of about a second).
+    milliseconds instead of about a second). A percentile ("p50", "p95") keeps the
+    index draws and its values bit for bit, but selects each resample's two order
+    statistics among integer ranks (values ranked once) instead of partitioning
+    the resampled values (about 1.6x faster).
 Randomization test (``paired_randomization_test``)
     Two-sided test of "mean paired difference = 0" by flipping the sign of each
     query's difference (the null: the two runs are exchangeable per query). Exact
@@ -83,7 +86,11 @@ def bootstrap_ci(
         return None
     if resamples < 1:
         raise ValueError("resamples must be >= 1")
-    out = _bootstrap_means(x, resamples, rng) if statistic == "mean" else None
+    out = None
+    if statistic == "mean":
+        out = _bootstrap_means(x, resamples, rng)
+    elif isinstance(statistic, str) and statistic.startswith("p"):
+        out = _bootstrap_percentiles(x, float(statistic[1:]), resamples, rng)
     if out is None:
         stat = _stat(statistic)
         out = np.empty(resamples)
@@ -118,6 +125,34 @@ def _bootstrap_means(x: np.ndarray, resamples: int, rng: np.random.Generator) ->
     for start in range(0, resamples, batch):
         b = min(batch, resamples - start)
         out[start:start + b] = rng.multinomial(n, share, size=b) @ uniq / n
+    return out
+
+
+def _bootstrap_percentiles(x: np.ndarray, q: float, resamples: int, rng: np.random.Generator) -> np.ndarray | None:
+    """The q-th percentile (numpy "linear") of each resample, from the same index
+    draws as the plain path and equal to it bit for bit, without gathering and
+    partitioning the values of every resample: the values are ranked once, each
+    resample's two order statistics are selected among its integer ranks, and
+    numpy's interpolation rule is applied to the two values. None when the values
+    are not all finite or q is at an end (the plain path handles those)."""
+    n = len(x)
+    virtual = (n - 1) * np.true_divide(q, 100)  # numpy's "linear" virtual index
+    if n < 2 or not 0 < virtual < n - 1 or not np.isfinite(x).all():
+        return None
+    order = np.argsort(x, kind="stable")
+    rank = np.empty(n, dtype=np.intp)
+    rank[order] = np.arange(n)
+    ranked = x[order]
+    below = int(np.floor(virtual))
+    gamma = virtual - np.floor(virtual)
+    out = np.empty(resamples)
+    batch = max(1, BATCH_VALUES // n)
+    for start in range(0, resamples, batch):
+        b = min(batch, resamples - start)
+        picked = np.partition(rank[rng.integers(0, n, size=(b, n))], (below, below + 1), axis=1)
+        lo, hi = ranked[picked[:, below]], ranked[picked[:, below + 1]]
+        diff = hi - lo  # numpy's _lerp: a + (b - a) t, or b - (b - a)(1 - t) from t = 0.5 on
+        out[start:start + b] = hi - diff * (1 - gamma) if gamma >= 0.5 else lo + diff * gamma
     return out
 
 

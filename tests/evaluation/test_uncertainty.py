@@ -216,3 +216,23 @@ def test_randomization_monte_carlo_on_many_queries_agrees_with_the_normal_limit(
     z = d.mean() / (np.sqrt((d**2).sum()) / len(d))
     expected = 2 * norm.sf(abs(z))
     assert paired_randomization_test(d, resamples=20000, rng=rng_for(2)) == pytest.approx(expected, abs=0.015)
+
+
+@pytest.mark.parametrize("q", [50, 95, 2.5, 99.9])
+@pytest.mark.parametrize("n", [2, 7, 50, 1001])
+def test_bootstrap_percentile_by_ranks_equals_numpy_bit_for_bit(monkeypatch, q, n):
+    """The rank path gives exactly np.percentile of the same resamples (same draws)."""
+    import bench.evaluation.uncertainty as unc
+
+    gen = np.random.default_rng(n)
+    for values in (gen.gamma(2.0, 1.0, size=n), gen.integers(0, 4, size=n).astype(float)):  # distinct, and ties
+        fast = unc._bootstrap_percentiles(values, q, 300, rng_for(1, "p"))
+        if fast is None:  # an end of the sample (q = 2.5 or 99.9 of 2 values): the plain path
+            assert (n - 1) * q / 100 <= 0 or (n - 1) * q / 100 >= n - 1 or n < 2
+            continue
+        draws = rng_for(1, "p")
+        plain = np.concatenate([np.percentile(values[draws.integers(0, n, size=(b, n))], q, axis=-1)
+                                for b in [min(max(1, unc.BATCH_VALUES // n), 300 - s)
+                                          for s in range(0, 300, max(1, unc.BATCH_VALUES // n))]])
+        assert np.array_equal(fast, plain)
+    assert unc._bootstrap_percentiles(np.array([1.0, np.nan, 2.0]), 50, 10, rng_for(0)) is None
