@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 import platform
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +15,41 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = ROOT.parent / "shared" / "mirror"
+#: the checkout's own OCR caches (data/ocr-cache/<modality>/, filled by `dvc repro`)
+PROJECT_OCR_CACHE = ROOT / "data" / "ocr-cache"
+
+_suite_ocr_cache: Path | None = None
+
+
+def copy_ocr_cache(src: Path, dest: Path) -> int:
+    """Copy every result file of the OCR cache `src` into the cache `dest` (files it
+    already has are kept: a cache key fixes its content); returns the files copied."""
+    copied = 0
+    for path in sorted(src.glob("*/*.json")) if src.is_dir() else []:
+        target = dest / path.parent.name / path.name
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        copied += 1
+    return copied
+
+
+def suite_ocr_cache() -> Path:
+    """One OCR cache folder for the whole suite run, shared by the cases that do not
+    measure OCR (pdf, dvc): a temp folder removed at exit, seeded with a copy of the
+    checkout's data/ocr-cache/<modality>/ results when present (read, never written),
+    and filled by the first case that OCRs a page. Keys are content hashes (image,
+    engine, settings), so one folder serves every modality and a stale result is
+    never read. The ocr case keeps its own fresh folders: it times OCR itself."""
+    global _suite_ocr_cache
+    if _suite_ocr_cache is None:
+        folder = Path(tempfile.mkdtemp(prefix="bench-ocr-cache-"))
+        atexit.register(shutil.rmtree, folder, True)
+        for modality in sorted(PROJECT_OCR_CACHE.iterdir()) if PROJECT_OCR_CACHE.is_dir() else []:
+            copy_ocr_cache(modality, folder)
+        _suite_ocr_cache = folder
+    return _suite_ocr_cache
 
 
 def best_of(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float], Any]:

@@ -20,13 +20,14 @@ SIZES: dict[str, dict[str, Any]] = {
     "small": {"metrics": [1000], "metrics_repeats": 1,
               "resolve": (1000, 10_000, [1, 2, 4], 1, 2),
               "fetch": ["locomo"], "fetch_repeats": 1, "pdf_limit": 2, "pdf_repeats": 1,
-              "dvc": ["locomo"], "dvc_repeats": 1, "ocr": (0, 2, 1)},
+              "dvc": ["locomo"], "dvc_repeats": 1, "ocr": (0, 2, 1), "uncertainty": (2000, 1)},
     "full": {"metrics": [10_000, 100_000], "metrics_repeats": 3,
              "resolve": (100_000, 1_000_000, [1, 2, 4], 3, 10),
              "fetch": None, "fetch_repeats": 3, "pdf_limit": None, "pdf_repeats": 2,
-             "dvc": ["mmlongbench", "locomo", "screenagent"], "dvc_repeats": 3, "ocr": (24, 24, 2)},
+             "dvc": ["mmlongbench", "locomo", "screenagent"], "dvc_repeats": 3, "ocr": (24, 24, 2),
+             "uncertainty": (100_000, 2)},
 }
-CASES = ("metrics", "resolve", "fetch", "pdf", "dvc", "ocr")
+CASES = ("metrics", "resolve", "fetch", "pdf", "dvc", "ocr", "uncertainty")
 
 
 def _fmt(x: float | None, unit: str = "s") -> str:
@@ -122,6 +123,11 @@ def run(size: str, only: tuple[str, ...], out_dir: Path) -> dict:
             from benchmarks import case_ocr
 
             doc["cases"][case] = case_ocr.run_case(*cfg["ocr"])
+        elif case == "uncertainty":
+            # (queries, repeats): bootstrap intervals and sign-flip tests vs scipy and the metrics engine
+            from benchmarks import case_uncertainty
+
+            doc["cases"][case] = case_uncertainty.run_case(*cfg["uncertainty"])
         elif case == "dvc":
             if cfg["dvc"] is None:
                 doc["cases"][case] = {"skipped": f"size {size} (a cold dvc repro takes about a minute)"}

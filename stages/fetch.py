@@ -23,7 +23,7 @@ import click
 
 from bench.corpus_sources import datasets
 from bench.ingest.archive import ArchiveError
-from bench.ingest.fetch import FetchLog, fetch_dataset, network_available, sort_manifest
+from bench.ingest.fetch import FetchJob, FetchLog, fetch_datasets, network_available, sort_manifest
 from bench.io import write_json, write_jsonl
 from bench.project.layout import LOCAL_FINGERPRINTS, MANIFEST, ROOT, STORE, fail
 from bench.project.selection import enabled_datasets, mirror_roots, params
@@ -54,17 +54,18 @@ def main(download: str | None, local_folder: str | None) -> None:
     allow = mode == "always" or (mode == "auto" and network_available())
     roots = mirror_roots(cfg["mirror_dirs"])  # $BENCH_MIRROR_DIRS overrides; relative to the repo root
     log = FetchLog()
-    rows: list[dict] = []
+    jobs = []
     for key in keys:
         ds = datasets()[key]
         local = getattr(ds, "folder", None)
-        try:
-            if local is not None:  # a local data set: its folder is its only "mirror", never downloaded
-                rows.extend(fetch_dataset(ds, STORE, [local.resolve().parent], False, log))
-            else:
-                rows.extend(fetch_dataset(ds, STORE, roots, allow, log))
-        except ArchiveError as exc:
-            fail(f"fetch: refused: {str(exc).replace(str(ROOT) + '/', '')}; nothing written to the manifest")
+        if local is not None:  # a local data set: its folder is its only "mirror", never downloaded
+            jobs.append(FetchJob(ds, [local.resolve().parent], False))
+        else:
+            jobs.append(FetchJob(ds, roots, allow))
+    try:
+        rows = fetch_datasets(jobs, STORE, log)  # data sets concurrently (bench.ingest.fetch)
+    except ArchiveError as exc:
+        fail(f"fetch: refused: {str(exc).replace(str(ROOT) + '/', '')}; nothing written to the manifest")
     write_jsonl(MANIFEST, sort_manifest(rows))
     # after success only: data sets no longer selected leave the store
     for folder in sorted(STORE.iterdir()) if STORE.is_dir() else []:

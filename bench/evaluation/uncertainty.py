@@ -8,6 +8,15 @@ Bootstrap (``bootstrap_ci``)
     values. This is scipy.stats.bootstrap(method="percentile") up to Monte-Carlo
     noise. Resamples whose statistic is undefined (NaN: an AUROC resample that
     drew only one kind of entry) are left out of the percentiles.
+    The mean of values that take few distinct values (at most n/32: hit rates,
+    reciprocal ranks, nDCG at a small depth) is resampled through its sufficient
+    statistic: how often a resample draws each distinct value is multinomial(n,
+    share of that value), so one multinomial draw per resample replaces n index
+    draws (the same distribution; 1,000 resamples of 100k binary values take
+    milliseconds instead of about a second). A percentile ("p50", "p95") keeps the
+    index draws and its values bit for bit, but selects each resample's two order
+    statistics among integer ranks (values ranked once) instead of partitioning
+    the resampled values (about 1.3x faster: the index draws are most of what is left).
 Randomization test (``paired_randomization_test``)
     Two-sided test of "mean paired difference = 0" by flipping the sign of each
     query's difference (the null: the two runs are exchangeable per query). Exact
@@ -16,6 +25,11 @@ Randomization test (``paired_randomization_test``)
     Monte Carlo otherwise with the +1 correction. p = min(1, 2 min(P(null <= obs),
     P(null >= obs))), the same rule and tolerance as
     scipy.stats.permutation_test(permutation_type="samples").
+    Monte Carlo draws the signs 4 queries at a time: each group of 4 differences
+    has its 16 signed sums tabled once, a random 4-bit code per group and resample
+    picks one, and a resample's statistic is the sum of its picks / n (10,000 sign
+    vectors over 100k queries: about 2 s, was about 30 s with one ±1 per query and
+    a matrix product).
 Holm (``holm``)
     Step-down adjusted p-values; NaN p-values are left out of the family.
 Seeds
@@ -75,18 +89,96 @@ def bootstrap_ci(
         return None
     if resamples < 1:
         raise ValueError("resamples must be >= 1")
-    stat = _stat(statistic)
-    out = np.empty(resamples)
-    batch = max(1, BATCH_VALUES // n)
-    for start in range(0, resamples, batch):
-        b = min(batch, resamples - start)
-        out[start:start + b] = stat(x[rng.integers(0, n, size=(b, n))])
+    out = None
+    if statistic == "mean":
+        out = _bootstrap_means(x, resamples, rng)
+    elif isinstance(statistic, str) and statistic.startswith("p"):
+        out = _bootstrap_percentiles(x, float(statistic[1:]), resamples, rng)
+    if out is None:
+        stat = _stat(statistic)
+        out = np.empty(resamples)
+        batch = max(1, BATCH_VALUES // n)
+        for start in range(0, resamples, batch):
+            b = min(batch, resamples - start)
+            out[start:start + b] = stat(x[rng.integers(0, n, size=(b, n))])
     out = out[~np.isnan(out)]
     if len(out) == 0:
         return None
     alpha = (1 - confidence) / 2
     lo, hi = np.percentile(out, [100 * alpha, 100 * (1 - alpha)])
     return float(lo), float(hi)
+
+
+#: the mean goes through value counts when distinct values <= n / this (see the module docstring)
+FEW_VALUES = 32
+
+
+def _bootstrap_means(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray | None:
+    """Bootstrap means from multinomial counts of the distinct values; None when the
+    values are too many distinct ones (or not all finite) for that to pay."""
+    n = len(x)
+    if n < 2 * FEW_VALUES or not np.isfinite(x).all():
+        return None
+    uniq, counts = np.unique(x, return_counts=True)
+    if len(uniq) * FEW_VALUES > n:
+        return None
+    share = counts / n
+    out = np.empty(resamples)
+    batch = max(1, BATCH_VALUES // len(uniq))
+    for start in range(0, resamples, batch):
+        b = min(batch, resamples - start)
+        out[start:start + b] = rng.multinomial(n, share, size=b) @ uniq / n
+    return out
+
+
+def _bootstrap_percentiles(x: np.ndarray, q: float, resamples: int, rng: np.random.Generator) -> np.ndarray | None:
+    """The q-th percentile (numpy "linear") of each resample, from the same index
+    draws as the plain path and equal to it bit for bit, without gathering and
+    partitioning the values of every resample: the values are ranked once, each
+    resample's two order statistics are selected among its integer ranks, and
+    numpy's interpolation rule is applied to the two values. None when the values
+    are not all finite or q is at an end (the plain path handles those)."""
+    n = len(x)
+    virtual = (n - 1) * np.true_divide(q, 100)  # numpy's "linear" virtual index
+    if n < 2 or not 0 < virtual < n - 1 or not np.isfinite(x).all():
+        return None
+    order = np.argsort(x, kind="stable")
+    rank = np.empty(n, dtype=np.intp)
+    rank[order] = np.arange(n)
+    ranked = x[order]
+    below = int(np.floor(virtual))
+    gamma = virtual - np.floor(virtual)
+    out = np.empty(resamples)
+    batch = max(1, BATCH_VALUES // n)
+    for start in range(0, resamples, batch):
+        b = min(batch, resamples - start)
+        picked = np.partition(rank[rng.integers(0, n, size=(b, n))], (below, below + 1), axis=1)
+        lo, hi = ranked[picked[:, below]], ranked[picked[:, below + 1]]
+        diff = hi - lo  # numpy's _lerp: a + (b - a) t, or b - (b - a)(1 - t) from t = 0.5 on
+        out[start:start + b] = hi - diff * (1 - gamma) if gamma >= 0.5 else lo + diff * gamma
+    return out
+
+
+#: queries per group in the Monte Carlo sign flips (a table of 2**4 signed sums per group)
+SIGN_GROUP = 4
+
+
+def _sign_flip_null(d: np.ndarray, n: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """`resamples` values of sum(s_i d_i) / n with independent fair signs s_i = ±1."""
+    groups = -(-len(d) // SIGN_GROUP)
+    padded = np.zeros(groups * SIGN_GROUP)
+    padded[: len(d)] = d  # padding differences are 0: their sign changes nothing
+    codes_per_group = 1 << SIGN_GROUP
+    bits = (np.arange(codes_per_group)[:, None] >> np.arange(SIGN_GROUP)) & 1
+    table = (padded.reshape(groups, SIGN_GROUP) @ (1.0 - 2.0 * bits).T).ravel()  # group g, code c at g*16 + c
+    offsets = np.arange(groups, dtype=np.intp) * codes_per_group
+    null = np.empty(resamples)
+    batch = max(1, BATCH_VALUES // groups)
+    for start in range(0, resamples, batch):
+        b = min(batch, resamples - start)
+        codes = rng.integers(0, codes_per_group, size=(b, groups), dtype=np.uint8)
+        null[start:start + b] = table[codes + offsets].sum(axis=1) / n
+    return null
 
 
 def paired_randomization_test(
@@ -110,12 +202,7 @@ def paired_randomization_test(
         null = signs @ d / n
         total, adjust = len(null), 0
     else:
-        null = np.empty(resamples)
-        batch = max(1, BATCH_VALUES // m)
-        for start in range(0, resamples, batch):
-            b = min(batch, resamples - start)
-            signs = 1.0 - 2.0 * rng.integers(0, 2, size=(b, m))
-            null[start:start + b] = signs @ d / n
+        null = _sign_flip_null(d, n, resamples, rng)
         total, adjust = resamples, 1
     gamma = abs(observed) * np.finfo(float).eps * 100
     p_less = (np.count_nonzero(null <= observed + gamma) + adjust) / (total + adjust)

@@ -5,12 +5,18 @@ comes from the annotations (`Dataset.corpus_files`), never from what a mirror
 holds. Each file is looked for in the mirror roots first, then at its upstream URL
 (only when downloads are allowed), and checked against its pinned sha256 where one
 is known. A mirror file is not copied: mirror files are immutable and pinned, so it
-is hard-linked into the store under a temp name, hashed once (the link shares the
-mirror's bytes) and renamed into place; a copy is made only where a hard link is
-impossible (e.g. across file systems). So a stored file must never be written in
-place (it may be the mirror's own inode); fetch itself only renames. A copy whose hash differs
-from the pin is quarantined (reported, never used, never written over a good file).
-Files that cannot be had are listed with status "unavailable".
+is read in place once (its hash checked against the pin) and then hard-linked into
+the store (straight to its name when the store has no file there, which is atomic;
+under a temp name renamed over an older, rejected copy otherwise); a copy is made
+only where a hard link is impossible (e.g. across file systems), and the copy's own
+hash is checked again. So a stored file must never be written in place (it may be
+the mirror's own inode); fetch itself only links and renames. A copy whose hash
+differs from the pin is quarantined (reported, never used, never written over a good
+file). Files that cannot be had are listed with status "unavailable".
+
+Per run, each store folder is created once and swept once for the temp files a
+killed run left (``.<name>.<random>.part``); files are hashed through one reused
+buffer per thread.
 
 The manifest is one JSON row per file, sorted by (dataset key, path); the same
 inputs give a byte-identical manifest (no times, no local paths in it).
@@ -40,7 +46,9 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -91,34 +99,6 @@ def copy_hashed(src: Path, dest: Path) -> tuple[str, int, Path]:
             os.unlink(tmp)
         raise
     return h.hexdigest(), size, Path(tmp)
-
-
-def link_hashed(src: Path, dest: Path) -> tuple[str, int, Path, bool]:
-    """Hard-link src to a temp name beside dest and hash it; (sha256, bytes, temp path, linked).
-
-    Falls back to `copy_hashed` where a hard link cannot be made. The bytes are read
-    once (by the hash). A linked file keeps the mirror's mode: never chmod it (that
-    would change the mirror's inode).
-    """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    remove_orphans(dest)
-    for _ in range(100):
-        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.part")
-        try:
-            os.link(src, tmp)
-        except FileExistsError:
-            continue
-        except OSError:
-            break
-        try:
-            sha, size = hash_file(tmp)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        return sha, size, tmp, True
-    sha, size, tmp = copy_hashed(src, dest)
-    return sha, size, tmp, False
 
 
 def remove_orphans(dest: Path) -> None:
@@ -180,17 +160,127 @@ def replace_tree(tmp: Path, dest: Path) -> None:
         os.replace(tmp, dest)
 
 
-def hash_file(path: Path) -> tuple[str, int]:
-    """(sha256, bytes) of a file, read once through one reused buffer."""
+_buffers = threading.local()
+
+
+def _buffer() -> tuple[bytearray, memoryview]:
+    """This thread's read buffer (allocating and zeroing 1 MiB per file cost more than hashing a small one)."""
+    buf = getattr(_buffers, "buf", None)
+    if buf is None:
+        buf = bytearray(CHUNK)
+        _buffers.buf = buf
+        _buffers.view = memoryview(buf)
+    return buf, _buffers.view
+
+
+class NotRegularFile(OSError):
+    """The path exists but is not a regular file (a folder, a FIFO, a device ...)."""
+
+
+#: what "no such regular file" looks like when a file is opened where it may be absent
+NOT_A_FILE = (FileNotFoundError, NotADirectoryError, IsADirectoryError, NotRegularFile)
+
+
+def hash_file(path: str | os.PathLike) -> tuple[str, int]:
+    """(sha256, bytes) of a regular file, read once through this thread's reused buffer.
+
+    Opened without blocking (a FIFO must not hang the run) and checked to be a regular
+    file on the open descriptor, so no separate stat is needed: a path that is absent
+    raises FileNotFoundError, one that is not a regular file `NotRegularFile`.
+    """
     h = hashlib.sha256()
     size = 0
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as fh:
+    buf, view = _buffer()
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(f"not a regular file: {path}")
+    except BaseException:
+        os.close(fd)
+        raise
+    with open(fd, "rb", buffering=0) as fh:
         while n := fh.readinto(buf):
             h.update(view[:n])
             size += n
     return h.hexdigest(), size
+
+
+class StoreFolders:
+    """Store folders this run has made or swept: each is created at most once and
+    cleared of a killed run's temp files at most once (a fresh folder has none)."""
+
+    def __init__(self) -> None:
+        self._ready: set[str] = set()
+        self._lock = threading.Lock()
+
+    def ready(self, folder: str) -> None:
+        if folder in self._ready:
+            return
+        with self._lock:
+            if folder in self._ready:
+                return
+            try:
+                os.mkdir(folder)
+            except FileExistsError:
+                _sweep(folder)
+            except FileNotFoundError:
+                os.makedirs(folder, exist_ok=True)  # parents made here are new: nothing to sweep
+            self._ready.add(folder)
+
+
+def _sweep(folder: str) -> None:
+    """Remove every temp copy (file or tree folder) a killed run left in `folder`
+    (``.<name>.<random>.part``; never a resumable '.download' part)."""
+    try:
+        entries = [e for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".part")]
+    except FileNotFoundError:
+        return
+    for orphan in entries:
+        if orphan.is_dir(follow_symlinks=False):
+            shutil.rmtree(orphan.path, ignore_errors=True)
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(orphan.path)
+
+
+def place_link(src: str, dest: Path, dest_exists: bool, sha: str, folders: StoreFolders) -> bool:
+    """Put the already hashed mirror file `src` at `dest` by a hard link; False (and
+    nothing placed) when a copy, made where no link is possible, came out different.
+
+    No stored file at `dest`: one ``link`` (atomic: the name appears whole or not at
+    all). An older copy there: link under a temp name, then rename over it. Where no
+    link can be made: copy with the hash taken again from the copy's bytes.
+    """
+    folders.ready(os.path.dirname(dest))
+    if not dest_exists:
+        try:
+            os.link(src, dest)
+            return True
+        except FileExistsError:
+            pass  # appeared meanwhile: replace it like an older copy
+        except OSError:
+            return _place_copy(src, dest, sha)
+    for _ in range(100):
+        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.part")
+        try:
+            os.link(src, tmp)
+        except FileExistsError:
+            continue
+        except OSError:
+            return _place_copy(src, dest, sha)
+        os.replace(tmp, dest)
+        return True
+    return _place_copy(src, dest, sha)
+
+
+def _place_copy(src: str, dest: Path, sha: str) -> bool:
+    got, _size, tmp = copy_hashed(Path(src), dest)
+    if got != sha:
+        tmp.unlink()
+        return False
+    make_readable(tmp)
+    os.replace(tmp, dest)
+    return True
 
 
 def download(url: str, dest: Path, attempts: int = 3, timeout: float = 20.0, backoff: float = 1.0) -> Path:
@@ -246,12 +336,15 @@ def fetch_file(
     log: FetchLog,
     downloader: Callable[[str, Path], Path] = download,
     outer_sha: str | None = None,
+    folders: StoreFolders | None = None,
 ) -> dict:
     """Fetch one file and return its manifest row.
 
     `outer_sha`: for an archive member, the sha256 of its stored outer archive when the
     caller has just fetched (and so hashed) it; otherwise the archive is hashed here.
+    `folders`: the run's record of store folders made and swept (one per call if None).
     """
+    folders = folders if folders is not None else StoreFolders()
     pins = ds.pins()
     pin = pins.get(cf.path)
     pin_sha = cf.sha256 or (pin[0] if pin else None)
@@ -273,8 +366,12 @@ def fetch_file(
         return row
 
     # 1. already in the store with the right hash: nothing to do (a rerun resumes here)
-    if dest.is_file():
+    try:
         sha, size = hash_file(dest)
+        dest_exists = True
+    except NOT_A_FILE:
+        dest_exists = False
+    if dest_exists:
         if pin_sha is None or sha == pin_sha:
             return accept(sha, size)
         log.problems.append(f"{ds.key}/{cf.path}: stored copy has sha256 {sha}, pin {pin_sha}: fetched again")
@@ -288,7 +385,7 @@ def fetch_file(
         return row
 
     # 1b. the unpacked tree already in the store with the right digest
-    if tree_dest is not None and not dest.is_file() and tree_dest.is_dir():
+    if tree_dest is not None and not dest_exists and tree_dest.is_dir():
         sha, size, count = hash_tree(tree_dest)
         if tree_pin is None or sha == tree_pin[0]:
             return accept_tree(sha, size, count)
@@ -312,24 +409,24 @@ def fetch_file(
         if pin_sha and sha != pin_sha:
             log.quarantined.append(f"{cf.path}: member sha256 {sha} differs from pin {pin_sha}")
             return row
-        remove_orphans(dest)
+        folders.ready(os.path.dirname(dest))
         with atomic_writer(dest, "wb") as fh:
             fh.write(data)
         return accept(sha, len(data))
 
-    # 3. mirror roots, in order
+    # 3. mirror roots, in order: the mirror file is hashed in place, then linked
     for root in mirror_roots:
-        candidate = root / ds.mirror_key / cf.path
-        if not candidate.is_file():
+        mirror_file = os.path.join(root, ds.mirror_key, cf.path)
+        try:
+            sha, size = hash_file(mirror_file)
+        except NOT_A_FILE:
             continue
-        sha, size, tmp, linked = link_hashed(candidate, dest)
         if pin_sha and sha != pin_sha:
-            tmp.unlink()
             log.quarantined.append(f"{ds.mirror_key}/{cf.path}: sha256 {sha} differs from pin {pin_sha}: not used")
             continue
-        if not linked:
-            make_readable(tmp)
-        os.replace(tmp, dest)
+        if not place_link(mirror_file, dest, dest_exists, sha, folders):
+            log.problems.append(f"{ds.mirror_key}/{cf.path}: changed while it was copied: not used")
+            continue
         return accept(sha, size)
 
     # 3b. mirror roots holding the archive unpacked (see the module docstring)
@@ -338,6 +435,8 @@ def fetch_file(
             candidate = root / ds.mirror_key / folder
             if not candidate.is_dir():
                 continue
+            # the folder's first use in this run sweeps it: before link_tree puts its temp folder there
+            folders.ready(os.path.dirname(tree_dest))
             sha, size, count, tmp_dir = link_tree(candidate, tree_dest)
             if tree_pin and sha != tree_pin[0]:
                 shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -349,7 +448,7 @@ def fetch_file(
     # 4. upstream URL
     if allow_download:
         try:
-            part = downloader(row["url"], dest)
+            part = downloader(str(row["url"]), dest)
         except OSError as exc:
             log.problems.append(str(exc))
             return row
@@ -365,6 +464,11 @@ def fetch_file(
     return row
 
 
+#: threads for archive members: their work is mostly the fsync of each unpacked file,
+#: which waits on the disk without the GIL (concurrent fsyncs share journal commits)
+MEMBER_WORKERS = 8
+
+
 def fetch_dataset(
     ds: Dataset,
     store: Path,
@@ -373,10 +477,37 @@ def fetch_dataset(
     log: FetchLog,
     downloader: Callable[[str, Path], Path] = download,
 ) -> list[dict]:
-    rows = [
-        fetch_file(ds, CorpusFile(source_id=f"{ds.key}:annotations", path=p), store, mirror_roots, allow_download, log, downloader)
-        for p in ds.annotation_files
-    ]
+    """Rows of the data set's annotation files (first, in their order), then of the
+    corpus files they list (in listed order; archive members last)."""
+    folders = StoreFolders()
+
+    def one(cf: CorpusFile, outer_sha: str | None = None) -> dict:
+        return fetch_file(ds, cf, store, mirror_roots, allow_download, log, downloader, outer_sha, folders)
+
+    def many(files: list[CorpusFile], rows: list[dict]) -> list[dict]:
+        """Plain files in parallel (hashlib and file I/O release the GIL), then archive
+        members, whose outer archive must be in the store first: its row, hashed once
+        there, passes its hash on."""
+        plain = [cf for cf in files if "!/" not in cf.path]
+        members = [cf for cf in files if "!/" in cf.path]
+        out: list[dict] = []
+        if len(plain) > 1:
+            with ThreadPoolExecutor(max_workers=max(1, min(FETCH_WORKERS, len(plain)))) as pool:
+                out.extend(pool.map(one, plain))
+        else:
+            out.extend(one(cf) for cf in plain)
+        hashed = {r["path"]: r["sha256"] for r in (*rows, *out) if r["status"] == "present" and r.get("form") != "tree"}
+        outer = [hashed.get(cf.path.split("!/", 1)[0]) for cf in members]
+        if len(members) > 1:
+            with ThreadPoolExecutor(max_workers=min(MEMBER_WORKERS, len(members))) as pool:
+                out.extend(pool.map(one, members, outer))
+        else:
+            out.extend(one(cf, sha) for cf, sha in zip(members, outer, strict=True))
+        return out
+
+    annotations = [CorpusFile(source_id=f"{ds.key}:annotations", path=p) for p in ds.annotation_files]
+    by_path = {r["path"]: r for r in many(annotations, [])}
+    rows = [by_path[cf.path] for cf in annotations]
     if any(r["status"] != "present" for r in rows):
         log.problems.append(f"{ds.key}: annotation files unavailable; its corpus file list is unknown")
         return rows
@@ -386,21 +517,39 @@ def fetch_dataset(
         if cf.path not in seen:
             seen.add(cf.path)
             files.append(cf)
-
-    def one(cf: CorpusFile, outer_sha: str | None = None) -> dict:
-        return fetch_file(ds, cf, store, mirror_roots, allow_download, log, downloader, outer_sha)
-
-    # plain files in parallel (hashlib and file I/O release the GIL), then archive
-    # members, whose outer archive must be in the store first
-    plain = [cf for cf in files if "!/" not in cf.path]
-    members = [cf for cf in files if "!/" in cf.path]
-    with ThreadPoolExecutor(max_workers=max(1, min(FETCH_WORKERS, len(plain)))) as pool:
-        rows.extend(pool.map(one, plain))
-    # an outer archive fetched above was hashed once there: pass its hash on
-    hashed = {r["path"]: r["sha256"] for r in rows if r["status"] == "present" and r.get("form") != "tree"}
-    rows.extend(one(cf, hashed.get(cf.path.split("!/", 1)[0])) for cf in members)
-    return rows
+    return rows + many(files, rows)
 
 
 def sort_manifest(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: (r["key"], r["path"]))
+
+
+@dataclass(frozen=True)
+class FetchJob:
+    """One data set to fetch and where from (a local data set's only root is its folder's parent)."""
+
+    ds: Dataset
+    mirror_roots: Sequence[Path]
+    allow_download: bool
+
+
+#: data sets fetched at once: one's listing, folder making and fsyncs (GIL-bound or
+#: waiting on the disk) overlap another's hashing (which releases the GIL)
+DATASET_WORKERS = FETCH_WORKERS
+
+
+def fetch_datasets(
+    jobs: Sequence[FetchJob],
+    store: Path,
+    log: FetchLog,
+    downloader: Callable[[str, Path], Path] = download,
+) -> list[dict]:
+    """`fetch_dataset` of every job, data sets concurrently; rows in job order (the
+    manifest is sorted anyway). An error of any data set (e.g. an unsafe archive) is
+    raised once all have finished, the first in job order."""
+    if len(jobs) <= 1:
+        return [r for job in jobs for r in fetch_dataset(job.ds, store, job.mirror_roots, job.allow_download, log, downloader)]
+    with ThreadPoolExecutor(max_workers=min(DATASET_WORKERS, len(jobs))) as pool:
+        futures = [pool.submit(fetch_dataset, job.ds, store, job.mirror_roots, job.allow_download, log, downloader)
+                   for job in jobs]
+        return [r for f in futures for r in f.result()]

@@ -163,3 +163,76 @@ def test_auroc_undefined_resamples_are_left_out():
     ci = bootstrap_ci(codes, resamples=200, rng=rng_for(0, "x"), statistic=auroc_from_codes)
     assert ci == (1.0, 1.0)  # single-class resamples (NaN) do not count
     assert bootstrap_ci(np.array([3, 5]), resamples=50, rng=rng_for(0, "y"), statistic=auroc_from_codes) is None
+
+
+# -- the fast paths: value counts for a mean, tabled sign flips -------------------------------------
+
+
+def test_bootstrap_mean_by_value_counts_matches_index_resampling(monkeypatch):
+    """A few-valued metric (reciprocal ranks) goes through multinomial value counts; its
+    interval equals the one of plain index resampling up to Monte-Carlo noise."""
+    import bench.evaluation.uncertainty as unc
+
+    ranks = np.random.default_rng(21).geometric(0.3, size=5000)
+    rr = np.where(ranks <= 10, 1.0 / ranks, 0.0)  # 11 distinct values
+    assert unc._bootstrap_means(rr, 10, rng_for(0)) is not None
+    assert unc._bootstrap_means(np.random.default_rng(1).random(5000), 10, rng_for(0)) is None  # continuous
+    assert unc._bootstrap_means(np.array([1.0, np.nan] * 100), 10, rng_for(0)) is None
+    by_counts = bootstrap_ci(rr, resamples=20000, rng=rng_for(3, "rr"))
+    assert by_counts == bootstrap_ci(rr, resamples=20000, rng=rng_for(3, "rr"))  # seeded
+    monkeypatch.setattr(unc, "FEW_VALUES", 10**9)  # forces index resampling
+    by_index = bootstrap_ci(rr, resamples=20000, rng=rng_for(3, "rr"))
+    width = by_index[1] - by_index[0]
+    assert by_counts == pytest.approx(by_index, abs=0.03 * width)
+    theirs = scipy_stats.bootstrap((rr,), np.mean, n_resamples=20000, method="percentile",
+                                   rng=np.random.default_rng(5)).confidence_interval
+    assert by_counts == pytest.approx((theirs.low, theirs.high), abs=0.03 * width)
+
+
+def test_tabled_sign_flips_draw_every_sign_vector_uniformly():
+    """5 differences (2 groups of 4, 3 padding zeros): each of the 32 sign vectors has a
+    distinct sum, and every one is drawn with probability 1/32."""
+    from bench.evaluation.uncertainty import _sign_flip_null
+
+    d = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
+    n_draws = 64_000
+    null = _sign_flip_null(d, 5, n_draws, rng_for(0, "flips"))
+    signs = 1 - 2 * ((np.arange(32)[:, None] >> np.arange(5)) & 1)
+    possible = np.sort(signs @ d / 5)
+    assert len(np.unique(possible)) == 32
+    hit = np.searchsorted(possible, null)
+    assert np.allclose(possible[hit], null)
+    freq = np.bincount(hit, minlength=32) / n_draws
+    assert np.abs(freq - 1 / 32).max() < 0.006  # about 4 standard errors
+    again = _sign_flip_null(d, 5, n_draws, rng_for(0, "flips"))
+    assert np.array_equal(null, again)
+
+
+def test_randomization_monte_carlo_on_many_queries_agrees_with_the_normal_limit():
+    """5,000 queries: the sign-flip p-value is close to the normal approximation's."""
+    from scipy.stats import norm
+
+    d = np.random.default_rng(8).normal(0.004, 0.2, size=5000)
+    z = d.mean() / (np.sqrt((d**2).sum()) / len(d))
+    expected = 2 * norm.sf(abs(z))
+    assert paired_randomization_test(d, resamples=20000, rng=rng_for(2)) == pytest.approx(expected, abs=0.015)
+
+
+@pytest.mark.parametrize("q", [50, 95, 2.5, 99.9])
+@pytest.mark.parametrize("n", [2, 7, 50, 1001])
+def test_bootstrap_percentile_by_ranks_equals_numpy_bit_for_bit(monkeypatch, q, n):
+    """The rank path gives exactly np.percentile of the same resamples (same draws)."""
+    import bench.evaluation.uncertainty as unc
+
+    gen = np.random.default_rng(n)
+    for values in (gen.gamma(2.0, 1.0, size=n), gen.integers(0, 4, size=n).astype(float)):  # distinct, and ties
+        fast = unc._bootstrap_percentiles(values, q, 300, rng_for(1, "p"))
+        if fast is None:  # an end of the sample (q = 2.5 or 99.9 of 2 values): the plain path
+            assert (n - 1) * q / 100 <= 0 or (n - 1) * q / 100 >= n - 1 or n < 2
+            continue
+        draws = rng_for(1, "p")
+        plain = np.concatenate([np.percentile(values[draws.integers(0, n, size=(b, n))], q, axis=-1)
+                                for b in [min(max(1, unc.BATCH_VALUES // n), 300 - s)
+                                          for s in range(0, 300, max(1, unc.BATCH_VALUES // n))]])
+        assert np.array_equal(fast, plain)
+    assert unc._bootstrap_percentiles(np.array([1.0, np.nan, 2.0]), 50, 10, rng_for(0)) is None

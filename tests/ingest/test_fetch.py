@@ -318,6 +318,71 @@ def test_manifest_byte_identical_across_runs_and_stores(tmp_path):
     assert b"store1" not in m1 and str(tmp_path).encode() not in m1
 
 
+def test_leftover_temp_copies_in_an_existing_store_folder_are_swept(tmp_path):
+    """A killed run's temp links/copies (.<name>.<random>.part) are removed when the
+    next run first uses their folder; a resumable '.download' part is kept."""
+    ds = FakeDataset(good_pins())
+    mirror = make_mirror(tmp_path / "m")
+    store = tmp_path / "store"
+    fetch_dataset(ds, store, [mirror], False, FetchLog())
+    (store / "fake/docs/a.txt").unlink()
+    leftovers = [store / "fake/docs/.a.txt.k1ll3d.part", store / "fake/docs/.b.txt.0123ab.part"]
+    for orphan in leftovers:
+        orphan.write_bytes(b"half a copy")
+    (store / "fake/docs/.c.txt.part.d").mkdir()  # not a temp copy's name: left alone
+    download_part = store / "fake/docs/.c.txt.download"
+    download_part.write_bytes(b"gamma: n")
+    rows = by_path(fetch_dataset(ds, store, [mirror], False, FetchLog()))
+    assert rows["docs/a.txt"]["status"] == "present" and (store / "fake/docs/a.txt").read_bytes() == A
+    assert not any(p.exists() for p in leftovers)
+    assert download_part.read_bytes() == b"gamma: n" and (store / "fake/docs/.c.txt.part.d").is_dir()
+
+
+def test_a_mirror_path_that_is_not_a_regular_file_is_skipped(tmp_path):
+    """A FIFO or a folder where a file should be is not a mirror copy (and a FIFO must not hang the run)."""
+    import threading
+
+    mirror = make_mirror(tmp_path / "bad", {INDEX: INDEX_BYTES, "docs/b.txt": B})
+    os.mkfifo(mirror / "fake-mirror/docs/a.txt")
+    (mirror / "fake-mirror/bundle.zip").mkdir()
+    good = make_mirror(tmp_path / "good", {"bundle.zip": BUNDLE})
+    out: list[list[dict]] = []
+    worker = threading.Thread(target=lambda: out.append(
+        fetch_dataset(FakeDataset(good_pins()), tmp_path / "s", [mirror, good], False, FetchLog())), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert out, "fetch hung on a FIFO in the mirror"
+    rows = by_path(out[0])
+    assert rows["docs/a.txt"]["status"] == "unavailable" and not (tmp_path / "s/fake/docs/a.txt").exists()
+    assert rows["docs/b.txt"]["status"] == "present"
+    assert rows["bundle.zip"]["status"] == "present"  # the folder in the first root is skipped
+    assert os.stat(tmp_path / "s/fake/bundle.zip").st_ino == os.stat(good / "fake-mirror/bundle.zip").st_ino
+
+
+class OtherFake(FakeDataset):
+    key: ClassVar[str] = "other"
+    name: ClassVar[str] = "test/other"
+    mirror_key: ClassVar[str] = "other-mirror"
+
+
+def test_data_sets_fetched_concurrently_give_the_rows_of_one_by_one(tmp_path):
+    from bench.ingest.fetch import FetchJob, fetch_datasets
+
+    mirror = make_mirror(tmp_path / "m")
+    shutil.copytree(mirror / "fake-mirror", mirror / "other-mirror")
+    (mirror / "other-mirror/docs/b.txt").unlink()
+    (mirror / "other-mirror/docs/b.txt").write_bytes(b"tampered beta\n")  # quarantined in "other" only
+    jobs = [FetchJob(FakeDataset(good_pins()), [mirror], False), FetchJob(OtherFake(good_pins()), [mirror], False)]
+    one_log = FetchLog()
+    one_by_one = [r for job in jobs for r in fetch_dataset(job.ds, tmp_path / "s1", job.mirror_roots, False, one_log)]
+    log = FetchLog()
+    together = fetch_datasets(jobs, tmp_path / "s2", log)
+    assert together == one_by_one
+    assert [r["key"] for r in together[:7]] == ["fake"] * 7 and by_path(together[7:])["docs/b.txt"]["status"] == "unavailable"
+    assert sorted(log.quarantined) == sorted(one_log.quarantined) and len(log.quarantined) == 1
+    assert "other-mirror/docs/b.txt" in log.quarantined[0]
+
+
 # -- downloads (injected downloader) ---------------------------------------------------
 
 
