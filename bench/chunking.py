@@ -9,11 +9,15 @@ OCR only), ``layer`` for the others.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from bench.modalities import modalities
+
+if TYPE_CHECKING:
+    from bench.executor import Executor
 
 #: text_source of the atoms of modalities whose chunker does not set one
 DEFAULT_TEXT_SOURCE = {"ui_screenshot": "ocr", "image": "ocr"}
@@ -33,6 +37,31 @@ def chunk_modality(modality: str, segments: pd.DataFrame, config: dict[str, Any]
     if "text_source" not in atoms.columns:
         atoms["text_source"] = DEFAULT_TEXT_SOURCE.get(modality, "layer")
     return atoms.reset_index(drop=True)
+
+
+def chunk_partition(task: tuple[str, tuple[str, ...], dict[str, Any]]) -> pd.DataFrame:
+    """Atoms of one modality from its own segment files only: (modality, files, config)."""
+    modality, files, config = task
+    segments = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    return chunk_modality(modality, segments, config)
+
+
+def chunk_files(files: list[Path], params: dict[str, dict[str, Any]], executor: Executor | None = None) -> dict[str, pd.DataFrame]:
+    """modality -> atoms, from segment files ``<modality>/<dataset>.parquet`` (in the given order).
+
+    One task per modality on `executor` (None: in this process); each reads only its
+    modality's files, so a modality's columns never pick up another's (a pdf `page`
+    stays an integer whatever else the run holds) and the atoms do not depend on
+    which other modalities take part.
+    """
+    from bench.executor import SerialExecutor
+
+    by_modality: dict[str, list[str]] = {}
+    for path in files:
+        by_modality.setdefault(path.parent.name, []).append(str(path))
+    tasks = [(m, tuple(by_modality[m]), params.get(m, {})) for m in sorted(by_modality)]
+    frames = (executor or SerialExecutor()).map(chunk_partition, tasks, label="chunk", describe=lambda t: f"modality {t[0]}")
+    return {m: frame for (m, _, _), frame in zip(tasks, frames, strict=True)}
 
 
 def chunk_all(segments: pd.DataFrame, params: dict[str, dict[str, Any]]) -> dict[str, pd.DataFrame]:
