@@ -68,6 +68,11 @@ def test_local_and_dask_give_the_same_outputs(tmp_path: Path, cluster: Any, ocr_
     local, env_local = _project(tmp_path, "local", {"kind": "local", "address": None, "workers": 2}, ocr_cache)
     dask, env_dask = _project(tmp_path, "dask", {"kind": "dask", "address": cluster.scheduler_address, "workers": None}, ocr_cache)
     assert "Running stage 'extract@pdf'" in env_dask["_log"]
+    # the builtin system answered on the Dask workers, the local run in process
+    ran_dask = json.loads((dask / "data/runs/system.json").read_text())
+    ran_local = json.loads((local / "data/runs/system.json").read_text())
+    assert (ran_dask["executor"], ran_dask["answered_on"], ran_dask["in_flight"]) == ("dask", "dask workers", 2)
+    assert (ran_local["executor"], ran_local["answered_on"], ran_local["in_flight"]) == ("local", "here", 1)
 
     assert (local / "bench/corpus/manifest.jsonl").read_bytes() == (dask / "bench/corpus/manifest.jsonl").read_bytes()
     for folder in ("data/segments", "data/atoms"):
