@@ -15,8 +15,10 @@ is materialised and extracted on each executor: the local process pool
 processes on loopback. Per executor: items/s of the PDF text layer (documents and
 pages), of screenshot OCR and of PDF-page OCR (render + OCR), each after one
 warm-up item per worker (engine load, imports) and timed over the whole sample; the
-full corpus time is the corpus size / that rate (an extrapolation, labelled so). The
-results must be the same on every executor (`identical`). Scheduler overhead per
+full corpus time is the corpus size / that rate (an extrapolation, labelled so). Beside
+wall time, each task's CPU seconds in its worker process (`time.process_time`) give
+per-item costs that other load on a shared machine barely changes (the sizing in
+docs/scale.md uses them). The results must be the same on every executor (`identical`). Scheduler overhead per
 task: `noop_tasks` tasks that do nothing, per task. RSS per worker process after
 the OCR (psutil, on each Dask worker; the largest of the local pool's processes). The figure
 ratios are Dask / local pool time on the same sample (goal: informational).
@@ -24,6 +26,7 @@ ratios are Dask / local pool time on the same sample (goal: informational).
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import tempfile
@@ -39,6 +42,15 @@ SCREENS = MIRROR / "screenagent_test" / "data" / "ScreenAgent" / "test"
 
 def _noop(x: int) -> int:
     return x
+
+
+def _cpu_timed(task: tuple[Any, Any]) -> tuple[Any, float]:
+    """(fn(item), CPU seconds the worker process spent on it): a per-item cost that other
+    load on the machine barely changes, unlike wall time."""
+    fn, item = task
+    start = time.process_time()
+    out = fn(item)
+    return out, time.process_time() - start
 
 
 def _rss_mib(_: Any = None) -> float:
@@ -98,12 +110,14 @@ def textless_pages(pdfs: list[Path], limit: int) -> list[tuple[Path, int]]:
     return out
 
 
-def _timed_map(ex: Any, fn: Any, items: list, warm: list) -> tuple[float, list]:
+def _timed_map(ex: Any, fn: Any, items: list, warm: list) -> tuple[float, list, float]:
+    """(wall s, results, CPU s summed over the items) of one map after a warm-up map."""
     if warm:
-        ex.map(fn, warm)
+        ex.map(_cpu_timed, [(fn, w) for w in warm])
     start = time.perf_counter()
-    out = ex.map(fn, items)
-    return time.perf_counter() - start, out
+    pairs = ex.map(_cpu_timed, [(fn, item) for item in items])
+    wall = time.perf_counter() - start
+    return wall, [out for out, _ in pairs], sum(cpu for _, cpu in pairs)
 
 
 def run_case(scale: int, pdf_sample: int, screen_sample: int, page_sample: int, noop_tasks: int,
@@ -146,9 +160,9 @@ def run_case(scale: int, pdf_sample: int, screen_sample: int, page_sample: int, 
             with open_executor(kind, address, workers) as ex:
                 start_s = time.perf_counter() - t0
                 n = ex.workers
-                t_pdf, out_pdf = _timed_map(ex, _extract_job, pdf_jobs, pdf_jobs[:n])
-                t_screen, out_screen = _timed_map(ex, ocr_job, screen_jobs, screen_jobs[:n])
-                t_page, out_page = _timed_map(ex, ocr_job, page_jobs, page_jobs[:n]) if page_jobs else (0.0, [])
+                t_pdf, out_pdf, c_pdf = _timed_map(ex, _extract_job, pdf_jobs, pdf_jobs[:n])
+                t_screen, out_screen, c_screen = _timed_map(ex, ocr_job, screen_jobs, screen_jobs[:n])
+                t_page, out_page, c_page = _timed_map(ex, ocr_job, page_jobs, page_jobs[:n]) if page_jobs else (0.0, [], 0.0)
                 ex.map(_noop, list(range(min(noop_tasks, 20))))
                 t0 = time.perf_counter()
                 ex.map(_noop, list(range(noop_tasks)))
@@ -163,6 +177,9 @@ def run_case(scale: int, pdf_sample: int, screen_sample: int, page_sample: int, 
                 "pdf_s": t_pdf, "pdf_docs_per_s": len(pdf_jobs) / t_pdf, "pdf_pages_per_s": sample_pages / t_pdf,
                 "screen_s": t_screen, "screens_per_s": len(screen_jobs) / t_screen,
                 "page_ocr_s": t_page, "pages_ocr_per_s": (len(page_jobs) / t_page) if t_page else None,
+                "cpu_s_per_pdf_page": c_pdf / sample_pages, "cpu_s_per_screenshot": c_screen / len(screen_jobs),
+                "cpu_s_per_ocr_page": (c_page / len(page_jobs)) if page_jobs else None,
+                "load_average_after": [round(x, 2) for x in os.getloadavg()],
                 "noop_s": t_noop, "overhead_per_task_ms": 1000 * t_noop / noop_tasks,
                 "worker_rss_mib": [round(r) for r in rss],
             }

@@ -26,7 +26,7 @@ SIZES: dict[str, dict[str, Any]] = {
              "resolve": (100_000, 1_000_000, [1, 2, 4], 3, 10),
              "fetch": None, "fetch_repeats": 3, "pdf_limit": None, "pdf_repeats": 2,
              "dvc": ["mmlongbench", "locomo", "screenagent"], "dvc_repeats": 3, "ocr": (24, 24, 2),
-             "scale": (20, 16, 16, 8, 2000, [1, 2])},
+             "scale": (20, 16, 16, 8, 1000, [1, 2])},
 }
 CASES = ("metrics", "resolve", "fetch", "pdf", "dvc", "ocr", "scale")
 
