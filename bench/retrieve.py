@@ -144,14 +144,20 @@ class DaskPythonAdapter:
         return 0
 
 
-def _on_executor(adapter: Adapter, executor: Executor | None, concurrency: int) -> tuple[Adapter, int]:
+def _on_executor(adapter: Adapter, executor: Executor | None, concurrency: int) -> tuple[Adapter, int, str]:
     """Builtin and python systems go to the Dask workers (one query in flight per worker
-    at least); command and HTTP systems, and kind local, keep their own channels."""
+    at least); command and HTTP systems, kind local, and a system that cannot be
+    pickled (it holds a lock, a socket ...) keep their own channels here.
+    Returns (adapter, channels, where the queries are answered)."""
     from bench.systems.adapters import PythonAdapter
 
     if executor is None or executor.kind != "dask" or not isinstance(adapter, PythonAdapter):
-        return adapter, concurrency
-    return DaskPythonAdapter(adapter, executor.client), max(concurrency, executor.workers)  # type: ignore[attr-defined, return-value]
+        return adapter, concurrency, "here"
+    try:
+        remote = DaskPythonAdapter(adapter, executor.client)  # type: ignore[attr-defined]
+    except Exception as exc:  # noqa: BLE001 - not picklable: answered in this process instead
+        return adapter, concurrency, f"here (the system cannot be sent to the workers: {type(exc).__name__})"
+    return remote, max(concurrency, executor.workers), "dask workers"  # type: ignore[return-value]
 
 
 def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str, clock: Callable[[], float]) -> _Outcome:
@@ -202,7 +208,7 @@ def run_queries(
     the same, only latency (timed on the worker) may differ."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
-    adapter, concurrency = _on_executor(adapter, executor, concurrency)
+    adapter, concurrency, answered_on = _on_executor(adapter, executor, concurrency)
     known = known_atoms if known_atoms is None or isinstance(known_atoms, (set, frozenset)) else set(known_atoms)
     pool: queue.Queue[Channel] = queue.Queue()
     channels: list[Channel] = []
@@ -256,7 +262,7 @@ def run_queries(
         "warm": n_warm > 0 and len(warm_failed) < n_warm,
         "restarts": adapter.restarts(),
         "in_flight": concurrency,  # channels: on Dask at least one per worker
-        "answered_on": "dask workers" if isinstance(adapter, DaskPythonAdapter) else "here",
+        "answered_on": answered_on,
         "queries": len(entries),
         "failed": len(fail_rows),
     }
