@@ -23,7 +23,7 @@ def main() -> None:
     if not files:
         fail(f"no segments in {SEGMENTS.name}/<modality>/; run the extract stages first")
     try:
-        # one task per modality, reading only its own segment files
+        # one task per segment file (modality and data set), reading only that file
         with open_executor(where["kind"], where["address"], where["workers"]) as ex:
             atoms = chunk_files(files, cfg["chunking"], ex)
     except ExecutorError as exc:
