@@ -241,7 +241,7 @@ def open_executor(kind: str = "local", address: str | None = None, workers: int 
         if address is None:
             cluster = stack.enter_context(LocalCluster(
                 n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
-                host="127.0.0.1", dashboard_address=None, silence_logs=40,
+                host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=40,
             ))
             client = stack.enter_context(Client(cluster))
         else:

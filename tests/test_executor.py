@@ -11,7 +11,6 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -118,7 +117,7 @@ def test_dask_equals_serial_and_survives_a_killed_worker(serial_result) -> None:
         assert ex.map(_text_layer, jobs[:12]) == expected[:12]
         pids = ex.client.run(os.getpid)  # type: ignore[attr-defined]
         assert len(pids) == 2
-        victim = sorted(pids.values())[0]
+        victim = min(pids.values())
         done: list[int] = []
         killed = threading.Event()
 
@@ -144,17 +143,17 @@ def test_dask_task_that_kills_every_worker_fails_naming_the_source(serial_result
 
     jobs, _ = serial_result
     poisoned = [*jobs[:2], (jobs[0][0], "mmlongbench:victim.poison")]
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), open_executor("dask", None, 2) as ex:
-        with pytest.raises(ExecutorError) as info:
-            ex.map(_die_on, poisoned, label="pdf text layer", describe=lambda job: job[1])
+    with (dask.config.set({"distributed.scheduler.allowed-failures": 1}), open_executor("dask", None, 2) as ex,
+          pytest.raises(ExecutorError) as info):
+        ex.map(_die_on, poisoned, label="pdf text layer", describe=lambda job: job[1])
     message = str(info.value)
     assert "\n" not in message and "mmlongbench:victim.poison" in message and message.startswith("pdf text layer: ")
 
 
-def test_dask_unreachable_scheduler_is_one_line(tmp_path: Path) -> None:
+def test_dask_unreachable_scheduler_is_one_line() -> None:
     import dask
 
-    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
-        with pytest.raises(ExecutorError, match=r"tcp://127\.0\.0\.1:9: cannot reach the dask scheduler"):
-            with open_executor("dask", "tcp://127.0.0.1:9", None):
-                pass
+    with (dask.config.set({"distributed.comm.timeouts.connect": "2s"}),
+          pytest.raises(ExecutorError, match=r"tcp://127\.0\.0\.1:9: cannot reach the dask scheduler"),
+          open_executor("dask", "tcp://127.0.0.1:9", None)):
+        pass

@@ -30,7 +30,7 @@ def cluster() -> Any:
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, silence_logs=40) as c:
+                      dashboard_address="127.0.0.1:0", silence_logs=40) as c:
         yield c
 
 
