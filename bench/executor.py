@@ -162,10 +162,18 @@ class LocalExecutor:
 
 @dataclass
 class DaskExecutor:
-    """Tasks on a dask.distributed cluster through `client` (one task per item)."""
+    """Tasks on a dask.distributed cluster through `client` (one task per item).
+
+    At most `window` tasks are on the cluster at once; the next item is submitted as
+    one finishes, so a map over millions of items keeps the scheduler's and this
+    process's bookkeeping bounded (4096 keeps a thousand workers busy with tasks of a
+    second). After the first failure nothing more is submitted; the tasks in flight
+    finish, then the failure is raised.
+    """
 
     client: Any
     kind: str = "dask"
+    window: int = 4096
 
     @property
     def workers(self) -> int:
@@ -178,21 +186,38 @@ class DaskExecutor:
         from distributed import as_completed
         from distributed.scheduler import KilledWorker
 
-        # pure=False: every task runs (no reuse of results by key across maps or runs)
-        futures = self.client.map(_serialized, [fn] * len(items), list(items), pure=False)
-        index = {f.key: i for i, f in enumerate(futures)}
         results: list[Any] = [None] * len(items)
         errors: dict[int, BaseException] = {}
-        for fut in as_completed(futures):
+        index: dict[Any, int] = {}
+        live: dict[Any, Any] = {}
+        queue = as_completed()
+        upcoming = iter(range(len(items)))
+
+        def submit_next() -> None:
+            i = next(upcoming, None)
+            if i is None:
+                return
+            # pure=False: every task runs (no reuse of results by key across maps or runs)
+            fut = self.client.submit(_serialized, fn, items[i], pure=False)
+            index[fut.key] = i
+            live[fut.key] = fut
+            queue.add(fut)
+
+        for _ in range(max(1, self.window)):
+            submit_next()
+        for fut in queue:
             i = index[fut.key]
+            live.pop(fut.key, None)
             if fut.status == "finished":
                 results[i] = fut.result()
                 if done is not None:
                     done(i, results[i])
+                if not errors:
+                    submit_next()
             else:
                 errors[i] = fut.exception()
         if errors:
-            for fut in futures:
+            for fut in live.values():
                 fut.cancel()
             first = min(errors)
             err = errors[first]

@@ -115,6 +115,9 @@ def test_dask_equals_serial_and_survives_a_killed_worker(serial_result) -> None:
     with open_executor("dask", None, 2) as ex:
         assert ex.kind == "dask" and ex.workers == 2
         assert ex.map(_text_layer, jobs[:12]) == expected[:12]
+        ex.window = 3  # type: ignore[attr-defined]  # at most 3 tasks on the cluster: order still kept
+        assert ex.map(_text_layer, jobs[:12]) == expected[:12]
+        ex.window = 4096  # type: ignore[attr-defined]
         pids = ex.client.run(os.getpid)  # type: ignore[attr-defined]
         assert len(pids) == 2
         victim = min(pids.values())
