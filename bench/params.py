@@ -183,6 +183,13 @@ def check_extraction(block: Any) -> dict[str, Any]:
     return block
 
 
+def check_executor(block: Any) -> dict[str, Any]:
+    """The `executor` block alone, with defaults filled in: {kind, address, workers}.
+    Not a DVC param of any stage: where work runs never changes a result."""
+    _walk("executor", {} if block is None else block, SCHEMA["executor"])
+    return {"kind": "local", "address": None, "workers": None, **(block or {})}
+
+
 def chunking_schema(strategies: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
     """modality -> {strategy, options...} from each modality's strategies."""
     return {m: {"strategy": choice(*strats), **CHUNK_OPTIONS.get(m, {})} for m, strats in strategies.items()}

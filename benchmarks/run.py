@@ -20,14 +20,16 @@ SIZES: dict[str, dict[str, Any]] = {
     "small": {"metrics": [1000], "metrics_repeats": 1,
               "resolve": (1000, 10_000, [1, 2, 4], 1, 2),
               "fetch": ["locomo"], "fetch_repeats": 1, "pdf_limit": 2, "pdf_repeats": 1,
-              "dvc": ["locomo"], "dvc_repeats": 1, "ocr": (0, 2, 1), "uncertainty": (2000, 1)},
+              "dvc": ["locomo"], "dvc_repeats": 1, "ocr": (0, 2, 1), "uncertainty": (2000, 1),
+              "scale": (20, 2, 2, 0, 50, [2])},
     "full": {"metrics": [10_000, 100_000], "metrics_repeats": 3,
              "resolve": (100_000, 1_000_000, [1, 2, 4], 3, 10),
              "fetch": None, "fetch_repeats": 3, "pdf_limit": None, "pdf_repeats": 2,
              "dvc": ["mmlongbench", "locomo", "screenagent"], "dvc_repeats": 3, "ocr": (24, 24, 2),
-             "uncertainty": (100_000, 2)},
+             "uncertainty": (100_000, 2),
+             "scale": (20, 16, 16, 8, 1000, [1, 2])},
 }
-CASES = ("metrics", "resolve", "fetch", "pdf", "dvc", "ocr", "uncertainty")
+CASES = ("metrics", "resolve", "fetch", "pdf", "dvc", "ocr", "uncertainty", "scale")
 
 
 def _fmt(x: float | None, unit: str = "s") -> str:
@@ -128,6 +130,11 @@ def run(size: str, only: tuple[str, ...], out_dir: Path) -> dict:
             from benchmarks import case_uncertainty
 
             doc["cases"][case] = case_uncertainty.run_case(*cfg["uncertainty"])
+        elif case == "scale":
+            # (scale, PDFs, screenshots, text-less pages, no-op tasks, Dask worker counts): bench.executor
+            from benchmarks import case_scale
+
+            doc["cases"][case] = case_scale.run_case(*cfg["scale"])
         elif case == "dvc":
             if cfg["dvc"] is None:
                 doc["cases"][case] = {"skipped": f"size {size} (a cold dvc repro takes about a minute)"}

@@ -4,20 +4,31 @@ from __future__ import annotations
 
 import click
 
-from bench.ingest.chunking import atom_stats, chunk_all
-from bench.ingest.store import load_segments
+from bench.executor import ExecutorError, open_executor
+from bench.ingest.chunking import atom_stats, chunk_files
+from bench.ingest.store import segment_files
 from bench.io import write_json, write_parquet
+from bench.params import ParamsError, check_executor
 from bench.project.layout import ATOMS, SEGMENTS, fail
 from bench.project.selection import params
 
 
 @click.command()
 def main() -> None:
-    segments = load_segments(SEGMENTS)
-    if segments is None:
+    cfg = params()
+    try:
+        where = check_executor(cfg.get("executor"))  # not a DVC param: it never changes a result
+    except ParamsError as exc:
+        fail(str(exc))
+    files = segment_files(SEGMENTS) if SEGMENTS.is_dir() else []
+    if not files:
         fail(f"no segments in {SEGMENTS.name}/<modality>/; run the extract stages first")
     try:
-        atoms = chunk_all(segments, params()["chunking"])
+        # one task per segment file (modality and data set), reading only that file
+        with open_executor(where["kind"], where["address"], where["workers"]) as ex:
+            atoms = chunk_files(files, cfg["chunking"], ex)
+    except ExecutorError as exc:
+        fail(str(exc))
     except (ValueError, KeyError) as exc:
         fail(f"params.yaml chunking: {exc}")
     ATOMS.mkdir(parents=True, exist_ok=True)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import click
 
+from bench.executor import ExecutorError, open_executor
 from bench.ingest.store import UNREADABLE, IntegrityError, Manifest, extract_datasets
 from bench.io import write_json, write_parquet
 from bench.modalities import load, names
 from bench.modalities.local import LocalDataError
 from bench.modalities.local import load as load_local
-from bench.params import ParamsError, check_extraction
+from bench.params import ParamsError, check_executor, check_extraction
 from bench.project.layout import MANIFEST, OCR_CACHE, ROOT, SEGMENTS, STORE, fail, params
 
 
@@ -28,6 +29,8 @@ def main(modality: str) -> None:
     cfg = params()
     try:
         options = check_extraction(cfg.get("extraction")).get(modality, {})
+        # where the work runs (not a DVC param: it never changes a result)
+        where = check_executor(cfg.get("executor"))
         # local data sets of this modality (params local_datasets; docs/local-data.md)
         local = [ds for ds in (load_local(ROOT / f, str(f)) for f in cfg.get("local_datasets") or []) if ds.modality == modality]
     except (ParamsError, LocalDataError) as exc:
@@ -38,8 +41,10 @@ def main(modality: str) -> None:
     unreadable: list[dict] = []  # files extract cannot read: their entries become invalid (validate)
     ocr_stats: dict[str, dict[str, int]] = {}
     try:
-        frames = extract_datasets(Manifest.load(MANIFEST), STORE, [*package.DATASETS, *local], ocr_cache=cache, unreadable=unreadable, ocr_stats=ocr_stats, options=options)
-    except (IntegrityError, LocalDataError) as exc:
+        with open_executor(where["kind"], where["address"], where["workers"]) as ex:
+            frames = extract_datasets(Manifest.load(MANIFEST), STORE, [*package.DATASETS, *local], ocr_cache=cache, unreadable=unreadable,
+                                      ocr_stats=ocr_stats, options=options, executor=ex)
+    except (IntegrityError, LocalDataError, ExecutorError) as exc:
         fail(str(exc))
     # each file is replaced atomically; files of datasets that no longer have segments go
     out = SEGMENTS / modality

@@ -19,7 +19,9 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluation.retrieve import run_queries, trec_run
+from bench.executor import ExecutorError, open_executor, using
 from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
+from bench.params import ParamsError, check_executor
 from bench.project.layout import ATOMS, MANIFEST, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
 from bench.project.selection import params
 from bench.systems import MissingExtra
@@ -76,10 +78,15 @@ def percentiles(latency_ms: pd.Series) -> dict:
 
 @click.command()
 def main() -> None:
+    doc = params()
     try:
-        cfg = system_config(params()["system"])
+        cfg = system_config(doc["system"])
     except ValueError as exc:
         fail(f"params.yaml {exc}")
+    try:
+        where = check_executor(doc.get("executor"))  # not a DVC param: it never changes a result
+    except ParamsError as exc:
+        fail(str(exc))
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
     frames, provenance = served_atoms(cfg.atoms)
     write_served(frames)
@@ -88,24 +95,25 @@ def main() -> None:
 
     from bench.ingest.corpus import Manifest, load_segments
 
-    start = time.perf_counter()
     try:
-        with open_system(
-            cfg, served, atoms,
-            segments=load_segments(SEGMENTS) if cfg.adapter == "command" else None,
-            manifest_rows=list(Manifest.load(MANIFEST).rows) if cfg.adapter == "command" else [],
-            store=STORE, root=ROOT, temp_root=system_temp_root(ROOT), protected=protected_paths(ROOT), host_env=os.environ,
-        ) as opened:
-            build_s = time.perf_counter() - start  # a Python system's index build (a command system starts in the run)
+        with open_executor(where["kind"], where["address"], where["workers"]) as ex, using(ex):
             start = time.perf_counter()
-            result = run_queries(
-                opened.adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, concurrency=cfg.concurrency,
-                warmup=cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)),
-            )
-            run_s = time.perf_counter() - start
-            declared = bool(getattr(opened.adapter, "abstains", False))
-            sandbox_info = opened.info
-    except SandboxError as exc:
+            with open_system(
+                cfg, served, atoms,
+                segments=load_segments(SEGMENTS) if cfg.adapter == "command" else None,
+                manifest_rows=list(Manifest.load(MANIFEST).rows) if cfg.adapter == "command" else [],
+                store=STORE, root=ROOT, temp_root=system_temp_root(ROOT), protected=protected_paths(ROOT), host_env=os.environ,
+            ) as opened:
+                build_s = time.perf_counter() - start  # a Python system's index build (a command system starts in the run)
+                start = time.perf_counter()
+                result = run_queries(
+                    opened.adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, concurrency=cfg.concurrency,
+                    warmup=cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)), executor=ex,
+                )
+                run_s = time.perf_counter() - start
+                declared = bool(getattr(opened.adapter, "abstains", False))
+                sandbox_info = opened.info
+    except (SandboxError, ExecutorError) as exc:
         fail(str(exc))
     except MissingExtra as exc:
         fail(f"params.yaml system: {exc}")
@@ -138,6 +146,10 @@ def main() -> None:
         "abstains": declared or bool(result.latency["abstain"].any()),
         "abstains_declared": declared,
         "run_s": round(run_s, 3),
+        # where the queries ran (params executor; never part of dev.json)
+        "executor": where["kind"],
+        "in_flight": result.info["in_flight"],
+        "answered_on": result.info["answered_on"],
     }
     write_parquet(RUNS / "dev.parquet", result.run)
     write_parquet(RUNS / "latency.parquet", result.latency)

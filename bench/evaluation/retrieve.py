@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -38,6 +38,9 @@ from bench import progress
 from bench.systems import Query, Response
 from bench.systems.adapters import Adapter, Channel, SystemCrash, SystemTimeout
 from bench.systems.protocol import MalformedResponse, parse_response, request_of
+
+if TYPE_CHECKING:
+    from bench.executor import Executor
 
 RUN_COLUMNS = ["query_id", "rank", "atom_id", "score"]
 LATENCY_COLUMNS = ["query_id", "latency_ms", "n_returned", "abstain", "confidence"]
@@ -77,6 +80,86 @@ class _Outcome:
     message: str = ""
 
 
+def _elapsed(channel: Channel, start: float, clock: Callable[[], float]) -> float:
+    remote = getattr(channel, "elapsed_ms", None)
+    return float(remote) if remote is not None else (clock() - start) * 1000.0
+
+
+def _remote_call(system: Any, request: dict, timeout_s: float) -> tuple[str | None, Any, float]:
+    """One query of a Python system on a Dask worker, timed there: (failure kind or None, answer or message, ms)."""
+    from bench.systems.adapters import PythonChannel
+
+    start = time.perf_counter()
+    try:
+        raw = PythonChannel(system).call(request, timeout_s)
+    except SystemTimeout as exc:
+        return "timeout", str(exc), (time.perf_counter() - start) * 1000.0
+    except SystemCrash as exc:
+        return "crash", str(exc), (time.perf_counter() - start) * 1000.0
+    return None, raw, (time.perf_counter() - start) * 1000.0
+
+
+class DaskChannel:
+    """Calls of a Python system on the Dask workers; the system was sent to each once.
+
+    Latency is timed on the worker around the call, as PythonChannel is in process;
+    the scheduler round trip is not part of it. A worker that dies mid-query has the
+    query re-run by Dask on another worker."""
+
+    def __init__(self, client: Any, system_ref: Any) -> None:
+        self.client = client
+        self.system_ref = system_ref
+        self.elapsed_ms: float | None = None
+
+    def call(self, request: dict[str, Any], timeout: float) -> Any:
+        self.elapsed_ms = None
+        future = self.client.submit(_remote_call, self.system_ref, request, timeout, pure=False)
+        kind, payload, self.elapsed_ms = future.result()
+        if kind == "timeout":
+            raise SystemTimeout(payload)
+        if kind == "crash":
+            raise SystemCrash(payload)
+        return payload
+
+    def close(self) -> None:
+        return None
+
+
+class DaskPythonAdapter:
+    """A PythonAdapter whose calls run on Dask workers (executor kind dask)."""
+
+    def __init__(self, inner: Any, client: Any) -> None:
+        self.inner = inner
+        self.kind: str = inner.kind
+        self.name: str = inner.name
+        self.abstains: bool = inner.abstains
+        self.isolation: str = inner.isolation
+        self.client = client
+        self.system_ref = client.scatter(inner.system, broadcast=True, hash=False)
+
+    def open(self) -> DaskChannel:
+        return DaskChannel(self.client, self.system_ref)
+
+    def restarts(self) -> int:
+        return 0
+
+
+def _on_executor(adapter: Adapter, executor: Executor | None, concurrency: int) -> tuple[Adapter, int, str]:
+    """Builtin and python systems go to the Dask workers (one query in flight per worker
+    at least); command and HTTP systems, kind local, and a system that cannot be
+    pickled (it holds a lock, a socket ...) keep their own channels here.
+    Returns (adapter, channels, where the queries are answered)."""
+    from bench.systems.adapters import PythonAdapter
+
+    if executor is None or executor.kind != "dask" or not isinstance(adapter, PythonAdapter):
+        return adapter, concurrency, "here"
+    try:
+        remote = DaskPythonAdapter(adapter, executor.client)  # type: ignore[attr-defined]
+    except Exception as exc:
+        return adapter, concurrency, f"here (the system cannot be sent to the workers: {type(exc).__name__})"
+    return remote, max(concurrency, executor.workers), "dask workers"  # type: ignore[return-value]
+
+
 def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str, clock: Callable[[], float]) -> _Outcome:
     channel = pool.get()
     try:
@@ -87,15 +170,16 @@ def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, k
             except SystemCrash as exc:
                 return _Outcome(None, 0.0, "crash", str(exc))
         start = clock()
+        # a channel that times its calls where they run (a Dask worker) says so in elapsed_ms
         try:
             raw = channel.call(request, timeout_s)
         except SystemTimeout as exc:
-            return _Outcome(None, (clock() - start) * 1000.0, "timeout", str(exc))
+            return _Outcome(None, _elapsed(channel, start, clock), "timeout", str(exc))
         except SystemCrash as exc:
-            return _Outcome(None, (clock() - start) * 1000.0, "crash", str(exc))
+            return _Outcome(None, _elapsed(channel, start, clock), "crash", str(exc))
         except MalformedResponse as exc:
             raise ValueError(f"{label}: malformed response: {exc}") from None
-        elapsed = (clock() - start) * 1000.0
+        elapsed = _elapsed(channel, start, clock)
     finally:
         pool.put(channel)
     try:
@@ -115,10 +199,16 @@ def run_queries(
     warmup: int = 0,
     known_atoms: Collection[str] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    executor: Executor | None = None,
 ) -> RunResult:
-    """Send every entry's query through `adapter`; see the module docstring for the rules."""
+    """Send every entry's query through `adapter`; see the module docstring for the rules.
+
+    On an `executor` of kind dask a builtin or python system answers on the workers
+    (DaskPythonAdapter), with at least one query in flight per worker; the answers are
+    the same, only latency (timed on the worker) may differ."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
+    adapter, concurrency, answered_on = _on_executor(adapter, executor, concurrency)
     known = known_atoms if known_atoms is None or isinstance(known_atoms, (set, frozenset)) else set(known_atoms)
     pool: queue.Queue[Channel] = queue.Queue()
     channels: list[Channel] = []
@@ -171,6 +261,8 @@ def run_queries(
         "warmup_failed": len(warm_failed),
         "warm": n_warm > 0 and len(warm_failed) < n_warm,
         "restarts": adapter.restarts(),
+        "in_flight": concurrency,  # channels: on Dask at least one per worker
+        "answered_on": answered_on,
         "queries": len(entries),
         "failed": len(fail_rows),
     }

@@ -9,11 +9,15 @@ OCR only), ``layer`` for the others.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from bench.modalities import modalities
+
+if TYPE_CHECKING:
+    from bench.executor import Executor
 
 #: text_source of the atoms of modalities whose chunker does not set one
 DEFAULT_TEXT_SOURCE = {"ui_screenshot": "ocr", "image": "ocr"}
@@ -33,6 +37,39 @@ def chunk_modality(modality: str, segments: pd.DataFrame, config: dict[str, Any]
     if "text_source" not in atoms.columns:
         atoms["text_source"] = DEFAULT_TEXT_SOURCE.get(modality, "layer")
     return atoms.reset_index(drop=True)
+
+
+def chunk_partition(task: tuple[str, str, dict[str, Any]]) -> pd.DataFrame:
+    """Atoms of one segment file ``<modality>/<dataset>.parquet``: (modality, file, config)."""
+    modality, path, config = task
+    return chunk_modality(modality, pd.read_parquet(path), config)
+
+
+def chunk_files(files: list[Path], params: dict[str, dict[str, Any]], executor: Executor | None = None) -> dict[str, pd.DataFrame]:
+    """modality -> atoms, from segment files ``<modality>/<dataset>.parquet`` (in the given order).
+
+    One task per file (a modality and data set) on `executor` (None: in this process);
+    each reads only its own partition, so a modality's columns never pick up
+    another's (a pdf `page` stays an integer whatever else the run holds). A
+    modality's atoms are its partitions' atoms in file order, the same rows as
+    chunking the partitions together (chunkers work per source).
+    """
+    from bench.executor import SerialExecutor
+
+    tasks = [(path.parent.name, str(path), params.get(path.parent.name, {})) for path in files]
+    frames = (executor or SerialExecutor()).map(chunk_partition, tasks, label="chunk", describe=lambda t: t[1])
+    by_modality: dict[str, list[pd.DataFrame]] = {}
+    for (modality, _, _), frame in zip(tasks, frames, strict=True):
+        by_modality.setdefault(modality, []).append(frame)
+    out: dict[str, pd.DataFrame] = {}
+    for modality in sorted(by_modality):
+        parts = [f for f in by_modality[modality] if len(f)] or by_modality[modality][:1]
+        atoms = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        if atoms["atom_id"].duplicated().any():
+            dup = atoms.loc[atoms["atom_id"].duplicated(), "atom_id"].iloc[0]
+            raise ValueError(f"{modality}: two data sets produced the atom id {dup}")
+        out[modality] = atoms
+    return out
 
 
 def chunk_all(segments: pd.DataFrame, params: dict[str, dict[str, Any]]) -> dict[str, pd.DataFrame]:

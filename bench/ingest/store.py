@@ -11,17 +11,21 @@ Layout: corpus files in ``<store>/<dataset key>/<path>`` (archive members under
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from bench.io import LineError, iter_jsonl, sha256_file
 from bench.modalities.base import Dataset
+
+if TYPE_CHECKING:
+    from bench.executor import Executor
 
 MANIFEST_FIELDS = ("source_id", "dataset", "key", "revision", "path", "sha256", "bytes", "url", "status")
 
@@ -200,6 +204,7 @@ def extract_datasets(
     unreadable: list[dict] | None = None,
     ocr_stats: dict[str, dict[str, int]] | None = None,
     options: Mapping[str, Any] | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Segments of each given dataset that has present files: dataset key -> frame.
 
@@ -207,8 +212,18 @@ def extract_datasets(
     a DVC `persist` output); the OCR cache itself is bench.modalities.ocr's business.
     Files extraction cannot read are appended to `unreadable` ({key, path, reason})
     and the run goes on; without that list such a file stops the run, named. Per data
-    set that OCRs, its cache hits and misses go into `ocr_stats`.
+    set that OCRs, its cache hits and misses go into `ocr_stats`. The per-source work
+    (PDF text layers, OCR) runs on `executor` (bench.executor; None: a local pool per
+    call); results do not depend on it.
     """
+    from bench.executor import using
+
+    with using(executor) if executor is not None else contextlib.nullcontext():
+        return _extract_each(manifest, store, datasets, ocr_cache, unreadable, ocr_stats, options)
+
+
+def _extract_each(manifest: Manifest, store: Path, datasets: Iterable[Dataset], ocr_cache: Path | None, unreadable: list[dict] | None,
+                  ocr_stats: dict[str, dict[str, int]] | None, options: Mapping[str, Any] | None) -> dict[str, pd.DataFrame]:
     from bench import progress
     from bench.modalities.ocr import use_cache
 

@@ -13,7 +13,7 @@ direction classifier is off (screenshots and photos are upright; it also cost a
 third of the time), and box coordinates are rounded to 0.01 px.
 
 Speed (2 CPU cores): about 1.5 s per 1024x768 screenshot in one process, so OCR of
-many images runs in a process pool of os.cpu_count() single-threaded workers
+many images runs in single-threaded worker processes (bench.executor)
 (measured: 208 ScreenAgent screenshots in 250 s, 79 COCO photos in 24 s). Pool and
 serial runs give identical boxes. Results depend on the rapidocr version (its
 bundled models): pin it.
@@ -38,9 +38,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -96,10 +94,15 @@ OcrJob = str | Path | PageImage
 
 
 @functools.cache
-def _engine() -> Any:
+def _engine_of(pid: int) -> Any:
     from rapidocr import RapidOCR
 
     return RapidOCR(params=dict(OCR_PARAMS))
+
+
+def _engine() -> Any:
+    """This process's engine, built at first use: a forked worker never reuses its parent's."""
+    return _engine_of(os.getpid())
 
 
 @functools.cache
@@ -187,6 +190,10 @@ def ocr_job(job: OcrJob) -> OcrResult:
     return ocr_page(job) if isinstance(job, PageImage) else ocr_image(job)
 
 
+def _describe(job: OcrJob) -> str:
+    return f"{job.pdf} page {job.index + 1}" if isinstance(job, PageImage) else str(job)
+
+
 # -- cache by content ---------------------------------------------------------------------
 
 
@@ -264,8 +271,10 @@ def ocr_many(jobs: Sequence[OcrJob], workers: int | None = None, label: str = "o
     """OCR several images or PDF pages, in input order, through the cache.
 
     `cache` True uses the one set by `use_cache` (if any), False none, or an explicit
-    OcrCache. Misses run in a process pool of `workers` (default: every core) when
-    there is more than one; progress (done/total, rate, time left) goes to stderr.
+    OcrCache. Misses run through the stage's executor (bench.executor.active: local
+    processes or Dask workers; outside a stage a local pool of `workers`, default every
+    core), in the caller when there is only one; lookups and cache writes stay in the
+    caller. Progress (done/total, rate, time left) goes to stderr.
     """
     store = _active["cache"] if cache is True else (cache or None)
     results: list[OcrResult | None] = [None] * len(jobs)
@@ -291,18 +300,11 @@ def ocr_many(jobs: Sequence[OcrJob], workers: int | None = None, label: str = "o
                 store.put(key, result)
             bar.advance()
 
-        workers = workers or os.cpu_count() or 1
-        if len(todo) <= 1 or workers <= 1:
-            for i in todo:
-                done(i, ocr_job(jobs[i]))
-        else:
-            # fork, not spawn: spawn re-runs the caller's __main__, which breaks scripts without
-            # a main guard; each worker drops an engine inherited from the parent and builds its own.
-            ctx = get_context("fork")
-            with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx, initializer=_engine.cache_clear) as pool:
-                pending = {pool.submit(ocr_job, jobs[i]): i for i in todo}
-                while pending:
-                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        done(pending.pop(fut), fut.result())
+        from bench.executor import active
+
+        # misses run through the stage's executor (bench.executor: a local pool or Dask
+        # workers), or a local pool of `workers` (default: every core) outside a stage
+        with active(workers) as ex:
+            ex.map(ocr_job, [jobs[i] for i in todo], label=label, describe=_describe,
+                   done=lambda n, result: done(todo[n], result))
     return [r for r in results if r is not None]

@@ -14,6 +14,7 @@ before the first query, and is not part of the timed latency.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -64,12 +65,33 @@ class Encoder:
 PROGRESS_STEP = BATCH * 16
 
 
+@functools.cache
+def _encoder_of(pid: int) -> Encoder:
+    return Encoder()
+
+
+def encode_chunk(texts: list[str]) -> np.ndarray:
+    """One step of texts, embedded by this process's own encoder (a Dask worker's task)."""
+    return _encoder_of(os.getpid()).encode(texts)
+
+
 def encode_with_progress(encoder: Encoder, texts: list[str]) -> np.ndarray:
-    """`encoder.encode` over the texts in steps of PROGRESS_STEP, with progress on stderr."""
+    """`encoder.encode` over the texts in steps of PROGRESS_STEP, with progress on stderr.
+
+    When the running stage's executor is Dask (bench.executor), the steps are tasks on
+    its workers, each worker loading the packaged model once; a local run embeds here
+    (torch already uses every core)."""
     from bench import progress
+    from bench.executor import current
 
     parts = []
+    ex = current()
     with progress.bar(-(-len(texts) // BATCH), "dense: embedding atoms", "batches") as bar:
+        if ex is not None and ex.kind == "dask" and texts:
+            chunks = [texts[start:start + PROGRESS_STEP] for start in range(0, len(texts), PROGRESS_STEP)]
+            parts = ex.map(encode_chunk, chunks, label="dense: embedding atoms", describe=lambda c: f"{len(c)} atom texts",
+                           done=lambda i, _v: bar.advance(-(-len(chunks[i]) // BATCH)))
+            return np.concatenate(parts)
         for start in range(0, len(texts), PROGRESS_STEP):
             chunk = texts[start:start + PROGRESS_STEP]
             parts.append(encoder.encode(chunk))

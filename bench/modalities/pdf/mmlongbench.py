@@ -128,32 +128,19 @@ def _extract_job(job: tuple[str, str]) -> list[dict]:
 
 
 def extract_many(jobs: list[tuple[str, str]], workers: int | None = None) -> list[list[dict]]:
-    """extract_pdf over (path, source_id) jobs, one document per task on every core.
+    """extract_pdf over (path, source_id) jobs, one document per task.
 
-    pdfium holds the GIL while it extracts, so documents go to worker processes;
-    results come back in job order, so the output does not depend on the pool.
+    pdfium holds the GIL while it extracts, so documents go to worker processes: the
+    stage's executor (bench.executor: a local pool or Dask workers), or outside a
+    stage a local pool of `workers` (default: every core). Results come back in job
+    order, so the output does not depend on the executor.
     """
-    import os
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
-
     from bench import progress
+    from bench.executor import active
 
-    workers = workers or os.cpu_count() or 1
-    with progress.bar(len(jobs), "pdf text layer", "files") as bar:
-        if workers == 1 or len(jobs) < 2:
-            out = []
-            for job in jobs:
-                out.append(_extract_job(job))
-                bar.advance()
-            return out
-        # fork, not spawn: spawn re-runs the caller's __main__ (see bench/modalities/ocr.py)
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("fork")) as pool:
-            futures = [pool.submit(_extract_job, job) for job in jobs]
-            for fut in as_completed(futures):
-                fut.result()
-                bar.advance()
-            return [fut.result() for fut in futures]
+    with progress.bar(len(jobs), "pdf text layer", "files") as bar, active(workers) as ex:
+        return ex.map(_extract_job, jobs, label="pdf text layer", describe=lambda job: job[1],
+                      done=lambda _i, _rows: bar.advance())
 
 
 def count_pages(folder: Path) -> dict[str, int]:

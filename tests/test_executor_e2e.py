@@ -1,0 +1,121 @@
+"""End to end: the pipeline with executor kind local and kind dask gives the same outputs.
+
+Two fresh copies of the project (MMLongBench-Doc and LoCoMo, page OCR off as
+copy_project sets it) run `dvc repro`: one with `executor.kind: local`, one with
+`kind: dask` on a LocalCluster of 2 worker processes on loopback that this test
+starts and passes through `executor.address`. The manifest, every segment and atom
+file are byte-identical and dev.json is identical apart from latency. Switching the
+kind afterwards re-runs no stage (`dvc status` clean): the executor is no DVC param.
+OCR through Dask workers is checked on real screenshots (test_ocr_through_dask).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import MIRROR, need_mirror
+from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0", silence_logs=40) as c:
+        yield c
+
+
+def _set_executor(work: Path, block: dict) -> None:
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["executor"] = block
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def _project(base: Path, name: str, executor: dict, ocr_cache: Path) -> tuple[Path, dict]:
+    work = copy_project(base / name, datasets=["mmlongbench", "locomo"], ocr_cache=ocr_cache)
+    _set_executor(work, executor)
+    env = project_env(base / f"site-cache-{name}")
+    for args in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "copy"]):
+        run(args, work, env)
+    proc = run(["dvc", "repro"], work, env)
+    keep_ocr_cache(work, ocr_cache)
+    return work, {**env, "_log": proc.stdout + proc.stderr}
+
+
+def _without_latency(doc: Any) -> Any:
+    if isinstance(doc, dict):
+        return {k: _without_latency(v) for k, v in doc.items() if "latency" not in k}
+    if isinstance(doc, list):
+        return [_without_latency(v) for v in doc]
+    return doc
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_local_and_dask_give_the_same_outputs(tmp_path: Path, cluster: Any, ocr_cache: Path) -> None:
+    need_mirror("mmlongbench-doc", "locomo")
+    local, env_local = _project(tmp_path, "local", {"kind": "local", "address": None, "workers": 2}, ocr_cache)
+    dask, env_dask = _project(tmp_path, "dask", {"kind": "dask", "address": cluster.scheduler_address, "workers": None}, ocr_cache)
+    assert "Running stage 'extract@pdf'" in env_dask["_log"]
+    # the builtin system answered on the Dask workers, the local run in process
+    ran_dask = json.loads((dask / "data/runs/system.json").read_text())
+    ran_local = json.loads((local / "data/runs/system.json").read_text())
+    assert (ran_dask["executor"], ran_dask["answered_on"], ran_dask["in_flight"]) == ("dask", "dask workers", 2)
+    assert (ran_local["executor"], ran_local["answered_on"], ran_local["in_flight"]) == ("local", "here", 1)
+
+    assert (local / "bench/corpus/manifest.jsonl").read_bytes() == (dask / "bench/corpus/manifest.jsonl").read_bytes()
+    for folder in ("data/segments", "data/atoms"):
+        a, b = _files(local / folder), _files(dask / folder)
+        assert a and a.keys() == b.keys()
+        assert [k for k in a if a[k] != b[k]] == [], folder
+    assert any(k.startswith("pdf/") for k in _files(local / "data/segments"))
+    dev_a = json.loads((local / "reports/metrics/dev.json").read_text())
+    dev_b = json.loads((dask / "reports/metrics/dev.json").read_text())
+    assert "latency_p50_ms" in dev_a["overall"]
+    assert _without_latency(dev_a) == _without_latency(dev_b)
+
+    # switching the executor is no change for DVC: nothing to re-run, in either direction
+    env = {k: v for k, v in env_local.items() if k != "_log"}
+    _set_executor(local, {"kind": "dask", "address": cluster.scheduler_address, "workers": 1})
+    assert run(["dvc", "status"], local, env).stdout.strip() == "Data and pipelines are up to date."
+    env = {k: v for k, v in env_dask.items() if k != "_log"}
+    _set_executor(dask, {"kind": "local", "address": None, "workers": None})
+    assert run(["dvc", "status"], dask, env).stdout.strip() == "Data and pipelines are up to date."
+
+
+def test_bad_executor_param_stops_the_stage_in_one_line(tmp_path: Path) -> None:
+    work = copy_project(tmp_path / "p", datasets=["locomo"])
+    _set_executor(work, {"kind": "spark"})
+    proc = run([sys.executable, "-m", "stages.chunk"], work, project_env(tmp_path / "site"), ok=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: params.yaml: executor.kind: must be one of")
+
+
+def test_ocr_through_dask_equals_serial(tmp_path: Path, cluster: Any) -> None:
+    """Cache misses of ocr_many run on the Dask workers; the boxes equal a serial run's
+    and every result lands in the cache (written by the caller)."""
+    need_mirror("screenagent_test")
+    from distributed import Client
+
+    from bench.executor import DaskExecutor, using
+    from bench.modalities.ocr import OcrCache, ocr_many
+
+    screens = sorted((MIRROR / "screenagent_test/data/ScreenAgent/test").glob("*/images/*.jpg"))[:4]
+    assert len(screens) == 4
+    serial = ocr_many(screens, workers=1, cache=False)
+    cache = OcrCache(tmp_path / "cache")
+    with Client(cluster) as client, using(DaskExecutor(client)):
+        distributed = ocr_many(screens, cache=cache)
+    assert distributed == serial and sum(len(r.boxes) for r in serial) > 0
+    assert (cache.hits, cache.misses) == (0, 4) and len(list((tmp_path / "cache").rglob("*.json"))) == 4
