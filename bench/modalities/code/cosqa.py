@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -138,7 +138,7 @@ class CoSQA(Dataset):
         # the function corpus is needed by every entry, unanswerable ones included
         return sorted(set(super().sources_of(entry)) | {self.source_id})
 
-    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+    def extract(self, files: dict[str, Path], **_options: Any) -> pd.DataFrame:
         if MANIFEST not in files:
             return tree_segments(self.key, self.source_id, {}, HOLDER, OBSERVED_AT)
         tree, _ = materialise(load_code_map(files[MANIFEST]))
@@ -162,7 +162,9 @@ class CoSQA(Dataset):
                     continue
                 idx = int(row["retrieval_idx"])
                 path, line = where[idx]
-                name = DEF.match(codes[idx]).group(1)  # checked in _check_row
+                found = DEF.match(codes[idx])
+                assert found is not None  # checked in _check_row
+                name = found.group(1)
                 region = gold_region(name, path, line, symbols[path][0])
                 entries.append(self._entry(row, item, split, row["code"], [{"source_id": self.source_id, "region": region}]))
         qa = json.loads((mirror_dir / QA_DEV).read_text(encoding="utf-8"))

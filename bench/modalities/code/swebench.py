@@ -47,7 +47,7 @@ import re
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -201,7 +201,7 @@ class SWEBenchLite(Dataset):
         path = f"repos/{source_id[len(prefix):]}.tar.gz"
         return path if TREE_PATH.match(path) else None
 
-    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+    def extract(self, files: dict[str, Path], **_options: Any) -> pd.DataFrame:
         frames = []
         for path, local in sorted(files.items()):
             m = TREE_PATH.match(path)

@@ -89,7 +89,7 @@ class LoCoMo(Dataset):
             found.add(f"{self.key}:{parts[1]}")
         return sorted(found)
 
-    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+    def extract(self, files: dict[str, Path], **_options: Any) -> pd.DataFrame:
         rows: list[dict] = []
         for path, local in sorted(files.items()):
             if "!/" not in path:

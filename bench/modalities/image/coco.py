@@ -108,7 +108,7 @@ class CocoCaptions(Dataset):
         name = source_id[len(prefix):] if source_id.startswith(prefix) else ""
         return IMAGE_DIR + name if FILE_NAME.match(name) else None
 
-    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+    def extract(self, files: dict[str, Path], **_options: Any) -> pd.DataFrame:
         images = sorted(p for p in files if p.startswith(IMAGE_DIR))
         dates = self._capture_dates(files, images)
         results = ocr_many([files[p] for p in images])
@@ -166,7 +166,7 @@ class CocoCaptions(Dataset):
                 problem = f"image date_captured {img.get('date_captured')!r} is not 'YYYY-MM-DD HH:MM:SS'"
             elif not isinstance(caption, str) or not caption.strip():
                 problem = "caption is not a non-empty string"
-            if problem is not None:
+            if problem is not None or img is None:
                 excluded.append({"item": item, "reason": problem})
                 continue
             entries.append(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -62,7 +62,7 @@ class MMLongBench(Dataset):
             found.add(f"{self.key}:{doc}")
         return sorted(found)
 
-    def extract(self, files: dict[str, Path], ocr_min_chars: int = MIN_LAYER_CHARS) -> pd.DataFrame:
+    def extract(self, files: dict[str, Path], ocr_min_chars: int = MIN_LAYER_CHARS, **_options: Any) -> pd.DataFrame:
         """Pages' text layer; a page with fewer than `ocr_min_chars` non-space characters
         is OCR'd instead (params.yaml `extraction.pdf.ocr_min_chars`; 0: no page OCR)."""
         jobs = [

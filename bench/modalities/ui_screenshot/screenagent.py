@@ -157,7 +157,7 @@ class ScreenAgent(Dataset):
         path = source_id[len(prefix):]
         return path if path.startswith(ROOT) and "/images/" in path else None
 
-    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+    def extract(self, files: dict[str, Path], **_options: Any) -> pd.DataFrame:
         shots = sorted(p for p in files if p.startswith(ROOT) and "/images/" in p)
         results = ocr_many([files[p] for p in shots])
         rows: list[dict] = []

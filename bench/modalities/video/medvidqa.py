@@ -47,7 +47,7 @@ import ast
 import re
 from collections import Counter
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -172,7 +172,7 @@ class MedVidQA(Dataset):
         rest = source_id[len(prefix):] if source_id.startswith(prefix) else ""
         return CSV if VIDEO_ID.match(rest) else None
 
-    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+    def extract(self, files: dict[str, Path], **_options: Any) -> pd.DataFrame:
         if CSV not in files:
             return finish_segments(cue_frame([])[0], self.key, HOLDER, {})
         rows, _ = read_rows(Path(files[CSV]))
@@ -204,7 +204,7 @@ class MedVidQA(Dataset):
             seg = by_source.get(source_id)
             if problem is None:
                 problem = "video has no caption track" if seg is None else modality.check_region_in_corpus(region, seg)
-            if problem:
+            if problem or seg is None:
                 excluded.append({"item": item, "reason": f"gold window: {problem}"})
                 continue
             past_end += int(region["t_end"] > float(seg["t_end"].max()))

@@ -149,7 +149,7 @@ class TutorialVQA(Dataset):
         rest = source_id[len(prefix):] if source_id.startswith(prefix) else ""
         return EVENTS if rest.isdigit() else None
 
-    def extract(self, files: dict[str, Path]) -> pd.DataFrame:
+    def extract(self, files: dict[str, Path], **_options: Any) -> pd.DataFrame:
         if EVENTS not in files:
             return finish_segments(cue_frame([])[0], self.key, HOLDER, {})
         events = json.loads(Path(files[EVENTS]).read_text(encoding="utf-8"))
