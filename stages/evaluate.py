@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.metrics import aggregate, false_recall_rules, per_query
 from bench.ingest.corpus import load_segments
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
@@ -53,14 +54,14 @@ def main() -> None:
     invalid = [r for _, r in iter_jsonl(VALID_DIR / "invalid.jsonl")]
     summary = read_json(VALID_DIR / "summary.json")
     regions = pd.read_parquet(RESOLVED / "regions.parquet")
-    gold = pd.read_parquet(RESOLVED / "gold.parquet")
-    run = pd.read_parquet(RUNS / "dev.parquet")
     latency = pd.read_parquet(RUNS / "latency.parquet")
     system = read_json(RUNS / "system.json")
-    atoms = pd.concat(
-        [pd.read_parquet(p, columns=["atom_id", "holder", "observed_at"]) for p in sorted(SERVED.glob("*.parquet"))],
-        ignore_index=True,
-    )
+    served = {p.stem: pd.read_parquet(p, columns=["atom_id", "holder", "observed_at"]) for p in sorted(SERVED.glob("*.parquet"))}
+    atoms = pd.concat([served[m] for m in sorted(served)], ignore_index=True)  # row = atom code
+    # run and gold name atoms by integer code (row of `atoms`); the ids are added for the reports
+    table = served_ids(served)
+    gold = with_atom_ids(pd.read_parquet(RESOLVED / "gold.parquet"), table)
+    run = with_atom_ids(pd.read_parquet(RUNS / "dev.parquet"), table)
     ent = entries_frame(entries, regions)
     # failed queries (timeout, crash) stay in every denominator and count as the worst case
     # (0 for ranking metrics, 1 for false recall and abstention; bench.evaluation.metrics.WORST)

@@ -18,6 +18,7 @@ import click
 import numpy as np
 import pandas as pd
 
+from bench.evaluation.atom_codes import AtomCodeError, served_ids, to_codes
 from bench.evaluation.retrieve import run_queries, trec_run
 from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
 from bench.systems import MissingExtra
@@ -138,7 +139,11 @@ def main() -> None:
         "abstains_declared": declared,
         "run_s": round(run_s, 3),
     }
-    write_parquet(RUNS / "dev.parquet", result.run)
+    try:  # atoms as integer codes into the served table, query ids categorical (bench/evaluation/atom_codes.py)
+        coded = to_codes(result.run, served_ids(served), "run")
+    except AtomCodeError as exc:
+        fail(f"system {cfg.name!r}: {exc}")
+    write_parquet(RUNS / "dev.parquet", coded)
     write_parquet(RUNS / "latency.parquet", result.latency)
     write_parquet(RUNS / "failures.parquet", result.failures)
     write_json(RUNS / "system.json", info)

@@ -69,8 +69,10 @@ def to_codes(frame: pd.DataFrame, table: pa.Array, what: str) -> pd.DataFrame:
 
 
 def with_atom_ids(frame: pd.DataFrame, table: pa.Array) -> pd.DataFrame:
-    """`frame` (with ``atom`` codes) plus the atom_id strings after the codes, for readers
-    that need names (reports, drill-down, TREC export); the codes stay."""
+    """`frame` (with ``atom`` codes) plus the atom_id strings after the codes, and its
+    query ids as plain strings, for readers that need names (reports, drill-down, TREC
+    export); the codes stay."""
     out = frame.copy()
+    out["query_id"] = out["query_id"].astype(str)
     out.insert(list(out.columns).index(ATOM_CODE) + 1, "atom_id", decode(out[ATOM_CODE].to_numpy(), table).to_numpy())
     return out

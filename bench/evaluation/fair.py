@@ -56,6 +56,7 @@ from bench.modalities import modalities
 __all__ = [
     "atom_extents",
     "region_extents",
+    "place_regions",
     "per_query_fair",
     "fair_keys",
     "fair_cells",
@@ -67,6 +68,8 @@ __all__ = [
 BOX = ["x0", "x1", "y0", "y1"]
 EXTENT_COLUMNS = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
 REGION_EXTENT_COLUMNS = ["query_id", "gold_idx", "source_id", "part", *BOX, "extent"]
+#: what the resolve stage adds to each region row (data/resolved/regions.parquet)
+PLACED_COLUMNS = ["part", *BOX, "extent"]
 
 
 def fair_keys(k: int = 10) -> list[str]:
@@ -99,13 +102,31 @@ def atom_extents(atoms: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return out
 
 
-def region_extents(regions: pd.DataFrame, segments_of: Any) -> pd.DataFrame:
+def place_regions(regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+    """`regions` (bench.evaluation.resolve) with each region's box and extent beside it
+    (columns part, x0, x1, y0, y1, extent: :func:`region_extents`), as the resolve stage
+    writes data/resolved/regions.parquet, so evaluation never places a region again."""
+    wanted = segments["source_id"].isin(set(regions["source_id"].astype(str))).to_numpy() if len(segments) else np.zeros(0, bool)
+    by_source = {str(s): g for s, g in segments.loc[wanted].groupby("source_id", sort=False)} if len(segments) else {}
+    empty = segments.iloc[0:0]
+    ext = region_extents(regions, lambda sid: by_source.get(sid, empty))
+    return pd.concat([regions.reset_index(drop=True), ext[PLACED_COLUMNS]], axis=1)
+
+
+def region_extents(regions: pd.DataFrame, segments_of: Any = None) -> pd.DataFrame:
     """Box and amount of every gold region.
 
     ``regions``: query_id, gold_idx, modality, source_id, region (JSON text, as
     data/resolved/regions.parquet holds). ``segments_of(source_id)`` returns that
     source's segments. A region its modality cannot place gets extent 0 and NaN box.
+    When ``regions`` already holds the boxes (:func:`place_regions`), they are
+    returned as they are: nothing is decoded or read.
     """
+    if set(PLACED_COLUMNS) <= set(regions.columns):
+        out = regions[REGION_EXTENT_COLUMNS].reset_index(drop=True)
+        return out.astype({"query_id": str, "source_id": str, "part": str, "gold_idx": int})
+    if segments_of is None:
+        raise ValueError("regions are not placed (no extent columns): pass segments_of")
     mods = modalities()
     rows = []
     cache: dict[str, pd.DataFrame] = {}

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
 from bench.modalities import modalities
 
@@ -149,6 +150,7 @@ def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.Dat
     seg = seg[seg["source_id"].isin(docs)]
     atoms = chunk_modality("pdf", seg, {"strategy": strategy, "window_tokens": 200, "overlap_tokens": 50})
     gold, regions = resolve(entries, {"pdf": atoms}, seg)
+    gold = with_atom_ids(gold, served_ids({"pdf": atoms}))  # codes for the engine, ids for the fair metrics
     run, _ = run_system(build_system("bm25", atoms), entries, 100)
     ent = pd.DataFrame({"query_id": [e["query_id"] for e in entries], "modality": "pdf", "unanswerable": False,
                         "as_of": pd.to_datetime([e["as_of"] for e in entries], utc=True),
