@@ -12,7 +12,7 @@ from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.metrics import aggregate, false_recall_rules, per_query
 from bench.ingest.corpus import load_segments
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
-from bench.modalities.pdf.textless import textless_gold
+from bench.modalities import unreadable_gold
 from bench.reporting.report import markdown, metrics_document
 from stages import evaluate_fair
 from stages.common import ATOMS, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, VALID_DIR, local_datasets, params, read_json
@@ -100,8 +100,8 @@ def main() -> None:
     write_json(REPORTS / "metrics" / "dev.json", doc)
     stats = read_json(ATOMS / "stats.json")
     enabled = {Path(p).stem for p in summary["sha256"]["sets"]}
-    segments = load_segments(SEGMENTS)  # answerable pdf entries left without text (bench/modalities/pdf/textless.py)
-    textless = textless_gold(entries, segments) if segments is not None else None
+    segments = load_segments(SEGMENTS)  # answerable entries left without text: each modality's Modality.unreadable_gold
+    textless = unreadable_gold(entries, segments) if segments is not None else None
     write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {k_: v for k_, v in imports.items() if k_ in enabled}, summary, stats, textless))
     evaluate_fair.write_outputs(doc, full, fair_ctx, entries, run, gold, regions, cfg)
     o = doc["overall"]

@@ -18,8 +18,12 @@ import importlib
 import pkgutil
 from collections.abc import Iterable
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from bench.modalities.base import Dataset, Modality
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def names() -> list[str]:
@@ -65,6 +69,15 @@ def modalities() -> dict[str, Modality]:
 
 def datasets() -> dict[str, Dataset]:
     return {**_load()[1], **_LOCAL} if _LOCAL else _load()[1]
+
+
+def unreadable_gold(entries: list[dict], segments: pd.DataFrame) -> dict[str, Any] | None:
+    """`Modality.unreadable_gold` of every modality, merged: {"answerable": n, "entries":
+    [...]} over the modalities that have the notion, or None when none has it."""
+    found = [r for m in sorted(modalities()) if (r := modalities()[m].unreadable_gold(entries, segments)) is not None]
+    if not found:
+        return None
+    return {"answerable": sum(int(r["answerable"]) for r in found), "entries": [row for r in found for row in r["entries"]]}
 
 
 def dataset_by_name(name: str) -> Dataset | None:

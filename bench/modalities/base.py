@@ -90,6 +90,39 @@ class Modality:
         """The region as (part, x0, x1, y0, y1) in the atoms' coordinates, or None if it cannot be placed."""
         raise NotImplementedError
 
+    def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Every (region_row, atom_row) pair that overlaps, by the modality's `overlap`.
+
+        `regions` has columns source_id and region (the region dict); `atoms` holds the
+        modality's atoms; `segments` the segments of (at least) their sources.
+        Modalities override this with a vectorised join giving the same pairs (gold
+        resolution, bench/evaluation/resolve.py); this default calls `overlap` once per
+        region (see overlap_pairs_per_region).
+        """
+        return overlap_pairs_per_region(self, regions, atoms, segments)
+
+    # -- system-provided atoms (bench/systems/atoms.py) ---------------------------------
+    def extent_segments(self, segments: pd.DataFrame) -> pd.DataFrame:
+        """One source's segments in the form `atom_from_extent` reads (default: as they are)."""
+        return segments
+
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """A system atom's modality columns from its contract extent.
+
+        Returns the columns of the modality's ATOM_<MOD>_COLUMNS beyond the common ones,
+        plus ``extent`` (the normalised extent object); `segments` are the atom's
+        source's (after `extent_segments`), or None when the corpus lacks the source.
+        Raises ValueError (one line) when the extent does not fit the modality.
+        """
+        raise ValueError(f"the {self.name} modality does not take system-provided atoms")
+
+    # -- the report ----------------------------------------------------------------------
+    def unreadable_gold(self, entries: list[dict], segments: pd.DataFrame) -> dict[str, Any] | None:
+        """Answerable entries of this modality whose gold holds nothing to retrieve by text,
+        as {"answerable": n, "entries": [{query_id, ...}]}, or None when the modality
+        has no such notion (the default)."""
+        return None
+
     def intersection(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
         """Per atom (all of one source): the amount of the region it covers, in `extent_unit`."""
         box = self.region_extent(region, segments)
@@ -322,13 +355,36 @@ def candidate_pairs(
     return r_idx, a_idx.astype(np.int64)
 
 
-def _default_overlap_pairs(self: Modality, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
-    """Every (region_row, atom_row) pair that overlaps, by the modality's `overlap`.
+def extent_ints(extent: dict, keys: tuple[str, ...], minimum: int) -> list[int]:
+    """The integer values of `keys` in a system atom's extent, each >= `minimum` (ValueError otherwise)."""
+    vals = [extent[k] for k in keys]
+    for k, v in zip(keys, vals, strict=True):
+        if not is_int(v) or v < minimum:
+            raise ValueError(f"{k} must be an integer >= {minimum}, got {v!r}")
+    return vals
 
-    Modalities override this with a vectorised join giving the same pairs; this
-    default calls `overlap` once per region (see overlap_pairs_per_region).
-    """
-    return overlap_pairs_per_region(self, regions, atoms, segments)
+
+def extent_range(extent: dict, single: str, lo: str, hi: str, minimum: int) -> tuple[int, int]:
+    """An inclusive integer range given as {single} or {lo, hi} (system atom extents)."""
+    if set(extent) == {single}:
+        (v,) = extent_ints(extent, (single,), minimum)
+        return v, v
+    if set(extent) == {lo, hi}:
+        a, b = extent_ints(extent, (lo, hi), minimum)
+        if a > b:
+            raise ValueError(f"{lo} {a} is after {hi} {b}")
+        return a, b
+    raise ValueError(f"extent must have keys {{{single}}} or {{{lo}, {hi}}}, got {{{', '.join(sorted(extent))}}}")
 
 
-Modality.overlap_pairs = _default_overlap_pairs  # type: ignore[attr-defined]
+def short(value: Any, limit: int = 80) -> str:
+    """A value for a one-line message: its JSON (or the string), cut at `limit` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def source_size(segments: pd.DataFrame | None) -> tuple[int, int]:
+    """(width, height) of a picture source from its segments; (-1, -1) when unknown."""
+    if segments is None or not len(segments) or "width" not in segments:
+        return -1, -1
+    return int(segments["width"].iloc[0]), int(segments["height"].iloc[0])

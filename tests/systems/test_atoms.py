@@ -202,3 +202,18 @@ def test_atoms_must_agree_with_the_corpus(real, tmp_path):
     with pytest.raises(AtomsError) as info:
         load_system_atoms(tmp_path / "all.jsonl", real["segments"])
     assert "\n" not in str(info.value) and f"(and {len(rows) - 1} more row(s))" in str(info.value)
+
+
+def test_atoms_module_names_no_modality():
+    """Each modality reads its own extents (Modality.atom_from_extent): the contract code names none."""
+    import ast
+
+    import bench.systems.atoms as mod
+    from bench.modalities import modalities
+
+    tree = ast.parse(open(mod.__file__, encoding="utf-8").read())
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    code_strings = strings - {ast.get_docstring(tree)}
+    assert not (set(modalities()) & code_strings)
+    for name, modality in modalities().items():  # every modality takes system atoms
+        assert type(modality).atom_from_extent is not type(modality).__mro__[-2].atom_from_extent, name

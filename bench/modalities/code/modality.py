@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, interval_extents, is_int
+from bench.modalities.base import Modality, extent_json, extent_range, interval_extents, is_int
 from bench.modalities.code.symbols import (
     line_offsets,
     parse_symbols,
@@ -140,6 +140,16 @@ class CodeModality(Modality):
         r, a = candidate_pairs(r_key, g_lo, g_hi, a_key, l0, l1)
         keep = (l0[a] <= g_hi[r]) & (l1[a] >= g_lo[r])
         return pairs_frame(placed[r[keep]], a[keep])
+
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """{"path": "...", "line_start": a, "line_end": b} or {"path": "...", "line": n}."""
+        path = extent.get("path")
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"extent needs a non-empty path, got {path!r}")
+        rest = {k: v for k, v in extent.items() if k != "path"}
+        a, b = extent_range(rest, "line", "line_start", "line_end", 1)
+        return {"path": path, "line_start": a, "line_end": b, "char_start": -1, "char_end": -1,
+                "extent": {"path": path, "line_start": a, "line_end": b}}
 
     # Extents are characters of a file (part = the file's path), each line owning its
     # newline ([line start, line end + 1)), so lines tile the file and a blank line

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, interval_extents
+from bench.modalities.base import Modality, extent_json, interval_extents, short, source_size
 
 ATOM_IMAGE_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -78,6 +78,13 @@ class ImageModality(Modality):
         return pairs_frame(r, a)
 
     # The unit is the whole image: every atom and the region have extent 1.
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """{} (the whole image)."""
+        if extent:
+            raise ValueError(f"an image atom's extent must be {{}}, got {short(extent)}")
+        w, h = source_size(segments)
+        return {"width": w, "height": h, "extent": {}}
+
     extent_unit: ClassVar[str] = "image"
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, interval_extents, is_int
+from bench.modalities.base import Modality, extent_json, extent_range, interval_extents, is_int
 from bench.modalities.textspan import (
     intersects,
     joined_text,
@@ -161,6 +161,25 @@ class PdfModality(Modality):
         out_r.append(empty[r[keep]])
         out_a.append(a[keep])
         return pairs_frame(np.concatenate(out_r), np.concatenate(out_a))
+
+    def extent_segments(self, segments: pd.DataFrame) -> pd.DataFrame:
+        return layout(segments)  # character spans of the pages
+
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """{"page_start": p, "page_end": q} or {"page": p}; the character span is that of the pages."""
+        a, b = extent_range(extent, "page", "page_start", "page_end", 1)
+        lo = hi = -1
+        if segments is not None and len(segments):
+            pages = segments[(segments["page"] >= a) & (segments["page"] <= b)]
+            if len(pages):
+                lo, hi = int(pages["char_start"].min()), int(pages["char_end"].max())
+        return {"page_start": a, "page_end": b, "char_start": lo, "char_end": hi, "extent": {"page_start": a, "page_end": b}}
+
+    def unreadable_gold(self, entries: list[dict], segments: pd.DataFrame) -> dict[str, Any] | None:
+        """Answerable pdf entries whose gold pages all have empty text (textless.py)."""
+        from bench.modalities.pdf.textless import textless_gold
+
+        return textless_gold(entries, segments)
 
     # Extents are characters of the joined text, each segment owning the newline after
     # it: segment i spans [char_start, char_end + 1), so the pages tile the document

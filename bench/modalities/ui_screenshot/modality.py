@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, is_number
+from bench.modalities.base import Modality, extent_json, is_number, short, source_size
 
 ATOM_UI_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -145,6 +145,17 @@ class UiScreenshotModality(Modality):
         return intersection_area(region["bbox"], atoms) / ((x1 - x0) * (y1 - y0))
 
     # Extents are pixel areas of the screenshot.
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """{"bbox": [x0, y0, x1, y1]} (pixels, half-open)."""
+        bbox = extent.get("bbox")
+        if set(extent) != {"bbox"} or not isinstance(bbox, list) or len(bbox) != 4 or not all(is_number(v) for v in bbox):
+            raise ValueError(f"extent must be {{\"bbox\": [x0, y0, x1, y1]}} with finite numbers, got {short(extent)}")
+        x0, y0, x1, y1 = (float(v) for v in bbox)
+        if not (x0 < x1 and y0 < y1):
+            raise ValueError(f"bbox needs x0 < x1 and y0 < y1, got {bbox}")
+        w, h = source_size(segments)
+        return {"x0": x0, "y0": y0, "x1": x1, "y1": y1, "width": w, "height": h, "boxes": "[]", "extent": {"bbox": bbox}}
+
     extent_unit: ClassVar[str] = "px^2"
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
