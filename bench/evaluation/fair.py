@@ -68,8 +68,9 @@ __all__ = [
 BOX = ["x0", "x1", "y0", "y1"]
 EXTENT_COLUMNS = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
 REGION_EXTENT_COLUMNS = ["query_id", "gold_idx", "source_id", "part", *BOX, "extent"]
-#: what the resolve stage adds to each region row (data/resolved/regions.parquet)
-PLACED_COLUMNS = ["part", *BOX, "extent"]
+#: what the resolve stage adds to each region row (data/resolved/regions.parquet): the
+#: region's part, box and extent amount (REGION_EXTENT_COLUMNS' names, prefixed)
+PLACED_COLUMNS = [f"region_{c}" for c in ["part", *BOX, "extent"]]
 
 
 def fair_keys(k: int = 10) -> list[str]:
@@ -110,7 +111,8 @@ def place_regions(regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame
     by_source = {str(s): g for s, g in segments.loc[wanted].groupby("source_id", sort=False)} if len(segments) else {}
     empty = segments.iloc[0:0]
     ext = region_extents(regions, lambda sid: by_source.get(sid, empty))
-    return pd.concat([regions.reset_index(drop=True), ext[PLACED_COLUMNS]], axis=1)
+    placed = ext[["part", *BOX, "extent"]].set_axis(PLACED_COLUMNS, axis=1)
+    return pd.concat([regions.reset_index(drop=True), placed], axis=1)
 
 
 def region_extents(regions: pd.DataFrame, segments_of: Any = None) -> pd.DataFrame:
@@ -123,7 +125,8 @@ def region_extents(regions: pd.DataFrame, segments_of: Any = None) -> pd.DataFra
     returned as they are: nothing is decoded or read.
     """
     if set(PLACED_COLUMNS) <= set(regions.columns):
-        out = regions[REGION_EXTENT_COLUMNS].reset_index(drop=True)
+        out = regions[["query_id", "gold_idx", "source_id", *PLACED_COLUMNS]].reset_index(drop=True)
+        out = out.set_axis(REGION_EXTENT_COLUMNS, axis=1)
         return out.astype({"query_id": str, "source_id": str, "part": str, "gold_idx": int})
     if segments_of is None:
         raise ValueError("regions are not placed (no extent columns): pass segments_of")

@@ -201,3 +201,22 @@ def test_atom_statistics():
     assert st["unit"] == "chars" and st["atoms"] == 4 and st["median_extent"] == 2.5
     assert st["p95_extent"] == pytest.approx(np.percentile([1, 2, 3, 100], 95))
     assert st["unreached_regions"] == 1 and st["unreached_share"] == pytest.approx(1 / 3)
+
+
+def test_regions_placed_once_equal_placing_them_at_evaluation():
+    """The resolve stage stores each region's box (place_regions); region_extents then reads
+    those columns and gives what placing each region from its segments gives."""
+    from bench.evaluation.fair import PLACED_COLUMNS, place_regions
+    from bench.evaluation.resolve import resolve
+    from benchmarks.synth import make_case
+
+    case = make_case(600, 6000, seed=5, mixed=True)
+    _, regions = resolve(case.entries, case.atoms, case.segments)
+    placed = place_regions(regions, case.segments)
+    assert list(placed.columns) == [*regions.columns, *PLACED_COLUMNS]
+    segs = {s: g for s, g in case.segments.groupby("source_id")}
+    direct = region_extents(regions, lambda s: segs.get(s, case.segments.iloc[0:0]))
+    pd.testing.assert_frame_equal(region_extents(placed), direct)
+    assert (direct["extent"] > 0).sum() > 100 and direct["x0"].isna().any()  # placed and unplaceable regions
+    with pytest.raises(ValueError, match="not placed"):
+        region_extents(regions)
