@@ -125,17 +125,21 @@ class CodeModality(Modality):
         Region spans come from `region_spans` (one parse per file, one lookup per
         distinct region); the join is on (source, path) and the inclusive line ranges.
         """
-        from bench.modalities.base import candidate_pairs, pairs_frame
+        from bench.modalities.base import candidate_pairs, group_codes, pairs_frame
 
         spans = region_spans(regions, segments)
         placed = np.flatnonzero([s is not None for s in spans])
         if not len(placed) or not len(atoms):
             return pairs_frame([], [])
-        sids = regions["source_id"].to_numpy(dtype=object)[placed]
-        r_key = np.asarray([f"{sid}\x00{spans[i][0]}" for sid, i in zip(sids, placed)], dtype=object)
+        # group = (source, path): two integer codes combined, no joined strings
+        a_src, r_src = group_codes(atoms["source_id"], regions["source_id"])
+        a_path, r_path = group_codes(atoms["path"], [spans[i][0] for i in placed])
+        n_paths = int(a_path.max(initial=0)) + 1
+        r_src = r_src[placed]
+        r_key = np.where((r_src >= 0) & (r_path >= 0), r_src * n_paths + r_path, -1)
+        a_key = a_src * n_paths + a_path
         g_lo = np.asarray([spans[i][1] for i in placed], dtype=np.int64)
         g_hi = np.asarray([spans[i][2] for i in placed], dtype=np.int64)
-        a_key = (atoms["source_id"].astype(str) + "\x00" + atoms["path"].astype(str)).to_numpy(dtype=object)
         l0, l1 = atoms["line_start"].to_numpy(dtype=np.int64), atoms["line_end"].to_numpy(dtype=np.int64)
         r, a = candidate_pairs(r_key, g_lo, g_hi, a_key, l0, l1)
         keep = (l0[a] <= g_hi[r]) & (l1[a] >= g_lo[r])

@@ -74,7 +74,7 @@ class ConversationModality(Modality):
 
         turn = np.asarray([r["turn"] for r in regions["region"]], dtype=np.int64)
         t0, t1 = atoms["turn_start"].to_numpy(dtype=np.int64), atoms["turn_end"].to_numpy(dtype=np.int64)
-        r, a = candidate_pairs(regions["source_id"].to_numpy(), turn, turn, atoms["source_id"].to_numpy(), t0, t1)
+        r, a = candidate_pairs(regions["source_id"], turn, turn, atoms["source_id"], t0, t1)
         keep = (t0[a] <= turn[r]) & (t1[a] >= turn[r])
         return pairs_frame(r[keep], a[keep])
 

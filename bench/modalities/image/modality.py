@@ -74,7 +74,7 @@ class ImageModality(Modality):
         from bench.modalities.base import candidate_pairs, pairs_frame
 
         zr, za = np.zeros(len(regions)), np.zeros(len(atoms))
-        r, a = candidate_pairs(regions["source_id"].to_numpy(), zr, zr, atoms["source_id"].to_numpy(), za, za)
+        r, a = candidate_pairs(regions["source_id"], zr, zr, atoms["source_id"], za, za)
         return pairs_frame(r, a)
 
     # The unit is the whole image: every atom and the region have extent 1.

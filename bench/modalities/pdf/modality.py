@@ -122,7 +122,7 @@ class PdfModality(Modality):
         sources' segments; regions with text join atoms on character spans, regions
         on pages without text join them on page ranges, as `overlap` does.
         """
-        from bench.modalities.base import candidate_pairs, pairs_frame
+        from bench.modalities.base import candidate_pairs, group_codes, pairs_frame
 
         if not len(regions) or not len(atoms) or not len(segments):
             return pairs_frame([], [])
@@ -145,7 +145,7 @@ class PdfModality(Modality):
             span[rows] = table.to_numpy(dtype=np.int64)[pos[hit]]
             found[rows] = True
         g_lo, g_hi = span[:, 0], span[:, 1]
-        a_src, r_src = atoms["source_id"].to_numpy(dtype=object), regions["source_id"].to_numpy(dtype=object)
+        a_src, r_src = group_codes(atoms["source_id"], regions["source_id"])
         lo, hi = atoms["char_start"].to_numpy(dtype=np.int64), atoms["char_end"].to_numpy(dtype=np.int64)
         p0, p1 = atoms["page_start"].to_numpy(dtype=np.int64), atoms["page_end"].to_numpy(dtype=np.int64)
         out_r: list[np.ndarray] = []

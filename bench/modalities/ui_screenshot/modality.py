@@ -133,7 +133,7 @@ class UiScreenshotModality(Modality):
         g = np.asarray([x["bbox"] for x in regions["region"]], dtype=float).reshape(-1, 4)
         ax0, ay0 = atoms["x0"].to_numpy(float), atoms["y0"].to_numpy(float)
         ax1, ay1 = atoms["x1"].to_numpy(float), atoms["y1"].to_numpy(float)
-        r, a = candidate_pairs(regions["source_id"].to_numpy(), g[:, 0], g[:, 2], atoms["source_id"].to_numpy(), ax0, ax1)
+        r, a = candidate_pairs(regions["source_id"], g[:, 0], g[:, 2], atoms["source_id"], ax0, ax1)
         w = np.minimum(ax1[a], g[r, 2]) - np.maximum(ax0[a], g[r, 0])
         h = np.minimum(ay1[a], g[r, 3]) - np.maximum(ay0[a], g[r, 1])
         keep = np.clip(w, 0, None) * np.clip(h, 0, None) > 0

@@ -132,7 +132,7 @@ class VideoModality(Modality):
         g_lo = np.asarray([float(x["t_start"]) for x in regions["region"]], dtype=float)
         g_hi = np.asarray([float(x["t_end"]) for x in regions["region"]], dtype=float)
         lo, hi = atoms["t_start"].to_numpy(dtype=float), atoms["t_end"].to_numpy(dtype=float)
-        r, a = candidate_pairs(regions["source_id"].to_numpy(), g_lo, g_hi, atoms["source_id"].to_numpy(), lo, hi)
+        r, a = candidate_pairs(regions["source_id"], g_lo, g_hi, atoms["source_id"], lo, hi)
         keep = overlaps(lo[a], hi[a], g_lo[r], g_hi[r])
         return pairs_frame(r[keep], a[keep])
 
