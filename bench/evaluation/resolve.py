@@ -28,7 +28,7 @@ from bench.evaluation.atom_codes import CODE_DTYPE
 from bench.modalities import modalities
 
 #: ``atom``: the atom's code, its row in the served table (bench.evaluation.atom_codes:
-#: the atom frames in modality-name order, concatenated); query_id is categorical
+#: the atom frames in modality-name order, concatenated)
 GOLD_COLUMNS = ["query_id", "gold_idx", "atom"]
 #: json.dumps(x, sort_keys=True), without building an encoder per call
 _REGION_JSON = json.JSONEncoder(sort_keys=True)
@@ -79,12 +79,6 @@ def _code_offsets(atoms: dict[str, pd.DataFrame]) -> dict[str, int]:
         out[name] = start
         start += len(atoms[name])
     return out
-
-
-def _categorical(query_ids: np.ndarray, rows: np.ndarray) -> pd.Categorical:
-    """query_ids[rows] as a categorical whose categories are the distinct ids, sorted."""
-    codes, uniques = pd.factorize(query_ids, sort=True)
-    return pd.Categorical.from_codes(codes[rows], categories=pd.Index(uniques, dtype="str"))
 
 
 def _utc_ns(values: pd.Series) -> np.ndarray:
@@ -158,7 +152,7 @@ def _resolve(entries: list[dict], atoms: dict[str, pd.DataFrame], segments: pd.D
         r_all, codes = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     gold = pd.DataFrame(
         {
-            "query_id": _categorical(flat["query_id"].to_numpy(dtype=object), r_all),
+            "query_id": flat["query_id"].to_numpy(dtype=object)[r_all],
             "gold_idx": flat["gold_idx"].to_numpy(dtype=np.int64)[r_all],
             "atom": codes.astype(CODE_DTYPE),
         },
@@ -216,11 +210,9 @@ def resolve_per_region(entries: list[dict], atoms: dict[str, pd.DataFrame], segm
                     "n_future_atoms": n_future,
                 }
             )
-    qids = np.asarray([e["query_id"] for e in entries for _ in e["gold"]], dtype=object)
     gold = pd.DataFrame(
         {
-            "query_id": _categorical(np.concatenate([qids, np.asarray([r[0] for r in gold_rows], dtype=object)]),
-                                     np.arange(len(qids), len(qids) + len(gold_rows))),
+            "query_id": np.asarray([r[0] for r in gold_rows], dtype=object),
             "gold_idx": np.asarray([r[1] for r in gold_rows], dtype=np.int64),
             "atom": np.asarray([r[2] for r in gold_rows], dtype=CODE_DTYPE),
         },

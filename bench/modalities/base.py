@@ -387,8 +387,9 @@ def candidate_pairs(
         ra_lo, ra_hi = ranks[:n_a], ranks[n_a: 2 * n_a]
         rr_lo, rr_hi = ranks[2 * n_a: 2 * n_a + n_r], ranks[2 * n_a + n_r:]
         m = np.int64(len(values) + 1)
-    order = np.lexsort((ra_lo, a_code))
-    lo_key = a_code[order] * m + ra_lo[order]
+    lo_all = a_code * m + ra_lo
+    order = np.argsort(lo_all, kind="stable")  # by (group, a_lo): one key, one sort
+    lo_key = lo_all[order]
     hi_key = np.maximum.accumulate(a_code[order] * m + ra_hi[order]) if n_a else np.zeros(0, np.int64)
     first = np.searchsorted(hi_key, r_code * m + rr_lo, side="left")
     last = np.searchsorted(lo_key, r_code * m + rr_hi, side="right")

@@ -42,6 +42,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from bench.modalities.base import Modality, extent_json, extent_range, interval_extents, is_int
 from bench.modalities.code.symbols import (
@@ -218,9 +220,9 @@ def region_spans(regions: pd.DataFrame, segments: pd.DataFrame) -> list[tuple[st
     """
     files: dict[tuple[str, str], dict[str, Any]] = {}
     if len(segments) and "path" in segments:
-        wanted = set(regions["source_id"].tolist())
         cols = [c for c in ("text", "symbols") if c in segments]
-        mask = segments["source_id"].isin(wanted).to_numpy()
+        wanted = pc.unique(pa.array(regions["source_id"], from_pandas=True))  # hashed in C, not per Python string
+        mask = pc.is_in(pa.array(segments["source_id"], from_pandas=True), value_set=wanted).to_numpy(zero_copy_only=False)
         firsts = segments.loc[mask, ["source_id", "path", *cols]].drop_duplicates(["source_id", "path"], keep="first")
         values = zip(firsts["source_id"].tolist(), firsts["path"].tolist(), *(firsts[c].tolist() for c in cols), strict=True)
         for sid, path, *rest in values:
