@@ -220,7 +220,11 @@ def region_spans(regions: pd.DataFrame, segments: pd.DataFrame) -> list[tuple[st
     """
     files: dict[tuple[str, str], dict[str, Any]] = {}
     if len(segments) and "path" in segments:
-        cols = [c for c in ("text", "symbols") if c in segments]
+        # the recorded line count and symbol table when the segments have them (the
+        # extract stage writes both); the file's text only where one is missing
+        cols = [c for c in ("n_lines", "symbols") if c in segments]
+        if len(cols) < 2 or segments[cols].isna().to_numpy().any():
+            cols.append("text")
         wanted = pc.unique(pa.array(regions["source_id"], from_pandas=True))  # hashed in C, not per Python string
         mask = pc.is_in(pa.array(segments["source_id"], from_pandas=True), value_set=wanted).to_numpy(zero_copy_only=False)
         firsts = segments.loc[mask, ["source_id", "path", *cols]].drop_duplicates(["source_id", "path"], keep="first")
@@ -240,7 +244,7 @@ def region_spans(regions: pd.DataFrame, segments: pd.DataFrame) -> list[tuple[st
             span = None
             if seg is not None and kind == "line":
                 if (sid, path) not in n_lines:
-                    n_lines[(sid, path)] = len(split_lines(seg["text"]))
+                    n_lines[(sid, path)] = int(seg["n_lines"]) if "n_lines" in seg else len(split_lines(seg["text"]))
                 if 1 <= region["line"] <= n_lines[(sid, path)]:
                     span = (path, region["line"], region["line"])
             elif seg is not None:
