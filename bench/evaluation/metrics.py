@@ -136,7 +136,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -153,9 +153,9 @@ ATOM_CODE = "atom"
 ATOM_COLUMNS = ("atom_id", "holder", "observed_at")
 LATENCY_COLUMNS = ("query_id", "latency_ms")
 
-Failed = Iterable[str] | pd.Series | None
+Failed: TypeAlias = Iterable[str] | pd.Series | None
 MetricCell = dict[str, Any]
-Ids = pa.Array | pa.ChunkedArray
+Ids: TypeAlias = pa.Array | pa.ChunkedArray
 
 
 # --------------------------------------------------------------------------- helpers

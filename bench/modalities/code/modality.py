@@ -129,19 +129,19 @@ class CodeModality(Modality):
         """
         from bench.modalities.base import candidate_pairs, group_codes, pairs_frame
 
-        spans = region_spans(regions, segments)
-        placed = np.flatnonzero([s is not None for s in spans])
+        found = [(i, s) for i, s in enumerate(region_spans(regions, segments)) if s is not None]
+        placed = np.asarray([i for i, _ in found], dtype=np.int64)
         if not len(placed) or not len(atoms):
             return pairs_frame([], [])
         # group = (source, path): two integer codes combined, no joined strings
         a_src, r_src = group_codes(atoms["source_id"], regions["source_id"])
-        a_path, r_path = group_codes(atoms["path"], [spans[i][0] for i in placed])
+        a_path, r_path = group_codes(atoms["path"], [s[0] for _, s in found])
         n_paths = int(a_path.max(initial=0)) + 1
         r_src = r_src[placed]
         r_key = np.where((r_src >= 0) & (r_path >= 0), r_src * n_paths + r_path, -1)
         a_key = a_src * n_paths + a_path
-        g_lo = np.asarray([spans[i][1] for i in placed], dtype=np.int64)
-        g_hi = np.asarray([spans[i][2] for i in placed], dtype=np.int64)
+        g_lo = np.asarray([s[1] for _, s in found], dtype=np.int64)
+        g_hi = np.asarray([s[2] for _, s in found], dtype=np.int64)
         l0, l1 = atoms["line_start"].to_numpy(dtype=np.int64), atoms["line_end"].to_numpy(dtype=np.int64)
         r, a = candidate_pairs(r_key, g_lo, g_hi, a_key, l0, l1)
         keep = (l0[a] <= g_hi[r]) & (l1[a] >= g_lo[r])
