@@ -108,7 +108,7 @@ def place_regions(regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame
     (columns part, x0, x1, y0, y1, extent: :func:`region_extents`), as the resolve stage
     writes data/resolved/regions.parquet, so evaluation never places a region again."""
     wanted = segments["source_id"].isin(set(regions["source_id"].astype(str))).to_numpy() if len(segments) else np.zeros(0, bool)
-    by_source = {str(s): g for s, g in segments.loc[wanted].groupby("source_id", sort=False)} if len(segments) else {}
+    by_source = {str(s): g for s, g in segments.take(np.flatnonzero(wanted)).groupby("source_id", sort=False)} if len(segments) else {}
     empty = segments.iloc[0:0]
     ext = region_extents(regions, lambda sid: by_source.get(sid, empty))
     placed = ext[["part", *BOX, "extent"]].set_axis(PLACED_COLUMNS, axis=1)
