@@ -40,6 +40,7 @@ from bench.accept import (
     stage_refusal,
 )
 from bench.annotations.splits import load_lock
+from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.metrics import aggregate, false_recall_rules, per_query
 from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import run_queries
@@ -114,7 +115,9 @@ def main() -> None:
                               warmup=sys_cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)))
     except (ValueError, RuntimeError, MissingExtra, SystemCrash) as exc:  # malformed results name the query
         fail(f"system {sys_cfg.name!r}: {exc}")
-    gold, regions = resolve(test, {p.stem: pd.read_parquet(p) for p in frames}, segments)
+    fresh = {p.stem: pd.read_parquet(p) for p in frames}
+    gold, regions = resolve(test, fresh, segments)
+    gold = with_atom_ids(gold, served_ids(fresh))  # atom codes (rows of `atoms`) and their ids, as evaluate reads them
     ent = entries_frame(test, regions)
     failed = ran.failures["query_id"].astype(str).tolist()
     # false recall: the dev run's rule; its calibrated thresholds are reused, never recalibrated on test

@@ -6,7 +6,7 @@ import click
 import pandas as pd
 
 from bench.evaluation.atom_codes import served_ids, with_atom_ids
-from bench.evaluation.fair import place_regions
+from bench.evaluation.placement import place_regions
 from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import trec_qrels
 from bench.ingest.store import load_segments

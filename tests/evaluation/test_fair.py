@@ -206,7 +206,7 @@ def test_atom_statistics():
 def test_regions_placed_once_equal_placing_them_at_evaluation():
     """The resolve stage stores each region's box (place_regions); region_extents then reads
     those columns and gives what placing each region from its segments gives."""
-    from bench.evaluation.fair import PLACED_COLUMNS, place_regions
+    from bench.evaluation.placement import PLACED_COLUMNS, place_regions
     from bench.evaluation.resolve import resolve
     from benchmarks.synth import make_case
 
