@@ -38,6 +38,7 @@ from bench.accept import (
     stage_refusal,
 )
 from bench.annotations.splits import load_lock
+from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, gold_segments, load_served
 from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import run_queries
@@ -122,7 +123,8 @@ def main() -> None:
                               warmup=sys_cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)))
     except (ValueError, RuntimeError, MissingExtra, SystemCrash) as exc:  # malformed results name the query
         fail(f"system {sys_cfg.name!r}: {exc}")
-    gold, regions = resolve(test, load_served(SERVED), segments)
+    gold, regions = resolve(test, served, segments)
+    gold = with_atom_ids(gold, served_ids(served))  # atom codes (rows of the served atoms) and their ids, as evaluate reads them
     # false recall: the dev run's rule; its calibrated thresholds are reused, never recalibrated on test
     abstains, thresholds = dev_thresholds(dev_doc)
     inputs = EvalInputs(entries=test, run=ran.run, gold=gold, regions=regions, responses=ran.latency, failures=ran.failures,

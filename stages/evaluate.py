@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.evaluate import (
     EvalInputs,
     EvalOptions,
@@ -24,7 +25,7 @@ from bench.evaluation.evaluate import (
 )
 from bench.ingest.corpus import Manifest, load_segments
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
-from bench.modalities.pdf.textless import textless_gold
+from bench.modalities import unreadable_gold
 from bench.project.layout import ATOMS, MANIFEST, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, STORE, VALID_DIR, read_json
 from bench.project.selection import local_datasets, params
 from bench.reporting.outputs import dev_report
@@ -42,14 +43,18 @@ def main() -> None:
     summary = read_json(VALID_DIR / "summary.json")
     regions = pd.read_parquet(RESOLVED / "regions.parquet")
     system = read_json(RUNS / "system.json")
+    served = load_served(SERVED)
+    # run and gold name atoms by integer code (row of the served atoms, modalities in name
+    # order: bench.evaluation.atom_codes); the ids are added for the reports
+    table = served_ids(served)
     inputs = EvalInputs(
         entries=entries,
-        run=pd.read_parquet(RUNS / "dev.parquet"),
-        gold=pd.read_parquet(RESOLVED / "gold.parquet"),
+        run=with_atom_ids(pd.read_parquet(RUNS / "dev.parquet"), table),
+        gold=with_atom_ids(pd.read_parquet(RESOLVED / "gold.parquet"), table),
         regions=regions,
         responses=pd.read_parquet(RUNS / "latency.parquet"),
         failures=pd.read_parquet(RUNS / "failures.parquet") if (RUNS / "failures.parquet").exists() else no_failures(),
-        served=load_served(SERVED),
+        served=served,
         gold_segments=gold_segments(regions, SEGMENTS),
         invalid=invalid,
         sha256=summary["sha256"],
@@ -76,8 +81,8 @@ def main() -> None:
     imports = {p.stem: read_json(p) for p in sorted((SETS_DIR / "imports").glob("*.json"))}
     stats = read_json(ATOMS / "stats.json")
     enabled = {Path(p).stem for p in summary["sha256"]["sets"]}
-    segments = load_segments(SEGMENTS)  # answerable pdf entries left without text (bench/modalities/pdf/textless.py)
-    textless = textless_gold(entries, segments) if segments is not None else None
+    segments = load_segments(SEGMENTS)  # answerable entries left without text: each modality's Modality.unreadable_gold
+    textless = unreadable_gold(entries, segments) if segments is not None else None
     write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {k_: v for k_, v in imports.items() if k_ in enabled}, summary, stats, textless))
 
     write_parquet(REPORTS / "per_query" / "dev.parquet", per_query_table(result.full, k))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 import pandas as pd
 
+from bench.evaluation.atom_codes import served_ids, with_atom_ids
+from bench.evaluation.placement import place_regions
 from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import trec_qrels
 from bench.ingest.store import load_segments
@@ -21,9 +23,11 @@ def main() -> None:
     # the atoms the system under test serves (its own, or the harness chunks): see stages/retrieve.py
     atoms = {p.stem: pd.read_parquet(p) for p in sorted(SERVED.glob("*.parquet"))}
     gold, regions = resolve(entries, atoms, segments)
-    write_parquet(RESOLVED / "gold.parquet", gold)
+    # each region placed once, in its modality's unit (the chunk-fair metrics read these columns)
+    regions = place_regions(regions, segments)
+    write_parquet(RESOLVED / "gold.parquet", gold)  # atoms as codes into data/served (bench/evaluation/atom_codes.py)
     write_parquet(RESOLVED / "regions.parquet", regions)
-    write_text(REPORTS / "runs" / "dev.qrels", trec_qrels(gold))
+    write_text(REPORTS / "runs" / "dev.qrels", trec_qrels(with_atom_ids(gold, served_ids(atoms))))
     missed = int((regions["n_atoms"] == 0).sum())
     click.echo(f"resolve: {len(regions)} gold regions of {len(entries)} entries -> {len(gold)} (region, atom) pairs; {missed} regions overlap no atom")
 

@@ -18,6 +18,7 @@ import click
 import numpy as np
 import pandas as pd
 
+from bench.evaluation.atom_codes import AtomCodeError, served_ids, to_codes
 from bench.evaluation.retrieve import run_queries, trec_run
 from bench.executor import ExecutorError, open_executor, using
 from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
@@ -151,7 +152,11 @@ def main() -> None:
         "in_flight": result.info["in_flight"],
         "answered_on": result.info["answered_on"],
     }
-    write_parquet(RUNS / "dev.parquet", result.run)
+    try:  # atoms as integer codes into the served table, query ids categorical (bench/evaluation/atom_codes.py)
+        coded = to_codes(result.run, served_ids(served), "run")
+    except AtomCodeError as exc:
+        fail(f"system {cfg.name!r}: {exc}")
+    write_parquet(RUNS / "dev.parquet", coded)
     write_parquet(RUNS / "latency.parquet", result.latency)
     write_parquet(RUNS / "failures.parquet", result.failures)
     write_json(RUNS / "system.json", info)

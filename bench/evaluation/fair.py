@@ -44,7 +44,6 @@ lost. Unanswerable and failed queries get NaN; aggregation counts a failed query
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -53,11 +52,13 @@ import pandas as pd
 
 from bench.evaluation.catalogue import measures
 from bench.evaluation.metrics import group_cells
+from bench.evaluation.placement import BOX, place_regions, region_extents
 from bench.modalities import modalities
 
 __all__ = [
     "atom_extents",
     "region_extents",
+    "place_regions",
     "per_query_fair",
     "fair_keys",
     "fair_cells",
@@ -66,9 +67,7 @@ __all__ = [
     "box_measure",
 ]
 
-BOX = ["x0", "x1", "y0", "y1"]
 EXTENT_COLUMNS = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
-REGION_EXTENT_COLUMNS = ["query_id", "gold_idx", "source_id", "part", *BOX, "extent"]
 
 
 def fair_keys(k: int = 10) -> list[str]:
@@ -101,30 +100,6 @@ def atom_extents(atoms: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return out
 
 
-def region_extents(regions: pd.DataFrame, segments_of: Any) -> pd.DataFrame:
-    """Box and amount of every gold region.
-
-    ``regions``: query_id, gold_idx, modality, source_id, region (JSON text, as
-    data/resolved/regions.parquet holds). ``segments_of(source_id)`` returns that
-    source's segments. A region its modality cannot place gets extent 0 and NaN box.
-    """
-    mods = modalities()
-    rows = []
-    cache: dict[str, pd.DataFrame] = {}
-    for r in regions.itertuples(index=False):
-        sid = str(r.source_id)
-        if sid not in cache:
-            cache[sid] = segments_of(sid)
-        region = json.loads(r.region) if isinstance(r.region, str) else r.region
-        box = mods[str(r.modality)].region_extent(region, cache[sid]) if len(cache[sid]) else None
-        if box is None:
-            rows.append((str(r.query_id), int(r.gold_idx), sid, "", np.nan, np.nan, np.nan, np.nan, 0.0))
-        else:
-            part, x0, x1, y0, y1 = box
-            rows.append((str(r.query_id), int(r.gold_idx), sid, str(part), x0, x1, y0, y1, max(x1 - x0, 0.0) * max(y1 - y0, 0.0)))
-    return pd.DataFrame(rows, columns=REGION_EXTENT_COLUMNS)
-
-
 def _area(boxes: np.ndarray) -> np.ndarray:
     return np.clip(boxes[:, 1] - boxes[:, 0], 0, None) * np.clip(boxes[:, 3] - boxes[:, 2], 0, None)
 
@@ -145,7 +120,7 @@ def _grid(gold: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     xs = np.unique(np.concatenate([both[:, 0], both[:, 1]]))
     ys = np.unique(np.concatenate([both[:, 2], both[:, 3]]))
     cells = np.outer(np.diff(xs), np.diff(ys)).ravel()
-    mg = _cover_masks(gold, xs, ys).any(axis=0)
+    mg: np.ndarray = np.asarray(_cover_masks(gold, xs, ys).any(axis=0))
     mc = _cover_masks(cand, xs, ys) if len(cand) else np.zeros((0, len(cells)), dtype=bool)
     return cells, mg, mc
 

@@ -136,7 +136,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -148,14 +148,16 @@ from bench.evaluation.catalogue import Measure, counted, in_denominator, measure
 __all__ = ["FalseRecallRule", "aggregate", "auroc_codes", "auroc_from_codes", "calibrate", "false_recall_rules", "group_cells", "metric_keys", "per_query"]
 
 ENTRY_COLUMNS = ("query_id", "modality", "unanswerable", "as_of", "holder", "n_regions")
-RUN_COLUMNS = ("query_id", "atom_id", "rank", "score")
-GOLD_COLUMNS = ("query_id", "gold_idx", "atom_id")
+RUN_COLUMNS = ("query_id", "rank", "score")  # and atom_id or atom
+GOLD_COLUMNS = ("query_id", "gold_idx")  # and atom_id or atom
+#: integer atom code column: the atom's row in ``atoms`` (bench.evaluation.atom_codes)
+ATOM_CODE = "atom"
 ATOM_COLUMNS = ("atom_id", "holder", "observed_at")
 LATENCY_COLUMNS = ("query_id", "latency_ms")
 
-Failed = Iterable[str] | pd.Series | None
+Failed: TypeAlias = Iterable[str] | pd.Series | None
 MetricCell = dict[str, Any]
-Ids = pa.Array | pa.ChunkedArray
+Ids: TypeAlias = pa.Array | pa.ChunkedArray
 
 
 # --------------------------------------------------------------------------- helpers
@@ -199,8 +201,52 @@ def _lookup(values: Ids, universe: Ids) -> np.ndarray:
     return pc.index_in(values, value_set=universe).fill_null(-1).to_numpy().astype(np.int64)
 
 
+def _query_codes(values: pd.Series, universe: Ids) -> np.ndarray:
+    """Position of every query id in `universe`; -1 where absent.
+
+    A categorical column (as the retrieve and resolve stages write query ids) is
+    looked up by its categories only, then expanded by its integer codes, so the
+    10M rows of a large run are never hashed as strings.
+    """
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        pos = _lookup(_arrow_ids(pd.Series(values.cat.categories)), universe)
+        codes = values.cat.codes.to_numpy()
+        if not len(pos):
+            return np.full(len(codes), -1, dtype=np.int64)
+        if len(pos) == len(universe) and np.array_equal(pos, np.arange(len(pos))):
+            out = codes.astype(np.int64)  # the categories are the entries, in order
+        else:
+            out = pos[codes]
+        return np.where(codes >= 0, out, -1) if len(codes) and codes.min() < 0 else out
+    return _lookup(_arrow_ids(values), universe)
+
+
+def _given_codes(frame: pd.DataFrame, name: str) -> np.ndarray | None:
+    """The integer atom codes of `frame` (column ``atom``: row of ``atoms``), or None
+    when it names atoms by ``atom_id`` only."""
+    if ATOM_CODE not in frame.columns:
+        _require(frame, ("atom_id",), name)
+        return None
+    codes = frame[ATOM_CODE].to_numpy()
+    if not np.issubdtype(codes.dtype, np.integer):
+        raise ValueError(f"{name}.{ATOM_CODE} must hold integer atom codes (rows of atoms)")
+    return codes.astype(np.int64, copy=False)
+
+
 def _distinct(*cols: np.ndarray) -> np.ndarray:
     """Indices of one row per distinct tuple of the int columns `cols`, in tuple order."""
+    if not len(cols[0]):
+        return np.zeros(0, dtype=np.int64)
+    spans = [int(c.max()) + 1 for c in cols]
+    if all(c.min() >= 0 for c in cols) and math.prod(spans) < 2**62:  # one combined key: one sort
+        key = cols[0].astype(np.int64)
+        for col, span in zip(cols[1:], spans[1:], strict=True):
+            key = key * span + col
+        order = np.argsort(key, kind="stable")
+        s = key[order]
+        changed = np.ones(len(order), dtype=bool)
+        changed[1:] = s[1:] != s[:-1]
+        return order[changed]
     order = np.lexsort(cols[::-1])
     changed = np.zeros(len(order), dtype=bool)
     changed[:1] = True
@@ -311,17 +357,20 @@ def _atom_codes(atom_ids: Ids, columns: list[Ids]) -> list[np.ndarray]:
 def _prep(
     entries: pd.DataFrame, atoms: pd.DataFrame, failed: set[str], lookups: list[Ids]
 ) -> tuple[_Entries, _Atoms, list[np.ndarray]]:
-    """Entries, atoms (holder codes over one vocabulary) and the atom codes of `lookups`."""
+    """Entries, atoms (holder codes over one vocabulary) and the atom codes of `lookups`
+    (id columns; none when run and gold come as codes, and then atom ids are not read)."""
     ent = _prep_entries(entries)
-    _require(atoms, ATOM_COLUMNS, "atoms")
+    _require(atoms, ATOM_COLUMNS[1:] if not lookups else ATOM_COLUMNS, "atoms")
     observed = _utc_naive(pd.to_datetime(atoms["observed_at"], utc=True))
-    atom_ids = _arrow_ids(atoms["atom_id"])
-    if _strictly_increasing(atom_ids):  # unique without a hash pass
-        codes = _atom_codes(atom_ids, lookups)
-    else:
-        own, *codes = _atom_codes(atom_ids, [atom_ids, *lookups])
-        if not np.array_equal(own, np.arange(len(own))):
-            raise ValueError("atoms.atom_id must be unique")
+    codes: list[np.ndarray] = []
+    if lookups:
+        atom_ids = _arrow_ids(atoms["atom_id"])
+        if _strictly_increasing(atom_ids):  # unique without a hash pass
+            codes = _atom_codes(atom_ids, lookups)
+        else:
+            own, *codes = _atom_codes(atom_ids, [atom_ids, *lookups])
+            if not np.array_equal(own, np.arange(len(own))):
+                raise ValueError("atoms.atom_id must be unique")
     atom_holder = atoms["holder"].astype(str).reset_index(drop=True)
     holders, _ = pd.factorize(pd.concat([ent["holder"].reset_index(drop=True), atom_holder], ignore_index=True))
     n = len(ent)
@@ -331,11 +380,42 @@ def _prep(
     return _Entries(ent, _arrow_ids(ent.index), failed_mask, _utc_naive(ent["as_of"]), holders[:n]), atm, codes
 
 
-def _prep_run(run: pd.DataFrame, atom_ids: Ids, atom_codes: np.ndarray, ent: _Entries, atoms: _Atoms) -> _Run:
-    """Rows of the evaluated, non-failed queries, sorted by (query, rank), checked."""
-    q = _lookup(_arrow_ids(run["query_id"]), ent.ids)
-    rank = run["rank"].astype(int).to_numpy()
-    score = run["score"].astype(float).to_numpy()
+def _has_duplicate_pairs(q: np.ndarray, a: np.ndarray) -> bool:
+    """True when some query (rows grouped by query) lists one atom code twice.
+
+    Each query's atoms are sorted in a row of a (queries x depth) matrix padded with
+    distinct negative values: sorting many short rows is about ten times faster than
+    one sort of 10M (query, atom) keys. A very uneven run falls back to that sort."""
+    if len(q) < 2:
+        return False
+    start = np.flatnonzero(np.concatenate(([True], q[1:] != q[:-1])))
+    counts = np.diff(np.append(start, len(q)))
+    width = int(counts.max())
+    if width == 1:
+        return False
+    if len(start) * width > 4 * len(q) + 4096:
+        n_codes = int(a.max()) + 1
+        keys = np.sort(q * n_codes + a)
+        return bool((keys[1:] == keys[:-1]).any())
+    if (counts == width).all():
+        matrix = a.reshape(len(start), width).copy()
+    else:
+        matrix = np.broadcast_to(-1 - np.arange(width, dtype=np.int64), (len(start), width)).copy()
+        group = np.repeat(np.arange(len(start)), counts)
+        matrix[group, np.arange(len(q)) - start[group]] = a
+    matrix.sort(axis=1)
+    return bool(((matrix[:, 1:] == matrix[:, :-1]) & (matrix[:, 1:] >= 0)).any())
+
+
+def _prep_run(run: pd.DataFrame, atom_ids: Ids | None, atom_codes: np.ndarray, ent: _Entries, atoms: _Atoms) -> _Run:
+    """Rows of the evaluated, non-failed queries, sorted by (query, rank), checked.
+
+    ``atom_ids``: the atom ids the codes were looked up from (for error messages), or
+    None when the run came as codes."""
+    q = _query_codes(run["query_id"], ent.ids)
+    rank = run["rank"].to_numpy()
+    rank = rank.astype(np.int64, copy=False) if np.issubdtype(rank.dtype, np.integer) else run["rank"].astype(int).to_numpy()
+    score = run["score"].to_numpy(dtype=float)
     a = atom_codes
     drop = q < 0
     if ent.failed.any():
@@ -343,7 +423,7 @@ def _prep_run(run: pd.DataFrame, atom_ids: Ids, atom_codes: np.ndarray, ent: _En
     rows = np.flatnonzero(~drop) if drop.any() else None
     if rows is not None:
         q, rank = q[rows], rank[rows]
-    if (rank < 1).any():
+    if len(rank) and rank.min() < 1:
         raise ValueError("run.rank must be 1-based")
     max_rank = int(rank.max()) if len(rank) else 0
     if len(ent.ids) * (max_rank + 1) < 2**62:  # one int key per (query, rank): fewer passes
@@ -359,23 +439,29 @@ def _prep_run(run: pd.DataFrame, atom_ids: Ids, atom_codes: np.ndarray, ent: _En
             raise ValueError("run has duplicate (query_id, rank)")
     if rows is not None:
         a, score = a[rows], score[rows]
-    n_codes = int(a.max()) + 1 if len(a) else 1
-    pairs = np.sort(q * n_codes + a)
-    if (pairs[1:] == pairs[:-1]).any():
-        raise ValueError("run has duplicate (query_id, atom_id)")
-    if len(a) and a.max() >= len(atoms.observed_at):
-        unknown = np.flatnonzero(a >= len(atoms.observed_at))
+    n_atoms = len(atoms.observed_at)
+    if len(a) and (a.min() < 0 or a.max() >= n_atoms):
+        unknown = np.flatnonzero((a < 0) | (a >= n_atoms))
+        if atom_ids is None:
+            raise ValueError(f"run atom codes outside the {n_atoms} atoms: {a[unknown[:5]].tolist()}")
         at = unknown if rows is None else rows[unknown]
         missing = list(dict.fromkeys(atom_ids.take(pa.array(at)).to_pylist()))[:5]
         raise ValueError(f"run atoms missing from atoms: {missing}")
+    if _has_duplicate_pairs(q, a):
+        raise ValueError("run has duplicate (query_id, atom_id)")
     if np.isnat(atoms.observed_at).any() and np.isnat(atoms.observed_at)[a].any():
         raise ValueError("atoms.observed_at is missing for a returned atom")
     return _Run(q, a, rank, score)
 
 
-def _prep_gold(gold: pd.DataFrame, atom_codes: np.ndarray, ent: _Entries) -> _Gold:
-    q = _lookup(_arrow_ids(gold["query_id"]), ent.ids)
+def _prep_gold(gold: pd.DataFrame, atom_codes: np.ndarray, ent: _Entries, n_atoms: int | None) -> _Gold:
+    """Distinct gold rows of the evaluated entries; ``n_atoms``: the range codes given as
+    codes must fall in (None when they were looked up from ids)."""
+    q = _query_codes(gold["query_id"], ent.ids)
     g = gold["gold_idx"].astype(int).to_numpy()
+    if n_atoms is not None and len(atom_codes) and (atom_codes.min() < 0 or atom_codes.max() >= n_atoms):
+        bad = atom_codes[(atom_codes < 0) | (atom_codes >= n_atoms)]
+        raise ValueError(f"gold atom codes outside the {n_atoms} atoms: {bad[:5].tolist()}")
     rows = np.flatnonzero(q >= 0)
     rows = rows[_distinct(q[rows], g[rows], atom_codes[rows])]
     q, g, a = q[rows], g[rows], atom_codes[rows]
@@ -417,7 +503,8 @@ def _ranking_metrics(run: _Run, gold: _Gold, ent: _Entries, k: int) -> dict[str,
     n_top_hits = _count(top_q, n).astype(float)
     idcg = _idcg_table(k)[np.minimum(n_gold, k)]
 
-    top_keys = run.q[topk] * n_codes + run.a[topk]
+    # a gold row is covered when its (query, atom) is a top-k hit: top-k gold hits only
+    top_keys = top_q * n_codes + run.a[top_hit]
     covered = pd.Series(gold_keys, copy=False).isin(top_keys).to_numpy()
     cq, cg = gold.q[covered], gold.g[covered]
     n_covered = _count(cq[_distinct(cq, cg)], n).astype(float)
@@ -668,10 +755,17 @@ def per_query(
     k = int(k)
     _require(run, RUN_COLUMNS, "run")
     _require(gold, GOLD_COLUMNS, "gold")
-    run_atoms, gold_atoms = _arrow_ids(run["atom_id"]), _arrow_ids(gold["atom_id"])
-    ent, atm, (run_codes, gold_codes) = _prep(entries, atoms, _failed_ids(failed), [run_atoms, gold_atoms])
+    run_given, gold_given = _given_codes(run, "run"), _given_codes(gold, "gold")
+    run_atoms = _arrow_ids(run["atom_id"]) if run_given is None else None
+    lookups = [] if run_atoms is None else [run_atoms]
+    if gold_given is None:
+        lookups.append(_arrow_ids(gold["atom_id"]))
+    ent, atm, looked = _prep(entries, atoms, _failed_ids(failed), lookups)
+    found = iter(looked)
+    run_codes = run_given if run_given is not None else next(found)
+    gold_codes = gold_given if gold_given is not None else next(found)
     ran = _prep_run(run, run_atoms, run_codes, ent, atm)
-    gld = _prep_gold(gold, gold_codes, ent)
+    gld = _prep_gold(gold, gold_codes, ent, len(atm.observed_at) if gold_given is not None else None)
     returned = _returned_metrics(ran, ent)
     abstained, confidence = _responses(responses, ent)
     abstained &= ~ent.failed

@@ -24,9 +24,12 @@ from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore
 import numpy as np
 import pandas as pd
 
+from bench.evaluation.atom_codes import CODE_DTYPE
 from bench.modalities import modalities
 
-GOLD_COLUMNS = ["query_id", "gold_idx", "atom_id"]
+#: ``atom``: the atom's code, its row in the served table (bench.evaluation.atom_codes:
+#: the atom frames in modality-name order, concatenated)
+GOLD_COLUMNS = ["query_id", "gold_idx", "atom"]
 #: json.dumps(x, sort_keys=True), without building an encoder per call
 _REGION_JSON = json.JSONEncoder(sort_keys=True)
 # JSONEncoder.encode builds a C encoder on every call; build it once (same output)
@@ -67,6 +70,15 @@ def _flatten(entries: list[dict]) -> pd.DataFrame:
         {"query_id": qid, "modality": mod, "gold_idx": np.asarray(idx, dtype=np.int64), "source_id": sid,
          "region": reg, "as_of": as_of},
     )
+
+
+def _code_offsets(atoms: dict[str, pd.DataFrame]) -> dict[str, int]:
+    """First code of each modality's atoms in the served table (modality-name order)."""
+    out, start = {}, 0
+    for name in sorted(atoms):
+        out[name] = start
+        start += len(atoms[name])
+    return out
 
 
 def _utc_ns(values: pd.Series) -> np.ndarray:
@@ -111,7 +123,8 @@ def _resolve(entries: list[dict], atoms: dict[str, pd.DataFrame], segments: pd.D
     n_atoms = np.zeros(n, dtype=np.int64)
     n_future = np.zeros(n, dtype=np.int64)
     hit_region: list[np.ndarray] = []
-    hit_atom_id: list[np.ndarray] = []
+    hit_atom: list[np.ndarray] = []
+    offset = _code_offsets(atoms)
     modality = flat["modality"].to_numpy(dtype=object)
     for name in pd.unique(modality):
         frame = atoms.get(name)
@@ -129,19 +142,19 @@ def _resolve(entries: list[dict], atoms: dict[str, pd.DataFrame], segments: pd.D
         # the reference order: by region, then by atom position in its frame
         order = np.lexsort((a[ok], r[ok]))
         hit_region.append(r[ok][order])
-        hit_atom_id.append(frame["atom_id"].to_numpy(dtype=object)[a[ok][order]])
+        hit_atom.append(offset[name] + a[ok][order])
     if hit_region:
         r_all = np.concatenate(hit_region)
-        ids = np.concatenate(hit_atom_id)
+        codes = np.concatenate(hit_atom)
         order = np.argsort(r_all, kind="stable")
-        r_all, ids = r_all[order], ids[order]
+        r_all, codes = r_all[order], codes[order]
     else:
-        r_all, ids = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+        r_all, codes = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     gold = pd.DataFrame(
         {
-            "query_id": flat["query_id"].to_numpy(dtype=object)[r_all].tolist(),
-            "gold_idx": flat["gold_idx"].to_numpy(dtype=np.int64)[r_all].tolist(),
-            "atom_id": [str(x) for x in ids],
+            "query_id": flat["query_id"].to_numpy(dtype=object)[r_all],
+            "gold_idx": flat["gold_idx"].to_numpy(dtype=np.int64)[r_all],
+            "atom": codes.astype(CODE_DTYPE),
         },
         columns=GOLD_COLUMNS,
     )
@@ -167,7 +180,8 @@ def resolve_per_region(entries: list[dict], atoms: dict[str, pd.DataFrame], segm
         m: {sid: grp for sid, grp in frame.groupby("source_id", sort=False)} for m, frame in atoms.items()
     }
     segs_by_source = {sid: grp for sid, grp in segments.groupby("source_id", sort=False)}
-    gold_rows: list[tuple[str, int, str]] = []
+    offset = _code_offsets(atoms)
+    gold_rows: list[tuple[str, int, int]] = []
     region_rows: list[dict] = []
     empty = pd.DataFrame()
     for entry in entries:
@@ -182,9 +196,9 @@ def resolve_per_region(entries: list[dict], atoms: dict[str, pd.DataFrame], segm
                 future = (cand["observed_at"] > as_of).to_numpy()
                 ok = hit & ~future
                 n_future = int((hit & future).sum())
-                ids = cand["atom_id"].to_numpy()[ok]
-                n_atoms = len(ids)
-                gold_rows.extend((entry["query_id"], idx, str(a)) for a in ids)
+                rows = atoms[modality].index.get_indexer(cand.index[ok])  # position in its frame
+                n_atoms = len(rows)
+                gold_rows.extend((entry["query_id"], idx, offset[modality] + int(a)) for a in rows)
             region_rows.append(
                 {
                     "query_id": entry["query_id"],
@@ -196,6 +210,13 @@ def resolve_per_region(entries: list[dict], atoms: dict[str, pd.DataFrame], segm
                     "n_future_atoms": n_future,
                 }
             )
-    gold = pd.DataFrame(gold_rows, columns=GOLD_COLUMNS)
+    gold = pd.DataFrame(
+        {
+            "query_id": np.asarray([r[0] for r in gold_rows], dtype=object),
+            "gold_idx": np.asarray([r[1] for r in gold_rows], dtype=np.int64),
+            "atom": np.asarray([r[2] for r in gold_rows], dtype=CODE_DTYPE),
+        },
+        columns=GOLD_COLUMNS,
+    )
     regions = pd.DataFrame(region_rows, columns=REGION_COLUMNS)
     return gold, regions

@@ -157,7 +157,7 @@ def _on_executor(adapter: Adapter, executor: Executor | None, concurrency: int) 
         remote = DaskPythonAdapter(adapter, executor.client)  # type: ignore[attr-defined]
     except Exception as exc:
         return adapter, concurrency, f"here (the system cannot be sent to the workers: {type(exc).__name__})"
-    return remote, max(concurrency, executor.workers), "dask workers"  # type: ignore[return-value]
+    return remote, max(concurrency, executor.workers), "dask workers"
 
 
 def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str, clock: Callable[[], float]) -> _Outcome:

@@ -17,8 +17,12 @@ import functools
 import importlib
 import pkgutil
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from bench.modalities.base import Dataset, Modality
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def names() -> list[str]:
@@ -56,3 +60,12 @@ def declared_datasets() -> dict[str, Dataset]:
     """The data sets the modality folders declare (their DATASETS); the registry with the
     local data sets added is bench/corpus_sources.py."""
     return _load()[1]
+
+
+def unreadable_gold(entries: list[dict], segments: pd.DataFrame) -> dict[str, Any] | None:
+    """`Modality.unreadable_gold` of every modality, merged: {"answerable": n, "entries":
+    [...]} over the modalities that have the notion, or None when none has it."""
+    found = [r for m in sorted(modalities()) if (r := modalities()[m].unreadable_gold(entries, segments)) is not None]
+    if not found:
+        return None
+    return {"answerable": sum(int(r["answerable"]) for r in found), "entries": [row for r in found for row in r["entries"]]}

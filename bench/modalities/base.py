@@ -27,6 +27,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 SEGMENT_COLUMNS = ["source_id", "dataset", "modality", "seq", "text", "holder", "observed_at"]
 ATOM_COLUMNS = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent"]
@@ -89,6 +91,39 @@ class Modality:
     def region_extent(self, region: dict, segments: pd.DataFrame) -> tuple[str, float, float, float, float] | None:
         """The region as (part, x0, x1, y0, y1) in the atoms' coordinates, or None if it cannot be placed."""
         raise NotImplementedError
+
+    def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Every (region_row, atom_row) pair that overlaps, by the modality's `overlap`.
+
+        `regions` has columns source_id and region (the region dict); `atoms` holds the
+        modality's atoms; `segments` the segments of (at least) their sources.
+        Modalities override this with a vectorised join giving the same pairs (gold
+        resolution, bench/evaluation/resolve.py); this default calls `overlap` once per
+        region (see overlap_pairs_per_region).
+        """
+        return overlap_pairs_per_region(self, regions, atoms, segments)
+
+    # -- system-provided atoms (bench/systems/atoms.py) ---------------------------------
+    def extent_segments(self, segments: pd.DataFrame) -> pd.DataFrame:
+        """One source's segments in the form `atom_from_extent` reads (default: as they are)."""
+        return segments
+
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """A system atom's modality columns from its contract extent.
+
+        Returns the columns of the modality's ATOM_<MOD>_COLUMNS beyond the common ones,
+        plus ``extent`` (the normalised extent object); `segments` are the atom's
+        source's (after `extent_segments`), or None when the corpus lacks the source.
+        Raises ValueError (one line) when the extent does not fit the modality.
+        """
+        raise ValueError(f"the {self.name} modality does not take system-provided atoms")
+
+    # -- the report ----------------------------------------------------------------------
+    def unreadable_gold(self, entries: list[dict], segments: pd.DataFrame) -> dict[str, Any] | None:
+        """Answerable entries of this modality whose gold holds nothing to retrieve by text,
+        as {"answerable": n, "entries": [{query_id, ...}]}, or None when the modality
+        has no such notion (the default)."""
+        return None
 
     def intersection(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
         """Per atom (all of one source): the amount of the region it covers, in `extent_unit`."""
@@ -286,6 +321,37 @@ def overlap_pairs_per_region(modality: Modality, regions: pd.DataFrame, atoms: p
     return pairs_frame(np.concatenate(r_out), np.concatenate(a_out))
 
 
+def _arrow_strings(values: Any) -> pa.Array | pa.ChunkedArray:
+    """Strings as a pyarrow array (zero-copy for pandas' Arrow-backed ``str`` columns)."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values
+    if isinstance(values, pd.Series | pd.Index):
+        return pa.array(values, from_pandas=True)
+    return pa.array(np.asarray(values, dtype=object), from_pandas=True)
+
+
+def group_codes(a_group: Any, r_group: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes of the atoms' and the regions' groups (e.g. source ids) in one space.
+
+    The atoms' values are dictionary-encoded once (pyarrow, in C), the regions' looked
+    up in that dictionary; a region group no atom has gets -1 (it has no candidates).
+    Integer arrays are codes already and are returned as they are.
+    """
+    a_arr, r_arr = np.asarray(a_group) if not isinstance(a_group, pd.Series) else a_group, r_group
+    if isinstance(a_arr, np.ndarray) and a_arr.dtype.kind in "iu":
+        return a_arr.astype(np.int64, copy=False), np.asarray(r_group).astype(np.int64, copy=False)
+    encoded = pc.dictionary_encode(_arrow_strings(a_group))
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
+    a_code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    r_code = pc.index_in(_arrow_strings(r_arr), value_set=encoded.dictionary).fill_null(-1)
+    return a_code, r_code.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _int_valued(values: np.ndarray) -> bool:
+    return values.dtype.kind in "iu" or (values.dtype.kind == "f" and bool(np.isfinite(values).all()) and bool((values == np.round(values)).all()))
+
+
 def candidate_pairs(
     r_group: Any, r_lo: Any, r_hi: Any, a_group: Any, a_lo: Any, a_hi: Any
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -293,28 +359,41 @@ def candidate_pairs(
     a_lo <= r_hi and a_hi >= r_lo (closed bounds, so a superset of every half-open or
     point rule; callers apply their exact rule to the pairs).
 
-    Values are replaced by their dense ranks over all four arrays (order and ties are
-    kept exactly, floats included) and offset by the group's code, so one
-    `searchsorted` per side finds each region's candidate run among the atoms sorted
-    by (group, a_lo); the running maximum of a_hi bounds the run from below. Cost is
-    O((R + A) log(R + A) + pairs) for atoms of similar length within a group.
+    Groups are strings (coded by `group_codes`) or integer codes already (a region code
+    of -1 matches nothing). Integer bounds are used as they are; other values are
+    replaced by their dense ranks over all four arrays (order and ties kept exactly,
+    floats included). Offset by the group's code, one `searchsorted` per side finds
+    each region's candidate run among the atoms sorted by (group, a_lo); the running
+    maximum of a_hi bounds the run from below. Cost is O((R + A) log(R + A) + pairs)
+    for atoms of similar length within a group.
     """
-    r_group, a_group = np.asarray(r_group, dtype=object), np.asarray(a_group, dtype=object)
-    codes, uniques = pd.factorize(np.concatenate([a_group, r_group]))
-    a_code, r_code = codes[: len(a_group)].astype(np.int64), codes[len(a_group):].astype(np.int64)
-    values = np.concatenate([np.asarray(v, dtype=float) for v in (a_lo, a_hi, r_lo, r_hi)])
-    _, ranks = np.unique(values, return_inverse=True)
-    ranks = ranks.astype(np.int64)
-    n_a, n_r = len(a_group), len(r_group)
-    ra_lo, ra_hi = ranks[:n_a], ranks[n_a: 2 * n_a]
-    rr_lo, rr_hi = ranks[2 * n_a: 2 * n_a + n_r], ranks[2 * n_a + n_r:]
-    m = np.int64(len(values) + 1)
-    order = np.lexsort((ra_lo, a_code))
-    lo_key = a_code[order] * m + ra_lo[order]
+    a_code, r_code = group_codes(a_group, r_group)
+    bounds = [np.asarray(v) for v in (a_lo, a_hi, r_lo, r_hi)]
+    n_a, n_r = len(a_code), len(r_code)
+    if all(_int_valued(v) for v in bounds) and (n_a + n_r):
+        ints = [v.astype(np.int64) for v in bounds]
+        low = min(int(v.min()) for v in ints if len(v))
+        ra_lo, ra_hi, rr_lo, rr_hi = (v - low for v in ints)
+        m = np.int64(max(int(v.max()) for v in (ra_lo, ra_hi, rr_lo, rr_hi) if len(v)) + 2)
+        if (int(max(a_code.max(initial=0), r_code.max(initial=0))) + 2) * int(m) >= 2**62:
+            _, ranks = np.unique(np.concatenate(ints), return_inverse=True)
+            ra_lo, ra_hi = ranks[:n_a], ranks[n_a: 2 * n_a]
+            rr_lo, rr_hi = ranks[2 * n_a: 2 * n_a + n_r], ranks[2 * n_a + n_r:]
+            m = np.int64(len(ranks) + 1)
+    else:
+        values = np.concatenate([v.astype(float) for v in bounds])
+        _, ranks = np.unique(values, return_inverse=True)
+        ranks = ranks.astype(np.int64)
+        ra_lo, ra_hi = ranks[:n_a], ranks[n_a: 2 * n_a]
+        rr_lo, rr_hi = ranks[2 * n_a: 2 * n_a + n_r], ranks[2 * n_a + n_r:]
+        m = np.int64(len(values) + 1)
+    lo_all = a_code * m + ra_lo
+    order = np.argsort(lo_all, kind="stable")  # by (group, a_lo): one key, one sort
+    lo_key = lo_all[order]
     hi_key = np.maximum.accumulate(a_code[order] * m + ra_hi[order]) if n_a else np.zeros(0, np.int64)
     first = np.searchsorted(hi_key, r_code * m + rr_lo, side="left")
     last = np.searchsorted(lo_key, r_code * m + rr_hi, side="right")
-    counts = np.clip(last - first, 0, None)
+    counts = np.where(r_code >= 0, np.clip(last - first, 0, None), 0)
     total = int(counts.sum())
     r_idx = np.repeat(np.arange(n_r, dtype=np.int64), counts)
     starts = np.repeat(first - (np.cumsum(counts) - counts), counts)
@@ -322,13 +401,36 @@ def candidate_pairs(
     return r_idx, a_idx.astype(np.int64)
 
 
-def _default_overlap_pairs(self: Modality, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
-    """Every (region_row, atom_row) pair that overlaps, by the modality's `overlap`.
+def extent_ints(extent: dict, keys: tuple[str, ...], minimum: int) -> list[int]:
+    """The integer values of `keys` in a system atom's extent, each >= `minimum` (ValueError otherwise)."""
+    vals = [extent[k] for k in keys]
+    for k, v in zip(keys, vals, strict=True):
+        if not is_int(v) or v < minimum:
+            raise ValueError(f"{k} must be an integer >= {minimum}, got {v!r}")
+    return vals
 
-    Modalities override this with a vectorised join giving the same pairs; this
-    default calls `overlap` once per region (see overlap_pairs_per_region).
-    """
-    return overlap_pairs_per_region(self, regions, atoms, segments)
+
+def extent_range(extent: dict, single: str, lo: str, hi: str, minimum: int) -> tuple[int, int]:
+    """An inclusive integer range given as {single} or {lo, hi} (system atom extents)."""
+    if set(extent) == {single}:
+        (v,) = extent_ints(extent, (single,), minimum)
+        return v, v
+    if set(extent) == {lo, hi}:
+        a, b = extent_ints(extent, (lo, hi), minimum)
+        if a > b:
+            raise ValueError(f"{lo} {a} is after {hi} {b}")
+        return a, b
+    raise ValueError(f"extent must have keys {{{single}}} or {{{lo}, {hi}}}, got {{{', '.join(sorted(extent))}}}")
 
 
-Modality.overlap_pairs = _default_overlap_pairs  # type: ignore[attr-defined]
+def short(value: Any, limit: int = 80) -> str:
+    """A value for a one-line message: its JSON (or the string), cut at `limit` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def source_size(segments: pd.DataFrame | None) -> tuple[int, int]:
+    """(width, height) of a picture source from its segments; (-1, -1) when unknown."""
+    if segments is None or not len(segments) or "width" not in segments:
+        return -1, -1
+    return int(segments["width"].iloc[0]), int(segments["height"].iloc[0])

@@ -27,15 +27,16 @@ Extents per modality (inclusive ranges unless stated):
 
 `atoms_from_extents` turns valid rows into the frames each modality's `overlap`
 reads (its ATOM_<MOD>_COLUMNS), so gold regions resolve against the system's own
-atoms with the same rule as against the harness's chunks. A PDF atom's character
-span is that of its pages in the parsed document.
+atoms with the same rule as against the harness's chunks. Each modality reads its
+own extents (`Modality.atom_from_extent`, on its source's segments as
+`Modality.extent_segments` gives them: a PDF atom's character span is that of its
+pages in the parsed document).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,7 @@ import pandera.pandas as pa
 from bench.annotations.schema import TIMESTAMP_MAX, TIMESTAMP_MIN, id_problem
 from bench.io import LineError, iter_jsonl, short
 from bench.modalities import modalities
-from bench.modalities.base import extent_json, is_int
-from bench.modalities.textspan import layout
+from bench.modalities.base import extent_json
 
 CONTRACT_FIELDS = ["atom_id", "source_id", "modality", "extent", "observed_at", "holder"]
 OPTIONAL_FIELDS = ["text", "source_file"]  # source_file: written by the harness for command systems, ignored on input
@@ -178,91 +178,8 @@ def validate_contract(df: pd.DataFrame, display: str) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- extents -> modality columns
-
-
-def _ints(extent: dict, keys: tuple[str, ...], minimum: int) -> list[int]:
-    vals = [extent[k] for k in keys]
-    for k, v in zip(keys, vals, strict=True):
-        if not is_int(v) or v < minimum:
-            raise ValueError(f"{k} must be an integer >= {minimum}, got {v!r}")
-    return vals
-
-
-def _range(extent: dict, single: str, lo: str, hi: str, minimum: int) -> tuple[int, int]:
-    if set(extent) == {single}:
-        (v,) = _ints(extent, (single,), minimum)
-        return v, v
-    if set(extent) == {lo, hi}:
-        a, b = _ints(extent, (lo, hi), minimum)
-        if a > b:
-            raise ValueError(f"{lo} {a} is after {hi} {b}")
-        return a, b
-    raise ValueError(f"extent must have keys {{{single}}} or {{{lo}, {hi}}}, got {{{', '.join(sorted(extent))}}}")
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _pdf(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
-    a, b = _range(extent, "page", "page_start", "page_end", 1)
-    lo = hi = -1
-    if seg is not None and len(seg):
-        pages = seg[(seg["page"] >= a) & (seg["page"] <= b)]
-        if len(pages):
-            lo, hi = int(pages["char_start"].min()), int(pages["char_end"].max())
-    return {"page_start": a, "page_end": b, "char_start": lo, "char_end": hi, "extent": {"page_start": a, "page_end": b}}
-
-
-def _conversation(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
-    a, b = _range(extent, "turn", "turn_start", "turn_end", 0)
-    return {"turn_start": a, "turn_end": b, "char_start": -1, "char_end": -1, "extent": {"turn_start": a, "turn_end": b}}
-
-
-def _code(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
-    path = extent.get("path")
-    if not isinstance(path, str) or not path:
-        raise ValueError(f"extent needs a non-empty path, got {path!r}")
-    rest = {k: v for k, v in extent.items() if k != "path"}
-    a, b = _range(rest, "line", "line_start", "line_end", 1)
-    return {"path": path, "line_start": a, "line_end": b, "char_start": -1, "char_end": -1,
-            "extent": {"path": path, "line_start": a, "line_end": b}}
-
-
-def _video(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
-    if set(extent) != {"t_start", "t_end"}:
-        raise ValueError(f"extent must have keys {{t_start, t_end}}, got {{{', '.join(sorted(extent))}}}")
-    t0, t1 = extent["t_start"], extent["t_end"]
-    if not (_number(t0) and _number(t1)) or t0 < 0 or t0 > t1:
-        raise ValueError(f"t_start and t_end must be finite seconds with 0 <= t_start <= t_end, got {t0!r}, {t1!r}")
-    return {"t_start": float(t0), "t_end": float(t1), "extent": {"t_start": t0, "t_end": t1}}
-
-
-def _size(seg: pd.DataFrame | None) -> tuple[int, int]:
-    if seg is None or not len(seg) or "width" not in seg:
-        return -1, -1
-    return int(seg["width"].iloc[0]), int(seg["height"].iloc[0])
-
-
-def _ui(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
-    bbox = extent.get("bbox")
-    if set(extent) != {"bbox"} or not isinstance(bbox, list) or len(bbox) != 4 or not all(_number(v) for v in bbox):
-        raise ValueError(f"extent must be {{\"bbox\": [x0, y0, x1, y1]}} with finite numbers, got {short(extent)}")
-    x0, y0, x1, y1 = (float(v) for v in bbox)
-    if not (x0 < x1 and y0 < y1):
-        raise ValueError(f"bbox needs x0 < x1 and y0 < y1, got {bbox}")
-    w, h = _size(seg)
-    return {"x0": x0, "y0": y0, "x1": x1, "y1": y1, "width": w, "height": h, "boxes": "[]", "extent": {"bbox": bbox}}
-
-
-def _image(extent: dict, seg: pd.DataFrame | None) -> dict[str, Any]:
-    if extent:
-        raise ValueError(f"an image atom's extent must be {{}}, got {short(extent)}")
-    w, h = _size(seg)
-    return {"width": w, "height": h, "extent": {}}
-
-
-EXTENT_PARSERS = {"pdf": _pdf, "conversation": _conversation, "code": _code, "video": _video, "ui_screenshot": _ui, "image": _image}
+# Each modality turns a contract extent into its own atom columns
+# (Modality.extent_segments, Modality.atom_from_extent): nothing here names a modality.
 
 
 def atoms_from_extents(atoms: pd.DataFrame, segments: pd.DataFrame | None, display: str = "system.atoms") -> dict[str, pd.DataFrame]:
@@ -279,6 +196,7 @@ def atoms_from_extents(atoms: pd.DataFrame, segments: pd.DataFrame | None, displ
             seg_modality[str(sid)] = str(grp["modality"].iloc[0])
             dataset_of[str(sid)] = str(grp["dataset"].iloc[0])
             segs[str(sid)] = grp
+    mods = modalities()
     laid: dict[str, pd.DataFrame] = {}
     problems: list[str] = []
     rows: dict[str, list[dict]] = {}
@@ -291,12 +209,12 @@ def atoms_from_extents(atoms: pd.DataFrame, segments: pd.DataFrame | None, displ
             problems.append(f"{where}: modality: source {sid} is {known}, the atom says {modality}")
             continue
         seg = segs.get(sid)
-        if modality == "pdf" and seg is not None:
+        if seg is not None:
             if sid not in laid:
-                laid[sid] = layout(seg)
+                laid[sid] = mods[modality].extent_segments(seg)
             seg = laid[sid]
         try:
-            cols = EXTENT_PARSERS[modality](row.extent, seg)
+            cols = mods[modality].atom_from_extent(row.extent, seg)
         except (ValueError, TypeError, KeyError) as exc:
             problems.append(f"{where}: extent: {exc} (value: {short(row.extent)})")
             continue

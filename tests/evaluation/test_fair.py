@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
 from bench.modalities import modalities
 
@@ -149,6 +150,7 @@ def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.Dat
     seg = seg[seg["source_id"].isin(docs)]
     atoms = chunk_modality("pdf", seg, {"strategy": strategy, "window_tokens": 200, "overlap_tokens": 50})
     gold, regions = resolve(entries, {"pdf": atoms}, seg)
+    gold = with_atom_ids(gold, served_ids({"pdf": atoms}))  # codes for the engine, ids for the fair metrics
     run, _ = run_system(build_system("bm25", atoms), entries, 100)
     ent = pd.DataFrame({"query_id": [e["query_id"] for e in entries], "modality": "pdf", "unanswerable": False,
                         "as_of": pd.to_datetime([e["as_of"] for e in entries], utc=True),
@@ -199,3 +201,22 @@ def test_atom_statistics():
     assert st["unit"] == "chars" and st["atoms"] == 4 and st["median_extent"] == 2.5
     assert st["p95_extent"] == pytest.approx(np.percentile([1, 2, 3, 100], 95))
     assert st["unreached_regions"] == 1 and st["unreached_share"] == pytest.approx(1 / 3)
+
+
+def test_regions_placed_once_equal_placing_them_at_evaluation():
+    """The resolve stage stores each region's box (place_regions); region_extents then reads
+    those columns and gives what placing each region from its segments gives."""
+    from bench.evaluation.placement import PLACED_COLUMNS, place_regions
+    from bench.evaluation.resolve import resolve
+    from benchmarks.synth import make_case
+
+    case = make_case(600, 6000, seed=5, mixed=True)
+    _, regions = resolve(case.entries, case.atoms, case.segments)
+    placed = place_regions(regions, case.segments)
+    assert list(placed.columns) == [*regions.columns, *PLACED_COLUMNS]
+    segs = {s: g for s, g in case.segments.groupby("source_id")}
+    direct = region_extents(regions, lambda s: segs.get(s, case.segments.iloc[0:0]))
+    pd.testing.assert_frame_equal(region_extents(placed), direct)
+    assert (direct["extent"] > 0).sum() > 100 and direct["x0"].isna().any()  # placed and unplaceable regions
+    with pytest.raises(ValueError, match="not placed"):
+        region_extents(regions)

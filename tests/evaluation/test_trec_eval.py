@@ -164,6 +164,7 @@ def real_trec_files(real_corpus, tmp_path_factory) -> tuple[Path, Path]:
     """A real run: BM25 over the real page and turn atoms, dev questions of the real sets,
     gold resolved to atoms by the harness, written by the harness's TREC writers."""
     from bench.annotations.splits import load_lock
+    from bench.evaluation.atom_codes import served_ids, with_atom_ids
     from bench.evaluation.resolve import resolve
     from bench.evaluation.retrieve import run_system, trec_qrels, trec_run
     from bench.ingest.chunking import chunk_all
@@ -183,7 +184,7 @@ def real_trec_files(real_corpus, tmp_path_factory) -> tuple[Path, Path]:
     run, _ = run_system(system, entries, 100)
     base = tmp_path_factory.mktemp("real-trec")
     (base / "dev.run").write_text(trec_run(run, "bm25"), encoding="utf-8")
-    (base / "dev.qrels").write_text(trec_qrels(gold), encoding="utf-8")
+    (base / "dev.qrels").write_text(trec_qrels(with_atom_ids(gold, served_ids(atoms))), encoding="utf-8")
     return base / "dev.qrels", base / "dev.run"
 
 

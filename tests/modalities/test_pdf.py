@@ -495,6 +495,11 @@ def test_textless_gold_lists_entries_whose_gold_pages_are_all_empty():
         {"query_id": "b", "source_id": sid, "pages": [2, 3], "text_source": ["ocr", "layer"]},
         {"query_id": "c", "source_id": sid, "pages": [4], "text_source": ["ocr"]},
     ]
+    # the evaluate stage asks every modality through the generic hook; only pdf has the notion
+    from bench.modalities import modalities, unreadable_gold
+
+    assert unreadable_gold(entries, seg) == out
+    assert [m for m, mod in modalities().items() if mod.unreadable_gold(entries, seg) is not None] == ["pdf"]
 
 
 def test_report_section_lists_text_sources_and_textless_entries():

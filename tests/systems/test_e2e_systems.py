@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from tests.project_copy import clone_project, project_env, run
 from tests.systems.conftest import bwrap_usable
 
@@ -114,7 +115,8 @@ def test_system_serving_its_own_atoms(project):
     set_system(work, atoms="my_atoms.jsonl")
     sh(["dvc", "repro"], work, env)
     assert metrics(work) == base  # same extents, other ids: same metrics
-    gold = pd.read_parquet(work / "data/resolved/gold.parquet")
+    served_now = {p.stem: pd.read_parquet(p) for p in sorted((work / "data/served").glob("*.parquet"))}
+    gold = with_atom_ids(pd.read_parquet(work / "data/resolved/gold.parquet"), served_ids(served_now))
     assert len(gold) and gold["atom_id"].str.startswith("mine:").all()
     assert json.loads((work / "data/served/served.json").read_text())["source"] == "system"
     (work / "my_atoms.jsonl").write_text(json.dumps({**rows[0], "observed_at": "2023-01-01"}) + "\n")

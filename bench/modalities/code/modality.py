@@ -42,8 +42,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from bench.modalities.base import Modality, extent_json, interval_extents, is_int
+from bench.modalities.base import Modality, extent_json, extent_range, interval_extents, is_int
 from bench.modalities.code.symbols import (
     line_offsets,
     parse_symbols,
@@ -125,21 +127,35 @@ class CodeModality(Modality):
         Region spans come from `region_spans` (one parse per file, one lookup per
         distinct region); the join is on (source, path) and the inclusive line ranges.
         """
-        from bench.modalities.base import candidate_pairs, pairs_frame
+        from bench.modalities.base import candidate_pairs, group_codes, pairs_frame
 
-        spans = region_spans(regions, segments)
-        placed = np.flatnonzero([s is not None for s in spans])
+        found = [(i, s) for i, s in enumerate(region_spans(regions, segments)) if s is not None]
+        placed = np.asarray([i for i, _ in found], dtype=np.int64)
         if not len(placed) or not len(atoms):
             return pairs_frame([], [])
-        sids = regions["source_id"].to_numpy(dtype=object)[placed]
-        r_key = np.asarray([f"{sid}\x00{spans[i][0]}" for sid, i in zip(sids, placed)], dtype=object)
-        g_lo = np.asarray([spans[i][1] for i in placed], dtype=np.int64)
-        g_hi = np.asarray([spans[i][2] for i in placed], dtype=np.int64)
-        a_key = (atoms["source_id"].astype(str) + "\x00" + atoms["path"].astype(str)).to_numpy(dtype=object)
+        # group = (source, path): two integer codes combined, no joined strings
+        a_src, r_src = group_codes(atoms["source_id"], regions["source_id"])
+        a_path, r_path = group_codes(atoms["path"], [s[0] for _, s in found])
+        n_paths = int(a_path.max(initial=0)) + 1
+        r_src = r_src[placed]
+        r_key = np.where((r_src >= 0) & (r_path >= 0), r_src * n_paths + r_path, -1)
+        a_key = a_src * n_paths + a_path
+        g_lo = np.asarray([s[1] for _, s in found], dtype=np.int64)
+        g_hi = np.asarray([s[2] for _, s in found], dtype=np.int64)
         l0, l1 = atoms["line_start"].to_numpy(dtype=np.int64), atoms["line_end"].to_numpy(dtype=np.int64)
         r, a = candidate_pairs(r_key, g_lo, g_hi, a_key, l0, l1)
         keep = (l0[a] <= g_hi[r]) & (l1[a] >= g_lo[r])
         return pairs_frame(placed[r[keep]], a[keep])
+
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """{"path": "...", "line_start": a, "line_end": b} or {"path": "...", "line": n}."""
+        path = extent.get("path")
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"extent needs a non-empty path, got {path!r}")
+        rest = {k: v for k, v in extent.items() if k != "path"}
+        a, b = extent_range(rest, "line", "line_start", "line_end", 1)
+        return {"path": path, "line_start": a, "line_end": b, "char_start": -1, "char_end": -1,
+                "extent": {"path": path, "line_start": a, "line_end": b}}
 
     # Extents are characters of a file (part = the file's path), each line owning its
     # newline ([line start, line end + 1)), so lines tile the file and a blank line
@@ -204,10 +220,16 @@ def region_spans(regions: pd.DataFrame, segments: pd.DataFrame) -> list[tuple[st
     """
     files: dict[tuple[str, str], dict[str, Any]] = {}
     if len(segments) and "path" in segments:
-        wanted = set(regions["source_id"].tolist())
-        cols = [c for c in ("text", "symbols") if c in segments]
-        mask = segments["source_id"].isin(wanted).to_numpy()
-        firsts = segments.loc[mask, ["source_id", "path", *cols]].drop_duplicates(["source_id", "path"], keep="first")
+        # the recorded line count and symbol table when the segments have them (the
+        # extract stage writes both); the file's text only where one is missing
+        cols = [c for c in ("n_lines", "symbols") if c in segments]
+        if len(cols) < 2 or segments[cols].isna().to_numpy().any():
+            cols.append("text")
+        wanted = pc.unique(pa.array(regions["source_id"], from_pandas=True))  # hashed in C, not per Python string
+        mask = pc.is_in(pa.array(segments["source_id"], from_pandas=True), value_set=wanted).to_numpy(zero_copy_only=False)
+        # take by positions: a boolean .loc over all segments costs 30 times more here
+        firsts = segments[["source_id", "path", *cols]].take(np.flatnonzero(mask))
+        firsts = firsts.drop_duplicates(["source_id", "path"], keep="first")
         values = zip(firsts["source_id"].tolist(), firsts["path"].tolist(), *(firsts[c].tolist() for c in cols), strict=True)
         for sid, path, *rest in values:
             files[(sid, path)] = {"path": path, **dict(zip(cols, rest, strict=True))}
@@ -224,7 +246,7 @@ def region_spans(regions: pd.DataFrame, segments: pd.DataFrame) -> list[tuple[st
             span = None
             if seg is not None and kind == "line":
                 if (sid, path) not in n_lines:
-                    n_lines[(sid, path)] = len(split_lines(seg["text"]))
+                    n_lines[(sid, path)] = int(seg["n_lines"]) if "n_lines" in seg else len(split_lines(seg["text"]))
                 if 1 <= region["line"] <= n_lines[(sid, path)]:
                     span = (path, region["line"], region["line"])
             elif seg is not None:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, interval_extents, is_int
+from bench.modalities.base import Modality, extent_json, extent_range, interval_extents, is_int
 from bench.modalities.textspan import layout
 
 
@@ -74,12 +74,17 @@ class ConversationModality(Modality):
 
         turn = np.asarray([r["turn"] for r in regions["region"]], dtype=np.int64)
         t0, t1 = atoms["turn_start"].to_numpy(dtype=np.int64), atoms["turn_end"].to_numpy(dtype=np.int64)
-        r, a = candidate_pairs(regions["source_id"].to_numpy(), turn, turn, atoms["source_id"].to_numpy(), t0, t1)
+        r, a = candidate_pairs(regions["source_id"], turn, turn, atoms["source_id"], t0, t1)
         keep = (t0[a] <= turn[r]) & (t1[a] >= turn[r])
         return pairs_frame(r[keep], a[keep])
 
     # Extents are characters of the session's joined text, each turn owning the
     # newline after it ([char_start, char_end + 1)), so turns tile the session.
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """{"turn_start": a, "turn_end": b} or {"turn": t}."""
+        a, b = extent_range(extent, "turn", "turn_start", "turn_end", 0)
+        return {"turn_start": a, "turn_end": b, "char_start": -1, "char_end": -1, "extent": {"turn_start": a, "turn_end": b}}
+
     extent_unit: ClassVar[str] = "chars"
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, interval_extents
+from bench.modalities.base import Modality, extent_json, interval_extents, short, source_size
 
 ATOM_IMAGE_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -74,10 +74,17 @@ class ImageModality(Modality):
         from bench.modalities.base import candidate_pairs, pairs_frame
 
         zr, za = np.zeros(len(regions)), np.zeros(len(atoms))
-        r, a = candidate_pairs(regions["source_id"].to_numpy(), zr, zr, atoms["source_id"].to_numpy(), za, za)
+        r, a = candidate_pairs(regions["source_id"], zr, zr, atoms["source_id"], za, za)
         return pairs_frame(r, a)
 
     # The unit is the whole image: every atom and the region have extent 1.
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """{} (the whole image)."""
+        if extent:
+            raise ValueError(f"an image atom's extent must be {{}}, got {short(extent)}")
+        w, h = source_size(segments)
+        return {"width": w, "height": h, "extent": {}}
+
     extent_unit: ClassVar[str] = "image"
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:

@@ -29,8 +29,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from bench.modalities.base import Modality, extent_json, interval_extents, is_int
+from bench.modalities.base import Modality, extent_json, extent_range, interval_extents, is_int
 from bench.modalities.textspan import (
     intersects,
     joined_text,
@@ -122,30 +124,40 @@ class PdfModality(Modality):
         sources' segments; regions with text join atoms on character spans, regions
         on pages without text join them on page ranges, as `overlap` does.
         """
-        from bench.modalities.base import candidate_pairs, pairs_frame
+        from bench.modalities.base import candidate_pairs, group_codes, pairs_frame
 
         if not len(regions) or not len(atoms) or not len(segments):
             return pairs_frame([], [])
-        wanted = segments["source_id"].isin(set(regions["source_id"].tolist())).to_numpy()
-        seg = layout_many(segments.loc[wanted, ["source_id", "seq", "text", "page", "block"]])
+        r_sources = pa.array(regions["source_id"], from_pandas=True)
+        wanted = pc.is_in(pa.array(segments["source_id"], from_pandas=True), value_set=pc.unique(r_sources))
+        rows = np.flatnonzero(wanted.to_numpy(zero_copy_only=False))  # take: a boolean .loc is far slower
+        seg = segments[["source_id", "seq", "text", "page", "block"]].take(rows)
+        s_code, dictionary, s_page, s_block, s_lo, s_hi = _layout_codes(seg)
+        r_code = pc.index_in(r_sources, value_set=dictionary).fill_null(-1)
+        r_code = r_code.to_numpy(zero_copy_only=False).astype(np.int64)
         page = np.asarray([x["page"] for x in regions["region"]], dtype=np.int64)
         block = np.asarray([x.get("block", -1) for x in regions["region"]], dtype=np.int64)
-        want = pd.DataFrame({"source_id": regions["source_id"].to_numpy(dtype=object), "page": page, "block": block})
-        by_page = seg.groupby(["source_id", "page"], sort=False).agg(g_lo=("char_start", "min"), g_hi=("char_end", "max"))
-        by_block = seg.groupby(["source_id", "page", "block"], sort=False).agg(g_lo=("char_start", "min"), g_hi=("char_end", "max"))
-        span = np.full((len(want), 2), -1, dtype=np.int64)
-        found = np.zeros(len(want), dtype=bool)
-        for mask, table, keys in ((block < 0, by_page, ["source_id", "page"]), (block >= 0, by_block, ["source_id", "page", "block"])):
-            if not mask.any() or not len(table):
+        # each region's character span: min start and max end of its page's (or block's)
+        # segments, found by integer keys (source code, page[, block]) in sorted span tables
+        n_page = int(max(s_page.max(initial=0), page.max(initial=0))) + 2
+        n_block = int(max(s_block.max(initial=0), block.max(initial=0))) + 2
+        span = np.full((len(regions), 2), -1, dtype=np.int64)
+        found = np.zeros(len(regions), dtype=bool)
+        page_key = s_code * n_page + s_page
+        for mask, s_key, r_key in (
+            (block < 0, page_key, r_code * n_page + page),
+            (block >= 0, page_key * n_block + s_block, (r_code * n_page + page) * n_block + block),
+        ):
+            rows = np.flatnonzero(mask & (r_code >= 0))
+            if not len(rows) or not len(s_key):
                 continue
-            idx = pd.MultiIndex.from_frame(want.loc[mask, keys]) if len(keys) > 1 else want.loc[mask, keys[0]]
-            pos = table.index.get_indexer(idx)
-            hit = pos >= 0
-            rows = np.flatnonzero(mask)[hit]
-            span[rows] = table.to_numpy(dtype=np.int64)[pos[hit]]
-            found[rows] = True
+            keys, lo, hi = _span_table(s_key, s_lo, s_hi)
+            pos = np.minimum(np.searchsorted(keys, r_key[rows]), len(keys) - 1)
+            hit = keys[pos] == r_key[rows]
+            span[rows[hit], 0], span[rows[hit], 1] = lo[pos[hit]], hi[pos[hit]]
+            found[rows[hit]] = True
         g_lo, g_hi = span[:, 0], span[:, 1]
-        a_src, r_src = atoms["source_id"].to_numpy(dtype=object), regions["source_id"].to_numpy(dtype=object)
+        a_src, r_src = group_codes(atoms["source_id"], regions["source_id"])
         lo, hi = atoms["char_start"].to_numpy(dtype=np.int64), atoms["char_end"].to_numpy(dtype=np.int64)
         p0, p1 = atoms["page_start"].to_numpy(dtype=np.int64), atoms["page_end"].to_numpy(dtype=np.int64)
         out_r: list[np.ndarray] = []
@@ -161,6 +173,25 @@ class PdfModality(Modality):
         out_r.append(empty[r[keep]])
         out_a.append(a[keep])
         return pairs_frame(np.concatenate(out_r), np.concatenate(out_a))
+
+    def extent_segments(self, segments: pd.DataFrame) -> pd.DataFrame:
+        return layout(segments)  # character spans of the pages
+
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """{"page_start": p, "page_end": q} or {"page": p}; the character span is that of the pages."""
+        a, b = extent_range(extent, "page", "page_start", "page_end", 1)
+        lo = hi = -1
+        if segments is not None and len(segments):
+            pages = segments[(segments["page"] >= a) & (segments["page"] <= b)]
+            if len(pages):
+                lo, hi = int(pages["char_start"].min()), int(pages["char_end"].max())
+        return {"page_start": a, "page_end": b, "char_start": lo, "char_end": hi, "extent": {"page_start": a, "page_end": b}}
+
+    def unreadable_gold(self, entries: list[dict], segments: pd.DataFrame) -> dict[str, Any] | None:
+        """Answerable pdf entries whose gold pages all have empty text (textless.py)."""
+        from bench.modalities.pdf.textless import textless_gold
+
+        return textless_gold(entries, segments)
 
     # Extents are characters of the joined text, each segment owning the newline after
     # it: segment i spans [char_start, char_end + 1), so the pages tile the document
@@ -180,29 +211,60 @@ class PdfModality(Modality):
         return ("", float(sel["char_start"].min()), float(sel["char_end"].max() + 1), 0.0, 1.0)
 
 
-def layout_many(segments: pd.DataFrame) -> pd.DataFrame:
-    """`textspan.layout` of many sources at once (char offsets restart per source).
+def _layout_codes(segments: pd.DataFrame) -> tuple[np.ndarray, pa.Array, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`textspan.layout` of many sources at once, as arrays in (source, seq) order:
+    (source code, the codes' source ids, page, block, char_start, char_end).
 
-    Returns source_id, page, block, char_start, char_end, one row per segment in
-    (source, seq) order; one stable sort and one running sum over all sources.
+    Source ids are dictionary-encoded and text lengths counted in C (pyarrow: code
+    points, as Python's len); one stable sort and one running sum over all sources.
     """
-    src = segments["source_id"].to_numpy(dtype=object)
-    codes, _ = pd.factorize(src)
+    encoded = pc.dictionary_encode(pa.array(segments["source_id"], from_pandas=True))
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     order = np.lexsort((segments["seq"].to_numpy(), codes))
-    texts = segments["text"].to_numpy(dtype=object)[order]
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    lengths = _text_lengths(segments["text"])[order]
     end = np.cumsum(lengths + 1)
     c = codes[order]
     first = np.ones(len(c), dtype=bool)
     first[1:] = c[1:] != c[:-1]
     base = (end - (lengths + 1))[first]  # the running sum before each source's first segment
     start = end - (lengths + 1) - np.repeat(base, np.diff(np.append(np.flatnonzero(first), len(c))))
+    page = segments["page"].to_numpy(dtype=np.int64)[order]
+    block = segments["block"].to_numpy(dtype=np.int64)[order]
+    return c, encoded.dictionary, page, block, start, start + lengths
+
+
+def _text_lengths(text: pd.Series) -> np.ndarray:
+    """Characters (code points, as Python's len) of every text: counted in C for an
+    Arrow-backed column, by len() for Python strings (no copy into Arrow)."""
+    if isinstance(text.array, pd.arrays.ArrowStringArray) or isinstance(text.dtype, pd.ArrowDtype):
+        counted = pc.utf8_length(pa.array(text, from_pandas=True)).fill_null(0)
+        return counted.to_numpy(zero_copy_only=False).astype(np.int64)
+    return np.fromiter(map(len, text.tolist()), dtype=np.int64, count=len(text))
+
+
+def _span_table(keys: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct keys (sorted) with the min of `lo` and the max of `hi` over each key's rows."""
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+    return k[starts], np.minimum.reduceat(lo[order], starts), np.maximum.reduceat(hi[order], starts)
+
+
+def layout_many(segments: pd.DataFrame) -> pd.DataFrame:
+    """`textspan.layout` of many sources at once (char offsets restart per source).
+
+    Returns source_id, page, block, char_start, char_end, one row per segment in
+    (source, seq) order; one stable sort and one running sum over all sources.
+    """
+    codes, dictionary, page, block, start, end = _layout_codes(segments)
     return pd.DataFrame({
-        "source_id": src[order],
-        "page": segments["page"].to_numpy()[order],
-        "block": segments["block"].to_numpy()[order],
+        "source_id": dictionary.take(pa.array(codes)).to_numpy(zero_copy_only=False),
+        "page": page,
+        "block": block,
         "char_start": start,
-        "char_end": start + lengths,
+        "char_end": end,
     })
 
 

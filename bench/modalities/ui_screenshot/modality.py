@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, is_number
+from bench.modalities.base import Modality, extent_json, is_number, short, source_size
 
 ATOM_UI_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -133,7 +133,7 @@ class UiScreenshotModality(Modality):
         g = np.asarray([x["bbox"] for x in regions["region"]], dtype=float).reshape(-1, 4)
         ax0, ay0 = atoms["x0"].to_numpy(float), atoms["y0"].to_numpy(float)
         ax1, ay1 = atoms["x1"].to_numpy(float), atoms["y1"].to_numpy(float)
-        r, a = candidate_pairs(regions["source_id"].to_numpy(), g[:, 0], g[:, 2], atoms["source_id"].to_numpy(), ax0, ax1)
+        r, a = candidate_pairs(regions["source_id"], g[:, 0], g[:, 2], atoms["source_id"], ax0, ax1)
         w = np.minimum(ax1[a], g[r, 2]) - np.maximum(ax0[a], g[r, 0])
         h = np.minimum(ay1[a], g[r, 3]) - np.maximum(ay0[a], g[r, 1])
         keep = np.clip(w, 0, None) * np.clip(h, 0, None) > 0
@@ -145,6 +145,17 @@ class UiScreenshotModality(Modality):
         return intersection_area(region["bbox"], atoms) / ((x1 - x0) * (y1 - y0))
 
     # Extents are pixel areas of the screenshot.
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """{"bbox": [x0, y0, x1, y1]} (pixels, half-open)."""
+        bbox = extent.get("bbox")
+        if set(extent) != {"bbox"} or not isinstance(bbox, list) or len(bbox) != 4 or not all(is_number(v) for v in bbox):
+            raise ValueError(f"extent must be {{\"bbox\": [x0, y0, x1, y1]}} with finite numbers, got {short(extent)}")
+        x0, y0, x1, y1 = (float(v) for v in bbox)
+        if not (x0 < x1 and y0 < y1):
+            raise ValueError(f"bbox needs x0 < x1 and y0 < y1, got {bbox}")
+        w, h = source_size(segments)
+        return {"x0": x0, "y0": y0, "x1": x1, "y1": y1, "width": w, "height": h, "boxes": "[]", "extent": {"bbox": bbox}}
+
     extent_unit: ClassVar[str] = "px^2"
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:

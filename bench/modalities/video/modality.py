@@ -132,11 +132,20 @@ class VideoModality(Modality):
         g_lo = np.asarray([float(x["t_start"]) for x in regions["region"]], dtype=float)
         g_hi = np.asarray([float(x["t_end"]) for x in regions["region"]], dtype=float)
         lo, hi = atoms["t_start"].to_numpy(dtype=float), atoms["t_end"].to_numpy(dtype=float)
-        r, a = candidate_pairs(regions["source_id"].to_numpy(), g_lo, g_hi, atoms["source_id"].to_numpy(), lo, hi)
+        r, a = candidate_pairs(regions["source_id"], g_lo, g_hi, atoms["source_id"], lo, hi)
         keep = overlaps(lo[a], hi[a], g_lo[r], g_hi[r])
         return pairs_frame(r[keep], a[keep])
 
     # Extents are seconds on the video's time line; a zero-length cue has extent 0.
+    def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
+        """{"t_start": s, "t_end": e} (seconds, half-open)."""
+        if set(extent) != {"t_start", "t_end"}:
+            raise ValueError(f"extent must have keys {{t_start, t_end}}, got {{{', '.join(sorted(extent))}}}")
+        t0, t1 = extent["t_start"], extent["t_end"]
+        if not (is_number(t0) and is_number(t1)) or t0 < 0 or t0 > t1:
+            raise ValueError(f"t_start and t_end must be finite seconds with 0 <= t_start <= t_end, got {t0!r}, {t1!r}")
+        return {"t_start": float(t0), "t_end": float(t1), "extent": {"t_start": t0, "t_end": t1}}
+
     extent_unit: ClassVar[str] = "seconds"
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:

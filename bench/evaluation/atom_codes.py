@@ -1,0 +1,78 @@
+"""Integer atom codes: how runs and resolved gold name atoms on disk.
+
+The served atoms (data/served/<modality>.parquet, modalities in name order, rows in
+file order) form one table; an atom's *code* is its row in that table. The retrieve
+stage writes the run with codes (column ``atom``, int32) instead of atom-id strings,
+the resolve stage writes the gold the same way, and both write query ids as a
+categorical column (one dictionary of ids plus an integer per row). So the metrics
+never hash millions of id strings: they index arrays by code
+(bench.evaluation.metrics accepts ``atom`` in place of ``atom_id``). Strings come
+back only where people or other tools read them: the TREC files
+(reports/runs/dev.run, dev.qrels) and the reports, through :func:`decode`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "served_ids", "to_codes", "with_atom_ids"]
+
+#: the code column of runs and gold (bench.evaluation.metrics.ATOM_CODE)
+ATOM_CODE = "atom"
+#: codes fit int32 up to 2**31 - 1 atoms
+CODE_DTYPE = np.int32
+
+
+class AtomCodeError(ValueError):
+    """An atom id that is not served, or a code outside the served table."""
+
+
+def served_ids(frames: Mapping[str, pd.DataFrame]) -> pa.Array:
+    """Atom ids of the served table: modalities in name order, rows in frame order."""
+    parts = [pa.array(frames[m]["atom_id"].astype(str), type=pa.large_string(), from_pandas=True) for m in sorted(frames)]
+    return pa.concat_arrays(parts) if parts else pa.array([], type=pa.large_string())
+
+
+def encode(ids: pd.Series, table: pa.Array, what: str = "atom_id") -> np.ndarray:
+    """Codes (int32) of `ids` in `table`; AtomCodeError naming up to five ids it lacks."""
+    values = pa.array(ids.astype(str), type=pa.large_string(), from_pandas=True)
+    found = pc.index_in(values, value_set=table)
+    if found.null_count:
+        missing = list(dict.fromkeys(values.filter(found.is_null()).to_pylist()))[:5]
+        raise AtomCodeError(f"{what}: {found.null_count} value(s) are not served atoms, e.g. {missing}")
+    if len(table) > np.iinfo(CODE_DTYPE).max:
+        raise AtomCodeError(f"{len(table)} atoms do not fit int32 codes")
+    return found.to_numpy(zero_copy_only=False).astype(CODE_DTYPE)
+
+
+def decode(codes: np.ndarray | pd.Series, table: pa.Array) -> pd.Series:
+    """Atom-id strings of `codes` (one take, no hashing)."""
+    arr = np.asarray(codes, dtype=np.int64)
+    if len(arr) and (arr.min() < 0 or arr.max() >= len(table)):
+        raise AtomCodeError(f"atom codes outside the {len(table)} served atoms: {arr[(arr < 0) | (arr >= len(table))][:5].tolist()}")
+    return pd.Series(table.take(pa.array(arr)).to_pandas(types_mapper=None), dtype="str", name="atom_id")
+
+
+def to_codes(frame: pd.DataFrame, table: pa.Array, what: str) -> pd.DataFrame:
+    """`frame` with its atom_id column replaced by codes (``atom``, same position) and
+    query_id made categorical: the form data/runs/dev.parquet and data/resolved/gold.parquet hold."""
+    codes = encode(frame["atom_id"], table, f"{what}.atom_id")
+    out = frame.copy()
+    out["query_id"] = out["query_id"].astype(str).astype("category")
+    out.insert(list(out.columns).index("atom_id"), ATOM_CODE, codes)
+    return out.drop(columns="atom_id")
+
+
+def with_atom_ids(frame: pd.DataFrame, table: pa.Array) -> pd.DataFrame:
+    """`frame` (with ``atom`` codes) plus the atom_id strings after the codes, and its
+    query ids as plain strings, for readers that need names (reports, drill-down, TREC
+    export); the codes stay."""
+    out = frame.copy()
+    out["query_id"] = out["query_id"].astype(str)
+    out.insert(list(out.columns).index(ATOM_CODE) + 1, "atom_id", decode(out[ATOM_CODE].to_numpy(), table).to_numpy())
+    return out
