@@ -35,9 +35,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file
 from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, MANIFEST_FILE, SUMMARY
 
@@ -355,14 +352,3 @@ def remove_token(root: Path) -> None:
 
 
 #: served-atom columns the system under test is opened with (as the dev retrieve stage does)
-SYSTEM_COLUMNS = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
-
-
-def latency_percentiles(latency_ms: pd.Series) -> dict[str, Any]:
-    """test.json's ``run.latency``: n and p50/p95/p99 of the timed test queries (as the dev
-    retrieve stage records them in data/runs/system.json)."""
-    values = latency_ms.to_numpy(dtype=float)
-    if not len(values):
-        return {"n": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None}
-    p50, p95, p99 = np.percentile(values, [50, 95, 99])
-    return {"n": int(len(values)), "p50_ms": float(p50), "p95_ms": float(p95), "p99_ms": float(p99)}

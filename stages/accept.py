@@ -22,7 +22,6 @@ import click
 import pandas as pd
 
 from bench.accept import (
-    SYSTEM_COLUMNS,
     TOKEN_FILE,
     append_audit,
     audit_problem,
@@ -31,17 +30,17 @@ from bench.accept import (
     dev_thresholds,
     git_commit,
     last_line_sha256,
-    latency_percentiles,
     preflight,
     read_audit,
     recorded_hash_mismatch,
     stage_refusal,
 )
 from bench.annotations.splits import load_lock
-from bench.evaluation.atom_codes import served_ids, with_atom_ids
-from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, gold_segments, load_served
+from bench.evaluation.atom_codes import load_served, served_ids, with_atom_ids
+from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, gold_segments
+from bench.evaluation.placement import place_regions
 from bench.evaluation.resolve import resolve
-from bench.evaluation.retrieve import run_queries
+from bench.evaluation.retrieve import SYSTEM_COLUMNS, latency_percentiles, run_queries
 from bench.ingest.corpus import Manifest, load_segments
 from bench.io import LineError, sha256_file, write_json
 from bench.project.layout import (
@@ -124,6 +123,7 @@ def main() -> None:
     except (ValueError, RuntimeError, MissingExtra, SystemCrash) as exc:  # malformed results name the query
         fail(f"system {sys_cfg.name!r}: {exc}")
     gold, regions = resolve(test, served, segments)
+    regions = place_regions(regions, segments)  # each region placed once, as the dev resolve stage does
     gold = with_atom_ids(gold, served_ids(served))  # atom codes (rows of the served atoms) and their ids, as evaluate reads them
     # false recall: the dev run's rule; its calibrated thresholds are reused, never recalibrated on test
     abstains, thresholds = dev_thresholds(dev_doc)

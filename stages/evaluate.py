@@ -12,20 +12,18 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from bench.evaluation.atom_codes import served_ids, with_atom_ids
+from bench.evaluation.atom_codes import load_served, served_ids, with_atom_ids
 from bench.evaluation.evaluate import (
     EvalInputs,
     EvalOptions,
     RunDescription,
     evaluate,
     gold_segments,
-    load_served,
     no_failures,
     per_query_table,
 )
-from bench.ingest.corpus import Manifest, load_segments
+from bench.ingest.corpus import Manifest
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
-from bench.modalities import unreadable_gold
 from bench.project.layout import ATOMS, MANIFEST, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, STORE, VALID_DIR, read_json
 from bench.project.selection import local_datasets, params
 from bench.reporting.outputs import dev_report
@@ -81,8 +79,7 @@ def main() -> None:
     imports = {p.stem: read_json(p) for p in sorted((SETS_DIR / "imports").glob("*.json"))}
     stats = read_json(ATOMS / "stats.json")
     enabled = {Path(p).stem for p in summary["sha256"]["sets"]}
-    segments = load_segments(SEGMENTS)  # answerable entries left without text: each modality's Modality.unreadable_gold
-    textless = unreadable_gold(entries, segments) if segments is not None else None
+    textless = read_json(RESOLVED / "unreadable_gold.json")  # found by the resolve stage (Modality.unreadable_gold)
     write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {k_: v for k_, v in imports.items() if k_ in enabled}, summary, stats, textless))
 
     write_parquet(REPORTS / "per_query" / "dev.parquet", per_query_table(result.full, k))

@@ -15,11 +15,10 @@ import os
 import time
 
 import click
-import numpy as np
 import pandas as pd
 
 from bench.evaluation.atom_codes import AtomCodeError, served_ids, to_codes
-from bench.evaluation.retrieve import run_queries, trec_run
+from bench.evaluation.retrieve import SYSTEM_COLUMNS, latency_percentiles, run_queries, trec_run
 from bench.executor import ExecutorError, open_executor, using
 from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
 from bench.params import ParamsError, check_executor
@@ -31,8 +30,6 @@ from bench.systems.atoms import AtomsError, load_system_atoms
 from bench.systems.config import system_config
 from bench.systems.sandbox import SandboxError, protected_paths, system_temp_root
 from bench.systems.session import open_system
-
-COMMON = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
 
 
 def served_atoms(atoms_file: str | None) -> tuple[dict[str, pd.DataFrame] | None, dict]:
@@ -69,14 +66,6 @@ def write_served(frames: dict[str, pd.DataFrame] | None) -> None:
             stale.unlink()
 
 
-def percentiles(latency_ms: pd.Series) -> dict:
-    values = latency_ms.to_numpy(dtype=float)
-    if not len(values):
-        return {"n": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None}
-    p50, p95, p99 = np.percentile(values, [50, 95, 99])
-    return {"n": int(len(values)), "p50_ms": float(p50), "p95_ms": float(p95), "p99_ms": float(p99)}
-
-
 @click.command()
 def main() -> None:
     doc = params()
@@ -92,7 +81,7 @@ def main() -> None:
     frames, provenance = served_atoms(cfg.atoms)
     write_served(frames)
     served = {p.stem: pd.read_parquet(p) for p in sorted(SERVED.glob("*.parquet"))}
-    atoms = pd.concat([f[COMMON] for f in served.values()], ignore_index=True)
+    atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
 
     from bench.ingest.corpus import Manifest, load_segments
 
@@ -123,7 +112,7 @@ def main() -> None:
     except (ValueError, RuntimeError) as exc:
         fail(f"system {cfg.name!r}: {exc}")
 
-    lat = percentiles(result.latency["latency_ms"])
+    lat = latency_percentiles(result.latency["latency_ms"])
     info = {
         "name": cfg.name,
         "adapter": cfg.adapter,

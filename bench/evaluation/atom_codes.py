@@ -14,13 +14,14 @@ back only where people or other tools read them: the TREC files
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "served_ids", "to_codes", "with_atom_ids"]
+__all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "load_served", "served_ids", "to_codes", "with_atom_ids"]
 
 #: the code column of runs and gold (bench.evaluation.metrics.ATOM_CODE)
 ATOM_CODE = "atom"
@@ -30,6 +31,11 @@ CODE_DTYPE = np.int32
 
 class AtomCodeError(ValueError):
     """An atom id that is not served, or a code outside the served table."""
+
+
+def load_served(folder: Path) -> dict[str, pd.DataFrame]:
+    """modality -> served atoms (``<folder>/<modality>.parquet``, data/served), in name order."""
+    return {p.stem: pd.read_parquet(p) for p in sorted(Path(folder).glob("*.parquet"))}
 
 
 def served_ids(frames: Mapping[str, pd.DataFrame]) -> pa.Array:

@@ -25,7 +25,7 @@ from bench.ingest.store import segment_files
 from bench.reporting.report import metrics_document
 
 __all__ = ["EvalInputs", "EvalOptions", "EvalResult", "RunDescription", "entries_frame", "evaluate", "failure_summary",
-           "gold_segments", "load_served", "no_failures", "per_query_table"]
+           "gold_segments", "no_failures", "per_query_table"]
 
 #: atom columns per_query reads (who holds an atom and when it was observed)
 ATOM_COLUMNS = ["atom_id", "holder", "observed_at"]
@@ -44,7 +44,7 @@ class EvalInputs:
     responses: pd.DataFrame  # query_id, latency_ms, abstain, confidence of every answered query
     failures: pd.DataFrame  # query_id, kind (timeout, crash) of every failed query
     served: dict[str, pd.DataFrame]  # modality -> the atoms the system was served
-    gold_segments: dict[str, pd.DataFrame]  # source_id -> segments of the gold sources
+    gold_segments: dict[str, pd.DataFrame]  # source_id -> segments of the gold sources (pictures in the reports only)
     invalid: list[dict[str, Any]]  # invalid entries of the split (counted apart)
     sha256: dict[str, Any]  # manifest, sets and split lock the run used
 
@@ -145,14 +145,14 @@ def evaluate(inputs: EvalInputs, options: EvalOptions, description: RunDescripti
     # failed queries (timeout, crash) stay in every denominator and count as the worst case
     # (bench.evaluation.catalogue: 0 for ranking metrics, 1 for false recall and abstention)
     failed = inputs.failures["query_id"].astype(str).tolist()
-    atoms = pd.concat([f[ATOM_COLUMNS] for f in inputs.served.values()], ignore_index=True)
+    # row i = atom code i (bench.evaluation.atom_codes: modalities in name order)
+    atoms = pd.concat([inputs.served[m][ATOM_COLUMNS] for m in sorted(inputs.served)], ignore_index=True)
     pq = per_query(ent, inputs.run, inputs.gold, atoms, k=k, failed=failed, responses=inputs.responses,
                    abstains=options.abstains, calibration_recall=options.calibration_recall, thresholds=options.thresholds)
     cells = aggregate(pq, inputs.responses, failed, k=k)
 
-    empty = pd.DataFrame()
     aext = atom_extents(inputs.served)
-    rext = region_extents(inputs.regions, lambda sid: inputs.gold_segments.get(sid, empty))
+    rext = region_extents(inputs.regions)  # placed once by resolve (bench.evaluation.placement): no decoding here
     fair = per_query_fair(ent, inputs.run, inputs.gold, rext, aext, k=k, failed=failed)
     ties = tied_positions(inputs.run, k)
     full = pq.merge(fair, on="query_id", how="left").merge(ties, on="query_id", how="left")
@@ -185,11 +185,6 @@ def per_query_table(full: pd.DataFrame, k: int) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- loaders (paths from the stage)
-
-
-def load_served(folder: Path) -> dict[str, pd.DataFrame]:
-    """modality -> served atoms (``<folder>/<modality>.parquet``, data/served)."""
-    return {p.stem: pd.read_parquet(p) for p in sorted(Path(folder).glob("*.parquet"))}
 
 
 def gold_segments(regions: pd.DataFrame, segments_dir: Path) -> dict[str, pd.DataFrame]:

@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from bench import progress
@@ -45,6 +46,17 @@ if TYPE_CHECKING:
 RUN_COLUMNS = ["query_id", "rank", "atom_id", "score"]
 LATENCY_COLUMNS = ["query_id", "latency_ms", "n_returned", "abstain", "confidence"]
 FAILURE_COLUMNS = ["query_id", "modality", "kind", "message", "elapsed_ms"]
+#: the atom columns a system is given (the served atoms' common columns)
+SYSTEM_COLUMNS = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
+
+
+def latency_percentiles(latency_ms: pd.Series) -> dict[str, Any]:
+    """A run's ``latency`` record: n and p50/p95/p99 of the timed queries (ms)."""
+    values = latency_ms.to_numpy(dtype=float)
+    if not len(values):
+        return {"n": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None}
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return {"n": int(len(values)), "p50_ms": float(p50), "p95_ms": float(p95), "p99_ms": float(p99)}
 
 
 def query_of(entry: dict, k: int) -> Query:
@@ -297,4 +309,4 @@ def trec_qrels(gold: pd.DataFrame) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-__all__ = ["RUN_COLUMNS", "LATENCY_COLUMNS", "FAILURE_COLUMNS", "RunResult", "query_of", "run_queries", "run_system", "trec_run", "trec_qrels"]
+__all__ = ["RUN_COLUMNS", "LATENCY_COLUMNS", "FAILURE_COLUMNS", "SYSTEM_COLUMNS", "RunResult", "latency_percentiles", "query_of", "run_queries", "run_system", "trec_run", "trec_qrels"]

@@ -10,14 +10,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.accept import SYSTEM_COLUMNS
+from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.catalogue import Bar, Measure, by_name, counted, measures
 from bench.evaluation.compare import compare, compared
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, per_query_table
 from bench.evaluation.fair import fair_keys
 from bench.evaluation.metrics import metric_keys
+from bench.evaluation.placement import place_regions
 from bench.evaluation.resolve import resolve
-from bench.evaluation.retrieve import run_queries
+from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries
 from bench.evaluation.uncertainty import _values_for
 from bench.ingest.chunking import chunk_all
 from bench.reporting.report import bar_legend, verdict
@@ -92,6 +93,8 @@ def real_eval(real_corpus: dict) -> dict:
     ran = run_queries(adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, warmup=0,
                       known_atoms=set(atoms["atom_id"].astype(str)))
     gold, regions = resolve(entries, served, segments)
+    gold = with_atom_ids(gold, served_ids(served))  # as the evaluate stage reads it
+    regions = place_regions(regions, segments)  # as the resolve stage writes them
     # real queries marked failed (as a timeout leaves them: no ranking, no response)
     ans = [e["query_id"] for e in entries if not e["unanswerable"]][:FAILED_PER_KIND]
     una = [e["query_id"] for e in entries if e["unanswerable"]][:FAILED_PER_KIND]
