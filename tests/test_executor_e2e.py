@@ -1,8 +1,8 @@
 """End to end: the pipeline with executor kind local and kind dask gives the same outputs.
 
-Two fresh copies of the project (MMLongBench-Doc and LoCoMo, page OCR off as
-copy_project sets it) run `dvc repro`: one with `executor.kind: local`, one with
-`kind: dask` on a LocalCluster of 2 worker processes on loopback that this test
+The session's reproduced project (MMLongBench-Doc and LoCoMo, page OCR off as
+copy_project sets it) ran `dvc repro` with `executor.kind: local`; a clone of it re-runs
+every stage (`dvc repro -f`) with `kind: dask` on a LocalCluster of 2 worker processes on loopback that this test
 starts and passes through `executor.address`. The manifest, every segment and atom
 file are byte-identical and dev.json is identical apart from latency. Switching the
 kind afterwards re-runs no stage (`dvc status` clean): the executor is no DVC param.
@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.conftest import MIRROR, need_mirror
-from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
+from tests.project_copy import clone_project, copy_project, project_env, run
 
 pytestmark = pytest.mark.e2e
 
@@ -40,17 +40,6 @@ def _set_executor(work: Path, block: dict) -> None:
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
-def _project(base: Path, name: str, executor: dict, ocr_cache: Path) -> tuple[Path, dict]:
-    work = copy_project(base / name, datasets=["mmlongbench", "locomo"], ocr_cache=ocr_cache)
-    _set_executor(work, executor)
-    env = project_env(base / f"site-cache-{name}")
-    for args in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "copy"]):
-        run(args, work, env)
-    proc = run(["dvc", "repro"], work, env)
-    keep_ocr_cache(work, ocr_cache)
-    return work, {**env, "_log": proc.stdout + proc.stderr}
-
-
 def _without_latency(doc: Any) -> Any:
     if isinstance(doc, dict):
         return {k: _without_latency(v) for k, v in doc.items() if "latency" not in k}
@@ -63,11 +52,15 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_local_and_dask_give_the_same_outputs(tmp_path: Path, cluster: Any, ocr_cache: Path) -> None:
-    need_mirror("mmlongbench-doc", "locomo")
-    local, env_local = _project(tmp_path, "local", {"kind": "local", "address": None, "workers": 2}, ocr_cache)
-    dask, env_dask = _project(tmp_path, "dask", {"kind": "dask", "address": cluster.scheduler_address, "workers": None}, ocr_cache)
-    assert "Running stage 'extract@pdf'" in env_dask["_log"]
+def test_local_and_dask_give_the_same_outputs(tmp_path: Path, cluster: Any, reproduced: Path) -> None:
+    """The session's reproduced project ran with kind local; a clone of it re-runs every
+    stage (`dvc repro -f`) with kind dask on the test's LocalCluster."""
+    local = reproduced  # read only here
+    dask = clone_project(reproduced, tmp_path / "dask")
+    _set_executor(dask, {"kind": "dask", "address": cluster.scheduler_address, "workers": None})
+    env_dask = project_env(tmp_path / "site-cache-dask")
+    log = run(["dvc", "repro", "-f"], dask, env_dask)
+    assert "Running stage 'extract@pdf'" in log.stdout + log.stderr
     # the builtin system answered on the Dask workers, the local run in process
     ran_dask = json.loads((dask / "data/runs/system.json").read_text())
     ran_local = json.loads((local / "data/runs/system.json").read_text())
@@ -86,12 +79,11 @@ def test_local_and_dask_give_the_same_outputs(tmp_path: Path, cluster: Any, ocr_
     assert _without_latency(dev_a) == _without_latency(dev_b)
 
     # switching the executor is no change for DVC: nothing to re-run, in either direction
-    env = {k: v for k, v in env_local.items() if k != "_log"}
-    _set_executor(local, {"kind": "dask", "address": cluster.scheduler_address, "workers": 1})
-    assert run(["dvc", "status"], local, env).stdout.strip() == "Data and pipelines are up to date."
-    env = {k: v for k, v in env_dask.items() if k != "_log"}
+    switched = clone_project(reproduced, tmp_path / "local")
+    _set_executor(switched, {"kind": "dask", "address": cluster.scheduler_address, "workers": 1})
+    assert run(["dvc", "status"], switched, project_env(tmp_path / "site-cache-local")).stdout.strip() == "Data and pipelines are up to date."
     _set_executor(dask, {"kind": "local", "address": None, "workers": None})
-    assert run(["dvc", "status"], dask, env).stdout.strip() == "Data and pipelines are up to date."
+    assert run(["dvc", "status"], dask, env_dask).stdout.strip() == "Data and pipelines are up to date."
 
 
 def test_bad_executor_param_stops_the_stage_in_one_line(tmp_path: Path) -> None:
