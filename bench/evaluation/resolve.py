@@ -10,7 +10,7 @@ overlaps stays in the entry's denominator as a miss and is listed.
 (`Modality.overlap_pairs`: a sorted-array interval join over (source, span) that
 applies the modality's own overlap rule to the candidate pairs). `resolve_per_region`
 is the plain reference, one `Modality.overlap` call per region; both give the same
-frames, row for row (tests/test_resolve.py checks it on random cases).
+frames, row for row (tests/evaluation/test_resolve.py checks it on random cases).
 """
 
 from __future__ import annotations
