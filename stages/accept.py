@@ -37,7 +37,7 @@ from bench.accept import (
 )
 from bench.annotations.splits import load_lock
 from bench.evaluation.atom_codes import load_served, served_ids, with_atom_ids
-from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, gold_segments
+from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, select_gold_segments
 from bench.evaluation.placement import place_regions
 from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import SYSTEM_COLUMNS, latency_percentiles, run_queries
@@ -128,7 +128,7 @@ def main() -> None:
     # false recall: the dev run's rule; its calibrated thresholds are reused, never recalibrated on test
     abstains, thresholds = dev_thresholds(dev_doc)
     inputs = EvalInputs(entries=test, run=ran.run, gold=gold, regions=regions, responses=ran.latency, failures=ran.failures,
-                        served=served, gold_segments=gold_segments(regions, SEGMENTS), invalid=invalid, sha256=summary["sha256"])
+                        served=served, gold_segments=select_gold_segments(regions, [segments]), invalid=invalid, sha256=summary["sha256"])
     options = EvalOptions(k=k, bootstrap_resamples=int(cfg["metrics"].get("bootstrap_resamples", 1000)),
                           bootstrap_seed=int(cfg["metrics"].get("bootstrap_seed", 0)), abstains=abstains, thresholds=thresholds)
     description = RunDescription(

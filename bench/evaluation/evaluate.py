@@ -11,6 +11,7 @@ they are given) and write the results with bench.io's atomic helpers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from bench.ingest.store import segment_files
 from bench.reporting.report import metrics_document
 
 __all__ = ["EvalInputs", "EvalOptions", "EvalResult", "RunDescription", "entries_frame", "evaluate", "failure_summary",
-           "gold_segments", "no_failures", "per_query_table"]
+           "gold_segments", "no_failures", "select_gold_segments", "per_query_table"]
 
 #: atom columns per_query reads (who holds an atom and when it was observed)
 ATOM_COLUMNS = ["atom_id", "holder", "observed_at"]
@@ -188,16 +189,16 @@ def per_query_table(full: pd.DataFrame, k: int) -> pd.DataFrame:
 
 
 def gold_segments(regions: pd.DataFrame, segments_dir: Path) -> dict[str, pd.DataFrame]:
-    """Segments of the gold sources only (segments_dir: data/segments)."""
+    """Segments of the gold sources only, read file by file (segments_dir: data/segments)."""
+    # a pyarrow filter fails on a data set with no segments (an all-null column), so filter after reading
+    return select_gold_segments(regions, (pd.read_parquet(p) for p in segment_files(segments_dir)))  # <modality>/<key>.parquet
+
+
+def select_gold_segments(regions: pd.DataFrame, frames: Iterable[pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """source_id -> segments, for the gold sources of `regions`, out of segment frames."""
     wanted = set(regions["source_id"].astype(str))
-    frames = []
-    for p in segment_files(segments_dir):  # <modality>/<key>.parquet
-        # a pyarrow filter fails on a data set with no segments (an all-null column), so filter here
-        seg = pd.read_parquet(p)
-        seg = seg[seg["source_id"].astype(str).isin(wanted)]
-        if len(seg):
-            frames.append(seg)
-    seg = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["source_id"])
+    kept = [seg for f in frames if len(seg := f[f["source_id"].astype(str).isin(wanted)])]
+    seg = pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=["source_id"])
     return {str(s): g for s, g in seg.groupby("source_id", sort=False)}
 
 

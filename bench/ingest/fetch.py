@@ -101,6 +101,16 @@ def copy_hashed(src: Path, dest: Path) -> tuple[str, int, Path]:
     return h.hexdigest(), size, Path(tmp)
 
 
+def _remove(entries: list[os.DirEntry]) -> None:
+    """Delete temp copies (files, or tree folders) a killed run left behind."""
+    for orphan in entries:
+        if orphan.is_dir(follow_symlinks=False):
+            shutil.rmtree(orphan.path, ignore_errors=True)
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(orphan.path)
+
+
 def remove_orphans(dest: Path) -> None:
     """Temp copies (files or tree folders) a killed run left beside `dest` (never the resumable '.download' part)."""
     prefix = f".{dest.name}."
@@ -109,12 +119,7 @@ def remove_orphans(dest: Path) -> None:
                    and len(e.name) > len(prefix) + len(".part")]
     except FileNotFoundError:
         return
-    for orphan in entries:
-        if orphan.is_dir(follow_symlinks=False):
-            shutil.rmtree(orphan.path, ignore_errors=True)
-            continue
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(orphan.path)
+    _remove(entries)
 
 
 def link_tree(src: Path, dest: Path) -> tuple[str, int, int, Path]:
@@ -235,12 +240,7 @@ def _sweep(folder: str) -> None:
         entries = [e for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".part")]
     except FileNotFoundError:
         return
-    for orphan in entries:
-        if orphan.is_dir(follow_symlinks=False):
-            shutil.rmtree(orphan.path, ignore_errors=True)
-            continue
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(orphan.path)
+    _remove(entries)
 
 
 def place_link(src: str, dest: Path, dest_exists: bool, sha: str, folders: StoreFolders) -> bool:
