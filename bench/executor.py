@@ -219,15 +219,18 @@ class DaskExecutor:
         if errors:
             for fut in live.values():
                 fut.cancel()
-            first = min(errors)
-            err = errors[first]
-            if isinstance(err, KilledWorker):
+            # a future cancelled or lost while another failed carries no exception (None)
+            raised = {i: e for i, e in errors.items() if isinstance(e, BaseException)}
+            killed = [describe(items[i]) for i in sorted(raised) if isinstance(raised[i], KilledWorker)]
+            if killed:
                 # the tasks a dying worker held all count a death; the one that kills is among them
-                killed = [describe(items[i]) for i in sorted(errors) if isinstance(errors[i], KilledWorker)]
                 shown = ", ".join(killed[:5]) + (f" and {len(killed) - 5} more" if len(killed) > 5 else "")
                 raise ExecutorError(f"{label}: dask workers died while running {shown} (each task was retried "
                                     "on other workers, which died too); nothing was written") from None
-            raise err
+            if raised:
+                raise raised[min(raised)]
+            shown = ", ".join(describe(items[i]) for i in sorted(errors)[:5])
+            raise ExecutorError(f"{label}: dask tasks for {shown} ended without a result; nothing was written")
         return results
 
 
