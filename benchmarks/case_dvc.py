@@ -105,7 +105,7 @@ def bm25_latency(work: Path, repeats_per_query: int = 1) -> dict:
     from bench.systems.bm25 import bm25, tokenize
 
     frames = [pd.read_parquet(p, columns=["atom_id", "source_id", "text", "holder", "observed_at"])
-              for p in sorted((work / "data" / "atoms").glob("*.parquet"))]
+              for p in sorted((work / "data" / "atoms").glob("*/*.parquet"))]
     atoms = pd.concat(frames, ignore_index=True)
     entries = [e for _, e in iter_jsonl(work / "data" / "sets" / "dev.jsonl")]
     system = bm25(atoms)

@@ -1,13 +1,15 @@
-"""DVC stage chunk: segments -> atoms (data/atoms/<modality>.parquet) per params chunking.*."""
+"""DVC stage chunk: segments -> atoms per params chunking.*, partitioned like the segments:
+data/atoms/<modality>/<dataset>.parquet (bench.ingest.partitions), counts in data/atoms/stats.json."""
 
 from __future__ import annotations
 
 import click
 
 from bench.executor import ExecutorError, open_executor
-from bench.ingest.chunking import atom_stats, chunk_files
+from bench.ingest.chunking import chunk_files, modality_stats
+from bench.ingest.partitions import write_partitions
 from bench.ingest.store import segment_files
-from bench.io import write_json, write_parquet
+from bench.io import write_json
 from bench.params import ParamsError, check_executor
 from bench.project.layout import ATOMS, SEGMENTS, fail
 from bench.project.selection import params
@@ -32,14 +34,10 @@ def main() -> None:
     except (ValueError, KeyError) as exc:
         fail(f"params.yaml chunking: {exc}")
     ATOMS.mkdir(parents=True, exist_ok=True)
-    stats = {}
-    for modality, frame in atoms.items():
-        write_parquet(ATOMS / f"{modality}.parquet", frame)
-        stats[modality] = atom_stats(frame)
-        click.echo(f"chunk: {modality}: {stats[modality]}")
-    for stale in ATOMS.glob("*.parquet"):
-        if stale.stem not in atoms:
-            stale.unlink()
+    write_partitions(ATOMS, atoms)
+    stats = modality_stats(atoms)
+    for modality, st in stats.items():
+        click.echo(f"chunk: {modality}: {st}")
     write_json(ATOMS / "stats.json", stats)
 
 

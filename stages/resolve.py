@@ -1,14 +1,16 @@
-"""DVC stage resolve: gold regions of dev entries -> overlapping atom ids (+ TREC qrels)."""
+"""DVC stage resolve: gold regions of dev entries -> overlapping atom codes (+ TREC qrels).
+
+The served atoms are read partition by partition (data/served/<modality>/<dataset>.parquet),
+keeping only the rows of gold sources: bench.evaluation.resolve.resolve_files."""
 
 from __future__ import annotations
 
 import click
 
-from bench.evaluation.atom_codes import load_served, served_ids, with_atom_ids
 from bench.evaluation.placement import place_regions
-from bench.evaluation.resolve import resolve
+from bench.evaluation.resolve import resolve_files
 from bench.evaluation.retrieve import trec_qrels
-from bench.ingest.store import load_segments
+from bench.ingest.partitions import partitions
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
 from bench.modalities import unreadable_gold
 from bench.project.layout import REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
@@ -17,21 +19,24 @@ from bench.project.layout import REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR,
 @click.command()
 def main() -> None:
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
-    segments = load_segments(SEGMENTS)
-    if segments is None:
+    if not SEGMENTS.is_dir() or not any(SEGMENTS.glob("*/*.parquet")):
         fail("no segments; run the extract stage first")
     # the atoms the system under test serves (its own, or the harness chunks): see stages/retrieve.py
-    atoms = load_served(SERVED)
-    gold, regions = resolve(entries, atoms, segments)
+    served = partitions(SERVED)
+    found = resolve_files(entries, served, SEGMENTS)
+    gold = found.gold
     # each region placed once, in its modality's unit (the chunk-fair metrics read these columns)
-    regions = place_regions(regions, segments)
+    regions = place_regions(found.regions, found.gold_segments)
     write_parquet(RESOLVED / "gold.parquet", gold)  # atoms as codes into data/served (bench/evaluation/atom_codes.py)
     write_parquet(RESOLVED / "regions.parquet", regions)
     # answerable entries whose gold has no text to find (e.g. a text-less PDF page): the report lists them
-    write_json(RESOLVED / "unreadable_gold.json", unreadable_gold(entries, segments))
-    write_text(REPORTS / "runs" / "dev.qrels", trec_qrels(with_atom_ids(gold, served_ids(atoms))))
+    write_json(RESOLVED / "unreadable_gold.json", unreadable_gold(entries, found.gold_segments))
+    write_text(REPORTS / "runs" / "dev.qrels", trec_qrels(gold.assign(atom_id=found.gold_atom_ids.to_numpy(), query_id=gold["query_id"].astype(str))))
     missed = int((regions["n_atoms"] == 0).sum())
-    click.echo(f"resolve: {len(regions)} gold regions of {len(entries)} entries -> {len(gold)} (region, atom) pairs; {missed} regions overlap no atom")
+    click.echo(
+        f"resolve: {len(regions)} gold regions of {len(entries)} entries -> {len(gold)} (region, atom) pairs "
+        f"over {len(served)} served partitions; {missed} regions overlap no atom"
+    )
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ import time
 import click
 import pandas as pd
 
-from bench.evaluation.atom_codes import AtomCodeError, served_ids, to_codes
+from bench.evaluation.atom_codes import AtomCodeError, load_served, served_ids, to_codes
 from bench.evaluation.retrieve import SYSTEM_COLUMNS, latency_percentiles, run_queries, trec_run
 from bench.executor import ExecutorError, open_executor, using
+from bench.ingest.partitions import partition_files, write_partitions
 from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
 from bench.params import ParamsError, check_executor
 from bench.project.layout import ATOMS, MANIFEST, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
@@ -32,10 +33,10 @@ from bench.systems.sandbox import SandboxError, protected_paths, system_temp_roo
 from bench.systems.session import open_system
 
 
-def served_atoms(atoms_file: str | None) -> tuple[dict[str, pd.DataFrame] | None, dict]:
-    """(frames to write, or None to copy data/atoms as is; provenance)."""
+def served_atoms(atoms_file: str | None) -> tuple[list[tuple[str, str, pd.DataFrame]] | None, dict]:
+    """(partitions to write, or None to copy data/atoms as is; provenance)."""
     if atoms_file is None:
-        if not list(ATOMS.glob("*.parquet")):
+        if not partition_files(ATOMS):
             fail(f"no atoms in {ATOMS.name}/; run the chunk stage first")
         return None, {"source": "harness chunking (data/atoms)"}
     from bench.ingest.corpus import load_segments
@@ -47,23 +48,24 @@ def served_atoms(atoms_file: str | None) -> tuple[dict[str, pd.DataFrame] | None
         fail(str(exc))
     if not frames:
         fail(f"{atoms_file}: system.atoms: the file holds no atoms")
-    return frames, {"source": "system", "file": atoms_file, "sha256": sha256_file(path)}
+    # the system's atoms partitioned like the harness's: by modality, then data set
+    parts = [(m, str(ds), part.reset_index(drop=True)) for m in sorted(frames) for ds, part in frames[m].groupby("dataset", sort=True)]
+    return parts, {"source": "system", "file": atoms_file, "sha256": sha256_file(path)}
 
 
-def write_served(frames: dict[str, pd.DataFrame] | None) -> None:
+def write_served(parts: list[tuple[str, str, pd.DataFrame]] | None) -> None:
     SERVED.mkdir(parents=True, exist_ok=True)
-    if frames is None:  # byte copies: an unchanged chunking leaves resolve up to date
-        names = {p.name for p in ATOMS.glob("*.parquet")}
-        for src in sorted(ATOMS.glob("*.parquet")):
-            with atomic_writer(SERVED / src.name, "wb") as fh:
+    if parts is None:  # byte copies: an unchanged chunking leaves resolve up to date
+        keep = set()
+        for src in partition_files(ATOMS):
+            dst = SERVED / src.parent.name / src.name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_writer(dst, "wb") as fh:
                 fh.write(src.read_bytes())
+            keep.add(dst)
+        write_partitions(SERVED, [], keep=keep)
     else:
-        names = {f"{m}.parquet" for m in frames}
-        for modality, frame in frames.items():
-            write_parquet(SERVED / f"{modality}.parquet", frame)
-    for stale in SERVED.glob("*.parquet"):
-        if stale.name not in names:
-            stale.unlink()
+        write_partitions(SERVED, parts)
 
 
 @click.command()
@@ -80,7 +82,7 @@ def main() -> None:
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
     frames, provenance = served_atoms(cfg.atoms)
     write_served(frames)
-    served = {p.stem: pd.read_parquet(p) for p in sorted(SERVED.glob("*.parquet"))}
+    served = load_served(SERVED)
     atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
 
     from bench.ingest.corpus import Manifest, load_segments

@@ -75,7 +75,8 @@ def run_stage(work: Path) -> None:
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    """relative path -> bytes of every file under `folder` (atoms: <modality>/<dataset>.parquet)."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
 def kill_mid_write(work: Path, mode: str) -> None:
@@ -98,20 +99,20 @@ def kill_mid_write(work: Path, mode: str) -> None:
 def test_kill_mid_write_keeps_old_outputs(project, mode):
     atoms = project / "data" / "atoms"
     old = snapshot(atoms)
-    assert set(old) == {"conversation.parquet", "stats.json"}
+    assert set(old) == {"conversation/locomo.parquet", "stats.json"}
     kill_mid_write(project, mode)
     after = snapshot(atoms)
-    visible = {n for n in after if not n.startswith(".")}
+    visible = {n for n in after if not Path(n).name.startswith(".")}
     assert visible == set(old), "no new or truncated file under the output name"
     if mode == "parquet":
-        assert after["conversation.parquet"] == old["conversation.parquet"]
+        assert after["conversation/locomo.parquet"] == old["conversation/locomo.parquet"]
     assert after["stats.json"] == old["stats.json"]
-    pd.read_parquet(atoms / "conversation.parquet")  # whole and readable
+    pd.read_parquet(atoms / "conversation" / "locomo.parquet")  # whole and readable
     json.loads((atoms / "stats.json").read_text())
     # the half-written data exists only as a hidden temp file beside the output
-    temps = [n for n in after if n.startswith(".")]
+    temps = [Path(n).name for n in after if Path(n).name.startswith(".")]
     assert temps and all(n.endswith(".tmp") for n in temps)
     # a rerun simply works and writes the new outputs
     run_stage(project)
-    new = pd.read_parquet(atoms / "conversation.parquet")
+    new = pd.read_parquet(atoms / "conversation" / "locomo.parquet")
     assert new["atom_id"].str.contains("#w").all()

@@ -73,6 +73,7 @@ def test_local_and_dask_give_the_same_outputs(tmp_path: Path, cluster: Any, repr
         assert a and a.keys() == b.keys()
         assert [k for k in a if a[k] != b[k]] == [], folder
     assert any(k.startswith("pdf/") for k in _files(local / "data/segments"))
+    assert any(k.startswith("pdf/") for k in _files(local / "data/atoms"))  # <modality>/<dataset>.parquet
     dev_a = json.loads((local / "reports/metrics/dev.json").read_text())
     dev_b = json.loads((dask / "reports/metrics/dev.json").read_text())
     assert "latency_p50_ms" in dev_a["overall"]

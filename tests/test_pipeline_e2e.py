@@ -124,5 +124,5 @@ def test_exp_run_and_metrics_diff_show_the_change(project):
     changed = diff["reports/metrics/dev.json"]
     assert "by_modality.pdf.recall@10.value" in changed
     assert "by_modality.pdf.recall@10.denominator" not in changed  # same entries, new chunking
-    atoms = pd.read_parquet(work / "data/atoms/pdf.parquet")
+    atoms = pd.read_parquet(work / "data/atoms/pdf/mmlongbench.parquet")
     assert atoms["atom_id"].str.contains("#w").all()

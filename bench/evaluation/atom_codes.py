@@ -1,7 +1,8 @@
 """Integer atom codes: how runs and resolved gold name atoms on disk.
 
-The served atoms (data/served/<modality>.parquet, modalities in name order, rows in
-file order) form one table; an atom's *code* is its row in that table. The retrieve
+The served atoms (data/served/<modality>/<dataset>.parquet: modalities in name order,
+then data sets in key order, rows in file order; bench.ingest.partitions) form one
+table; an atom's *code* is its row in that table. The retrieve
 stage writes the run with codes (column ``atom``, int32) instead of atom-id strings,
 the resolve stage writes the gold the same way, and both write query ids as a
 categorical column (one dictionary of ids plus an integer per row). So the metrics
@@ -21,6 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bench.ingest.partitions import read_modalities
+
 __all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "load_served", "served_ids", "to_codes", "with_atom_ids"]
 
 #: the code column of runs and gold (bench.evaluation.metrics.ATOM_CODE)
@@ -34,19 +37,27 @@ class AtomCodeError(ValueError):
 
 
 def load_served(folder: Path) -> dict[str, pd.DataFrame]:
-    """modality -> served atoms (``<folder>/<modality>.parquet``, data/served), in name order."""
-    return {p.stem: pd.read_parquet(p) for p in sorted(Path(folder).glob("*.parquet"))}
+    """modality -> served atoms (its partitions ``<folder>/<modality>/<dataset>.parquet`` of
+    data/served, concatenated in key order), in name order: row i of the concatenation is code i."""
+    return read_modalities(Path(folder))
+
+
+def _strings(values: pd.Series) -> pa.Array:
+    """`values` as one large_string Arrow array (a column concatenated from several
+    partitions is Arrow-backed in chunks: they are combined)."""
+    arr = pa.array(values.astype(str), type=pa.large_string(), from_pandas=True)
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
 def served_ids(frames: Mapping[str, pd.DataFrame]) -> pa.Array:
     """Atom ids of the served table: modalities in name order, rows in frame order."""
-    parts = [pa.array(frames[m]["atom_id"].astype(str), type=pa.large_string(), from_pandas=True) for m in sorted(frames)]
+    parts = [_strings(frames[m]["atom_id"]) for m in sorted(frames)]
     return pa.concat_arrays(parts) if parts else pa.array([], type=pa.large_string())
 
 
 def encode(ids: pd.Series, table: pa.Array, what: str = "atom_id") -> np.ndarray:
     """Codes (int32) of `ids` in `table`; AtomCodeError naming up to five ids it lacks."""
-    values = pa.array(ids.astype(str), type=pa.large_string(), from_pandas=True)
+    values = _strings(ids)
     found = pc.index_in(values, value_set=table)
     if found.null_count:
         missing = list(dict.fromkeys(values.filter(found.is_null()).to_pylist()))[:5]

@@ -18,13 +18,17 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from bench.evaluation.atom_codes import CODE_DTYPE
+from bench.ingest.partitions import Partition, scan_sources
 from bench.modalities import modalities
 
 #: ``atom``: the atom's code, its row in the served table (bench.evaluation.atom_codes:
@@ -109,44 +113,104 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+@dataclass(frozen=True)
+class _Part:
+    """Atoms of one modality (all of them, or one partition's rows of gold sources) for the join."""
+
+    modality: str
+    atoms: pd.DataFrame
+    codes: np.ndarray  # code of each row of `atoms`
+    segments: pd.DataFrame  # segments of (at least) the atoms' sources
+
+
 def resolve(entries: list[dict], atoms: dict[str, pd.DataFrame], segments: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return (gold: query_id, gold_idx, atom_id) and (regions: one row per gold region)."""
+    """Return (gold: query_id, gold_idx, atom code) and (regions: one row per gold region),
+    over atom frames held in memory (modality -> frame, the served table's order)."""
+    offset = _code_offsets(atoms)
+    parts = (_Part(m, f, offset[m] + np.arange(len(f), dtype=np.int64), segments) for m, f in atoms.items())
     with _gc_paused():
-        return _resolve(entries, atoms, segments)
+        return _resolve(_flatten(entries), parts)
 
 
-def _resolve(entries: list[dict], atoms: dict[str, pd.DataFrame], segments: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    mods = modalities()
+@dataclass(frozen=True)
+class ResolvedFiles:
+    """What :func:`resolve_files` found: the gold and regions of :func:`resolve`, the
+    segments of the gold sources, and the atom id of every gold row (for the qrels)."""
+
+    gold: pd.DataFrame
+    regions: pd.DataFrame
+    gold_segments: pd.DataFrame
+    gold_atom_ids: pd.Series
+
+
+def resolve_files(entries: list[dict], served: list[Partition], segments_dir: Path, batch_rows: int = 65_536) -> ResolvedFiles:
+    """:func:`resolve` over the served partitions on disk, one partition at a time.
+
+    Each partition ``<modality>/<dataset>.parquet`` and its segment file (same name under
+    `segments_dir`) is scanned in batches keeping only the rows of gold sources
+    (bench.ingest.partitions.scan_sources), so memory holds one batch plus the gold
+    sources' atoms and segments, whatever the corpus's size (`batch_rows` rows per
+    read). Same frames as
+    :func:`resolve` over the whole served table (tests/evaluation/test_resolve.py).
+    """
     flat = _flatten(entries)
+    wanted = pa.array(pd.unique(flat["source_id"].to_numpy(dtype=object)).tolist(), type=pa.string())
+    seg_frames: list[pd.DataFrame] = []
+    id_frames: list[pd.DataFrame] = []
+    join_parts: list[_Part] = []
+    for part in served:
+        if not (flat["modality"] == part.modality).any():
+            continue
+        rows = list(scan_sources(part.path, wanted, batch_rows))
+        if not rows:
+            continue
+        atoms = pd.concat([r for r, _ in rows], ignore_index=True) if len(rows) > 1 else rows[0][0]
+        codes = part.offset + np.concatenate([pos.to_numpy() for _, pos in rows])
+        seg_path = Path(segments_dir) / part.modality / f"{part.dataset}.parquet"
+        seg = [r for r, _ in scan_sources(seg_path, wanted, batch_rows)] if seg_path.exists() else []
+        segs = pd.concat(seg, ignore_index=True) if seg else pd.DataFrame(columns=["source_id"])
+        seg_frames.extend(seg)
+        id_frames.append(pd.DataFrame({"atom": codes, "atom_id": atoms["atom_id"].to_numpy()}))
+        join_parts.append(_Part(part.modality, atoms, codes, segs))
+    with _gc_paused():
+        gold, regions = _resolve(flat, join_parts)
+    ids = pd.concat(id_frames, ignore_index=True) if id_frames else pd.DataFrame({"atom": np.zeros(0, np.int64), "atom_id": []})
+    atom_ids = gold["atom"].map(pd.Series(ids["atom_id"].to_numpy(), index=ids["atom"].to_numpy())).astype(str).rename("atom_id")
+    gold_segments = pd.concat(seg_frames, ignore_index=True) if seg_frames else pd.DataFrame(columns=["source_id"])
+    return ResolvedFiles(gold, regions, gold_segments, atom_ids)
+
+
+def _resolve(flat: pd.DataFrame, parts: Iterable[_Part]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    mods = modalities()
     n = len(flat)
     as_of = _as_of_ns(flat["as_of"].tolist())
     n_atoms = np.zeros(n, dtype=np.int64)
     n_future = np.zeros(n, dtype=np.int64)
     hit_region: list[np.ndarray] = []
     hit_atom: list[np.ndarray] = []
-    offset = _code_offsets(atoms)
     modality = flat["modality"].to_numpy(dtype=object)
-    for name in pd.unique(modality):
-        frame = atoms.get(name)
-        if frame is None or not len(frame):
+    for part in parts:
+        frame = part.atoms
+        if not len(frame):
             continue
-        rows = np.flatnonzero(modality == name)
+        rows = np.flatnonzero(modality == part.modality)
+        if not len(rows):
+            continue
         regions = flat.iloc[rows].reset_index(drop=True)
-        pairs = mods[name].overlap_pairs(regions, frame, segments)
+        pairs = mods[part.modality].overlap_pairs(regions, frame, part.segments)
         r = rows[pairs["region_row"].to_numpy(dtype=np.int64)]
         a = pairs["atom_row"].to_numpy(dtype=np.int64)
         future = _utc_ns(frame["observed_at"])[a] > as_of[r]
         n_future += np.bincount(r[future], minlength=n)
         ok = ~future
         n_atoms += np.bincount(r[ok], minlength=n)
-        # the reference order: by region, then by atom position in its frame
-        order = np.lexsort((a[ok], r[ok]))
-        hit_region.append(r[ok][order])
-        hit_atom.append(offset[name] + a[ok][order])
+        hit_region.append(r[ok])
+        hit_atom.append(part.codes[a[ok]])
     if hit_region:
+        # the reference order: by region, then by atom code
         r_all = np.concatenate(hit_region)
         codes = np.concatenate(hit_atom)
-        order = np.argsort(r_all, kind="stable")
+        order = np.lexsort((codes, r_all))
         r_all, codes = r_all[order], codes[order]
     else:
         r_all, codes = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)

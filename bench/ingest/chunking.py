@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from bench.ingest.partitions import concat_partitions
 from bench.modalities import modalities
 
 if TYPE_CHECKING:
     from bench.executor import Executor
 
+#: the atom columns atom_stats reads
+STAT_COLUMNS = ["text", "source_id", "text_source"]
 #: text_source of the atoms of modalities whose chunker does not set one
 DEFAULT_TEXT_SOURCE = {"ui_screenshot": "ocr", "image": "ocr"}
 
@@ -45,30 +48,34 @@ def chunk_partition(task: tuple[str, str, dict[str, Any]]) -> pd.DataFrame:
     return chunk_modality(modality, pd.read_parquet(path), config)
 
 
-def chunk_files(files: list[Path], params: dict[str, dict[str, Any]], executor: Executor | None = None) -> dict[str, pd.DataFrame]:
-    """modality -> atoms, from segment files ``<modality>/<dataset>.parquet`` (in the given order).
+def chunk_files(files: list[Path], params: dict[str, dict[str, Any]], executor: Executor | None = None) -> list[tuple[str, str, pd.DataFrame]]:
+    """(modality, dataset, atoms) partitions, one per segment file ``<modality>/<dataset>.parquet``,
+    in code order (modality name, then data set key: bench.ingest.partitions).
 
-    One task per file (a modality and data set) on `executor` (None: in this process);
-    each reads only its own partition, so a modality's columns never pick up
-    another's (a pdf `page` stays an integer whatever else the run holds). A
-    modality's atoms are its partitions' atoms in file order, the same rows as
-    chunking the partitions together (chunkers work per source).
+    One task per file on `executor` (None: in this process); each reads only its own
+    partition, so a modality's columns never pick up another's (a pdf `page` stays an
+    integer whatever else the run holds). Chunkers work per source, so a partition's
+    atoms are the rows chunking its modality's segments together would give for it.
+    Two data sets of one modality must not produce the same atom id.
     """
     from bench.executor import SerialExecutor
 
     tasks = [(path.parent.name, str(path), params.get(path.parent.name, {})) for path in files]
     frames = (executor or SerialExecutor()).map(chunk_partition, tasks, label="chunk", describe=lambda t: t[1])
-    by_modality: dict[str, list[pd.DataFrame]] = {}
-    for (modality, _, _), frame in zip(tasks, frames, strict=True):
-        by_modality.setdefault(modality, []).append(frame)
-    out: dict[str, pd.DataFrame] = {}
-    for modality in sorted(by_modality):
-        parts = [f for f in by_modality[modality] if len(f)] or by_modality[modality][:1]
-        atoms = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-        if atoms["atom_id"].duplicated().any():
-            dup = atoms.loc[atoms["atom_id"].duplicated(), "atom_id"].iloc[0]
-            raise ValueError(f"{modality}: two data sets produced the atom id {dup}")
-        out[modality] = atoms
+    parts = sorted(((m, Path(f).stem, frame) for (m, f, _), frame in zip(tasks, frames, strict=True)), key=lambda p: (p[0], p[1]))
+    for modality in sorted({m for m, _, _ in parts}):
+        ids = pd.concat([frame["atom_id"] for m, _, frame in parts if m == modality], ignore_index=True)
+        if ids.duplicated().any():
+            raise ValueError(f"{modality}: two data sets produced the atom id {ids[ids.duplicated()].iloc[0]}")
+    return parts
+
+
+def modality_stats(parts: list[tuple[str, str, pd.DataFrame]]) -> dict[str, dict[str, Any]]:
+    """modality -> :func:`atom_stats` over its partitions (only the columns the counts read)."""
+    out: dict[str, dict[str, Any]] = {}
+    for modality in sorted({m for m, _, _ in parts}):
+        frames = [f[[c for c in STAT_COLUMNS if c in f.columns]] for m, _, f in parts if m == modality]
+        out[modality] = atom_stats(concat_partitions(frames))
     return out
 
 

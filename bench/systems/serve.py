@@ -33,10 +33,12 @@ from bench.systems.protocol import query_of_request, response_to_json
 
 
 def load_atoms(path: Path) -> pd.DataFrame:
-    if path.is_dir():
-        frames = [pd.read_parquet(p) for p in sorted(path.glob("*.parquet"))]
+    if path.is_dir():  # served atoms (data/served): <modality>/<dataset>.parquet
+        from bench.ingest.partitions import partition_files
+
+        frames = [pd.read_parquet(p) for p in partition_files(path)]
         if not frames:
-            raise click.ClickException(f"{path}: no <modality>.parquet atoms")
+            raise click.ClickException(f"{path}: no <modality>/<dataset>.parquet atoms")
         return pd.concat(frames, ignore_index=True)
     from bench.systems.atoms import AtomsError, read_atoms_file, validate_contract
 

@@ -3,10 +3,12 @@ every modality (benchmarks/synth.py builds them: hits, misses and future atoms).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
-from bench.evaluation.resolve import resolve, resolve_per_region
+from bench.evaluation.resolve import resolve, resolve_files, resolve_per_region
 from benchmarks.synth import MODALITIES, make_case
 
 
@@ -31,3 +33,58 @@ def test_resolve_without_atoms_or_entries() -> None:
     assert gold.empty and (regions["n_atoms"] == 0).all() and len(regions) == case.n_regions
     gold, regions = resolve([], case.atoms, case.segments)
     assert gold.empty and regions.empty
+
+
+def _partitioned(case, folder: Path) -> tuple[dict[str, pd.DataFrame], Path]:
+    """Write the case's atoms and segments as partitions, two data sets per modality (each
+    source in one of them), as the chunk stage does; return the in-memory served table
+    (modality -> its partitions concatenated in data set order) and the segments folder."""
+    from bench.ingest.partitions import concat_partitions, write_partitions
+
+    def dataset_of(frame: pd.DataFrame) -> pd.Series:
+        return frame["modality"].astype(str) + "-" + frame["source_id"].astype(str).map(lambda s: "ab"[sum(map(ord, s)) % 2])
+
+    atoms, segments = {}, []
+    parts = []
+    for m, frame in sorted(case.atoms.items()):
+        frame = frame.assign(dataset=dataset_of(frame))
+        mine = [(m, str(d), g.reset_index(drop=True)) for d, g in frame.groupby("dataset", sort=True)]
+        parts += mine
+        atoms[m] = concat_partitions([g for _, _, g in mine])
+    write_partitions(folder / "served", parts)
+    seg = case.segments.assign(dataset=dataset_of(case.segments))
+    for (m, d), g in seg.groupby(["modality", "dataset"], sort=True):
+        segments.append((str(m), str(d), g.reset_index(drop=True)))
+    write_partitions(folder / "segments", segments)
+    return atoms, folder / "segments"
+
+
+@pytest.mark.parametrize("batch_rows", [7, 65_536])
+def test_resolve_files_streams_partitions_with_the_same_result(tmp_path: Path, batch_rows: int) -> None:
+    """Partition by partition, only gold sources' rows kept, in batches of a few rows or
+    one: the frames of the in-memory resolve over the whole served table, and the atom
+    id of every gold row."""
+    from bench.evaluation.atom_codes import served_ids
+    from bench.ingest.partitions import partitions
+
+    case = make_case(600, 6000, seed=4, mixed=True)
+    atoms, seg_dir = _partitioned(case, tmp_path)
+    served = partitions(tmp_path / "served")
+    assert sorted(p.modality for p in served) == sorted([*MODALITIES] * 2)  # each modality in two partitions
+    gold, regions = resolve(case.entries, atoms, case.segments)
+    found = resolve_files(case.entries, served, seg_dir, batch_rows=batch_rows)
+    pd.testing.assert_frame_equal(found.regions, regions)
+    pd.testing.assert_frame_equal(found.gold, gold)
+    assert len(gold) and regions["n_future_atoms"].sum() > 0
+    ids = served_ids(atoms).to_pylist()
+    assert found.gold_atom_ids.tolist() == [ids[c] for c in gold["atom"]]
+    # only gold sources' segments were kept, and all of them
+    assert set(found.gold_segments["source_id"]) == set(case.segments["source_id"]) & set(regions["source_id"])
+
+
+def test_resolve_files_of_an_unserved_source_is_a_miss(tmp_path: Path) -> None:
+    case = make_case(60, 600, seed=5)
+    _partitioned(case, tmp_path)
+    entry = {**case.entries[0], "gold": [{**case.entries[0]["gold"][0], "source_id": "nowhere:1"}]}
+    found = resolve_files([entry], [], tmp_path / "segments")
+    assert found.gold.empty and found.regions["n_atoms"].tolist() == [0]

@@ -43,8 +43,8 @@ def atoms() -> pd.DataFrame:
 @pytest.fixture
 def served_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "served"
-    folder.mkdir()
-    make_atoms().to_parquet(folder / "conversation.parquet", index=False)
+    (folder / "conversation").mkdir(parents=True)  # data/served layout: <modality>/<dataset>.parquet
+    make_atoms().to_parquet(folder / "conversation" / "locomo.parquet", index=False)
     return folder
 
 

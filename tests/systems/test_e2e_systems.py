@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.evaluation.atom_codes import served_ids, with_atom_ids
+from bench.evaluation.atom_codes import load_served, served_ids, with_atom_ids
 from tests.project_copy import clone_project, project_env, run
 from tests.systems.conftest import bwrap_usable
 
@@ -109,13 +109,13 @@ def test_system_serving_its_own_atoms(project):
     work, env, base = project
     from bench.systems.atoms import contract_rows
 
-    served = {p.stem: pd.read_parquet(p) for p in sorted((work / "data/atoms").glob("*.parquet"))}
+    served = load_served(work / "data/atoms")
     rows = [{**r, "atom_id": "mine:" + r["atom_id"]} for r in contract_rows(served)]
     (work / "my_atoms.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     set_system(work, atoms="my_atoms.jsonl")
     sh(["dvc", "repro"], work, env)
     assert metrics(work) == base  # same extents, other ids: same metrics
-    served_now = {p.stem: pd.read_parquet(p) for p in sorted((work / "data/served").glob("*.parquet"))}
+    served_now = load_served(work / "data/served")
     gold = with_atom_ids(pd.read_parquet(work / "data/resolved/gold.parquet"), served_ids(served_now))
     assert len(gold) and gold["atom_id"].str.startswith("mine:").all()
     assert json.loads((work / "data/served/served.json").read_text())["source"] == "system"
