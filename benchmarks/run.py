@@ -18,12 +18,12 @@ from benchmarks.common import MIRROR, ROOT, machine
 
 SIZES: dict[str, dict[str, Any]] = {
     "small": {"metrics": [1000], "metrics_repeats": 1,
-              "resolve": (1000, 10_000, [1, 2, 4], 1, 2),
+              "resolve": (1000, 10_000, [1, 2, 4], 1, 2, 2),
               "fetch": ["locomo"], "fetch_repeats": 1, "pdf_limit": 2, "pdf_repeats": 1,
               "dvc": ["locomo"], "dvc_repeats": 1, "ocr": (0, 2, 1), "uncertainty": (2000, 1),
               "scale": (20, 2, 2, 0, 50, [2])},
     "full": {"metrics": [10_000, 100_000], "metrics_repeats": 3,
-             "resolve": (100_000, 1_000_000, [1, 2, 4], 3, 10),
+             "resolve": (100_000, 1_000_000, [1, 2, 4], 3, 10, 3),
              "fetch": None, "fetch_repeats": 3, "pdf_limit": None, "pdf_repeats": 2,
              "dvc": ["mmlongbench", "locomo", "screenagent"], "dvc_repeats": 3, "ocr": (24, 24, 2),
              "uncertainty": (100_000, 2),
