@@ -21,7 +21,7 @@ from bench.reporting.plots import (
     threshold_curve,
     threshold_svg,
 )
-from bench.reporting.thumbnails import CorpusFiles
+from bench.reporting.thumbnails import CorpusFiles, pictures
 
 __all__ = ["DevReport", "dev_report"]
 
