@@ -154,7 +154,7 @@ SCHEMA: dict[str, Any] = {
 }
 #: run rows above which the evaluate and accept stages read the run block by block
 #: (bench.evaluation.blocks); measured in benchmarks/case_blocks.py, docs/scale.md
-IN_CORE_ROWS = 20_000_000
+IN_CORE_ROWS = 10_000_000
 #: top-level blocks every params.yaml must have
 REQUIRED = ("datasets", "fetch", "chunking", "system", "metrics")
 REQUIRED_IN = {"system": ("name",), "metrics": ("k",), "fetch": ("mirror_dirs",)}
