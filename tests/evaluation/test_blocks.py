@@ -104,7 +104,7 @@ def _duckdb(real: dict, inputs: EvalInputs, per_block: int, tmp_path: Path) -> t
     return replace(inputs, run=None, gold=None, source=source), source
 
 
-@pytest.mark.parametrize("variant", ["calibrated", "abstention"])
+@pytest.mark.parametrize("variant", ["calibrated", "abstention", "dev thresholds"])
 def test_one_block_many_blocks_and_duckdb_agree(real: dict, tmp_path: Path, variant: str) -> None:
     inputs, options = real["inputs"], real["options"]
     if variant == "abstention":  # the system abstains on every 3rd answered query: the abstention rule
@@ -112,11 +112,18 @@ def test_one_block_many_blocks_and_duckdb_agree(real: dict, tmp_path: Path, vari
         inputs, options = replace(inputs, responses=responses), replace(options, abstains=True)
     else:  # a system that never abstains: thresholds calibrated over all queries of a modality
         inputs = replace(inputs, responses=inputs.responses.assign(abstain=False))
+    if variant == "dev thresholds":  # the acceptance: the dev run's thresholds, no calibration
+        top1 = inputs.run.loc[inputs.run["rank"] == 1, ["query_id", "score"]]
+        modality = top1["query_id"].astype(str).map(lambda q: real["by_id"][q]["modality"])
+        options = replace(options, thresholds={str(m): float(g.median()) for m, g in top1["score"].groupby(modality)})
     one = _outputs(real, inputs, options)
     assert one["blocks"] == 1
     doc = json.loads(one["doc"])
     rule = doc["run"]["false_recall_rule"]["pdf"]["rule"]
     assert rule == ("abstention" if variant == "abstention" else "calibrated")
+    if variant == "dev thresholds":
+        assert options.thresholds is not None
+        assert doc["run"]["false_recall_rule"]["pdf"]["threshold_score"] == options.thresholds["pdf"]
     assert doc["ties"]["overall"]["queries_with_ties"] > 0
     assert one["per_query"]["failed"].sum() == 2 * FAILED_PER_KIND
     n = len(real["ids"])
