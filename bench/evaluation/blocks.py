@@ -146,7 +146,7 @@ class DuckDBBlocks:
     partitioned copy under ``temp_dir`` is removed on exit).
 
     ``prepare``: applied to every frame handed out (e.g. adding atom ids to atom codes).
-    ``query_column``, ``rank_column``: how rows are ordered inside a block."""
+    Run rows come in (query, rank) order, gold rows in query order."""
 
     def __init__(self, run_path: Path, gold_path: Path, per_block: int, *, temp_dir: Path | None = None,
                  memory_limit: str = "2GB", threads: int | None = None, prepare: Prepare | None = None) -> None:

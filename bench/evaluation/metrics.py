@@ -128,6 +128,11 @@ every duplicate check, sort, membership test and per-query reduction then runs i
 numpy on those codes (``np.bincount`` over query codes, pair keys
 ``query * n_atoms + atom``).  The run is sorted by (query, rank) only when it does
 not already come in that order.
+
+:func:`per_query` is :func:`query_block` (everything one query's own rows decide, run
+block by block over the entries by bench.evaluation.evaluate when the run is big)
+followed by :func:`finish_per_query` (the false-recall rules and the AUROC signal,
+which need every query of a modality), so one block and many give the same table.
 """
 
 from __future__ import annotations
