@@ -9,7 +9,7 @@ before it writes anything; nothing here reads files or the environment.
 
 Keys that other parts of the harness may add are known here already:
 `metrics.calibration_recall` (float in (0, 1]), `system.sandbox` (auto | required |
-off), `executor` (kind local | dask, address, workers) and `local_datasets`.
+off), `executor` (kind local | dask, address, workers, in_core_rows) and `local_datasets`.
 `metrics.strong_score` is gone: false recall no longer reads a score threshold, so the
 key is refused as unknown.
 
@@ -149,8 +149,12 @@ SCHEMA: dict[str, Any] = {
         "kind": choice("local", "dask"),
         "address": text(nullable=True),
         "workers": whole(1, nullable=True),
+        "in_core_rows": whole(1),
     },
 }
+#: run rows above which the evaluate and accept stages read the run block by block
+#: (bench.evaluation.blocks); measured in benchmarks/case_blocks.py, docs/scale.md
+IN_CORE_ROWS = 10_000_000
 #: top-level blocks every params.yaml must have
 REQUIRED = ("datasets", "fetch", "chunking", "system", "metrics")
 REQUIRED_IN = {"system": ("name",), "metrics": ("k",), "fetch": ("mirror_dirs",)}
@@ -184,10 +188,11 @@ def check_extraction(block: Any) -> dict[str, Any]:
 
 
 def check_executor(block: Any) -> dict[str, Any]:
-    """The `executor` block alone, with defaults filled in: {kind, address, workers}.
-    Not a DVC param of any stage: where work runs never changes a result."""
+    """The `executor` block alone, with defaults filled in: {kind, address, workers,
+    in_core_rows}. Not a DVC param of any stage: where work runs (and whether the run is
+    evaluated in one block or out of core) never changes a result."""
     _walk("executor", {} if block is None else block, SCHEMA["executor"])
-    return {"kind": "local", "address": None, "workers": None, **(block or {})}
+    return {"kind": "local", "address": None, "workers": None, "in_core_rows": IN_CORE_ROWS, **(block or {})}
 
 
 def chunking_schema(strategies: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:

@@ -21,20 +21,22 @@ SIZES: dict[str, dict[str, Any]] = {
               "resolve": (1000, 10_000, [1, 2, 4], 1, 2, 2),
               "fetch": ["locomo"], "fetch_repeats": 1, "pdf_limit": 2, "pdf_repeats": 1,
               "dvc": ["locomo"], "dvc_repeats": 1, "ocr": (0, 2, 1), "uncertainty": (2000, 1),
-              "scale": (20, 2, 2, 0, 50, [2])},
+              "scale": (20, 2, 2, 0, 50, [2]), "blocks": ([2000, 10_000], 100_000)},
     "full": {"metrics": [10_000, 100_000], "metrics_repeats": 3,
              "resolve": (100_000, 1_000_000, [1, 2, 4], 3, 10, 3),
              "fetch": None, "fetch_repeats": 3, "pdf_limit": None, "pdf_repeats": 2,
              "dvc": ["mmlongbench", "locomo", "screenagent"], "dvc_repeats": 3, "ocr": (24, 24, 2),
              "uncertainty": (100_000, 2),
-             "scale": (20, 16, 16, 8, 1000, [1, 2])},
+             "scale": (20, 16, 16, 8, 1000, [1, 2]), "blocks": ([10_000, 100_000, 300_000], 2_000_000)},
 }
-CASES = ("metrics", "resolve", "fetch", "pdf", "dvc", "ocr", "uncertainty", "scale")
+CASES = ("metrics", "resolve", "fetch", "pdf", "dvc", "ocr", "uncertainty", "scale", "blocks")
 
 
 def _fmt(x: float | None, unit: str = "s") -> str:
     if x is None:
         return "–"
+    if unit == "GiB":
+        return f"{x:.3f} GiB"
     if unit == "s":
         return f"{x * 1000:.2f} ms" if x < 0.1 else f"{x:.3f} s"
     return f"{x:.2f}"
@@ -60,7 +62,8 @@ def markdown(doc: dict) -> str:
             continue
         for f in figs:
             met = {True: "yes", False: "**no**", None: "–"}[f["met"]]
-            lines.append(f"| {case} | {f['name']} | {_fmt(f['ours_s'])} | {_fmt(f['reference_s'])} | "
+            unit = f.get("unit", "s")
+            lines.append(f"| {case} | {f['name']} | {_fmt(f['ours_s'], unit)} | {_fmt(f['reference_s'], unit)} | "
                          f"{_fmt(f['ratio'], '')} | {f['goal']} | {met} |")
     lines += ["", "References:", ""]
     for figs in doc["cases"].values():
@@ -135,6 +138,11 @@ def run(size: str, only: tuple[str, ...], out_dir: Path) -> dict:
             from benchmarks import case_scale
 
             doc["cases"][case] = case_scale.run_case(*cfg["scale"])
+        elif case == "blocks":
+            # (queries per size, run rows per block): peak RSS of the evaluation in core and out of core
+            from benchmarks import case_blocks
+
+            doc["cases"][case] = case_blocks.run_case(*cfg["blocks"])
         elif case == "dvc":
             if cfg["dvc"] is None:
                 doc["cases"][case] = {"skipped": f"size {size} (a cold dvc repro takes about a minute)"}

@@ -37,12 +37,14 @@ from bench.accept import (
 )
 from bench.annotations.splits import load_lock
 from bench.evaluation.atom_codes import load_served, served_ids, with_atom_ids
+from bench.evaluation.blocks import FrameBlocks, queries_per_block
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, select_gold_segments
 from bench.evaluation.placement import place_regions
 from bench.evaluation.resolve import resolve
 from bench.evaluation.retrieve import SYSTEM_COLUMNS, latency_percentiles, run_queries
 from bench.ingest.corpus import Manifest, load_segments
 from bench.io import LineError, sha256_file, write_json
+from bench.params import ParamsError, check_executor
 from bench.project.layout import (
     AUDIT,
     DEV_METRICS,
@@ -127,8 +129,16 @@ def main() -> None:
     gold = with_atom_ids(gold, served_ids(served))  # atom codes (rows of the served atoms) and their ids, as evaluate reads them
     # false recall: the dev run's rule; its calibrated thresholds are reused, never recalibrated on test
     abstains, thresholds = dev_thresholds(dev_doc)
+    # the evaluate stage's switch (params executor.in_core_rows): above it the run is evaluated
+    # block by block; the test run is in memory already, so its blocks are cut from its frames
+    try:
+        in_core_rows = check_executor(cfg.get("executor"))["in_core_rows"]
+    except ParamsError as exc:
+        fail(str(exc))
+    per_block = queries_per_block(len(ran.run), len(test), in_core_rows)
     inputs = EvalInputs(entries=test, run=ran.run, gold=gold, regions=regions, responses=ran.latency, failures=ran.failures,
-                        served=served, gold_segments=select_gold_segments(regions, [segments]), invalid=invalid, sha256=summary["sha256"])
+                        served=served, gold_segments=select_gold_segments(regions, [segments]), invalid=invalid, sha256=summary["sha256"],
+                        source=None if per_block is None else FrameBlocks(ran.run, gold, per_block))
     options = EvalOptions(k=k, bootstrap_resamples=int(cfg["metrics"].get("bootstrap_resamples", 1000)),
                           bootstrap_seed=int(cfg["metrics"].get("bootstrap_seed", 0)), abstains=abstains, thresholds=thresholds)
     description = RunDescription(

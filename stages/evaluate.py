@@ -6,6 +6,7 @@ as the acceptance stage) and writes the results."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import click
 import pandas as pd
 
 from bench.evaluation.atom_codes import load_served, served_ids, with_atom_ids
+from bench.evaluation.blocks import DuckDBBlocks, parquet_rows, queries_per_block
 from bench.evaluation.evaluate import (
     EvalInputs,
     EvalOptions,
@@ -24,18 +26,39 @@ from bench.evaluation.evaluate import (
 )
 from bench.ingest.corpus import Manifest
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
-from bench.project.layout import ATOMS, MANIFEST, REPORTS, RESOLVED, ROOT, RUNS, SEGMENTS, SERVED, SETS_DIR, STORE, VALID_DIR, read_json
+from bench.params import ParamsError, check_executor
+from bench.project.layout import (
+    ATOMS,
+    MANIFEST,
+    REPORTS,
+    RESOLVED,
+    ROOT,
+    RUNS,
+    SEGMENTS,
+    SERVED,
+    SETS_DIR,
+    STORE,
+    VALID_DIR,
+    fail,
+    read_json,
+)
 from bench.project.selection import local_datasets, params
 from bench.reporting.outputs import dev_report
 from bench.reporting.report import markdown
 from bench.reporting.thumbnails import CorpusFiles
 
+#: DuckDB's memory bound when the run is read out of core (it spills to a temporary folder beyond it)
+DUCKDB_MEMORY = "2GB"
+
 
 @click.command()
 def main() -> None:
     cfg = params()
+    try:
+        in_core_rows = check_executor(cfg.get("executor"))["in_core_rows"]  # not a DVC param: it never changes a result
+    except ParamsError as exc:
+        fail(str(exc))
     local_datasets()  # pictures of local data sets come from their files in data/corpus/
-    k = int(cfg["metrics"]["k"])
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
     invalid = [r for _, r in iter_jsonl(VALID_DIR / "invalid.jsonl")]
     summary = read_json(VALID_DIR / "summary.json")
@@ -45,10 +68,29 @@ def main() -> None:
     # run and gold name atoms by integer code (row of the served atoms, modalities in name
     # order: bench.evaluation.atom_codes); the ids are added for the reports
     table = served_ids(served)
+    run_path, gold_path = RUNS / "dev.parquet", RESOLVED / "gold.parquet"
+    run_rows = parquet_rows(run_path)
+    per_block = queries_per_block(run_rows, len(entries), in_core_rows)
+    with contextlib.ExitStack() as stack:
+        if per_block is None:  # in core: run and gold read whole, evaluated as one block
+            run, gold, source = with_atom_ids(pd.read_parquet(run_path), table), with_atom_ids(pd.read_parquet(gold_path), table), None
+        else:  # out of core: DuckDB hands the run and gold over one query block at a time
+            run, gold = None, None
+            source = stack.enter_context(DuckDBBlocks(run_path, gold_path, per_block, memory_limit=DUCKDB_MEMORY,
+                                                      prepare=lambda f: with_atom_ids(f, table)))
+        _evaluate(cfg, entries, invalid, summary, regions, system, served, run, gold, source)
+        if source is not None:
+            click.echo(f"evaluate: out of core: {run_rows} run rows > executor.in_core_rows {in_core_rows}: "
+                       f"{source.block_count} query blocks of <= {per_block} queries (DuckDB)", err=True)
+
+
+def _evaluate(cfg: dict, entries: list, invalid: list, summary: dict, regions: pd.DataFrame, system: dict, served: dict,
+              run: pd.DataFrame | None, gold: pd.DataFrame | None, source: DuckDBBlocks | None) -> None:
+    k = int(cfg["metrics"]["k"])
     inputs = EvalInputs(
         entries=entries,
-        run=with_atom_ids(pd.read_parquet(RUNS / "dev.parquet"), table),
-        gold=with_atom_ids(pd.read_parquet(RESOLVED / "gold.parquet"), table),
+        run=run,
+        gold=gold,
         regions=regions,
         responses=pd.read_parquet(RUNS / "latency.parquet"),
         failures=pd.read_parquet(RUNS / "failures.parquet") if (RUNS / "failures.parquet").exists() else no_failures(),
@@ -56,6 +98,7 @@ def main() -> None:
         gold_segments=gold_segments(regions, SEGMENTS),
         invalid=invalid,
         sha256=summary["sha256"],
+        source=source,
     )
     # false recall: the system's own abstention, else a threshold calibrated on these dev entries
     options = EvalOptions(

@@ -18,6 +18,7 @@ def test_suite_small_writes_both_reports(tmp_path) -> None:
     assert figures and all(keys <= set(f) for f in figures)
     metrics = on_disk["cases"]["metrics"]
     assert any(f["agreement_with_pytrec_eval"]["equal"] for f in metrics)
+    assert all(f["equal_results"] and f["out_of_core_blocks"] > 1 for f in on_disk["cases"]["blocks"])  # in core == out of core
     resolve_ref = on_disk["cases"]["resolve"][0]
     assert resolve_ref["identical"] is True
     md = (tmp_path / "perf.md").read_text()

@@ -86,6 +86,7 @@ def test_other_values_refused():
         "metrics.calibration_recall": (0.0, "metrics.calibration_recall: must be > 0"),
         "fetch.download": ("sometimes", "fetch.download: must be one of"),
         "executor.kind": ("ray", "executor.kind: must be one of ['local', 'dask']"),
+        "executor.in_core_rows": (0, "executor.in_core_rows: must be >= 1"),
         "datasets": (["mmlongbench", "locomoo"], "datasets: unknown data set 'locomoo' (did you mean 'locomo'?)"),
     }
     for key, (value, message) in cases.items():
@@ -98,6 +99,18 @@ def test_keys_other_engineers_add_are_known():
     doc = with_("executor", {"kind": "dask", "address": "tcp://127.0.0.1:8786", "workers": 2}, doc)
     doc = with_("local_datasets", [], doc)
     assert check(doc) is doc
+
+
+def test_check_executor_fills_in_core_rows():
+    """executor.in_core_rows: checked alone (not a DVC param), defaulted when absent."""
+    from bench.params import IN_CORE_ROWS, check_executor
+
+    assert check_executor(None) == {"kind": "local", "address": None, "workers": None, "in_core_rows": IN_CORE_ROWS}
+    assert check_executor({"in_core_rows": 1000})["in_core_rows"] == 1000
+    assert check_executor(real()["executor"])["in_core_rows"] == real()["executor"]["in_core_rows"]
+    for bad, message in ((2.5, "must be a whole number"), (True, "must be a whole number"), (0, "must be >= 1")):
+        with pytest.raises(ParamsError, match=rf"params.yaml: executor.in_core_rows: {message}"):
+            check_executor({"in_core_rows": bad})
 
 
 def test_strong_score_is_gone():

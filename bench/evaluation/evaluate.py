@@ -18,14 +18,16 @@ from typing import Any
 
 import pandas as pd
 
+from bench.evaluation.blocks import BlockSource, FrameBlocks
 from bench.evaluation.catalogue import measures
 from bench.evaluation.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
-from bench.evaluation.metrics import aggregate, false_recall_rules, per_query
+from bench.evaluation.metrics import aggregate, false_recall_rules, finish_per_query, query_block
 from bench.evaluation.uncertainty import add_intervals
 from bench.ingest.store import segment_files
 from bench.reporting.report import metrics_document
 
-__all__ = ["EvalInputs", "EvalOptions", "EvalResult", "RunDescription", "entries_frame", "evaluate", "failure_summary",
+__all__ = ["EvalInputs", "EvalOptions", "EvalResult", "RunDescription", "curve_hits", "entries_frame", "evaluate", "evaluate_block",
+           "failure_summary",
            "gold_segments", "no_failures", "select_gold_segments", "per_query_table"]
 
 #: atom columns per_query reads (who holds an atom and when it was observed)
@@ -39,8 +41,8 @@ class EvalInputs:
     """What one run over the valid entries of a split produced."""
 
     entries: list[dict[str, Any]]  # valid entries (schema b-2 rows)
-    run: pd.DataFrame  # query_id, atom_id, rank, score
-    gold: pd.DataFrame  # resolved gold: query_id, gold_idx, atom_id
+    run: pd.DataFrame | None  # query_id, atom_id, rank, score (None: read block by block from `source`)
+    gold: pd.DataFrame | None  # resolved gold: query_id, gold_idx, atom_id (None: from `source`)
     regions: pd.DataFrame  # resolved regions (bench.evaluation.resolve)
     responses: pd.DataFrame  # query_id, latency_ms, abstain, confidence of every answered query
     failures: pd.DataFrame  # query_id, kind (timeout, crash) of every failed query
@@ -48,6 +50,15 @@ class EvalInputs:
     gold_segments: dict[str, pd.DataFrame]  # source_id -> segments of the gold sources (pictures in the reports only)
     invalid: list[dict[str, Any]]  # invalid entries of the split (counted apart)
     sha256: dict[str, Any]  # manifest, sets and split lock the run used
+    #: where run and gold are read block by block (bench.evaluation.blocks); None: `run` and `gold` as one block
+    source: BlockSource | None = None
+
+    def blocks(self) -> BlockSource:
+        if self.source is not None:
+            return self.source
+        if self.run is None or self.gold is None:
+            raise ValueError("EvalInputs needs run and gold, or a source")
+        return FrameBlocks(self.run, self.gold)
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,10 @@ class EvalResult:
     full: pd.DataFrame  # + chunk-fair columns, tied@k, latency_ms
     atom_extents: pd.DataFrame
     region_extents: pd.DataFrame
+    #: every run row that hits a gold atom, joined to its gold rows (query_id, gold_idx, atom_id, rank, score),
+    #: failed queries left out: what the recall and threshold curves read of the run (O(gold rows))
+    hits: pd.DataFrame
+    blocks: int = 1  # query blocks the run was read in
 
 
 def entries_frame(entries: list[dict[str, Any]], regions: pd.DataFrame) -> pd.DataFrame:
@@ -140,22 +155,30 @@ def _run_block(d: RunDescription, options: EvalOptions, pq: pd.DataFrame, ent: p
 
 def evaluate(inputs: EvalInputs, options: EvalOptions, description: RunDescription) -> EvalResult:
     """Per-query metrics, chunk-fair metrics and ties, every catalogue cell per modality and
-    overall with its 95% interval, and the metrics document (README, *Metrics*)."""
+    overall with its 95% interval, and the metrics document (README, *Metrics*).
+
+    The run and gold are read one query block at a time (``inputs.blocks()``: one block
+    when they are in memory); each block gives its queries' per-query columns
+    (:func:`evaluate_block`), and what needs every query -- the false-recall calibration,
+    the AUROC signal, the cells and their intervals -- runs once on those O(queries) rows.
+    So an evaluation in one block and one in many give the same result."""
     k = int(options.k)
-    ent = entries_frame(inputs.entries, inputs.regions)
+    ent = entries_frame(inputs.entries, inputs.regions).sort_values("query_id", kind="stable").reset_index(drop=True)
     # failed queries (timeout, crash) stay in every denominator and count as the worst case
     # (bench.evaluation.catalogue: 0 for ranking metrics, 1 for false recall and abstention)
     failed = inputs.failures["query_id"].astype(str).tolist()
     # row i = atom code i (bench.evaluation.atom_codes: modalities in name order)
     atoms = pd.concat([inputs.served[m][ATOM_COLUMNS] for m in sorted(inputs.served)], ignore_index=True)
-    pq = per_query(ent, inputs.run, inputs.gold, atoms, k=k, failed=failed, responses=inputs.responses,
-                   abstains=options.abstains, calibration_recall=options.calibration_recall, thresholds=options.thresholds)
-    cells = aggregate(pq, inputs.responses, failed, k=k)
-
     aext = atom_extents(inputs.served)
     rext = region_extents(inputs.regions)  # placed once by resolve (bench.evaluation.placement): no decoding here
-    fair = per_query_fair(ent, inputs.run, inputs.gold, rext, aext, k=k, failed=failed)
-    ties = tied_positions(inputs.run, k)
+    source = inputs.blocks()
+    parts = [evaluate_block(ent.iloc[b.start:b.stop], b.run, b.gold, atoms, aext, rext, k=k, failed=failed, responses=inputs.responses)
+             for b in source.blocks(ent["query_id"].astype(str).tolist())]
+    pq = finish_per_query(_concat([p[0] for p in parts]), k=k, abstains=options.abstains,
+                          calibration_recall=options.calibration_recall, thresholds=options.thresholds)
+    fair, ties, hits = (_concat([p[i] for p in parts]) for i in (1, 2, 3))
+    cells = aggregate(pq, inputs.responses, failed, k=k)
+
     full = pq.merge(fair, on="query_id", how="left").merge(ties, on="query_id", how="left")
     full[f"tied@{k}"] = full[f"tied@{k}"].fillna(0).astype(int)
     latency = inputs.responses
@@ -173,7 +196,31 @@ def evaluate(inputs: EvalInputs, options: EvalOptions, description: RunDescripti
         tie_summary[str(m)] = {"tied_positions": int(t.sum()), "queries_with_ties": int((t > 0).sum()), "queries": int(len(t))}
     doc = metrics_document(report, inputs.invalid, inputs.sha256, _run_block(description, options, pq, ent, inputs.failures))
     doc.update({"atom_stats": atom_statistics(aext, inputs.regions), "ties": tie_summary})
-    return EvalResult(doc, pq, full, aext, rext)
+    return EvalResult(doc, pq, full, aext, rext, hits, source.block_count)
+
+
+def evaluate_block(ent: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, atoms: pd.DataFrame, aext: pd.DataFrame,
+                   rext: pd.DataFrame, *, k: int, failed: list[str], responses: pd.DataFrame) -> tuple[pd.DataFrame, ...]:
+    """The per-query work of one block of entries (``ent``: :func:`entries_frame` rows) and
+    its run and gold rows: (metrics.query_block rows, chunk-fair rows, ties, curve hits)."""
+    part = query_block(ent, run, gold, atoms, k=k, failed=failed, responses=responses)
+    fair = per_query_fair(ent, run, gold, rext, aext, k=k, failed=failed)
+    ties = tied_positions(run, k)
+    return part, fair, ties, curve_hits(run, gold, failed)
+
+
+def curve_hits(run: pd.DataFrame, gold: pd.DataFrame, failed: list[str]) -> pd.DataFrame:
+    """Gold rows joined to the run rows of the same (query, atom), failed queries left out:
+    query_id, gold_idx, atom_id, rank, score (bench.reporting.plots' curves read only these)."""
+    r = run[["query_id", "atom_id", "rank", "score"]].astype({"query_id": str, "atom_id": str})
+    r = r.loc[~r["query_id"].isin(set(failed))]
+    g = gold[["query_id", "gold_idx", "atom_id"]].astype({"query_id": str, "atom_id": str})
+    return g.merge(r, on=["query_id", "atom_id"])
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Block frames in block order (one block: itself, untouched)."""
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 def per_query_table(full: pd.DataFrame, k: int) -> pd.DataFrame:

@@ -212,17 +212,20 @@ def per_query_fair(
     cols = ["gold_extent", f"covered@{k}", f"retrieved_extent@{k}", *fair_keys(k)]
     out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=cols)
 
-    aext = atom_ext.set_index("atom_id")
+    # top-k atoms in rank order per query, whatever order the rows come in (a block of a run read out of core)
+    top = run.loc[run["rank"].astype(int) <= k, ["query_id", "atom_id", "rank"]].astype({"query_id": str, "atom_id": str})
+    top = top.loc[top["query_id"].isin(qids)].sort_values(["query_id", "rank"], kind="stable")
+    top_by_q = top.groupby("query_id", sort=False)["atom_id"].agg(list).to_dict()
+    gold_s = gold.assign(query_id=gold["query_id"].astype(str), atom_id=gold["atom_id"].astype(str))
+    gold_s = gold_s.loc[gold_s["query_id"].isin(qids)]
+    gold_by_q = gold_s.groupby("query_id", sort=False)["atom_id"].agg(lambda s: sorted(set(s))).to_dict()
+    # only the atoms these queries name: a lookup over every atom would cost O(atoms) per block
+    aext = atom_ext.loc[atom_ext["atom_id"].astype(str).isin(set(top["atom_id"]) | set(gold_s["atom_id"]))].set_index("atom_id")
     apos = {a: i for i, a in enumerate(aext.index)}
     aspace = list(zip(aext["source_id"].tolist(), aext["part"].tolist(), strict=True))
     aboxes = aext[BOX].to_numpy(float)
     aarea = aext["extent"].to_numpy(float)
-
-    top = run.loc[run["rank"].astype(int) <= k, ["query_id", "atom_id"]].astype(str)
-    top_by_q = top.groupby("query_id", sort=False)["atom_id"].agg(list).to_dict()
-    gold_by_q = gold.assign(query_id=gold["query_id"].astype(str), atom_id=gold["atom_id"].astype(str)).groupby(
-        "query_id", sort=False)["atom_id"].agg(lambda s: sorted(set(s))).to_dict()
-    reg = region_ext.dropna(subset=BOX)
+    reg = region_ext.loc[region_ext["query_id"].astype(str).isin(qids)].dropna(subset=BOX)
     reg_by_q: dict[str, list[tuple[Any, np.ndarray]]] = {}
     for q, s, p, b in zip(reg["query_id"].astype(str), reg["source_id"].astype(str), reg["part"].astype(str),
                           reg[BOX].to_numpy(float), strict=True):

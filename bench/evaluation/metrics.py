@@ -128,6 +128,11 @@ every duplicate check, sort, membership test and per-query reduction then runs i
 numpy on those codes (``np.bincount`` over query codes, pair keys
 ``query * n_atoms + atom``).  The run is sorted by (query, rank) only when it does
 not already come in that order.
+
+:func:`per_query` is :func:`query_block` (everything one query's own rows decide, run
+block by block over the entries by bench.evaluation.evaluate when the run is big)
+followed by :func:`finish_per_query` (the false-recall rules and the AUROC signal,
+which need every query of a modality), so one block and many give the same table.
 """
 
 from __future__ import annotations
@@ -145,7 +150,8 @@ import pyarrow.compute as pc
 
 from bench.evaluation.catalogue import Measure, counted, in_denominator, measures
 
-__all__ = ["FalseRecallRule", "aggregate", "auroc_codes", "auroc_from_codes", "calibrate", "false_recall_rules", "group_cells", "metric_keys", "per_query"]
+__all__ = ["FalseRecallRule", "aggregate", "auroc_codes", "auroc_from_codes", "calibrate", "false_recall_rules", "finish_per_query",
+           "group_cells", "metric_keys", "per_query", "query_block"]
 
 ENTRY_COLUMNS = ("query_id", "modality", "unanswerable", "as_of", "holder", "n_regions")
 RUN_COLUMNS = ("query_id", "rank", "score")  # and atom_id or atom
@@ -614,10 +620,10 @@ def calibrate(top1: np.ndarray, share: float) -> FalseRecallRule:
 
 
 def _rules(
-    ent: _Entries, top1: np.ndarray, abstains: bool, share: float, thresholds: dict[str, float | None] | None
+    mods: np.ndarray, unanswerable: np.ndarray, failed: np.ndarray, top1: np.ndarray, abstains: bool, share: float,
+    thresholds: dict[str, float | None] | None,
 ) -> dict[str, FalseRecallRule]:
-    mods = ent.frame["modality"].to_numpy()
-    answerable = ~ent.frame["unanswerable"].to_numpy() & ~ent.failed
+    answerable = ~unanswerable & ~failed
     rules = {}
     for m in sorted(set(mods)):
         in_mod = mods == m
@@ -629,19 +635,18 @@ def _rules(
                 rules[m] = FalseRecallRule(NOT_MEASURABLE, reason=f"the dev run has no calibrated threshold for {m}")
             else:
                 vals = top1[in_mod & answerable]
-                n_ans = int((in_mod & ~ent.frame["unanswerable"].to_numpy()).sum())
+                n_ans = int((in_mod & ~unanswerable).sum())
                 rules[m] = FalseRecallRule(CALIBRATED, float(t), kept=int(reaches(vals, float(t)).sum()), answerable=n_ans, calibrated_on="the dev run")
         else:
-            in_den = in_mod & ~ent.frame["unanswerable"].to_numpy()
-            rules[m] = calibrate(np.where(ent.failed[in_den], np.nan, top1[in_den]), share)
+            in_den = in_mod & ~unanswerable
+            rules[m] = calibrate(np.where(failed[in_den], np.nan, top1[in_den]), share)
     return rules
 
 
 def _false_recall(
-    ent: _Entries, n_returned: np.ndarray, top1: np.ndarray, abstained: np.ndarray, rules: dict[str, FalseRecallRule]
+    mods: np.ndarray, n_returned: np.ndarray, top1: np.ndarray, abstained: np.ndarray, rules: dict[str, FalseRecallRule]
 ) -> dict[str, np.ndarray]:
-    mods = ent.frame["modality"].to_numpy()
-    n = len(ent.ids)
+    n = len(mods)
     fr = np.full(n, np.nan)
     rule = np.empty(n, dtype=object)
     threshold = np.full(n, np.nan)
@@ -749,7 +754,29 @@ def per_query(
     See the module docstring for definitions.  Not-applicable metrics are NaN
     (answerable-only metrics on unanswerable entries and vice versa); every metric
     of a failed query is NaN as well, and its ``failed`` column is True.
+
+    The same as :func:`finish_per_query` over :func:`query_block` of all entries: a
+    block-wise evaluation (bench.evaluation.evaluate) calls the two apart.
     """
+    block = query_block(entries, run, gold, atoms, k=k, failed=failed, responses=responses)
+    return finish_per_query(block, k=k, abstains=abstains, calibration_recall=calibration_recall, thresholds=thresholds)
+
+
+def query_block(
+    entries: pd.DataFrame,
+    run: pd.DataFrame,
+    gold: pd.DataFrame,
+    atoms: pd.DataFrame,
+    *,
+    k: int = 10,
+    failed: Failed = None,
+    responses: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The per-query part of :func:`per_query` for a block of entries: every column that
+    depends on one query's own rows only (ranking, returned, leak, abstained as bool,
+    confidence). ``run`` and ``gold`` may hold rows of other queries (they are ignored).
+    Blocks of disjoint entries, concatenated in query_id order, give
+    :func:`finish_per_query` what one block of all entries gives it."""
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise ValueError("k must be a positive int")
     k = int(k)
@@ -766,13 +793,7 @@ def per_query(
     gold_codes = gold_given if gold_given is not None else next(found)
     ran = _prep_run(run, run_atoms, run_codes, ent, atm)
     gld = _prep_gold(gold, gold_codes, ent, len(atm.observed_at) if gold_given is not None else None)
-    returned = _returned_metrics(ran, ent)
     abstained, confidence = _responses(responses, ent)
-    abstained &= ~ent.failed
-    declared = bool(abstains) or bool(abstained.any())
-    rules = _rules(ent, returned["top1_score"], declared, float(calibration_recall), thresholds)
-    separation, signal = _separation(returned["top1_score"], confidence, ent.failed)
-
     frame = ent.frame
     columns: dict[str, Any] = {
         "modality": frame["modality"],
@@ -780,23 +801,62 @@ def per_query(
         "failed": ent.failed,
         "n_regions": frame["n_regions"],
         **_ranking_metrics(ran, gld, ent, k),
-        **returned,
-        **_false_recall(ent, returned["n_returned"], returned["top1_score"], abstained, rules),
+        **_returned_metrics(ran, ent),
+        "abstained": abstained & ~ent.failed,
+        "confidence": confidence,
+        **_leak_metrics(ran, ent, atm, k),
+    }
+    return pd.DataFrame(columns, index=frame.index).rename_axis("query_id").reset_index()
+
+
+def finish_per_query(
+    blocks: pd.DataFrame,
+    *,
+    k: int = 10,
+    abstains: bool = False,
+    calibration_recall: float = 0.9,
+    thresholds: dict[str, float | None] | None = None,
+) -> pd.DataFrame:
+    """:func:`per_query`'s table from :func:`query_block` rows of all entries (sorted by
+    query_id): the steps that need every query -- the false-recall rules (calibration
+    over a modality's answerable entries), the AUROC signal -- and the NaN masks."""
+    k = int(k)
+    blocks = blocks.reset_index(drop=True)
+    mods = blocks["modality"].to_numpy()
+    unans = blocks["unanswerable"].to_numpy(dtype=bool)
+    failed = blocks["failed"].to_numpy(dtype=bool)
+    top1 = blocks["top1_score"].to_numpy(dtype=float)
+    abstained = blocks["abstained"].to_numpy(dtype=bool)
+    confidence = blocks["confidence"].to_numpy(dtype=float)
+    declared = bool(abstains) or bool(abstained.any())
+    rules = _rules(mods, unans, failed, top1, declared, float(calibration_recall), thresholds)
+    separation, signal = _separation(top1, confidence, failed)
+    ranking = ("n_gold_atoms", "first_hit_rank", f"recall@{k}", f"atom_recall@{k}", "mrr", f"ndcg@{k}")
+    columns: dict[str, Any] = {
+        "query_id": blocks["query_id"],
+        "modality": blocks["modality"],
+        "unanswerable": blocks["unanswerable"],
+        "failed": failed,
+        "n_regions": blocks["n_regions"],
+        **{c: blocks[c].to_numpy() for c in ranking},
+        "n_returned": blocks["n_returned"].to_numpy(),
+        "top1_score": top1,
+        **_false_recall(mods, blocks["n_returned"].to_numpy(), top1, abstained, rules),
         "abstained": abstained.astype(float),
         "confidence": confidence,
         "separation": separation,
         "separation_signal": signal,
-        **_leak_metrics(ran, ent, atm, k),
+        "temporal_ok": blocks["temporal_ok"].to_numpy(),
+        "holder_ok": blocks["holder_ok"].to_numpy(),
     }
-    unans = frame["unanswerable"].to_numpy()
     for col in (f"recall@{k}", f"atom_recall@{k}", "mrr", f"ndcg@{k}", "abstained"):
         columns[col] = np.where(unans, np.nan, columns[col])
     columns["false_recall"] = np.where(unans, columns["false_recall"], np.nan)
     for col in metric_keys(k).values():
-        columns[col] = np.where(ent.failed, np.nan, columns[col])
+        columns[col] = np.where(failed, np.nan, columns[col])
     for col in ("top1_score", "confidence"):
-        columns[col] = np.where(ent.failed, np.nan, columns[col])
-    return pd.DataFrame(columns, index=frame.index).rename_axis("query_id").reset_index()
+        columns[col] = np.where(failed, np.nan, columns[col])
+    return pd.DataFrame(columns).reset_index(drop=True)
 
 
 def false_recall_rules(per_query_df: pd.DataFrame) -> dict[str, dict[str, Any]]:

@@ -40,8 +40,11 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
     params metrics.calibration_recall (marked on the threshold figure); ``corpus``: where
     the pictures of gold sources are read from."""
     doc, full = result.document, result.full
-    curve = recall_curve(full, inputs.run, inputs.gold, max_k=max_k)
-    thresholds = threshold_curve(full, inputs.run, inputs.gold, k)
+    # the curves read only the run rows that hit a gold atom (collected block by block by the evaluation)
+    hit_run = result.hits[["query_id", "atom_id", "rank", "score"]].drop_duplicates(["query_id", "atom_id"])
+    hit_gold = result.hits[["query_id", "gold_idx", "atom_id"]]
+    curve = recall_curve(full, hit_run, hit_gold, max_k=max_k)
+    thresholds = threshold_curve(full, hit_run, hit_gold, k)
     lat = latency_quantiles(full)
     points = fair_points(doc, k)
     plots = {
@@ -59,9 +62,23 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
     }
     atoms_info = pd.concat([a[["atom_id", "source_id", "text", "extent"]] for a in inputs.served.values()], ignore_index=True)
     atoms_info = atoms_info.merge(result.atom_extents[["atom_id", "extent"]].rename(columns={"extent": "amount"}), on="atom_id", how="left")
-    drill = drilldown(inputs.entries, full, inputs.run, inputs.gold, result.region_extents, inputs.regions, atoms_info, k=k)
+    # the drill-down's queries are chosen from the per-query table alone; then only their run and gold rows are read
+    source = inputs.blocks()
+    shown = drilldown(inputs.entries, full, _no_rows(RUN_COLS), _no_rows(GOLD_COLS), result.region_extents, inputs.regions,
+                      atoms_info.iloc[:0], k=k)
+    wanted = [q["query_id"] for m in shown["modalities"].values() for q in m["queries"]]
+    run, gold = source.rows_of(wanted)
+    drill = drilldown(inputs.entries, full, run, gold, result.region_extents, inputs.regions, atoms_info, k=k)
     pics = pictures(drill, corpus, inputs.gold_segments)
     return DevReport(plots, render(doc, figures, drill, pictures=pics))
+
+
+RUN_COLS = ("query_id", "atom_id", "rank", "score")
+GOLD_COLS = ("query_id", "gold_idx", "atom_id")
+
+
+def _no_rows(columns: tuple[str, ...]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=float if c == "score" else int if c in ("rank", "gold_idx") else str) for c in columns})
 
 
 def _wide(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:

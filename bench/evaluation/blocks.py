@@ -1,0 +1,247 @@
+"""A run and its resolved gold, handed to the evaluation one *query block* at a time.
+
+A block is a run of consecutive entries in query_id order (positions ``start`` to
+``stop`` of the sorted entry ids) with every run and gold row of those queries. The
+evaluation (bench.evaluation.evaluate) computes the per-query columns block by block
+and the cross-query steps once, on O(queries) per-query frames.
+
+Two sources:
+
+* :class:`FrameBlocks` -- run and gold already in memory (the in-core evaluation: one
+  block; the acceptance run: blocks cut from its frames).
+* :class:`DuckDBBlocks` -- run and gold as Parquet files too big to read into pandas.
+  DuckDB (bounded by ``memory_limit``, spilling to ``temp_dir``) gives every row its
+  query's block number in one pass and writes the rows partitioned by block under
+  ``temp_dir``; each block is then read back alone, in (query, rank) order.
+
+:func:`queries_per_block` sizes the blocks from the run's row count and the
+``executor.in_core_rows`` threshold (the stage passes it; nothing here reads params).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Block", "BlockSource", "DuckDBBlocks", "FrameBlocks", "block_bounds", "parquet_rows", "queries_per_block"]
+
+#: the name under which a row's query position travels through DuckDB (dropped on reading)
+_POS = "_bench_query_pos"
+_BLOCK = "_bench_block"
+
+Prepare = Callable[[pd.DataFrame], pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class Block:
+    """Entries ``start`` to ``stop`` (positions in the sorted query ids) and their rows."""
+
+    start: int
+    stop: int
+    run: pd.DataFrame
+    gold: pd.DataFrame
+
+
+class BlockSource(Protocol):
+    """Where the evaluation reads a run and its gold from."""
+
+    def blocks(self, queries: Sequence[str]) -> Iterator[Block]:
+        """Blocks of `queries` (the entries' query ids, sorted), in order, covering them all."""
+        ...
+
+    def rows_of(self, queries: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(run rows, gold rows) of the given queries only (the drill-down's)."""
+        ...
+
+    @property
+    def block_count(self) -> int:
+        """Blocks handed out by the last :meth:`blocks` (0 before)."""
+        ...
+
+
+def queries_per_block(run_rows: int, n_queries: int, in_core_rows: int) -> int | None:
+    """Queries per block so that a block holds about `in_core_rows` run rows; None (one
+    block, in memory) when the whole run has no more than `in_core_rows` rows."""
+    if in_core_rows < 1:
+        raise ValueError("in_core_rows must be >= 1")
+    if run_rows <= in_core_rows or n_queries <= 1:
+        return None
+    per_query = run_rows / n_queries
+    return max(1, math.floor(in_core_rows / per_query))
+
+
+def block_bounds(n_queries: int, per_block: int | None) -> list[tuple[int, int]]:
+    """(start, stop) of every block; one block of all queries when `per_block` is None."""
+    if per_block is None or n_queries == 0:
+        return [(0, n_queries)]
+    return [(s, min(s + per_block, n_queries)) for s in range(0, n_queries, per_block)]
+
+
+def parquet_rows(path: Path) -> int:
+    """Rows of a Parquet file, from its footer (nothing else is read)."""
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(path).metadata.num_rows)
+
+
+def _positions(column: pd.Series, queries: Sequence[str]) -> np.ndarray:
+    """Position of every row's query id among `queries` (sorted); -1 where absent."""
+    index = pd.Index(list(queries))
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        pos = index.get_indexer(column.cat.categories.astype(str))
+        codes = column.cat.codes.to_numpy()
+        return np.where(codes >= 0, pos[codes] if len(pos) else -1, -1)
+    return index.get_indexer(column.astype(str))
+
+
+class FrameBlocks:
+    """Blocks cut from a run and gold held in memory (rows keep their order)."""
+
+    def __init__(self, run: pd.DataFrame, gold: pd.DataFrame, per_block: int | None = None) -> None:
+        self.run, self.gold, self.per_block = run, gold, per_block
+        self._count = 0
+
+    @property
+    def block_count(self) -> int:
+        return self._count
+
+    def blocks(self, queries: Sequence[str]) -> Iterator[Block]:
+        bounds = block_bounds(len(queries), self.per_block)
+        self._count = 0
+        if len(bounds) == 1:  # the in-core evaluation: the frames as they are
+            self._count = 1
+            yield Block(0, len(queries), self.run, self.gold)
+            return
+        run_block = _positions(self.run["query_id"], queries) // int(self.per_block or 1)
+        gold_block = _positions(self.gold["query_id"], queries) // int(self.per_block or 1)
+        run_rows = _group_rows(run_block, len(bounds))
+        gold_rows = _group_rows(gold_block, len(bounds))
+        for b, (start, stop) in enumerate(bounds):
+            self._count += 1
+            yield Block(start, stop, self.run.iloc[run_rows[b]], self.gold.iloc[gold_rows[b]])
+
+    def rows_of(self, queries: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        wanted = set(map(str, queries))
+        return (self.run.loc[self.run["query_id"].astype(str).isin(wanted)],
+                self.gold.loc[self.gold["query_id"].astype(str).isin(wanted)])
+
+
+def _group_rows(block: np.ndarray, n_blocks: int) -> list[np.ndarray]:
+    """Row numbers per block (in row order); rows of no block (-1: not an entry) dropped."""
+    order = np.argsort(block, kind="stable")
+    cuts = np.searchsorted(block[order], np.arange(n_blocks + 1))
+    return [order[cuts[b]:cuts[b + 1]] for b in range(n_blocks)]
+
+
+class DuckDBBlocks:
+    """Blocks of a run and gold read out of core by DuckDB; a context manager (the
+    partitioned copy under ``temp_dir`` is removed on exit).
+
+    ``prepare``: applied to every frame handed out (e.g. adding atom ids to atom codes).
+    Run rows come in (query, rank) order, gold rows in query order."""
+
+    def __init__(self, run_path: Path, gold_path: Path, per_block: int, *, temp_dir: Path | None = None,
+                 memory_limit: str = "2GB", threads: int | None = None, prepare: Prepare | None = None) -> None:
+        if per_block < 1:
+            raise ValueError("per_block must be >= 1")
+        self.run_path, self.gold_path, self.per_block = Path(run_path), Path(gold_path), int(per_block)
+        self.memory_limit, self.threads = memory_limit, threads
+        self.prepare = prepare or (lambda f: f)
+        self._parent = temp_dir
+        self._dir: Path | None = None
+        self._count = 0
+
+    def __enter__(self) -> DuckDBBlocks:
+        if self._parent is not None:
+            self._parent.mkdir(parents=True, exist_ok=True)
+        self._dir = Path(tempfile.mkdtemp(prefix="eval-blocks-", dir=self._parent))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    @property
+    def block_count(self) -> int:
+        return self._count
+
+    def _connect(self) -> Any:
+        import duckdb
+
+        if self._dir is None:
+            raise RuntimeError("DuckDBBlocks is used outside its `with` block")
+        con = duckdb.connect(config={"memory_limit": self.memory_limit, "temp_directory": str(self._dir / "spill"),
+                                     "preserve_insertion_order": False, **({"threads": self.threads} if self.threads else {})})
+        return con
+
+    def blocks(self, queries: Sequence[str]) -> Iterator[Block]:
+        bounds = block_bounds(len(queries), self.per_block)
+        self._count = 0
+        con = self._connect()
+        try:
+            con.register("bench_queries", pd.DataFrame({"query_id": pd.Series(list(queries), dtype=object),
+                                                        _POS: np.arange(len(queries), dtype=np.int64)}))
+            parts = {}
+            for name, path in (("run", self.run_path), ("gold", self.gold_path)):
+                out = self._dir / name  # type: ignore[operator]
+                # one pass: every row gets its query's position and block; rows of no entry are dropped
+                con.execute(
+                    f"COPY (SELECT r.*, q.{_POS}, q.{_POS} // {self.per_block} AS {_BLOCK} "
+                    f"FROM read_parquet(?) r JOIN bench_queries q ON CAST(r.query_id AS VARCHAR) = q.query_id) "
+                    f"TO '{_sql_path(out)}' (FORMAT parquet, PARTITION_BY ({_BLOCK}))", [str(path)])
+                empty = con.execute("SELECT * FROM read_parquet(?) LIMIT 0", [str(path)]).df()
+                parts[name] = (out, empty)
+            for b, (start, stop) in enumerate(bounds):
+                frames = [self._read(con, out, b, empty, queries[start:stop], order)
+                          for (out, empty), order in ((parts["run"], ", rank"), (parts["gold"], ""))]
+                self._count += 1
+                yield Block(start, stop, self.prepare(frames[0]), self.prepare(frames[1]))
+        finally:
+            con.close()
+
+    def _read(self, con: Any, out: Path, b: int, empty: pd.DataFrame, queries: Sequence[str], order: str) -> pd.DataFrame:
+        folder = out / f"{_BLOCK}={b}"
+        if folder.is_dir():
+            frame = con.execute(f"SELECT * EXCLUDE ({_POS}) FROM read_parquet(?, hive_partitioning = false) "
+                                f"ORDER BY {_POS}{order}", [str(folder / "*.parquet")]).df()
+            if _BLOCK in frame.columns:
+                frame = frame.drop(columns=_BLOCK)
+        else:
+            frame = empty
+        return _like(frame, empty, queries)
+
+    def rows_of(self, queries: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        con = self._connect()
+        try:
+            wanted = sorted(set(map(str, queries)))
+            con.register("bench_wanted", pd.DataFrame({"query_id": pd.Series(wanted, dtype=object)}))
+            frames = []
+            for path, order in ((self.run_path, ", rank"), (self.gold_path, "")):
+                frame = con.execute("SELECT r.* FROM read_parquet(?) r SEMI JOIN bench_wanted w ON CAST(r.query_id AS VARCHAR) = w.query_id "
+                                    f"ORDER BY CAST(r.query_id AS VARCHAR){order}", [str(path)]).df()
+                empty = con.execute("SELECT * FROM read_parquet(?) LIMIT 0", [str(path)]).df()
+                frames.append(self.prepare(_like(frame, empty, wanted)))
+            return frames[0], frames[1]
+        finally:
+            con.close()
+
+
+def _like(frame: pd.DataFrame, empty: pd.DataFrame, queries: Sequence[str]) -> pd.DataFrame:
+    """`frame` with the columns of the source file and query ids as a categorical over
+    `queries` (as the stages write them)."""
+    frame = frame[list(empty.columns)].reset_index(drop=True)
+    frame["query_id"] = pd.Categorical(frame["query_id"].astype(str), categories=pd.Index(list(queries), dtype=str))
+    return frame
+
+
+def _sql_path(path: Path) -> str:
+    return str(path).replace("'", "''")

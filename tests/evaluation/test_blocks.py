@@ -1,0 +1,180 @@
+"""The evaluation block by block (bench.evaluation.blocks) gives what one block gives.
+
+On a real evaluation of LoCoMo and MMLongBench-Doc (bm25 over the page/turn atoms) with
+real queries marked failed, scores tied on purpose and, in a second variant, abstention:
+one block, blocks of a few queries cut in memory, and blocks read out of core by DuckDB
+from the Parquet files as the stages write them give the same dev.json document, the
+same per-query table, the same plot CSVs and the same HTML report (drill-down included).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from bench.evaluation.atom_codes import served_ids, to_codes, with_atom_ids
+from bench.evaluation.blocks import DuckDBBlocks, FrameBlocks, block_bounds, parquet_rows, queries_per_block
+from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, per_query_table
+from bench.evaluation.placement import place_regions
+from bench.evaluation.resolve import resolve
+from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries
+from bench.ingest.chunking import chunk_all
+from bench.reporting.outputs import dev_report
+from bench.reporting.thumbnails import CorpusFiles
+from bench.systems.config import make_adapter, system_config
+from bench.validate_sets import validate
+from tests.conftest import ROOT
+
+K = 10
+FAILED_PER_KIND = 4
+
+
+@pytest.fixture(scope="module")
+def real(real_corpus: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    segments = real_corpus["segments"]
+    sets = [ROOT / "bench" / "sets" / f"{key}.jsonl" for key in ("locomo", "mmlongbench")]
+    checked = validate(sets, real_corpus["manifest"], segments, root=ROOT)
+    entries = checked.split("dev")
+    served = chunk_all(segments, params["chunking"])
+    atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
+    cfg = system_config(params["system"])
+    ran = run_queries(make_adapter(cfg, atoms), entries, cfg.depth, timeout_s=cfg.timeout_s, warmup=0,
+                      known_atoms=set(atoms["atom_id"].astype(str)))
+    table = served_ids(served)
+    gold, regions = resolve(entries, served, segments)
+    regions = place_regions(regions, segments)
+    # real queries marked failed, answerable and unanswerable, spread over both modalities
+    ids = sorted(e["query_id"] for e in entries)
+    by_id = {e["query_id"]: e for e in entries}
+    ans = [q for q in ids if not by_id[q]["unanswerable"]]
+    una = [q for q in ids if by_id[q]["unanswerable"]]
+    failed = set(ans[::max(1, len(ans) // FAILED_PER_KIND)][:FAILED_PER_KIND] + una[::max(1, len(una) // FAILED_PER_KIND)][:FAILED_PER_KIND])
+    run = ran.run.loc[~ran.run["query_id"].astype(str).isin(failed)].reset_index(drop=True)
+    # ties: in every 5th query the scores of ranks 2-4 equal rank 1's (the tie rule orders them)
+    qpos = run["query_id"].astype(str).map({q: i for i, q in enumerate(ids)}).to_numpy()
+    top1 = run.groupby("query_id", sort=False, observed=True)["score"].transform("max")
+    tie = (qpos % 5 == 0) & (run["rank"].to_numpy() <= 4)
+    run["score"] = np.where(tie, top1, run["score"])
+    responses = ran.latency.loc[~ran.latency["query_id"].astype(str).isin(failed)].reset_index(drop=True)
+    folder = tmp_path_factory.mktemp("blocks")
+    # the files as the retrieve and resolve stages write them: atom codes, categorical query ids
+    to_codes(run, table, "run").to_parquet(folder / "run.parquet")
+    gold.to_parquet(folder / "gold.parquet")  # resolve gives codes already
+    wanted = set(regions["source_id"].astype(str))
+    gold_segs = {str(s): g for s, g in segments[segments["source_id"].astype(str).isin(wanted)].groupby("source_id", sort=False)}
+    inputs = EvalInputs(entries=entries, run=with_atom_ids(pd.read_parquet(folder / "run.parquet"), table),
+                        gold=with_atom_ids(pd.read_parquet(folder / "gold.parquet"), table), regions=regions, responses=responses,
+                        failures=pd.DataFrame({"query_id": sorted(failed), "kind": "timeout"}), served=served,
+                        gold_segments=gold_segs, invalid=[r for r in checked.invalid if r["split"] == "dev"], sha256={})
+    options = EvalOptions(k=K, bootstrap_resamples=100)
+    description = RunDescription(system=cfg.name, depth=cfg.depth, chunking=params["chunking"], concurrency=1, warm=False,
+                                 adapter=cfg.adapter, warmup_queries=0, timeout_s=cfg.timeout_s, latency=None)
+    corpus = CorpusFiles.from_manifest(real_corpus["manifest"], real_corpus["store"])
+    return {"inputs": inputs, "options": options, "description": description, "folder": folder, "table": table,
+            "failed": failed, "ids": ids, "by_id": by_id, "corpus": corpus}
+
+
+def _outputs(real: dict, inputs: EvalInputs, options: EvalOptions) -> dict:
+    """Everything the evaluate stage writes, as text or frames."""
+    result = evaluate(inputs, options, real["description"])
+    report = dev_report(result, inputs, k=K, max_k=100, calibration_recall=options.calibration_recall, corpus=real["corpus"])
+    return {"doc": json.dumps(result.document, sort_keys=False, allow_nan=False), "table": per_query_table(result.full, K),
+            "per_query": result.per_query, "plots": report.plots, "html": report.html, "blocks": result.blocks}
+
+
+def _same(a: dict, b: dict) -> None:
+    assert a["doc"] == b["doc"]
+    pd.testing.assert_frame_equal(a["table"], b["table"])
+    pd.testing.assert_frame_equal(a["per_query"], b["per_query"])
+    assert a["plots"] == b["plots"]
+    assert a["html"] == b["html"]
+
+
+def _duckdb(real: dict, inputs: EvalInputs, per_block: int, tmp_path: Path) -> tuple[EvalInputs, DuckDBBlocks]:
+    folder, table = real["folder"], real["table"]
+    source = DuckDBBlocks(folder / "run.parquet", folder / "gold.parquet", per_block, temp_dir=tmp_path, memory_limit="256MB",
+                          threads=1, prepare=lambda f: with_atom_ids(f, table))
+    return replace(inputs, run=None, gold=None, source=source), source
+
+
+@pytest.mark.parametrize("variant", ["calibrated", "abstention", "dev thresholds"])
+def test_one_block_many_blocks_and_duckdb_agree(real: dict, tmp_path: Path, variant: str) -> None:
+    inputs, options = real["inputs"], real["options"]
+    if variant == "abstention":  # the system abstains on every 3rd answered query: the abstention rule
+        responses = inputs.responses.assign(abstain=np.arange(len(inputs.responses)) % 3 == 0)
+        inputs, options = replace(inputs, responses=responses), replace(options, abstains=True)
+    else:  # a system that never abstains: thresholds calibrated over all queries of a modality
+        inputs = replace(inputs, responses=inputs.responses.assign(abstain=False))
+    if variant == "dev thresholds":  # the acceptance: the dev run's thresholds, no calibration
+        top1 = inputs.run.loc[inputs.run["rank"] == 1, ["query_id", "score"]]
+        modality = top1["query_id"].astype(str).map(lambda q: real["by_id"][q]["modality"])
+        options = replace(options, thresholds={str(m): float(g.median()) for m, g in top1["score"].groupby(modality)})
+    one = _outputs(real, inputs, options)
+    assert one["blocks"] == 1
+    doc = json.loads(one["doc"])
+    rule = doc["run"]["false_recall_rule"]["pdf"]["rule"]
+    assert rule == ("abstention" if variant == "abstention" else "calibrated")
+    if variant == "dev thresholds":
+        assert options.thresholds is not None
+        assert doc["run"]["false_recall_rule"]["pdf"]["threshold_score"] == options.thresholds["pdf"]
+    assert doc["ties"]["overall"]["queries_with_ties"] > 0
+    assert one["per_query"]["failed"].sum() == 2 * FAILED_PER_KIND
+    n = len(real["ids"])
+    # blocks of 97 queries: boundaries fall inside each modality's run of query ids
+    many = _outputs(real, replace(inputs, source=FrameBlocks(inputs.run, inputs.gold, per_block=97)), options)
+    assert many["blocks"] == len(block_bounds(n, 97)) > 10
+    mods = [real["by_id"][q]["modality"] for q in real["ids"]]
+    assert all(mods.count(m) > 97 for m in set(mods))  # each modality's queries span several blocks
+    _same(one, many)
+    out_of_core, source = _duckdb(real, inputs, 131, tmp_path)
+    with source:
+        ooc = _outputs(real, out_of_core, options)
+        spill = source._dir
+    assert ooc["blocks"] == len(block_bounds(n, 131))
+    assert spill is not None and not spill.exists()  # the partitioned copy is removed
+    _same(one, ooc)
+
+
+def test_blocks_cover_every_row_once(real: dict, tmp_path: Path) -> None:
+    """Each block holds exactly the run and gold rows of its queries; the DuckDB blocks
+    hold the rows of the in-memory ones, in (query, rank) order; rows_of fetches a few."""
+    inputs, ids = real["inputs"], real["ids"]
+    frames = list(FrameBlocks(inputs.run, inputs.gold, per_block=11).blocks(ids))
+    _, source = _duckdb(real, inputs, 11, tmp_path)
+    with source:
+        ducks = list(source.blocks(ids))
+        few = [ids[3], ids[-2]]
+        run_few, gold_few = source.rows_of(few)
+    assert [(b.start, b.stop) for b in frames] == [(b.start, b.stop) for b in ducks] == block_bounds(len(ids), 11)
+    for f, d in zip(frames, ducks, strict=True):
+        mine = set(ids[f.start:f.stop])
+        assert set(f.run["query_id"].astype(str)) <= mine and set(f.gold["query_id"].astype(str)) <= mine
+        key = ["query_id", "rank"]
+        pd.testing.assert_frame_equal(f.run.sort_values(key).reset_index(drop=True), d.run.reset_index(drop=True), check_dtype=False)
+        gkey = ["query_id", "gold_idx", "atom"]
+        pd.testing.assert_frame_equal(f.gold.sort_values(gkey).reset_index(drop=True),
+                                      d.gold.sort_values(gkey).reset_index(drop=True), check_dtype=False)
+    assert sum(len(b.run) for b in frames) == len(inputs.run) == parquet_rows(real["folder"] / "run.parquet")
+    assert sum(len(b.gold) for b in ducks) == len(inputs.gold)
+    assert set(run_few["query_id"]) <= set(few) and len(run_few) == int(inputs.run["query_id"].isin(few).sum())
+    assert len(gold_few) == int(inputs.gold["query_id"].isin(few).sum())
+
+
+def test_block_sizes() -> None:
+    assert queries_per_block(1000, 10, 1000) is None  # fits: one block
+    assert queries_per_block(1001, 10, 1000) == 9  # 100 rows a query
+    assert queries_per_block(10**8, 10**6, 2 * 10**7) == 200_000
+    assert queries_per_block(500, 1, 10) is None  # one query is one block anyway
+    assert queries_per_block(10**6, 10, 5) == 1
+    with pytest.raises(ValueError, match="in_core_rows"):
+        queries_per_block(10, 1, 0)
+    assert block_bounds(10, None) == [(0, 10)]
+    assert block_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert block_bounds(0, 4) == [(0, 0)]
