@@ -98,7 +98,11 @@ def scan_sources(path: Path, sources: pa.Array, batch_rows: int = 65_536) -> Ite
     start = 0
     file = pq.ParquetFile(path)
     for batch in file.iter_batches(batch_size=batch_rows):
-        mask = pc.is_in(batch.column("source_id"), value_set=sources)
+        column = batch.column("source_id")
+        if pa.types.is_null(column.type):  # every source_id null (a frame written without one): no row is wanted
+            start += batch.num_rows
+            continue
+        mask = pc.is_in(column.cast(sources.type), value_set=sources)
         kept = pc.indices_nonzero(mask)
         if len(kept):
             table = pa.Table.from_batches([batch.take(kept)], schema=file.schema_arrow)

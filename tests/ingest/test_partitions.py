@@ -56,3 +56,11 @@ def test_scan_sources_keeps_the_rows_of_the_wanted_sources_with_their_positions(
         expected = frame[frame["source_id"] == "s:1"]
         assert pos.tolist() == expected.index.tolist()
         pd.testing.assert_frame_equal(rows, expected.reset_index(drop=True))
+
+
+def test_scan_sources_of_a_file_without_source_ids(tmp_path: Path) -> None:
+    """A partition written from a frame whose source_id is all null (Arrow type null) has no wanted row."""
+    pd.DataFrame({"source_id": pd.Series([None, None], dtype=object), "x": [1, 2]}).to_parquet(tmp_path / "n.parquet")
+    pd.DataFrame({"source_id": pd.Series([], dtype=object)}).to_parquet(tmp_path / "e.parquet")
+    assert list(scan_sources(tmp_path / "n.parquet", pa.array(["a"]))) == []
+    assert list(scan_sources(tmp_path / "e.parquet", pa.array(["a"]))) == []
