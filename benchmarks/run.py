@@ -53,6 +53,8 @@ def markdown(doc: dict) -> str:
         "process, on the same data; the statistic (best of N) is given per figure. Command: "
         f"`python -m benchmarks.run --size {doc['size']}`.",
         "",
+        "Wall time per case: " + ", ".join(f"{c} {t:.0f} s" for c, t in doc.get("case_wall_s", {}).items()) + ".",
+        "",
         "| case | figure | ours | reference | ratio | goal | met |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -94,65 +96,14 @@ def run(size: str, only: tuple[str, ...], out_dir: Path) -> dict:
     cfg = SIZES[size]
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     t0 = time.perf_counter()
-    doc: dict[str, Any] = {"size": size, "started": started, "machine": machine(), "cases": {}}
+    doc: dict[str, Any] = {"size": size, "started": started, "machine": machine(), "cases": {}, "case_wall_s": {}}
     have_mirror = MIRROR.is_dir()
-    for case in CASES:
-        if only and case not in only:
-            continue
+    for case in (c for c in CASES if not only or c in only):
         click.echo(f"benchmarks: {case} ...", err=True)
-        if case == "metrics":
-            from benchmarks import case_metrics
-
-            doc["cases"][case] = case_metrics.run_case(cfg["metrics"], cfg["metrics_repeats"])
-        elif case == "resolve":
-            from benchmarks import case_resolve
-
-            doc["cases"][case] = case_resolve.run_case(*cfg["resolve"])
-        elif case == "fetch":
-            if not have_mirror:
-                doc["cases"][case] = {"skipped": "no data mirror beside the checkout (../shared/mirror)"}
-                continue
-            from bench.corpus_sources import datasets
-            from benchmarks import case_fetch
-
-            doc["cases"][case] = case_fetch.run_case(cfg["fetch"] or sorted(datasets()), cfg["fetch_repeats"])
-        elif case == "pdf":
-            if not (MIRROR / "mmlongbench-doc").is_dir():
-                doc["cases"][case] = {"skipped": "no MMLongBench-Doc mirror"}
-                continue
-            from benchmarks import case_pdf
-
-            doc["cases"][case] = case_pdf.run_case(cfg["pdf_limit"], cfg["pdf_repeats"])
-        elif case == "ocr":
-            # (screenshots, photos, repeats): ocr_many with a cold cache vs bare rapidocr / cores
-            from benchmarks import case_ocr
-
-            doc["cases"][case] = case_ocr.run_case(*cfg["ocr"])
-        elif case == "uncertainty":
-            # (queries, repeats): bootstrap intervals and sign-flip tests vs scipy and the metrics engine
-            from benchmarks import case_uncertainty
-
-            doc["cases"][case] = case_uncertainty.run_case(*cfg["uncertainty"])
-        elif case == "scale":
-            # (scale, PDFs, screenshots, text-less pages, no-op tasks, Dask worker counts): bench.executor
-            from benchmarks import case_scale
-
-            doc["cases"][case] = case_scale.run_case(*cfg["scale"])
-        elif case == "blocks":
-            # (queries per size, run rows per block): peak RSS of the evaluation in core and out of core
-            from benchmarks import case_blocks
-
-            doc["cases"][case] = case_blocks.run_case(*cfg["blocks"])
-        elif case == "dvc":
-            if cfg["dvc"] is None:
-                doc["cases"][case] = {"skipped": f"size {size} (a cold dvc repro takes about a minute)"}
-                continue
-            if not have_mirror:
-                doc["cases"][case] = {"skipped": "no data mirror beside the checkout"}
-                continue
-            from benchmarks import case_dvc
-
-            doc["cases"][case] = case_dvc.run_case(cfg["dvc"], cfg["dvc_repeats"])
+        t_case = time.perf_counter()
+        _run_one(case, cfg, size, have_mirror, doc)
+        doc["case_wall_s"][case] = round(time.perf_counter() - t_case, 1)
+        click.echo(f"benchmarks: {case}: {doc['case_wall_s'][case]} s", err=True)
     doc["wall_s"] = time.perf_counter() - t0
     out_dir.mkdir(parents=True, exist_ok=True)
     from bench.io import write_json, write_text
@@ -160,6 +111,63 @@ def run(size: str, only: tuple[str, ...], out_dir: Path) -> dict:
     write_json(out_dir / "perf.json", doc)
     write_text(out_dir / "perf.md", markdown(doc))
     return doc
+
+
+def _run_one(case: str, cfg: dict[str, Any], size: str, have_mirror: bool, doc: dict[str, Any]) -> None:
+    """Run one case of the suite into doc["cases"][case] (a list of figures, or {"skipped": why})."""
+    if case == "metrics":
+        from benchmarks import case_metrics
+
+        doc["cases"][case] = case_metrics.run_case(cfg["metrics"], cfg["metrics_repeats"])
+    elif case == "resolve":
+        from benchmarks import case_resolve
+
+        doc["cases"][case] = case_resolve.run_case(*cfg["resolve"])
+    elif case == "fetch":
+        if not have_mirror:
+            doc["cases"][case] = {"skipped": "no data mirror beside the checkout (../shared/mirror)"}
+            return
+        from bench.corpus_sources import datasets
+        from benchmarks import case_fetch
+
+        doc["cases"][case] = case_fetch.run_case(cfg["fetch"] or sorted(datasets()), cfg["fetch_repeats"])
+    elif case == "pdf":
+        if not (MIRROR / "mmlongbench-doc").is_dir():
+            doc["cases"][case] = {"skipped": "no MMLongBench-Doc mirror"}
+            return
+        from benchmarks import case_pdf
+
+        doc["cases"][case] = case_pdf.run_case(cfg["pdf_limit"], cfg["pdf_repeats"])
+    elif case == "ocr":
+        # (screenshots, photos, repeats): ocr_many with a cold cache vs bare rapidocr / cores
+        from benchmarks import case_ocr
+
+        doc["cases"][case] = case_ocr.run_case(*cfg["ocr"])
+    elif case == "uncertainty":
+        # (queries, repeats): bootstrap intervals and sign-flip tests vs scipy and the metrics engine
+        from benchmarks import case_uncertainty
+
+        doc["cases"][case] = case_uncertainty.run_case(*cfg["uncertainty"])
+    elif case == "scale":
+        # (scale, PDFs, screenshots, text-less pages, no-op tasks, Dask worker counts): bench.executor
+        from benchmarks import case_scale
+
+        doc["cases"][case] = case_scale.run_case(*cfg["scale"])
+    elif case == "blocks":
+        # (queries per size, run rows per block): peak RSS of the evaluation in core and out of core
+        from benchmarks import case_blocks
+
+        doc["cases"][case] = case_blocks.run_case(*cfg["blocks"])
+    elif case == "dvc":
+        if cfg["dvc"] is None:
+            doc["cases"][case] = {"skipped": f"size {size} (a cold dvc repro takes about a minute)"}
+            return
+        if not have_mirror:
+            doc["cases"][case] = {"skipped": "no data mirror beside the checkout"}
+            return
+        from benchmarks import case_dvc
+
+        doc["cases"][case] = case_dvc.run_case(cfg["dvc"], cfg["dvc_repeats"])
 
 
 @click.command()

@@ -519,8 +519,9 @@ def test_report_section_lists_text_sources_and_textless_entries():
 
 def test_no_answerable_dev_entry_is_left_without_text_unless_ocr_found_none(real_corpus, ocr_cache):
     """On the real corpus: the text layer leaves the issue's 67 of 302 answerable dev entries
-    with only empty gold pages; OCR of those gold pages (the extractor's own add_ocr_text,
-    through the OCR cache) leaves none, unless OCR found no text there."""
+    with only empty gold pages; OCR of the gold pages of every second one of them (the
+    extractor's own add_ocr_text, through the OCR cache; all 67 are OCR'd by every full
+    `dvc repro`, which leaves none) leaves none, unless OCR found no text there."""
     from bench.modalities.ocr import use_cache
     from bench.modalities.pdf.modality import add_ocr_text
     from bench.modalities.pdf.textless import textless_gold
@@ -535,8 +536,8 @@ def test_no_answerable_dev_entry_is_left_without_text_unless_ocr_found_none(real
     assert len(before["entries"]) == 67
     # OCR the gold pages of those entries as extraction does (rows of those pages only)
     pdf = seg[seg["modality"] == "pdf"]
-    wanted = {(g["source_id"], g["region"]["page"]) for r in before["entries"] for e in dev if e["query_id"] == r["query_id"]
-              for g in e["gold"]}
+    sample = {r["query_id"] for r in before["entries"][::2]}  # 34 of the 67 (OCR is the test's cost)
+    wanted = {(g["source_id"], g["region"]["page"]) for e in dev if e["query_id"] in sample for g in e["gold"]}
     store = real_corpus["store"]
     docs_rows, paths, sids = [], [], []
     for sid, grp in pdf.groupby("source_id", sort=True):
@@ -556,5 +557,7 @@ def test_no_answerable_dev_entry_is_left_without_text_unless_ocr_found_none(real
     rest = pdf[~pdf.set_index(["source_id", "page"]).index.isin(list(wanted))]
     after = textless_gold(dev, pd.concat([rest, after_pages], ignore_index=True))
     assert after["answerable"] == 302
-    assert all(set(r["text_source"]) == {"ocr"} for r in after["entries"])  # left only where OCR found nothing
-    assert len(after["entries"]) <= 3, after["entries"]
+    left = [r for r in after["entries"] if r["query_id"] in sample]
+    assert all(set(r["text_source"]) == {"ocr"} for r in left)  # left only where OCR found nothing
+    assert len(left) <= 2, left
+    assert {r["query_id"] for r in after["entries"]} <= {r["query_id"] for r in before["entries"]}  # OCR only removes
