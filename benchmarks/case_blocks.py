@@ -1,6 +1,6 @@
 """Case: peak memory of the evaluate stage's run-dependent work against run rows, in core
 (the run read whole into pandas) and out of core (DuckDB query blocks,
-bench.evaluation.blocks), each in a fresh process (ru_maxrss).
+bench.evaluation.blocks), each in a fresh process (peak RSS: VmHWM, benchmarks.common.peak_rss_kib).
 
 The synthetic run is case_metrics.make_codes's (100 atoms a query, 10 % unanswerable,
 realistic gold), written as the retrieve and resolve stages write it: atom codes, query
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from benchmarks.common import ROOT, figure
+from benchmarks.common import ROOT, figure, peak_rss_kib
 
 K = 10
 
@@ -48,7 +48,6 @@ def write_files(n_queries: int, folder: Path) -> dict[str, int]:
 def work(folder: Path, in_core_rows: int | None) -> dict[str, Any]:
     """The evaluate stage's run-dependent work on the files of `folder` (in a fresh process):
     in core when `in_core_rows` is None, else blocks of about that many run rows from DuckDB."""
-    import resource
     import time
 
     from bench.evaluation.atom_codes import with_atom_ids
@@ -62,7 +61,7 @@ def work(folder: Path, in_core_rows: int | None) -> dict[str, Any]:
     latency = pd.read_parquet(folder / "latency.parquet")
     table = pa.array(atoms["atom_id"].astype(str), type=pa.large_string())
     ids = entries["query_id"].astype(str).tolist()
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = peak_rss_kib()
     t = time.perf_counter()
     rows = parquet_rows(folder / "run.parquet")
     per_block = None if in_core_rows is None else queries_per_block(rows, len(ids), in_core_rows)
@@ -85,7 +84,7 @@ def work(folder: Path, in_core_rows: int | None) -> dict[str, Any]:
         if per_block is not None:
             source.__exit__(None, None, None)
     seconds = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak_rss_kib()
     return {"seconds": seconds, "peak_kib": peak, "base_kib": base, "run_rows": rows, "blocks": source.block_count,
             "recall": cells["overall"]["recall@10"]["value"], "hits": n_hits}
 

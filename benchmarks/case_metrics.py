@@ -163,7 +163,7 @@ MEMORY_GOAL_GIB = 24.0
 
 def huge_figure(n: int) -> dict:
     """per_query + aggregate over `n` queries x 100 in a fresh Python process: wall time of
-    the evaluation and the process's peak RSS (ru_maxrss, which covers building the data too)."""
+    the evaluation and the process's peak RSS (VmHWM, which covers building the data too)."""
     import json
     import subprocess
     import sys
@@ -171,12 +171,12 @@ def huge_figure(n: int) -> dict:
     from benchmarks.common import ROOT
 
     code = (
-        "import gc, json, resource, sys, time\n"
-        "from benchmarks.case_metrics import make_codes, ours\n"
+        "import gc, json, sys, time\n"
+        "from benchmarks.case_metrics import make_codes, ours\nfrom benchmarks.common import peak_rss_kib\n"
         f"data = make_codes({n})\n"
-        "built = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "built = peak_rss_kib()\n"
         "gc.collect(); t = time.perf_counter(); pq, agg = ours(data); t = time.perf_counter() - t\n"
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "peak = peak_rss_kib()\n"
         "print(json.dumps({'seconds': t, 'peak_kib': peak, 'after_build_kib': built, 'run_rows': len(data['run']),"
         " 'gold_rows': len(data['gold']), 'queries': len(pq), 'recall': agg['overall']['recall@10']}))\n"
     )

@@ -80,11 +80,12 @@ def _write_partitions(case: Any, folder: Path, more: int) -> None:
 
 
 _FRESH = r'''
-import hashlib, json, pickle, resource, sys, time
+import hashlib, json, pickle, sys, time
 from pathlib import Path
 import pandas as pd
 from bench.evaluation.resolve import resolve, resolve_files
 from bench.ingest.partitions import partitions, read_modalities
+from benchmarks.common import peak_rss_kib
 folder, mode = Path(sys.argv[1]), sys.argv[2]
 entries = pickle.loads((folder / "entries.pickle").read_bytes())
 t = time.perf_counter()
@@ -96,7 +97,7 @@ else:
     gold, _ = resolve(entries, atoms, segments)
 t = time.perf_counter() - t
 digest = hashlib.sha256(pd.util.hash_pandas_object(gold.astype({"query_id": str}), index=False).to_numpy().tobytes()).hexdigest()
-print(json.dumps({"seconds": t, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "gold": len(gold), "digest": digest}))
+print(json.dumps({"seconds": t, "peak_kib": peak_rss_kib(), "gold": len(gold), "digest": digest}))
 '''
 
 

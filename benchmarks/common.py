@@ -90,6 +90,22 @@ def ratio(ours: float | None, ref: float | None) -> float | None:
     return ours / ref
 
 
+def peak_rss_kib() -> int:
+    """This process's peak resident set size in KiB: VmHWM of /proc/self/status (the
+    high-water mark of its own address space). Not ru_maxrss: Linux keeps in it the
+    peak of the address space an exec replaced, so a process started from a large
+    benchmark process would report the parent's size (getrusage's fallback elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
 def figure(name: str, ours_s: float | None, ref_s: float | None, reference: str, goal: str, goal_ratio: float | None = None,
            goal_abs_s: float | None = None, **details: Any) -> dict[str, Any]:
     """One benchmark figure: our time, the reference's, their ratio and the goal."""

@@ -6,7 +6,9 @@ every stage (`dvc repro -f`) with `kind: dask` on a LocalCluster of 2 worker pro
 starts and passes through `executor.address`. The manifest, every segment and atom
 file are byte-identical and dev.json is identical apart from latency. Switching the
 kind afterwards re-runs no stage (`dvc status` clean): the executor is no DVC param.
-OCR through Dask workers is checked on real screenshots (test_ocr_through_dask).
+OCR through Dask workers is checked on real screenshots (test_ocr_through_dask); a worker
+killed in the middle of the extract@pdf stage is replaced and the stage completes with the
+same segments (test_a_worker_killed_mid_extraction).
 """
 
 from __future__ import annotations
@@ -112,3 +114,47 @@ def test_ocr_through_dask_equals_serial(tmp_path: Path, cluster: Any) -> None:
         distributed = ocr_many(screens, cache=cache)
     assert distributed == serial and sum(len(r.boxes) for r in serial) > 0
     assert (cache.hits, cache.misses) == (0, 4) and len(list((tmp_path / "cache").rglob("*.json"))) == 4
+
+
+def test_a_worker_killed_mid_extraction_is_replaced_and_the_stage_completes(tmp_path: Path, reproduced: Path) -> None:
+    """`python -m stages.extract pdf` on a LocalCluster of 2 workers; while its tasks (the
+    text layer of one MMLongBench-Doc document each) are on the cluster, the process of a
+    worker that holds some is killed with SIGKILL. Dask re-runs them on the other worker,
+    the nanny starts a new worker process, the stage exits 0, and its segments are
+    byte-identical to the session's local run."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    from distributed import Client, LocalCluster
+
+    work = clone_project(reproduced, tmp_path / "killed")
+    shutil.rmtree(work / "data/segments/pdf")  # the stage must write them anew
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0", silence_logs=50) as cluster, Client(cluster) as client:
+        _set_executor(work, {"kind": "dask", "address": cluster.scheduler_address, "workers": None})
+        pids = client.run(os.getpid)  # worker address -> process id
+        env = project_env(tmp_path / "site-cache")
+        stage = subprocess.Popen([sys.executable, "-m", "stages.extract", "pdf"], cwd=work, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        victim, held = None, 0
+        deadline = time.monotonic() + 300  # a bound against hanging, not a timing assertion
+        while victim is None and stage.poll() is None and time.monotonic() < deadline:
+            busy = {addr: len(keys) for addr, keys in client.processing().items() if keys}
+            if busy:
+                addr = max(busy, key=busy.__getitem__)
+                victim, held = pids[addr], busy[addr]
+                os.kill(victim, signal.SIGKILL)
+            else:
+                time.sleep(0.005)
+        out, err = stage.communicate(timeout=600)
+        assert victim is not None, "the stage finished before a task was seen on the cluster"
+        assert held >= 1 and stage.returncode == 0, err
+        while time.monotonic() < deadline and len(client.run(os.getpid)) < 2:
+            time.sleep(0.2)
+        after = set(client.run(os.getpid).values())
+        assert victim not in after and len(after) == 2  # the dead worker was replaced
+    mine, local = _files(work / "data/segments/pdf"), _files(reproduced / "data/segments/pdf")
+    assert mine and mine == local
