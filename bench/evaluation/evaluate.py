@@ -24,7 +24,7 @@ from bench.evaluation.catalogue import measures
 from bench.evaluation.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
 from bench.evaluation.metrics import aggregate, false_recall_rules, finish_per_query, query_block
 from bench.evaluation.uncertainty import add_intervals
-from bench.ingest.partitions import scan_sources
+from bench.ingest.partitions import scan_files
 from bench.ingest.store import segment_files
 from bench.reporting.report import metrics_document
 
@@ -241,7 +241,7 @@ def gold_segments(regions: pd.DataFrame, segments_dir: Path) -> dict[str, pd.Dat
     """Segments of the gold sources only, scanned file by file (segments_dir: data/segments,
     ``<modality>/<key>.parquet``) keeping only gold sources' rows (bench.ingest.partitions.scan_sources)."""
     wanted = pa.array(sorted(set(regions["source_id"].astype(str))), type=pa.string())
-    return select_gold_segments(regions, (rows for p in segment_files(segments_dir) for rows, _ in scan_sources(p, wanted)))
+    return select_gold_segments(regions, [scan_files(segment_files(segments_dir), wanted)])
 
 
 def select_gold_segments(regions: pd.DataFrame, frames: Iterable[pd.DataFrame]) -> dict[str, pd.DataFrame]:

@@ -28,7 +28,8 @@ import pandas as pd
 import pyarrow as pa
 
 from bench.evaluation.atom_codes import CODE_DTYPE
-from bench.ingest.partitions import Partition, scan_sources
+from bench.ingest.partitions import Partition, scan_files, scan_sources
+from bench.ingest.store import segment_files
 from bench.modalities import modalities
 
 #: ``atom``: the atom's code, its row in the served table (bench.evaluation.atom_codes:
@@ -146,8 +147,8 @@ class ResolvedFiles:
 def resolve_files(entries: list[dict], served: list[Partition], segments_dir: Path, batch_rows: int = 65_536) -> ResolvedFiles:
     """:func:`resolve` over the served partitions on disk, one partition at a time.
 
-    Each partition ``<modality>/<dataset>.parquet`` and its segment file (same name under
-    `segments_dir`) is scanned in batches keeping only the rows of gold sources
+    Each partition ``<modality>/<dataset>.parquet``, and every segment file under
+    `segments_dir`, is scanned in batches keeping only the rows of gold sources
     (bench.ingest.partitions.scan_sources), so memory holds one batch plus the gold
     sources' atoms and segments, whatever the corpus's size (`batch_rows` rows per
     read). Same frames as
@@ -155,28 +156,26 @@ def resolve_files(entries: list[dict], served: list[Partition], segments_dir: Pa
     """
     flat = _flatten(entries)
     wanted = pa.array(pd.unique(flat["source_id"].to_numpy(dtype=object)).tolist(), type=pa.string())
-    seg_frames: list[pd.DataFrame] = []
+    # every segment file's gold-source rows, in the store's file order: what each modality's
+    # join needs (segments of at least its sources), the placement and the report
+    gold_segments = scan_files(segment_files(Path(segments_dir)), wanted, batch_rows)
+    needed = set(flat["modality"])
     id_frames: list[pd.DataFrame] = []
     join_parts: list[_Part] = []
     for part in served:
-        if not (flat["modality"] == part.modality).any():
+        if part.modality not in needed:
             continue
         rows = list(scan_sources(part.path, wanted, batch_rows))
         if not rows:
             continue
         atoms = pd.concat([r for r, _ in rows], ignore_index=True) if len(rows) > 1 else rows[0][0]
         codes = part.offset + np.concatenate([pos.to_numpy() for _, pos in rows])
-        seg_path = Path(segments_dir) / part.modality / f"{part.dataset}.parquet"
-        seg = [r for r, _ in scan_sources(seg_path, wanted, batch_rows)] if seg_path.exists() else []
-        segs = pd.concat(seg, ignore_index=True) if seg else pd.DataFrame(columns=["source_id"])
-        seg_frames.extend(seg)
         id_frames.append(pd.DataFrame({"atom": codes, "atom_id": atoms["atom_id"].to_numpy()}))
-        join_parts.append(_Part(part.modality, atoms, codes, segs))
+        join_parts.append(_Part(part.modality, atoms, codes, gold_segments))
     with _gc_paused():
         gold, regions = _resolve(flat, join_parts)
     ids = pd.concat(id_frames, ignore_index=True) if id_frames else pd.DataFrame({"atom": np.zeros(0, np.int64), "atom_id": []})
     atom_ids = gold["atom"].map(pd.Series(ids["atom_id"].to_numpy(), index=ids["atom"].to_numpy())).astype(str).rename("atom_id")
-    gold_segments = pd.concat(seg_frames, ignore_index=True) if seg_frames else pd.DataFrame(columns=["source_id"])
     return ResolvedFiles(gold, regions, gold_segments, atom_ids)
 
 

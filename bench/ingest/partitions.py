@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 
 from bench.io import write_parquet
 
-__all__ = ["Partition", "concat_partitions", "partition_files", "partitions", "read_modalities", "scan_sources", "write_partitions"]
+__all__ = ["Partition", "concat_partitions", "partition_files", "partitions", "read_modalities", "scan_files", "scan_sources",
+           "write_partitions"]
 
 
 @dataclass(frozen=True)
@@ -108,3 +109,10 @@ def scan_sources(path: Path, sources: pa.Array, batch_rows: int = 65_536) -> Ite
             table = pa.Table.from_batches([batch.take(kept)], schema=file.schema_arrow)
             yield table.to_pandas(), pc.add(kept.cast(pa.int64()), start)
         start += batch.num_rows
+
+
+def scan_files(paths: Iterable[Path], sources: pa.Array, batch_rows: int = 65_536) -> pd.DataFrame:
+    """The rows of `sources` in every file of `paths` (in that order), as one frame (only a
+    ``source_id`` column when there are none): e.g. the gold sources' segments."""
+    frames = [rows for path in paths for rows, _ in scan_sources(path, sources, batch_rows)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["source_id"])

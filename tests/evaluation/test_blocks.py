@@ -16,40 +16,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from bench.evaluation.atom_codes import served_ids, to_codes, with_atom_ids
 from bench.evaluation.blocks import DuckDBBlocks, FrameBlocks, block_bounds, parquet_rows, queries_per_block
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, per_query_table
-from bench.evaluation.placement import place_regions
-from bench.evaluation.resolve import resolve
-from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries
-from bench.ingest.chunking import chunk_all
 from bench.reporting.outputs import dev_report
 from bench.reporting.thumbnails import CorpusFiles
-from bench.systems.config import make_adapter, system_config
-from bench.validate_sets import validate
-from tests.conftest import ROOT
 
 K = 10
 FAILED_PER_KIND = 4
 
 
 @pytest.fixture(scope="module")
-def real(real_corpus: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    segments = real_corpus["segments"]
-    sets = [ROOT / "bench" / "sets" / f"{key}.jsonl" for key in ("locomo", "mmlongbench")]
-    checked = validate(sets, real_corpus["manifest"], segments, root=ROOT)
-    entries = checked.split("dev")
-    served = chunk_all(segments, params["chunking"])
-    atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
-    cfg = system_config(params["system"])
-    ran = run_queries(make_adapter(cfg, atoms), entries, cfg.depth, timeout_s=cfg.timeout_s, warmup=0,
-                      known_atoms=set(atoms["atom_id"].astype(str)))
+def real(real_run: dict, real_corpus: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    params, segments, checked, entries = real_run["params"], real_run["segments"], real_run["checked"], real_run["entries"]
+    served, cfg, ran, gold, regions = real_run["served"], real_run["cfg"], real_run["ran"], real_run["gold"], real_run["regions"]
     table = served_ids(served)
-    gold, regions = resolve(entries, served, segments)
-    regions = place_regions(regions, segments)
     # real queries marked failed, answerable and unanswerable, spread over both modalities
     ids = sorted(e["query_id"] for e in entries)
     by_id = {e["query_id"]: e for e in entries}

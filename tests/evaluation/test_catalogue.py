@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.catalogue import Bar, Measure, by_name, counted, measures
@@ -16,15 +15,8 @@ from bench.evaluation.compare import compare, compared
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, per_query_table
 from bench.evaluation.fair import fair_keys
 from bench.evaluation.metrics import metric_keys
-from bench.evaluation.placement import place_regions
-from bench.evaluation.resolve import resolve
-from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries
 from bench.evaluation.uncertainty import _values_for
-from bench.ingest.chunking import chunk_all
 from bench.reporting.report import bar_legend, verdict
-from bench.systems.config import make_adapter, system_config
-from bench.validate_sets import validate
-from tests.conftest import ROOT
 
 K = 10
 FAILED_PER_KIND = 5  # answerable and unanswerable queries marked failed (timeout)
@@ -80,21 +72,10 @@ def test_the_denominator_rule_by_hand() -> None:
 
 
 @pytest.fixture(scope="module")
-def real_eval(real_corpus: dict) -> dict:
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    segments = real_corpus["segments"]
-    sets = [ROOT / "bench" / "sets" / f"{key}.jsonl" for key in ("locomo", "mmlongbench")]
-    checked = validate(sets, real_corpus["manifest"], segments, root=ROOT)
-    entries = checked.split("dev")
-    served = chunk_all(segments, params["chunking"])
-    atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
-    cfg = system_config(params["system"])
-    adapter = make_adapter(cfg, atoms)
-    ran = run_queries(adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, warmup=0,
-                      known_atoms=set(atoms["atom_id"].astype(str)))
-    gold, regions = resolve(entries, served, segments)
-    gold = with_atom_ids(gold, served_ids(served))  # as the evaluate stage reads it
-    regions = place_regions(regions, segments)  # as the resolve stage writes them
+def real_eval(real_run: dict) -> dict:
+    params, segments, checked, entries = real_run["params"], real_run["segments"], real_run["checked"], real_run["entries"]
+    served, cfg, adapter, ran, regions = real_run["served"], real_run["cfg"], real_run["adapter"], real_run["ran"], real_run["regions"]
+    gold = with_atom_ids(real_run["gold"], served_ids(served))  # as the evaluate stage reads it
     # real queries marked failed (as a timeout leaves them: no ranking, no response)
     ans = [e["query_id"] for e in entries if not e["unanswerable"]][:FAILED_PER_KIND]
     una = [e["query_id"] for e in entries if e["unanswerable"]][:FAILED_PER_KIND]

@@ -1,0 +1,39 @@
+"""The real run the evaluation tests share: LoCoMo and MMLongBench-Doc dev entries, the
+built-in bm25 over the page/turn atoms, gold resolved and regions placed as the stages do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from bench.evaluation.placement import place_regions
+from bench.evaluation.resolve import resolve
+from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries
+from bench.ingest.chunking import chunk_all
+from bench.systems.config import make_adapter, system_config
+from bench.validate_sets import validate
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="session")
+def real_run(real_corpus: dict) -> dict[str, Any]:
+    """params, checked sets, dev entries, served atoms, the system's config and adapter, its
+    run (RunResult), gold (atom codes) and placed regions. Read only: tests copy what they change."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    segments = real_corpus["segments"]
+    sets = [ROOT / "bench" / "sets" / f"{key}.jsonl" for key in ("locomo", "mmlongbench")]
+    checked = validate(sets, real_corpus["manifest"], segments, root=ROOT)
+    entries = checked.split("dev")
+    served = chunk_all(segments, params["chunking"])
+    atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
+    cfg = system_config(params["system"])
+    adapter = make_adapter(cfg, atoms)
+    ran = run_queries(adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, warmup=0,
+                      known_atoms=set(atoms["atom_id"].astype(str)))
+    gold, regions = resolve(entries, served, segments)
+    regions = place_regions(regions, segments)  # as the resolve stage writes them
+    return {"params": params, "segments": segments, "checked": checked, "entries": entries, "served": served,
+            "cfg": cfg, "adapter": adapter, "ran": ran, "gold": gold, "regions": regions}
