@@ -375,3 +375,48 @@ def test_zero_bytes_free_is_one_line_from_a_stage(tiny_disk):
                           env={"PYTHONPATH": str(ROOT), "PATH": ""})
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip() == "error: reports/metrics/dev.json: no space left on device (ENOSPC) while writing it; the file was left as it was"
+
+
+FULL_AT_HTML = '''
+import errno, os
+_real = os.fsync
+def _fsync(fd):
+    if ".dev.html." in os.readlink(f"/proc/self/fd/{fd}"):  # the evaluate stage's last output: the disk is full there
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    _real(fd)
+os.fsync = _fsync
+'''
+
+
+@pytest.mark.e2e
+def test_disk_full_in_the_middle_of_the_evaluate_stage_changes_no_output(tmp_path, reproduced):
+    """The probe, on the evaluate stage of a reproduced project: the disk fills while it
+    writes dev.html (after dev.json, dev.md, the per-query tables and the plots). Every
+    output stays as the previous run wrote it, and stderr is one line. The new run differs
+    (another bootstrap seed), so an output written anyway would show."""
+    import sys
+
+    import yaml
+
+    from tests.project_copy import clone_project, project_env, run
+
+    work = clone_project(reproduced, tmp_path / "full")
+    outputs = ["reports/metrics/dev.json", "reports/dev.md", "reports/per_query/dev.parquet", "reports/dev.html",
+               "data/eval/per_query.parquet", *(p.relative_to(work).as_posix() for p in sorted((work / "reports/plots").glob("*.csv")))]
+    before = {f: (work / f).read_bytes() for f in outputs}
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["metrics"]["bootstrap_seed"] = int(params["metrics"].get("bootstrap_seed", 0)) + 1
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(FULL_AT_HTML)
+    env = project_env(tmp_path / "site-cache")
+    proc = run([sys.executable, "-m", "stages.evaluate"], work, {**env, "PYTHONPATH": str(hook)}, ok=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == ("error: reports/dev.html: no space left on device (ENOSPC) while writing it; "
+                                                    "the file was left as it was; none of this stage's outputs changed")
+    assert {f: (work / f).read_bytes() for f in outputs} == before
+    assert [p.name for p in (work / "reports").rglob(".*") if p.suffix in (".tmp", ".old")] == []  # no staged file left
+    # the control: with room on the disk, the same run replaces them (dev.json's intervals move with the seed)
+    run([sys.executable, "-m", "stages.evaluate"], work, env)
+    assert (work / "reports/metrics/dev.json").read_bytes() != before["reports/metrics/dev.json"]
