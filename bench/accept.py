@@ -13,9 +13,12 @@ earlier rows are kept byte for byte. It is a hash chain: every row carries
 `acceptance` number is its line number (rows from before the chain, without the
 field, may only lead the file: the first chained row then carries the sha256 of the
 last of them, and the git-history check guards them). Before any acceptance, `audit_problem`
-verifies the whole chain and the file's git history (every committed version, from
-`git log` of HEAD, must be a prefix of the current file): an edited, reordered or
-deleted row, committed or not, refuses the acceptance.
+verifies the whole chain, the file's git history (every committed version, from
+`git log` of HEAD, must be a prefix of the current file) and the last row, which no
+successor's digest covers yet: the file's md5 must be the one DVC recorded in
+bench/test/dvc.lock when the acceptance stage ended (a chain head outside the
+editable file). An edited, reordered or deleted row, committed, amended or not,
+refuses the acceptance.
 
 The acceptance stage cannot be walked around: `bench accept` hands it a single-use
 token bound to the commit and the params hash it checked (data/.accept-token, JSON),
@@ -27,6 +30,7 @@ nothing: the stage still evaluates only the atoms the committed params produced.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -204,11 +208,51 @@ def history_problem(root: Path, current: bytes) -> str | None:
     return None
 
 
+#: where DVC records what the acceptance stage wrote: the md5 of each of its outputs
+STAGE_LOCK = PurePath(PIPELINE).with_suffix(".lock").as_posix()
+
+
+def recorded_md5(root: Path, out: str = AUDIT) -> str | None:
+    """The md5 DVC recorded in bench/test/dvc.lock for the acceptance stage's output `out`
+    (written by DVC when the stage ended, outside the audit file), or None."""
+    import yaml
+
+    lock = root / STAGE_LOCK
+    try:
+        doc = yaml.safe_load(lock.read_text(encoding="utf-8")) if lock.is_file() else None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return None
+    stage = ((doc or {}).get("stages") or {}).get(STAGE.split(":")[-1]) if isinstance(doc, dict) else None
+    for entry in (stage or {}).get("outs") or []:
+        if isinstance(entry, dict) and entry.get("path") == out:
+            return str(entry.get("md5"))
+    return None
+
+
+def last_row_problem(root: Path, current: bytes) -> str | None:
+    """The last row must be the one the acceptance stage wrote: the chain covers every
+    row but the last (its successor carries its digest), so the file as a whole must have
+    the md5 DVC recorded in bench/test/dvc.lock when the stage ended. An uncommitted edit
+    of the last row, or a `git commit --amend` of it, is refused here."""
+    rows = len(current.splitlines())
+    if rows == 0:
+        return None
+    recorded = recorded_md5(root)
+    if recorded is None:
+        return (f"{AUDIT}:{rows}: {STAGE_LOCK} records no acceptance output, so the last row cannot be verified "
+                f"as the one the acceptance stage wrote; restore both files from git")
+    actual = hashlib.md5(current, usedforsecurity=False).hexdigest()
+    if actual != recorded:
+        return (f"{AUDIT}:{rows}: the last row is not the one the acceptance stage wrote (file md5 {actual[:12]}…, "
+                f"{STAGE_LOCK} records {recorded[:12]}…): it was edited; restore it from git")
+    return None
+
+
 def audit_problem(root: Path) -> str | None:
-    """The audit file's chain and git history, verified whole (None when both hold)."""
+    """The audit file's chain, git history and last row, verified whole (None when all hold)."""
     path = root / AUDIT
     current = path.read_bytes() if path.is_file() else b""
-    return chain_problem(current) or history_problem(root, current)
+    return chain_problem(current) or history_problem(root, current) or last_row_problem(root, current)
 
 
 def dev_run_problem(dev_doc: dict, cfg: Mapping[str, Any]) -> str | None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -184,7 +184,6 @@ class DaskExecutor:
         if not items:
             return []
         from distributed import as_completed
-        from distributed.scheduler import KilledWorker
 
         results: list[Any] = [None] * len(items)
         errors: dict[int, BaseException] = {}
@@ -219,19 +218,43 @@ class DaskExecutor:
         if errors:
             for fut in live.values():
                 fut.cancel()
-            # a future cancelled or lost while another failed carries no exception (None)
-            raised = {i: e for i, e in errors.items() if isinstance(e, BaseException)}
-            killed = [describe(items[i]) for i in sorted(raised) if isinstance(raised[i], KilledWorker)]
-            if killed:
-                # the tasks a dying worker held all count a death; the one that kills is among them
-                shown = ", ".join(killed[:5]) + (f" and {len(killed) - 5} more" if len(killed) > 5 else "")
-                raise ExecutorError(f"{label}: dask workers died while running {shown} (each task was retried "
-                                    "on other workers, which died too); nothing was written") from None
-            if raised:
-                raise raised[min(raised)]
-            shown = ", ".join(describe(items[i]) for i in sorted(errors)[:5])
-            raise ExecutorError(f"{label}: dask tasks for {shown} ended without a result; nothing was written")
+            _raise_failures(errors, items, label, describe)
         return results
+
+
+def _raise_failures(errors: Mapping[int, BaseException | None], items: Sequence[T], label: str, describe: Callable[[T], str]) -> None:
+    """Raise the failure of a dask map: dead workers named, else the first task error unchanged."""
+    from distributed.scheduler import KilledWorker
+
+    # a future cancelled or lost while another failed carries no exception (None)
+    raised = {i: e for i, e in errors.items() if isinstance(e, BaseException)}
+    killed = [describe(items[i]) for i in sorted(raised) if isinstance(raised[i], KilledWorker)]
+    if killed:
+        # the tasks a dying worker held all count a death; the one that kills is among them
+        shown = ", ".join(killed[:5]) + (f" and {len(killed) - 5} more" if len(killed) > 5 else "")
+        raise ExecutorError(f"{label}: dask workers died while running {shown} (each task was retried "
+                            "on other workers, which died too); nothing was written") from None
+    if raised:
+        raise raised[min(raised)]
+    shown = ", ".join(describe(items[i]) for i in sorted(errors)[:5])
+    raise ExecutorError(f"{label}: dask tasks for {shown} ended without a result; nothing was written")
+
+
+#: the schemes of a dask scheduler address this harness connects to
+SCHEMES = ("tcp", "tls")
+
+
+def address_problem(address: str) -> str | None:
+    """Why `address` is no dask scheduler address scheme://host:port (params executor.address), or None."""
+    scheme, sep, rest = address.partition("://")
+    if not sep or scheme not in SCHEMES:
+        return f"must be {' or '.join(s + '://' for s in SCHEMES)}host:port (e.g. tcp://127.0.0.1:8786)"
+    host, colon, port = rest.rpartition(":")
+    if not colon or not host.strip("[]"):
+        return "has no host:port after the scheme (e.g. tcp://127.0.0.1:8786)"
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        return f"port {port!r} is not a number in 1..65535"
+    return None
 
 
 def default_workers() -> int:
@@ -254,6 +277,9 @@ def open_executor(kind: str = "local", address: str | None = None, workers: int 
         raise ExecutorError(f"executor kind must be one of {list(KINDS)}, got {kind!r}")
     if workers is not None and workers < 1:
         raise ExecutorError(f"executor workers must be >= 1, got {workers}")
+    problem = address_problem(address) if kind == "dask" and address is not None else None
+    if problem:
+        raise ExecutorError(f"params.yaml executor.address {address!r}: {problem}")
     if kind == "local":
         local = LocalExecutor(workers or default_workers())
         try:
@@ -275,8 +301,8 @@ def open_executor(kind: str = "local", address: str | None = None, workers: int 
         else:
             try:
                 client = stack.enter_context(Client(address))
-            except (OSError, TimeoutError) as exc:
-                raise ExecutorError(f"executor address {address}: cannot reach the dask scheduler ({' '.join(str(exc).split())})") from None
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise ExecutorError(f"params.yaml executor.address {address}: cannot reach the dask scheduler ({' '.join(str(exc).split())})") from None
         yield DaskExecutor(client)
 
 

@@ -1,23 +1,29 @@
 """File helpers shared by every stage: hashing, atomic writes, strict JSONL reading.
 
 Every output of the harness goes through `atomic_writer`, so a crash or a kill -9
-leaves either the old file or the new one, never a truncated file.
+leaves either the old file or the new one, never a truncated file. Inside
+`atomic_outputs`, a stage's files change together or not at all: each is written
+whole beside its target, and all are swapped in only when the block succeeds. A full
+disk (ENOSPC, EDQUOT) is a :class:`DiskFull`, one line naming the file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import errno
 import hashlib
 import json
 import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import click
 import pandas as pd
 
 HASH_CHUNK = 1 << 20
@@ -46,14 +52,55 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+#: errors of a full disk or an exhausted quota
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(OSError, click.ClickException):
+    """No space left while writing an output; str() is one line naming the file.
+
+    Also a click exception: a stage (a click command) that does not catch it ends with
+    that one line on stderr and exit 1, never a traceback."""
+
+    exit_code = 1
+
+    def __init__(self, target: Path, cause: OSError) -> None:
+        OSError.__init__(self, cause.errno, cause.strerror)
+        self.target = target
+        self.note = ""
+
+    def __str__(self) -> str:
+        try:
+            shown = os.path.relpath(self.target)
+        except ValueError:
+            shown = str(self.target)
+        shown = str(self.target) if shown.startswith("..") else shown
+        code = errno.errorcode.get(self.errno or 0, str(self.errno))
+        return f"{shown}: no space left on device ({code}) while writing it; the file was left as it was{self.note}"
+
+    def format_message(self) -> str:
+        return str(self)
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self}", err=True, file=file)
+
+
+#: the (temp file, target) pairs of the enclosing atomic_outputs block, None outside one
+_STAGED: contextvars.ContextVar[list[tuple[Path, Path]] | None] = contextvars.ContextVar("bench_io_staged", default=None)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
     """A temp file beside `path` to fill; on success it is fsynced, given the umask's mode
-    and renamed over `path`; on any failure it is removed and `path` stays as it was.
-    The one atomic-write rule: every writer of an output goes through it."""
+    and renamed over `path` (inside `atomic_outputs`: when that block succeeds); on any
+    failure it is removed and `path` stays as it was. The one atomic-write rule: every
+    writer of an output goes through it. A full disk raises DiskFull naming `path`."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+    except OSError as exc:
+        raise (DiskFull(target, exc) if exc.errno in FULL else exc) from exc
     os.close(fd)
     tmp = Path(name)
     try:
@@ -61,10 +108,85 @@ def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         make_readable(tmp)
-        os.replace(tmp, target)
-    except BaseException:
+        staged = _STAGED.get()
+        if staged is not None:
+            staged.append((tmp, target))
+        else:
+            os.replace(tmp, target)
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, DiskFull) and exc.errno in FULL:
+            raise DiskFull(target, exc) from exc
+        raise
+
+
+def _swap_in(staged: list[tuple[Path, Path]]) -> None:
+    """Rename every staged file over its target; if one rename fails, the targets done so
+    far get their old files back (hard-linked aside first) and the error is raised."""
+    last: dict[Path, Path] = {}
+    for tmp, target in staged:  # a target written twice: its last version
+        if target in last:
+            os.unlink(last[target])
+        last[target] = tmp
+    done: list[tuple[Path, Path | None]] = []
+    try:
+        for target, tmp in last.items():
+            old = None
+            if target.exists():
+                old = target.with_name(f".{target.name}.{os.getpid()}.old")
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(old)
+                os.link(target, old)
+            done.append((target, old))
+            os.replace(tmp, target)
+    except BaseException:
+        for target, old in reversed(done):
+            with contextlib.suppress(OSError):
+                if old is None:
+                    os.unlink(target)
+                elif os.path.samefile(old, target):  # not swapped yet: rename() of two links of one file does nothing
+                    os.unlink(old)
+                else:
+                    os.replace(old, target)
+        raise
+    for _, old in done:
+        if old is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(old)
+
+
+@contextlib.contextmanager
+def atomic_outputs(on_disk_full: Callable[[str], Any] | None = None) -> Iterator[None]:
+    """Every output written through atomic_path in this block (write_json, write_text,
+    write_parquet, ...) changes together or not at all: each is filled beside its
+    target (same file system), and all are renamed in only when the block ends without
+    an error. On any error the new files are removed and every old output is left as it
+    was; a full disk then calls `on_disk_full` with one line (a stage passes `fail`).
+    Within the block an output is not visible at its path yet. Nested blocks join the
+    outermost one."""
+    if _STAGED.get() is not None:
+        yield
+        return
+    staged: list[tuple[Path, Path]] = []
+    token = _STAGED.set(staged)
+    try:
+        try:
+            yield
+        finally:
+            _STAGED.reset(token)
+        _swap_in(staged)
+    except BaseException as exc:
+        for tmp, _ in staged:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.errno in FULL:
+            full = exc if isinstance(exc, DiskFull) else DiskFull(Path(getattr(exc, "filename", None) or "<output>"), exc)
+            full.note = "; none of this stage's outputs changed"
+            if on_disk_full is not None:
+                on_disk_full(str(full))
+            if full is not exc:
+                raise full from exc
         raise
 
 

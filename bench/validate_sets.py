@@ -21,6 +21,7 @@ if __name__ == "__main__":  # run as a script: put the project root, not bench/,
 
 import json
 import os
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from bench.corpus_sources import dataset_by_name, datasets
 from bench.ingest.corpus import Manifest, load_segments
 from bench.io import LineError
 from bench.modalities import modalities
-from bench.modalities.local import set_key
+from bench.modalities.local import LocalDataset, set_key
 
 FAILURE_COLUMNS = ["file", "line", "query_id", "check", "value"]
 
@@ -85,15 +86,27 @@ def unsafe_path(path: str) -> bool:
     return path.startswith(("/", "\\")) or pure.is_absolute() or ".." in pure.parts or (len(path) > 1 and path[1] == ":")
 
 
-def corpus_problem(entry: dict, manifest: dict[tuple[str, str, str], dict], segments: dict[str, pd.DataFrame],
-                   unreadable: dict[tuple[str, str], str] | None = None) -> tuple[str, str]:
-    """(hard problem, invalid-as-a-sample reason) of one structurally valid entry."""
-    ds = dataset_by_name(entry["origin"]["dataset"])
-    if ds is None:  # structure checks refuse an unregistered data set first
-        raise ValueError(f"dataset {entry['origin']['dataset']!r} is not registered")
-    modality = modalities()[entry["modality"]]
-    if ds.modality != entry["modality"]:
-        return f"dataset {ds.name} holds {ds.modality}, entry says {entry['modality']}", ""
+#: words in a local data set's annotation_source that name a model as a maker of the gold
+#: (docs/local-data.md): its entries are invalid as samples, with the word as the reason
+MODEL_WORDS = re.compile(
+    r"\b(chat-?gpt|gpt(?:-?\d[\w.]*)?|claude|llms?|(?:large )?language models?|gemini|llama[\w.-]*|mistral|"
+    r"(?:auto|machine|model|ai|llm)?[- ]?generated|synthetic)\b", re.IGNORECASE)
+
+
+def model_named(ds: Any) -> str:
+    """The model a local data set's annotation_source names ('' if none or registered).
+    Registered data sets state a model's part in their own reviewed words (LoCoMo's
+    dialogues, ScreenAgent's plan items); a local folder's gold_made_by: human beside
+    "GPT-4 wrote ..." is not taken as human annotation."""
+    if not isinstance(ds, LocalDataset):
+        return ""
+    found = MODEL_WORDS.search(ds.annotation_source)
+    return found.group(0).strip() if found else ""
+
+
+def _source_problem(entry: dict, ds: Any, manifest: dict[tuple[str, str, str], dict],
+                    unreadable: dict[tuple[str, str], str] | None) -> tuple[str, str]:
+    """(hard problem, invalid-as-a-sample reason) of an entry's corpus files."""
     revision = entry["origin"]["revision"]
     unavailable = []
     for sid in ds.sources_of(entry):
@@ -112,8 +125,24 @@ def corpus_problem(entry: dict, manifest: dict[tuple[str, str, str], dict], segm
             unavailable.append(path)
         elif unreadable and (ds.key, path) in unreadable:
             return "", f"unreadable corpus file: {path} ({unreadable[(ds.key, path)]})"
-    if unavailable:
-        return "", f"corpus file unavailable: {unavailable[0]}"
+    return ("", f"corpus file unavailable: {unavailable[0]}") if unavailable else ("", "")
+
+
+def corpus_problem(entry: dict, manifest: dict[tuple[str, str, str], dict], segments: dict[str, pd.DataFrame],
+                   unreadable: dict[tuple[str, str], str] | None = None) -> tuple[str, str]:
+    """(hard problem, invalid-as-a-sample reason) of one structurally valid entry."""
+    ds = dataset_by_name(entry["origin"]["dataset"])
+    if ds is None:  # structure checks refuse an unregistered data set first
+        raise ValueError(f"dataset {entry['origin']['dataset']!r} is not registered")
+    modality = modalities()[entry["modality"]]
+    if ds.modality != entry["modality"]:
+        return f"dataset {ds.name} holds {ds.modality}, entry says {entry['modality']}", ""
+    hard, reason = _source_problem(entry, ds, manifest, unreadable)
+    if hard or reason:
+        return hard, reason
+    model = model_named(ds)
+    if model:
+        return "", f"annotation_source names a model ({model!r}) beside gold_made_by: human: not counted as human gold"
     for i, g in enumerate(entry["gold"]):
         seg = segments.get(g["source_id"])
         if seg is None:

@@ -25,7 +25,7 @@ from bench.evaluation.evaluate import (
     per_query_table,
 )
 from bench.ingest.corpus import Manifest
-from bench.io import iter_jsonl, write_json, write_parquet, write_text
+from bench.io import atomic_outputs, iter_jsonl, write_json, write_parquet, write_text
 from bench.params import ParamsError, check_executor
 from bench.project.layout import (
     ATOMS,
@@ -72,6 +72,7 @@ def main() -> None:
     run_rows = parquet_rows(run_path)
     per_block = queries_per_block(run_rows, len(entries), in_core_rows)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(atomic_outputs(on_disk_full=fail))  # every output below changes together or not at all
         if per_block is None:  # in core: run and gold read whole, evaluated as one block
             run, gold, source = with_atom_ids(pd.read_parquet(run_path), table), with_atom_ids(pd.read_parquet(gold_path), table), None
         else:  # out of core: DuckDB hands the run and gold over one query block at a time

@@ -402,6 +402,7 @@ def test_audit_history_must_be_a_prefix(tmp_path):
     git("init", "-q")
     r1 = json.dumps({"acceptance": 1, "prev_sha256": None}) + "\n"
     audit.write_text(r1)
+    _lock_records(tmp_path, r1.encode())
     git("add", "-A")
     git("commit", "-qm", "one")
     assert audit_problem(tmp_path) is None
@@ -411,3 +412,101 @@ def test_audit_history_must_be_a_prefix(tmp_path):
     git("add", "-A")
     git("commit", "-qm", "deleted")  # a deletion commit does not hide the earlier version
     assert "is not a prefix" in audit_problem(tmp_path)
+
+
+def _lock_records(root: Path, data: bytes) -> None:
+    """bench/test/dvc.lock as DVC writes it after an acceptance whose audit file is `data`."""
+    import hashlib
+
+    lock = root / "bench/test/dvc.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(yaml.safe_dump({"schema": "2.0", "stages": {"accept": {"cmd": "python -m stages.accept", "outs": [
+        {"path": "reports/metrics/test.json", "hash": "md5", "md5": "0" * 32, "size": 2},
+        {"path": "reports/acceptance.jsonl", "hash": "md5", "md5": hashlib.md5(data).hexdigest(), "size": len(data)}]}}}))
+
+
+APPEND_ROW = """
+import json, sys
+from pathlib import Path
+from bench.accept import CHAIN, last_line_sha256
+path = Path("reports/acceptance.jsonl")
+n = len(path.read_bytes().splitlines()) if path.is_file() else 0
+row = {"acceptance": n + 1, CHAIN: last_line_sha256(path), "git_commit": "c", "metrics": {"recall@10": 0.25}}
+path.parent.mkdir(exist_ok=True)
+with open(path, "a", encoding="utf-8") as fh:
+    fh.write(json.dumps(row) + "\\n")
+"""
+
+
+def test_forged_last_row_is_refused_uncommitted_or_amended(tmp_path):
+    """The probe: the last row of reports/acceptance.jsonl edited (recall 0.25 -> 0.99), then
+    the next acceptance chained over it and `--status` said current. The row is now checked
+    against the md5 DVC recorded in bench/test/dvc.lock when the stage ended: refused,
+    uncommitted and after `git commit --amend`. A real DVC pipeline with the acceptance
+    stage's shape (wdir ../.., persist, uncached outs) writes the lock."""
+    import os
+
+    from bench.accept import audit_problem, line_sha256
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e.invalid", "DVC_SITE_CACHE_DIR": str(tmp_path / "site-cache"), "PYTHONPATH": str(ROOT)}
+    work = tmp_path / "project"
+    (work / "bench/test").mkdir(parents=True)
+    (work / "append_row.py").write_text(APPEND_ROW)
+    (work / "bench/test/dvc.yaml").write_text(yaml.safe_dump({"stages": {"accept": {
+        "wdir": "../..", "cmd": f"{sys.executable} append_row.py", "always_changed": True,
+        "outs": [{"reports/acceptance.jsonl": {"cache": False, "persist": True}}]}}}))
+
+    def sh(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run(list(args), cwd=work, env=env, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0 or not ok, proc.stderr
+        return proc
+
+    sh("git", "init", "-q")
+    sh(sys.executable, "-m", "dvc", "init", "-q")
+    sh("git", "add", "-A")
+    sh("git", "commit", "-qm", "project")
+    for n in range(2):  # two acceptances, the first committed with the lock DVC wrote, the second not yet
+        sh(sys.executable, "-m", "dvc", "repro", "-q", "bench/test/dvc.yaml")
+        assert audit_problem(work) is None
+        if n == 0:
+            sh("git", "add", "-A")
+            sh("git", "commit", "-qm", "acceptance 1")
+    audit = work / "reports/acceptance.jsonl"
+    good = audit.read_bytes()
+    lines = good.splitlines(keepends=True)
+    forged_row = json.loads(lines[1])
+    forged_row["metrics"]["recall@10"] = 0.99
+    forged = lines[0] + (json.dumps(forged_row) + "\n").encode()
+    refusal = "reports/acceptance.jsonl:2: the last row is not the one the acceptance stage wrote (file md5 "
+
+    audit.write_bytes(forged)  # uncommitted edit of the last row: the chain and git history hold
+    from bench.accept import chain_problem, history_problem
+
+    assert chain_problem(forged) is None and history_problem(work, forged) is None
+    reason = audit_problem(work)
+    import hashlib
+
+    assert reason == (f"{refusal}{hashlib.md5(forged).hexdigest()[:12]}…, bench/test/dvc.lock records "
+                      f"{hashlib.md5(good).hexdigest()[:12]}…): it was edited; restore it from git")
+    assert "\n" not in reason and "it was edited; restore it from git" in reason
+    # and `bench accept --status` (dvc status of the stage) no longer calls it current
+    assert "modified" in sh(sys.executable, "-m", "dvc", "status", "bench/test/dvc.yaml").stdout
+
+    audit.write_bytes(good)
+    sh("git", "add", "-A")
+    sh("git", "commit", "-qm", "acceptance 2")
+    audit.write_bytes(forged)
+    sh("git", "commit", "-q", "--amend", "-a", "--no-edit")  # the forgery amended into the commit of row 2
+    assert history_problem(work, audit.read_bytes()) is None
+    assert audit_problem(work).startswith(refusal)
+
+    # the next acceptance would have chained over the forged row: its chain alone cannot tell
+    rechained = forged + (json.dumps({"acceptance": 3, "prev_sha256": line_sha256(forged.splitlines()[1])}) + "\n").encode()
+    assert chain_problem(rechained) is None
+
+    sh("git", "reset", "-q", "--hard", "HEAD~1")  # back to acceptance 1, as committed: audit file and lock agree
+    assert audit_problem(work) is None
+    (work / "bench/test/dvc.lock").unlink()
+    assert audit_problem(work).startswith("reports/acceptance.jsonl:1: bench/test/dvc.lock records no acceptance output")

@@ -160,3 +160,22 @@ def test_dask_unreachable_scheduler_is_one_line() -> None:
           pytest.raises(ExecutorError, match=r"tcp://127\.0\.0\.1:9: cannot reach the dask scheduler"),
           open_executor("dask", "tcp://127.0.0.1:9", None)):
         pass
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("tcp://127.0.0.1:notaport", "port 'notaport' is not a number in 1..65535"),
+        ("tcp://127.0.0.1:70000", "port '70000' is not a number in 1..65535"),
+        ("127.0.0.1:8786", "must be tcp:// or tls://host:port (e.g. tcp://127.0.0.1:8786)"),
+        ("tcp://:8786", "has no host:port after the scheme (e.g. tcp://127.0.0.1:8786)"),
+    ],
+)
+def test_bad_dask_address_names_executor_address(address: str, problem: str) -> None:
+    """The probe `executor.address: tcp://127.0.0.1:notaport` used to end in chunk's
+    "params.yaml chunking: invalid literal for int()": the message now names the field,
+    before any cluster is reached."""
+    with pytest.raises(ExecutorError) as info, open_executor("dask", address, None):
+        pass
+    assert str(info.value) == f"params.yaml executor.address {address!r}: {problem}"
+

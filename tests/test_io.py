@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -225,3 +227,196 @@ def test_line_error_message_format():
     err = LineError("f.jsonl", 7, "as_of", "not ISO 8601", "yesterday")
     assert str(err) == "f.jsonl:7: as_of: not ISO 8601 (value: yesterday)"
     assert str(LineError("f.jsonl", None, "<file>", "missing")) == "f.jsonl: <file>: missing"
+
+
+# -- a stage's outputs change together or not at all; a full disk is one line (issue 25) ----
+
+
+def _outputs(root: Path) -> dict[str, Path]:
+    """The evaluate stage's output set, by kind."""
+    return {"json": root / "reports/metrics/dev.json", "md": root / "reports/dev.md", "table": root / "reports/per_query/dev.parquet",
+            "plot": root / "reports/plots/recall_at_k.csv", "html": root / "reports/dev.html"}
+
+
+def _write_set(out: dict[str, Path], version: int, html_bytes: int = 2000) -> None:
+    import pandas as pd
+
+    from bench.io import write_json, write_parquet, write_text
+
+    write_json(out["json"], {"version": version, "overall": {"recall@10": {"value": 0.5, "n": 2, "denominator": 4}}})
+    write_text(out["md"], f"# dev run {version}\n")
+    write_parquet(out["table"], pd.DataFrame({"query_id": ["q1", "q2"], "recall@10": [0.0, version / 10]}))
+    write_text(out["plot"], f"k,overall\n1,{version}\n")
+    write_text(out["html"], f"<html>{version}" + "x" * html_bytes + "</html>\n")
+
+
+def _snapshot(out: dict[str, Path]) -> dict[str, bytes]:
+    return {k: p.read_bytes() for k, p in out.items()}
+
+
+def _leftovers(root: Path) -> list[str]:
+    return sorted(p.name for p in root.rglob(".*") if p.is_file())
+
+
+def test_outputs_change_together_or_not_at_all_when_the_disk_fills_mid_set(tmp_path, monkeypatch):
+    """The probe's failure: disk full in the middle of evaluate left a new dev.json and
+    dev.md beside the old dev.html, table and plots. ENOSPC is raised here by fsync
+    of the 4th file (where a full disk reports it on a delayed-allocation file system)."""
+    import errno
+
+    from bench.io import DiskFull, atomic_outputs
+
+    out = _outputs(tmp_path)
+    _write_set(out, 1)
+    before = _snapshot(out)
+    real_fsync, calls = os.fsync, []
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 4:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    messages: list[str] = []
+    with pytest.raises(DiskFull) as info, atomic_outputs(on_disk_full=messages.append):
+        _write_set(out, 2)
+    assert str(info.value) == (f"{out['plot']}: no space left on device (ENOSPC) while writing it; the file was left "
+                               "as it was; none of this stage's outputs changed")
+    assert messages == [str(info.value)] and "\n" not in messages[0]
+    assert _snapshot(out) == before  # every old output intact, dev.json and dev.md included
+    assert _leftovers(tmp_path) == []  # no temp file left behind
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    with atomic_outputs():
+        _write_set(out, 3)
+    assert json.loads(out["json"].read_text())["version"] == 3 and out["plot"].read_text() == "k,overall\n1,3\n"
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_failed_swap_puts_every_old_output_back(tmp_path, monkeypatch):
+    """The swap itself failing on its 3rd rename (ENOSPC, EIO ...): the two targets renamed
+    so far get their old files back."""
+    import errno
+
+    from bench.io import atomic_outputs
+
+    out = _outputs(tmp_path)
+    _write_set(out, 1)
+    before = _snapshot(out)
+    real_replace, calls = os.replace, []
+
+    def replace(src, dst):
+        if str(dst) in {str(p) for p in out.values()}:
+            calls.append(dst)
+            if len(calls) == 3:
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError, match="Input/output error"), atomic_outputs():
+        _write_set(out, 2)
+    assert _snapshot(out) == before and _leftovers(tmp_path) == []
+
+
+def test_a_new_output_of_a_failed_set_is_not_created(tmp_path):
+    from bench.io import atomic_outputs, write_text
+
+    with pytest.raises(RuntimeError), atomic_outputs():
+        write_text(tmp_path / "a.txt", "new")
+        raise RuntimeError("the stage failed after writing a.txt")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture()
+def tiny_disk(tmp_path):
+    """A real 64 KiB tmpfs (root only): writes on it meet a real ENOSPC."""
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, check=False)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.decode().strip() or proc.returncode}); the monkeypatched tests cover it")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_real_full_disk_mid_set_keeps_the_old_outputs(tiny_disk):
+    from bench.io import DiskFull, atomic_outputs
+
+    out = _outputs(tiny_disk)
+    _write_set(out, 1)
+    before = _snapshot(out)
+    with pytest.raises(DiskFull) as info, atomic_outputs():
+        _write_set(out, 2, html_bytes=200_000)  # dev.html, the last one, does not fit
+    assert str(info.value) == (f"{out['html']}: no space left on device (ENOSPC) while writing it; the file was left as it was; "
+                               "none of this stage's outputs changed")
+    assert _snapshot(out) == before and _leftovers(tiny_disk) == []
+
+
+def test_zero_bytes_free_is_one_line_from_a_stage(tiny_disk):
+    """0 bytes free: a click stage writing through bench.io ends with one line naming the
+    file and exit 1 (it was an ENOSPC traceback)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    with contextlib.suppress(OSError), open(tiny_disk / "filler", "wb", buffering=0) as fh:
+        while True:
+            fh.write(b"\0" * 4096)
+    assert os.statvfs(tiny_disk).f_bavail == 0
+    stage = ("import click\nfrom bench.io import write_json\n@click.command()\ndef main():\n"
+             "    write_json('reports/metrics/dev.json', {'recall': 1.0})\nmain()\n")
+    (tiny_disk / "reports/metrics").mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-c", stage], cwd=tiny_disk, capture_output=True, text=True, check=False,
+                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip() == "error: reports/metrics/dev.json: no space left on device (ENOSPC) while writing it; the file was left as it was"
+
+
+FULL_AT_HTML = '''
+import errno, os
+_real = os.fsync
+def _fsync(fd):
+    if ".dev.html." in os.readlink(f"/proc/self/fd/{fd}"):  # the evaluate stage's last output: the disk is full there
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    _real(fd)
+os.fsync = _fsync
+'''
+
+
+@pytest.mark.e2e
+def test_disk_full_in_the_middle_of_the_evaluate_stage_changes_no_output(tmp_path, reproduced):
+    """The probe, on the evaluate stage of a reproduced project: the disk fills while it
+    writes dev.html (after dev.json, dev.md, the per-query tables and the plots). Every
+    output stays as the previous run wrote it, and stderr is one line. The new run differs
+    (another bootstrap seed), so an output written anyway would show."""
+    import sys
+
+    import yaml
+
+    from tests.project_copy import clone_project, project_env, run
+
+    work = clone_project(reproduced, tmp_path / "full")
+    outputs = ["reports/metrics/dev.json", "reports/dev.md", "reports/per_query/dev.parquet", "reports/dev.html",
+               "data/eval/per_query.parquet", *(p.relative_to(work).as_posix() for p in sorted((work / "reports/plots").glob("*.csv")))]
+    before = {f: (work / f).read_bytes() for f in outputs}
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["metrics"]["bootstrap_seed"] = int(params["metrics"].get("bootstrap_seed", 0)) + 1
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(FULL_AT_HTML)
+    env = project_env(tmp_path / "site-cache")
+    proc = run([sys.executable, "-m", "stages.evaluate"], work, {**env, "PYTHONPATH": str(hook)}, ok=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == ("error: reports/dev.html: no space left on device (ENOSPC) while writing it; "
+                                                    "the file was left as it was; none of this stage's outputs changed")
+    assert {f: (work / f).read_bytes() for f in outputs} == before
+    assert [p.name for p in (work / "reports").rglob(".*") if p.suffix in (".tmp", ".old")] == []  # no staged file left
+    # the control: with room on the disk, the same run replaces them (dev.json's intervals move with the seed)
+    run([sys.executable, "-m", "stages.evaluate"], work, env)
+    assert (work / "reports/metrics/dev.json").read_bytes() != before["reports/metrics/dev.json"]

@@ -16,11 +16,18 @@ Two sources:
 
 :func:`queries_per_block` sizes the blocks from the run's row count and the
 ``executor.in_core_rows`` threshold (the stage passes it; nothing here reads params).
+
+A killed evaluation leaves its partitioned copy behind. Each copy is a folder
+``eval-blocks-<pid>-<random>`` holding a lock file its process keeps locked (``flock``)
+while it lives; every new DuckDBBlocks removes the copies in the same parent whose lock
+nobody holds (the kernel drops a dead process's locks, so a reused pid changes nothing).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -141,6 +148,55 @@ def _group_rows(block: np.ndarray, n_blocks: int) -> list[np.ndarray]:
     return [order[cuts[b]:cuts[b + 1]] for b in range(n_blocks)]
 
 
+#: the partitioned copies' folder names (``eval-blocks-<pid>-<random>``) and their lock file
+COPY_PREFIX = "eval-blocks-"
+LOCK_FILE = ".owner.lock"
+#: a copy without a lock file (killed before locking it, or left by an older version) is
+#: removed once this old; younger, it may be a run between creating and locking its folder
+UNLOCKED_STALE_S = 3600.0
+
+
+def _hold_lock(path: Path) -> int:
+    """An open descriptor holding an exclusive flock on `path` (released when closed or at death)."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def remove_stale_copies(parent: Path) -> list[str]:
+    """Remove the copies under `parent` whose owner died (its lock is free, or it has none
+    and is older than UNLOCKED_STALE_S); return their names."""
+    import fcntl
+    import time
+
+    removed = []
+    for folder in sorted(parent.glob(f"{COPY_PREFIX}*")):
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        try:
+            fd = os.open(folder / LOCK_FILE, os.O_RDWR)
+        except FileNotFoundError:
+            fd = None
+            if time.time() - folder.stat().st_mtime < UNLOCKED_STALE_S:
+                continue
+        except OSError:
+            continue
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # held: its evaluation is running
+                os.close(fd)
+                continue
+        with contextlib.suppress(OSError):
+            shutil.rmtree(folder)
+            removed.append(folder.name)
+        if fd is not None:
+            os.close(fd)
+    return removed
+
+
 class DuckDBBlocks:
     """Blocks of a run and gold read out of core by DuckDB; a context manager (the
     partitioned copy under ``temp_dir`` is removed on exit).
@@ -157,18 +213,25 @@ class DuckDBBlocks:
         self.prepare = prepare or (lambda f: f)
         self._parent = temp_dir
         self._dir: Path | None = None
+        self._lock: int | None = None
         self._count = 0
+        self.removed_stale: list[str] = []  # copies left by killed runs, removed on entering
 
     def __enter__(self) -> DuckDBBlocks:
-        if self._parent is not None:
-            self._parent.mkdir(parents=True, exist_ok=True)
-        self._dir = Path(tempfile.mkdtemp(prefix="eval-blocks-", dir=self._parent))
+        parent = Path(self._parent if self._parent is not None else tempfile.gettempdir())
+        parent.mkdir(parents=True, exist_ok=True)
+        self.removed_stale = remove_stale_copies(parent)
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{COPY_PREFIX}{os.getpid()}-", dir=parent))
+        self._lock = _hold_lock(self._dir / LOCK_FILE)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     @property
     def block_count(self) -> int:

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.catalogue import Measure, counted, measures
+from bench.evaluation.catalogue import Measure, counted, in_denominator, measures
 from bench.evaluation.uncertainty import bootstrap_ci, holm, paired_randomization_test, rng_for
 
 
@@ -190,6 +190,41 @@ def check_table(df: Any, label: str) -> None:
             raise CompareError(f"{label}: malformed per-query table: {col} holds an infinite value (query {qid[inf].iloc[0]})")
 
 
+def check_values(a: pd.DataFrame, b: pd.DataFrame, k: int, labels: tuple[str, str] = ("A", "B")) -> None:
+    """Refuse per-query values the paired tests would read wrongly, naming table, row and column.
+
+    Every measure `bench compare` tests is a per-query share: its values lie in [0, 1];
+    NaN (undefined) is allowed only where the query is outside the measure's denominator
+    or failed (it then counts the worst case), never where the denominator rule would
+    silently read it as 0. A query in both tables must carry the same modality (the
+    groups are formed from it). Rows are numbered from 0, as the parquet file's rows."""
+    for label, df in zip(labels, (a, b), strict=True):
+        unans, failed = df["unanswerable"].astype(bool).to_numpy(), df["failed"].astype(bool).to_numpy()
+        for m in compared(k):
+            if m.column not in df.columns:
+                continue
+            values = pd.to_numeric(df[m.column], errors="coerce").to_numpy(dtype=float)
+            outside = np.flatnonzero(~np.isnan(values) & ((values < 0) | (values > 1)))
+            undefined = np.flatnonzero(np.isnan(values) & in_denominator(m.scope, unans) & ~failed)
+            if outside.size:
+                i = int(outside[0])
+                raise CompareError(f"{label}: per-query table row {i} (query {df['query_id'].iloc[i]}): column {m.column}: "
+                                   f"{float(values[i])} is outside [0, 1]")
+            if undefined.size:
+                i = int(undefined[0])
+                raise CompareError(f"{label}: per-query table row {i} (query {df['query_id'].iloc[i]}): column {m.column}: NaN where "
+                                   f"the query is in the denominator ({m.scope}, not failed); it would count as 0")
+    mod_a = pd.Series(a["modality"].astype(str).to_numpy(), index=a["query_id"].astype(str))
+    mod_b = pd.Series(b["modality"].astype(str).to_numpy(), index=b["query_id"].astype(str))
+    both = mod_a.index.intersection(mod_b.index)
+    differ = np.flatnonzero(mod_a.loc[both].to_numpy() != mod_b.loc[both].to_numpy())
+    if differ.size:
+        q = str(both[int(differ[0])])
+        row = int(np.flatnonzero(mod_b.index == q)[0])
+        raise CompareError(f"{labels[1]}: per-query table row {row} (query {q}): column modality: {mod_b[q]!r} where "
+                           f"{labels[0]} has {mod_a[q]!r} for the same query: the tables disagree (edited?)")
+
+
 def compare(
     a: pd.DataFrame,
     b: pd.DataFrame,
@@ -206,6 +241,7 @@ def compare(
     k = _infer_k(a)
     if _infer_k(b) != k:
         raise CompareError(f"the two runs use different k (A: {k}, B: {_infer_k(b)}): compare runs with the same metrics.k")
+    check_values(a, b, k)
     a = a.assign(query_id=a["query_id"].astype(str)).set_index("query_id")
     b = b.assign(query_id=b["query_id"].astype(str)).set_index("query_id")
     common = a.index.intersection(b.index).sort_values()

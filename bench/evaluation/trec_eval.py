@@ -26,6 +26,7 @@ evaluated.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,34 @@ __all__ = ["MEASURES", "Evaluation", "NoCommonQuery", "evaluate", "format_trec",
 MEASURES = ("map", "recip_rank", "P_10", "recall_10", "ndcg_cut_10")
 K = 10
 _EPOCH = pd.Timestamp("2000-01-01", tz="UTC")
+#: what C's atol/atof read, ASCII only (Python's int/float also take ``1_000``, ``١`` or ``infinity``);
+#: the whole field must match: trec_eval would silently read ``1x`` as 1, here it is refused
+_INTEGER = re.compile(r"[+-]?[0-9]+\Z", re.ASCII)
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z", re.ASCII)
+#: trec_eval keeps a relevance in a C long (64 bits on Linux)
+_LONG = 2**63 - 1
+
+
+def parse_relevance(text: str, name: str, lineno: int) -> int:
+    """A qrels relevance as trec_eval's atol reads it: ASCII digits with an optional sign,
+    within a 64-bit long; LineError (file, line, field) otherwise."""
+    if not _INTEGER.match(text):
+        raise LineError(name, lineno, "relevance", "not an integer (ASCII digits, optional sign)", short(text))
+    value = int(text)
+    if abs(value) > _LONG:
+        raise LineError(name, lineno, "relevance", f"out of range (|relevance| <= {_LONG})", short(text))
+    return value
+
+
+def parse_score(text: str, name: str, lineno: int) -> float:
+    """A run score as trec_eval's atof reads a decimal number (ASCII only, no nan/inf);
+    LineError (file, line, field) otherwise."""
+    if not _DECIMAL.match(text):
+        raise LineError(name, lineno, "score", "not a number (ASCII decimal, e.g. 1.5 or -2e-3)", short(text))
+    value = float(text)
+    if not math.isfinite(value):
+        raise LineError(name, lineno, "score", "not a finite number", short(text))
+    return value
 
 
 def _lines(path: str | Path, display: str) -> Iterator[tuple[int, list[str]]]:
@@ -75,10 +104,7 @@ def read_qrels(path: str | Path, display: str | None = None) -> pd.DataFrame:
         if len(f) != 4:
             raise LineError(name, lineno, "<line>", f"expected 4 fields (query iter doc relevance), found {len(f)}",
                             short(" ".join(f)))
-        try:
-            rel = int(f[3])
-        except ValueError:
-            raise LineError(name, lineno, "relevance", "not an integer", short(f[3])) from None
+        rel = parse_relevance(f[3], name, lineno)
         key = (f[0], f[2])
         if key in seen:
             raise LineError(name, lineno, "doc", f"judged twice for query {f[0]} (first at line {seen[key]})", short(f[2]))
@@ -102,12 +128,7 @@ def read_run(path: str | Path, display: str | None = None) -> pd.DataFrame:
         if len(f) != 6:
             raise LineError(name, lineno, "<line>", f"expected 6 fields (query Q0 doc rank score tag), found {len(f)}",
                             short(" ".join(f)))
-        try:
-            score = float(f[4])
-        except ValueError:
-            raise LineError(name, lineno, "score", "not a number", short(f[4])) from None
-        if not math.isfinite(score):
-            raise LineError(name, lineno, "score", "not a finite number", short(f[4]))
+        score = parse_score(f[4], name, lineno)
         key = (f[0], f[2])
         if key in seen:
             raise LineError(name, lineno, "doc", f"returned twice for query {f[0]} (first at line {seen[key]})", short(f[2]))

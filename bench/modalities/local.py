@@ -34,6 +34,7 @@ import functools
 import hashlib
 import importlib
 import json
+import os
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -82,12 +83,8 @@ def parse_time(value: Any, where: str) -> pd.Timestamp:
     return pd.Timestamp(moment).tz_convert("UTC")
 
 
-def read_config(folder: Path) -> dict[str, Any]:
-    """dataset.yaml, every field checked; a refusal names the file and the field."""
-    path = folder / DATASET_FILE
+def _read_yaml(path: Path) -> dict[str, Any]:  # every field present and no other
     shown = path.as_posix()
-    if not folder.is_dir():
-        raise LocalDataError(f"{folder.as_posix()}: local data set folder not found")
     if not path.is_file():
         raise LocalDataError(f"{shown}: missing (a local data set needs dataset.yaml, set.jsonl and files/)")
     try:
@@ -103,6 +100,10 @@ def read_config(folder: Path) -> dict[str, Any]:
     extra = sorted(set(cfg) - set(FIELDS))
     if extra:
         raise LocalDataError(f"{shown}: unknown field {extra[0]}")
+    return cfg
+
+
+def _check_fields(cfg: dict[str, Any], shown: str) -> None:  # observed_at: parsed by the caller
     for name in FIELDS:
         value = cfg[name]
         if name in ("revision",) and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -118,15 +119,35 @@ def read_config(folder: Path) -> dict[str, Any]:
             f"{shown}: field gold_made_by is {cfg['gold_made_by']!r}: only gold made by people is accepted (spec constraint 1); "
             "write gold_made_by: human if people annotated it"
         )
-    if cfg["observed_at"] != PER_FILE:
-        cfg["observed_at"] = parse_time(cfg["observed_at"], f"{shown}: field observed_at")
+
+
+def _check_folder(folder: Path, cfg: dict[str, Any], shown: str) -> None:  # tables, set.jsonl, files/
     for name, table in (("holder", HOLDERS_FILE), ("observed_at", OBSERVED_FILE)):
         if cfg[name] == PER_FILE and not (folder / table).is_file():
             raise LocalDataError(f"{shown}: field {name} is per_file but {(folder / table).as_posix()} is missing")
-    if not (folder / SET_FILE).is_file():
-        raise LocalDataError(f"{(folder / SET_FILE).as_posix()}: missing (the set of annotated entries)")
-    if not (folder / FILES_DIR).is_dir():
-        raise LocalDataError(f"{(folder / FILES_DIR).as_posix()}: missing (the corpus folder)")
+    set_path = folder / SET_FILE
+    if not set_path.is_file():
+        raise LocalDataError(f"{set_path.as_posix()}: missing (the set of annotated entries)")
+    if not set_path.read_bytes().strip():
+        raise LocalDataError(f"{set_path.as_posix()}: no entries (empty file): write at least one entry; nothing was changed")
+    files = folder / FILES_DIR
+    if files.is_symlink():
+        raise LocalDataError(f"{files.as_posix()}: a symbolic link; files/ must be a real folder holding the corpus (links are not read)")
+    if not files.is_dir():
+        raise LocalDataError(f"{files.as_posix()}: missing (the corpus folder)")
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """dataset.yaml, every field checked; a refusal names the file and the field."""
+    path = folder / DATASET_FILE
+    shown = path.as_posix()
+    if not folder.is_dir():
+        raise LocalDataError(f"{folder.as_posix()}: local data set folder not found")
+    cfg = _read_yaml(path)
+    _check_fields(cfg, shown)
+    if cfg["observed_at"] != PER_FILE:
+        cfg["observed_at"] = parse_time(cfg["observed_at"], f"{shown}: field observed_at")
+    _check_folder(folder, cfg, shown)
     return cfg
 
 
@@ -138,6 +159,10 @@ def list_files(folder: Path, suffixes: Sequence[str] | None, formats: str) -> li
         rel = path.relative_to(root).as_posix()
         if any(part.startswith(".") for part in rel.split("/")):
             continue
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:  # os.fsdecode keeps undecodable bytes as surrogates
+            raise LocalDataError(f"{os.fsencode(path).decode('utf-8', 'backslashreplace')}: file name is not valid UTF-8; rename it (DVC and the manifest need UTF-8 names)") from None
         if path.is_symlink():
             raise LocalDataError(f"{path.as_posix()}: symbolic links are not read; copy the file into files/")
         if path.is_dir():
@@ -146,6 +171,8 @@ def list_files(folder: Path, suffixes: Sequence[str] | None, formats: str) -> li
             raise LocalDataError(f"{path.as_posix()}: not a regular file")
         if suffixes is not None and path.suffix.lower() not in suffixes:
             raise LocalDataError(f"{path.as_posix()}: not a file this modality reads ({formats})")
+        if suffixes is not None and path.stat().st_size == 0:  # code (any file) may hold empty files, e.g. __init__.py
+            raise LocalDataError(f"{path.as_posix()}: empty file (0 bytes): copy the whole file into files/")
         out.append(rel)
     if not out:
         raise LocalDataError(f"{root.as_posix()}: no corpus files")
@@ -282,6 +309,35 @@ def _hash(path: str, mtime_ns: int, size: int) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+@functools.cache
+def _unreadable(modality: str, path: str, rel: str, mtime_ns: int, size: int) -> str:
+    """Why a local corpus file cannot be read by its modality's first check, or '' (cached per file version)."""
+    local = Path(path)
+    try:
+        if modality == "pdf":
+            parser_of("pdf").check_pdf(rel, local)
+        elif modality in ("image", "ui_screenshot"):
+            parser_of("image").check_images({"_": [(rel, local)]})
+        elif modality in ("conversation", "video"):  # a cheap text parse: the whole of it
+            parser = parser_of(modality)
+            name = parser.source_of(rel)
+            parser.parse({f"_:{name}": [(rel[len(name) + 1:] if rel != name else rel, local)]})
+    except LocalDataError as exc:
+        return str(exc)
+    return ""
+
+
+def check_readable(ds: LocalDataset) -> None:
+    """Every corpus file passes its modality's first read: a truncated PDF, image or transcript
+    is refused, named, before any stage writes (extraction would leave its entries invalid)."""
+    for rel in ds.paths:
+        path = ds.folder / FILES_DIR / rel
+        st = path.stat()
+        problem = _unreadable(ds.modality, str(path), rel, st.st_mtime_ns, st.st_size)
+        if problem:
+            raise LocalDataError(f"{ds.shown}/{FILES_DIR}/{problem}")
+
+
 def load(folder: Path, shown: str | None = None) -> LocalDataset:
     """The local data set in `folder`; LocalDataError (one line naming the file) if refused."""
     cfg = read_config(folder)
@@ -303,7 +359,9 @@ def load(folder: Path, shown: str | None = None) -> LocalDataset:
         + ("; a session's date_time, where given, wins" if cfg["modality"] == "conversation" else ""),
     }
     cls = type(f"LocalDataset_{cfg['key']}", (LocalDataset,), attrs)
-    return cls(folder, cfg, shown)
+    ds = cls(folder, cfg, shown)
+    check_readable(ds)
+    return ds
 
 
 def load_all(folders: Sequence[Path], shown: Sequence[str] | None = None, registered: Sequence[Dataset] = ()) -> list[LocalDataset]:

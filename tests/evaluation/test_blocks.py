@@ -160,3 +160,80 @@ def test_block_sizes() -> None:
     assert block_bounds(10, None) == [(0, 10)]
     assert block_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert block_bounds(0, 4) == [(0, 0)]
+
+
+KILLED_CHILD = r"""
+import sys, time
+from pathlib import Path
+import numpy as np, pandas as pd
+from bench.evaluation.blocks import DuckDBBlocks
+folder, parent = Path(sys.argv[1]), Path(sys.argv[2])
+queries = [f"q{i:04d}" for i in range(200)]
+with DuckDBBlocks(folder / "run.parquet", folder / "gold.parquet", 50, temp_dir=parent, memory_limit="128MB", threads=1) as src:
+    first = next(iter(src.blocks(queries)))  # the partitioned copy is on disk now
+    print(len(first.run), flush=True)
+    time.sleep(600)
+"""
+
+
+def test_copies_of_a_killed_evaluation_are_removed_by_the_next(tmp_path: Path) -> None:
+    """A kill -9 in the middle of an out-of-core evaluation left /tmp/eval-blocks-* that no
+    later run removed. Now the next DuckDBBlocks in the same parent removes it, and never
+    the copy of an evaluation that is still running."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    rng = np.random.default_rng(0)
+    queries = [f"q{i:04d}" for i in range(200)]
+    run = pd.DataFrame({"query_id": np.repeat(queries, 20), "atom_code": rng.integers(0, 10_000, 4000),
+                        "rank": np.tile(np.arange(1, 21), 200), "score": rng.random(4000)})
+    gold = pd.DataFrame({"query_id": queries, "gold_idx": 0, "atom_code": rng.integers(0, 10_000, 200)})
+    run.to_parquet(tmp_path / "run.parquet", index=False)
+    gold.to_parquet(tmp_path / "gold.parquet", index=False)
+    parent = tmp_path / "eval-tmp"
+    env = {"PYTHONPATH": str(ROOT), "PATH": ""}
+    procs = [subprocess.Popen([sys.executable, "-c", KILLED_CHILD, str(tmp_path), str(parent)], stdout=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]
+    try:
+        for proc in procs:
+            assert int(proc.stdout.readline()) == 50 * 20  # each is inside its first block
+        dead, alive = procs
+        dead.send_signal(signal.SIGKILL)
+        dead.wait()
+        left = {p.name for p in parent.glob("eval-blocks-*")}
+        assert {n.split("-")[2] for n in left} == {str(dead.pid), str(alive.pid)}
+        dead_copy = next(parent.glob(f"eval-blocks-{dead.pid}-*"))
+        assert sum(f.stat().st_size for f in dead_copy.rglob("*") if f.is_file()) > 0  # what the kill left behind
+        with DuckDBBlocks(tmp_path / "run.parquet", tmp_path / "gold.parquet", 50, temp_dir=parent) as src:
+            assert src.removed_stale == [dead_copy.name]
+            assert not dead_copy.exists() and any(parent.glob(f"eval-blocks-{alive.pid}-*"))
+            assert len(list(src.blocks(queries))) == 4
+        # its own copy is gone on a clean exit; the running one's is kept
+        assert {p.name.split("-")[2] for p in parent.glob("eval-blocks-*")} == {str(alive.pid)}
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    # the survivor, killed too, is removed by the next run
+    with DuckDBBlocks(tmp_path / "run.parquet", tmp_path / "gold.parquet", 50, temp_dir=parent) as src:
+        assert len(src.removed_stale) == 1
+    assert list(parent.glob("eval-blocks-*")) == []
+
+
+def test_unlocked_copies_are_removed_only_when_old(tmp_path: Path) -> None:
+    """A copy with no lock file (left by the version before the lock, or killed between
+    creating and locking its folder) is removed once an hour old, never younger."""
+    import os
+
+    from bench.evaluation.blocks import UNLOCKED_STALE_S, remove_stale_copies
+
+    young, old = tmp_path / "eval-blocks-abc", tmp_path / "eval-blocks-def"
+    for folder in (young, old):
+        (folder / "run").mkdir(parents=True)
+        (folder / "run" / "data_0.parquet").write_bytes(b"x" * 100)
+    os.utime(old, (os.path.getatime(old), os.path.getmtime(old) - UNLOCKED_STALE_S - 1))
+    assert remove_stale_copies(tmp_path) == ["eval-blocks-def"]
+    assert young.exists() and not old.exists()

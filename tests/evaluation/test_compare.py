@@ -205,3 +205,47 @@ def test_cli_refusals_are_one_line_exit_1(tmp_path):
         assert out.exit_code == 1 and out.exception is None or isinstance(out.exception, SystemExit), out.output
         assert out.exit_code == 1
         assert out.output.strip().count("\n") == 0 and needle in out.output, out.output
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    # values outside [0, 1]: the probe's 1.5 and -0.2 used to be paired and declared significant
+    (lambda d: d.assign(**{"recall@10": np.where(d["unanswerable"], np.nan, 1.5)}),
+     "B: per-query table row 1 (query q0001): column recall@10: 1.5 is outside [0, 1]"),
+    (lambda d: d.assign(mrr=np.where(d["unanswerable"], np.nan, -0.2)),
+     "B: per-query table row 1 (query q0001): column mrr: -0.2 is outside [0, 1]"),
+    # NaN where the query is in the denominator: the denominator rule would read it as 0
+    (lambda d: d.assign(**{"recall@10": np.nan}),
+     "B: per-query table row 1 (query q0001): column recall@10: NaN where the query is in the denominator (answerable, not failed); it would count as 0"),
+    (lambda d: d.assign(false_recall=np.nan),
+     "B: per-query table row 0 (query q0000): column false_recall: NaN where the query is in the denominator (unanswerable, not failed); it would count as 0"),
+    # an edited modality column: the groups are formed from it
+    (lambda d: d.assign(modality=np.where(d["query_id"] == "q0004", "video", d["modality"])),
+     "B: per-query table row 4 (query q0004): column modality: 'video' where A has 'pdf' for the same query: the tables disagree (edited?)"),
+])
+def test_values_the_paired_tests_would_misread_are_refused(mutate, message):
+    a = table(11)
+    with pytest.raises(CompareError) as err:
+        compare(a, mutate(a.copy()), resamples=50, permutations=200)
+    assert str(err.value) == message
+
+
+def test_probe_of_out_of_range_values_no_longer_declares_significance():
+    """The probe: B is A with every answerable recall@10 set to 1.5. Before, `bench compare`
+    (default 10,000 permutations) reported recall@10 'B better', diff +1.017, p_holm 0.004;
+    now nothing is compared."""
+    a = table(12)
+    b = a.assign(**{"recall@10": np.where(a["unanswerable"], np.nan, 1.5)})
+    with pytest.raises(CompareError, match=r"outside \[0, 1\]"):
+        compare(a, b, resamples=50, permutations=200)
+    # NaN outside the denominator (unanswerable rows' recall) and on failed rows stays accepted
+    failed = a.assign(failed=a["query_id"] == "q0001", **{"recall@10": np.where(a["query_id"] == "q0001", np.nan, a["recall@10"])})
+    assert compare(a, failed, resamples=50, permutations=200)["queries"]["both"] == len(a)
+
+
+def test_real_per_query_table_passes_the_value_checks():
+    """The committed dev run (8,697 queries) holds no value the checks refuse."""
+    from bench.evaluation.compare import check_values
+    from tests.conftest import ROOT
+
+    real = pd.read_parquet(ROOT / PER_QUERY)
+    check_values(real, real, 10)

@@ -139,11 +139,19 @@ def test_cli_prints_trec_eval_columns_and_json(tmp_path):
 @pytest.mark.parametrize(
     ("which", "line", "expected"),
     [
-        ("run", "q1 Q0 d1 1 high sys", "s.run:2: score: not a number (value: high)"),
-        ("run", "q1 Q0 d1 1 nan sys", "s.run:2: score: not a finite number (value: nan)"),
+        ("run", "q1 Q0 d1 1 high sys", "s.run:2: score: not a number (ASCII decimal, e.g. 1.5 or -2e-3) (value: high)"),
+        ("run", "q1 Q0 d1 1 nan sys", "s.run:2: score: not a number (ASCII decimal, e.g. 1.5 or -2e-3) (value: nan)"),
+        ("run", "q1 Q0 d1 1 1e999 sys", "s.run:2: score: not a finite number (value: 1e999)"),
+        # Python's float() reads these, C's atof (trec_eval) does not: refused, never read differently
+        ("run", "q1 Q0 d1 1 1_000 sys", "s.run:2: score: not a number (ASCII decimal, e.g. 1.5 or -2e-3) (value: 1_000)"),
+        ("run", "q1 Q0 d1 1 \u0661 sys", "s.run:2: score: not a number (ASCII decimal, e.g. 1.5 or -2e-3) (value: \u0661)"),
+        ("qrels", "q1 0 d1 99999999999999999999", "s.qrels:2: relevance: out of range (|relevance| <= 9223372036854775807) (value: 99999999999999999999)"),
+        ("qrels", "q1 0 d1 1_000", "s.qrels:2: relevance: not an integer (ASCII digits, optional sign) (value: 1_000)"),
+        ("qrels", "q1 0 d1 \u0661", "s.qrels:2: relevance: not an integer (ASCII digits, optional sign) (value: \u0661)"),
+        ("qrels", "q1 0 d1 1.0", "s.qrels:2: relevance: not an integer (ASCII digits, optional sign) (value: 1.0)"),
         ("run", "q1 Q0 d1 1 2.0", "s.run:2: <line>: expected 6 fields (query Q0 doc rank score tag), found 5 (value: q1 Q0 d1 1 2.0)"),
         ("run", "q1 Q0 d0 2 1.0 sys", "s.run:2: doc: returned twice for query q1 (first at line 1) (value: d0)"),
-        ("qrels", "q1 0 d1 yes", "s.qrels:2: relevance: not an integer (value: yes)"),
+        ("qrels", "q1 0 d1 yes", "s.qrels:2: relevance: not an integer (ASCII digits, optional sign) (value: yes)"),
         ("qrels", "q1 0 d1 1 extra", "s.qrels:2: <line>: expected 4 fields (query iter doc relevance), found 5 (value: q1 0 d1 1 extra)"),
         ("qrels", "q1 0 d0 2", "s.qrels:2: doc: judged twice for query q1 (first at line 1) (value: d0)"),
     ],

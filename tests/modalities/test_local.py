@@ -409,3 +409,77 @@ def test_read_config_accepts_per_file_times(minimal: Path) -> None:
     assert read_config(minimal)["observed_at"] == "per_file"
     ds = load(minimal)
     assert ds.observed_of == {"calls:onboarding-call.vtt": pd.Timestamp("2024-02-01T07:00:00", tz="UTC")}
+
+
+# -- faults of issue 25: refused at load, before any stage writes ---------------------
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n"])
+def test_empty_set_file_refused(minimal: Path, text: str) -> None:
+    """An empty set.jsonl used to overwrite every report, then crash with a TypeError."""
+    (minimal / "set.jsonl").write_text(text)
+    with pytest.raises(LocalDataError) as info:
+        load(minimal)
+    assert str(info.value) == f"{minimal.as_posix()}/set.jsonl: no entries (empty file): write at least one entry; nothing was changed"
+
+
+def test_conversation_turn_with_empty_text_refused(tmp_path: Path) -> None:
+    """A turn with empty text (all of them, in the probe) left BM25 without a single word:
+    `max() arg is an empty sequence`. Refused at load, naming file and field."""
+    folder = tmp_path / "chats"
+    skeleton(folder, "conversation")
+    (path,) = (folder / "files").glob("*.json")
+    doc = json.loads(path.read_text())
+    doc["sessions"][0]["turns"][1]["text"] = "  "
+    path.write_text(json.dumps(doc))
+    with pytest.raises(LocalDataError) as info:
+        load(folder)
+    assert str(info.value) == (f"{folder.as_posix()}/files/{path.name}: field sessions[0].turns[1].text: empty; "
+                               "a turn needs words to be retrieved (remove it or write its text)")
+
+
+def test_empty_and_truncated_corpus_files_refused(minimal: Path, tmp_path: Path) -> None:
+    """0-byte or truncated local files used to become 'unreadable', their entries invalid,
+    and the chunk stage then said "run the extract stages first"."""
+    (vtt,) = (minimal / "files").glob("*.vtt")
+    whole = vtt.read_bytes()
+    vtt.write_bytes(b"")
+    with pytest.raises(LocalDataError) as info:
+        load(minimal)
+    assert str(info.value) == f"{vtt.as_posix()}: empty file (0 bytes): copy the whole file into files/"
+    vtt.write_bytes(whole[: whole.index(b"-->") + 2])  # cut inside the first timing line
+    with pytest.raises(LocalDataError, match=rf"^{minimal.as_posix()}/files/{vtt.name}: line \d+: "):
+        load(minimal)
+    # a real PDF of the mirror, cut in half
+    need_mirror("mmlongbench-doc")
+    real = next(iter(sorted((MIRROR / "mmlongbench-doc" / "data" / "documents").glob("*.pdf"))))
+    folder = tmp_path / "docs"
+    skeleton(folder, "pdf")
+    data = real.read_bytes()
+    (folder / "files" / "handbook.pdf").write_bytes(data[: len(data) // 2])
+    with pytest.raises(LocalDataError) as info:
+        load(folder)
+    assert str(info.value).startswith(f"{folder.as_posix()}/files/handbook.pdf: pdfium cannot read it (")
+    (folder / "files" / "handbook.pdf").write_bytes(data)
+    assert load(folder).paths == ["handbook.pdf"]
+
+
+def test_non_utf8_file_name_refused_naming_it(minimal: Path) -> None:
+    """DVC refused it with its own message naming no file; refused first, named."""
+    import os
+
+    name = os.fsdecode(b"caf\xe9.vtt")
+    (minimal / "files" / name).write_bytes((next(iter((minimal / "files").glob("*.vtt")))).read_bytes())
+    with pytest.raises(LocalDataError) as info:
+        load(minimal)
+    assert str(info.value) == f"{minimal.as_posix()}/files/caf\\xe9.vtt: file name is not valid UTF-8; rename it (DVC and the manifest need UTF-8 names)"
+
+
+def test_files_folder_as_a_symbolic_link_refused(minimal: Path, tmp_path: Path) -> None:
+    """Links inside files/ were refused, files/ itself as a link was followed."""
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(minimal / "files", elsewhere)
+    (minimal / "files").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(LocalDataError) as info:
+        load(minimal)
+    assert str(info.value) == f"{minimal.as_posix()}/files: a symbolic link; files/ must be a real folder holding the corpus (links are not read)"

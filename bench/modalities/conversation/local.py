@@ -54,6 +54,8 @@ def turn_rows(source_id: str, doc: object, name: str) -> list[dict]:
         for t, turn in enumerate(session["turns"]):
             if not isinstance(turn, dict) or not all(isinstance(turn.get(k), str) for k in ("speaker", "text")):
                 raise LocalDataError(f"{where}.turns[{t}]: must have string fields speaker and text")
+            if not turn["text"].strip():
+                raise LocalDataError(f"{where}.turns[{t}].text: empty; a turn needs words to be retrieved (remove it or write its text)")
             rows.append({"source_id": source_id, "turn": len(rows) + 1, "dia_id": f"S{s + 1}:{t + 1}",
                          "speaker": turn["speaker"], "text": f"{turn['speaker']}: {turn['text']}", "observed_at": when})
     if not rows:
