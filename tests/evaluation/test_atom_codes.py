@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 
 from bench.evaluation.atom_codes import ATOM_CODE, AtomCodeError, decode, encode, served_ids, to_codes, with_atom_ids
-from bench.evaluation.metrics import aggregate, per_query
+from bench.evaluation.cells import aggregate
+from bench.evaluation.per_query import per_query
 from tests.evaluation.test_metrics import PROPS, _oracle_data, scenarios
 
 

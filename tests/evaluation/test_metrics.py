@@ -11,13 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.evaluation.metrics import (
-    aggregate,
-    calibrate,
-    false_recall_rules,
-    metric_keys,
-    per_query,
-)
+from bench.evaluation.cells import aggregate
+from bench.evaluation.measures.false_recall import calibrate, false_recall_rules
+from bench.evaluation.per_query import per_query, query_measures
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")
 LATER = pd.Timestamp("2025-01-01", tz="UTC")
@@ -166,7 +162,7 @@ def test_failed_is_nan_and_ignores_run_rows(case: dict) -> None:
     df = _pq(case)
     r = _row(df, "q6")
     assert r["failed"] and r["n_returned"] == 0
-    assert all(math.isnan(r[c]) for c in metric_keys(K).values())
+    assert all(math.isnan(r[c]) for c in (m.column for m in query_measures(K)))
     assert _row(df, "q8")["failed"]
 
 
@@ -230,7 +226,7 @@ def _assert_cell(got: dict, value, n: int, d: int) -> None:
 
 
 def test_aggregate_shape_and_values(case: dict) -> None:
-    rep = aggregate(_pq(case), case["latency"], failed=case["failed"])
+    rep = aggregate(_pq(case), case["latency"], failed=case["failed"], k=K)
     assert list(rep) == ["by_modality", "overall"]
     assert list(rep["by_modality"]) == ["code", "conversation", "image", "pdf"]
     expected_keys = [
@@ -276,8 +272,8 @@ def test_aggregate_shape_and_values(case: dict) -> None:
 
 
 def test_failed_only_given_to_aggregate_is_equivalent(case: dict) -> None:
-    want = aggregate(_pq(case), case["latency"], failed=case["failed"])
-    got = aggregate(_pq(case, failed=None), case["latency"], failed=pd.Series(sorted(case["failed"])))
+    want = aggregate(_pq(case), case["latency"], failed=case["failed"], k=K)
+    got = aggregate(_pq(case, failed=None), case["latency"], failed=pd.Series(sorted(case["failed"])), k=K)
     assert got == want
 
 
@@ -433,7 +429,7 @@ def scenarios(draw) -> dict:
 def _evaluate(s: dict, frames: dict, failed) -> tuple[pd.DataFrame, dict]:
     df = per_query(frames["entries"], frames["run"], frames["gold"], frames["atoms"],
                    k=s["k"], failed=failed)
-    return df, aggregate(df, frames["latency"], failed=failed)
+    return df, aggregate(df, frames["latency"], failed=failed, k=s["k"])
 
 
 FRAMES = ("entries", "run", "gold", "atoms", "latency")
@@ -444,7 +440,7 @@ PROPS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.to
 @given(scenarios())
 def test_metrics_in_unit_interval_and_n_le_denominator(s: dict) -> None:
     df, rep = _evaluate(s, {f: s[f] for f in FRAMES}, s["failed"])
-    for col in metric_keys(s["k"]).values():
+    for col in (m.column for m in query_measures(s["k"])):
         vals = df[col].dropna()
         assert ((vals >= 0) & (vals <= 1)).all(), col
     for group in [*rep["by_modality"].values(), rep["overall"]]:
@@ -465,7 +461,7 @@ def test_row_order_does_not_matter(s: dict) -> None:
     df, rep = _evaluate(s, shuffled, sorted(s["failed"], reverse=True))
     pd.testing.assert_frame_equal(df, base_df)
     assert rep == base_rep
-    rep2 = aggregate(base_df.sample(frac=1, random_state=s["seed"]), s["latency"], failed=s["failed"])
+    rep2 = aggregate(base_df.sample(frac=1, random_state=s["seed"]), s["latency"], failed=s["failed"], k=s["k"])
     assert rep2 == base_rep
 
 
@@ -643,11 +639,11 @@ def test_confidence_is_the_auroc_signal_when_always_sent() -> None:
     conf = {q: (0.9 if q.startswith("u") else 0.1) for q in entries["query_id"]}
     _, _, _, _, responses = _calib_case(confidence=conf)
     df = per_query(entries, run, gold, atoms, responses=responses)
-    assert set(df["separation_signal"]) == {"confidence"}
+    assert set(df["auroc_signal_source"]) == {"confidence"}
     assert aggregate(df, None)["overall"]["auroc_unanswerable"]["value"] == 0.0
     conf.pop("a01")  # not sent with every answer: the top-1 score is used
     _, _, _, _, responses = _calib_case(confidence=conf)
-    assert set(per_query(entries, run, gold, atoms, responses=responses)["separation_signal"]) == {"top1_score"}
+    assert set(per_query(entries, run, gold, atoms, responses=responses)["auroc_signal_source"]) == {"top1_score"}
 
 
 def test_calibrate_edges() -> None:
@@ -662,7 +658,7 @@ def test_calibrate_edges() -> None:
 
 
 def test_rounding_differences_are_ties_whatever_the_scale() -> None:
-    from bench.evaluation.metrics import reaches, tie_groups
+    from bench.evaluation.measures.scores import reaches, tie_groups
 
     a = 0.1 + 0.2 + 0.3
     b = 0.3 + 0.2 + 0.1  # the same terms in another order: differs in the last bit
