@@ -306,7 +306,7 @@ class ResolvedGold:
 def resolve_partitions(entries: list[dict], served: list[Partition], segments_dir: Path) -> ResolvedGold:
     """Resolve and place over the served partitions and segment files on disk (the resolve stage)."""
     found = resolve_files(entries, served, segments_dir)
-    regions = place_regions(found.regions, found.gold_segments)
+    regions = _placed(found.regions, entries, found.gold_segments)
     return ResolvedGold(found.gold, regions, found.gold_segments, unreadable_gold(entries, found.gold_segments), found.gold_atom_ids)
 
 
@@ -314,5 +314,13 @@ def resolve_frames(entries: list[dict], served: dict[str, pd.DataFrame], segment
     """Resolve and place over served atoms and segments in memory (the acceptance, the fixtures)."""
     gold, regions = resolve(entries, served, segments)
     gold_segments = segments.loc[segments["source_id"].astype(str).isin(set(regions["source_id"].astype(str)))]
-    return ResolvedGold(gold, place_regions(regions, gold_segments), gold_segments, unreadable_gold(entries, gold_segments),
+    return ResolvedGold(gold, _placed(regions, entries, gold_segments), gold_segments, unreadable_gold(entries, gold_segments),
                         decode(gold[ATOM_CODE].to_numpy(), served_ids(served)))
+
+
+def _placed(regions: pd.DataFrame, entries: list[dict], segments: pd.DataFrame) -> pd.DataFrame:
+    """`regions` with each region's placement (bench.evaluation.placement), placed from the
+    entries' own region objects (the rows are in :func:`_flatten`'s order), so the JSON text
+    written for the file is never parsed back here."""
+    placed = place_regions(regions.assign(region=_flatten(entries)["region"].to_numpy()), segments)
+    return placed.assign(region=regions["region"].to_numpy())

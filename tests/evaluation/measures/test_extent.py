@@ -1,4 +1,4 @@
-"""Chunk-fair metrics: extents, coverage/precision/IoU, the oracle ceiling, ties, and the
+"""Extent measures (bench.evaluation.measures.extent): coverage/precision/IoU, the oracle ceiling, and the
 whole-document trap on real MMLongBench-Doc documents."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import pytest
 from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.measures.extent import atom_extents, atom_statistics, extent_columns
-from bench.evaluation.measures.scores import tied_positions
 from bench.evaluation.placement import region_extents
 from bench.modalities import modalities
 
@@ -121,17 +120,6 @@ def test_modality_extents_and_intersection():
     assert mods["pdf"].intersection({"page": 2}, atoms, seg).tolist() == [0, 1, 0]
     whole = mods["pdf"].chunk(seg, "whole", {})
     assert mods["pdf"].intersection({"page": 3}, whole, seg).tolist() == [5]
-
-
-def test_ties_counted_where_the_rule_decides():
-    run = pd.DataFrame({"query_id": ["q"] * 4 + ["r"] * 2, "atom_id": list("abcdxy"), "rank": [1, 2, 3, 4, 1, 2],
-                        "score": [5.0, 3.0, 3.0, 1.0, 2.0, 1.0]})
-    t = tied_positions(run, k=2).set_index("query_id")["tied@2"]
-    assert t.to_dict() == {"q": 1, "r": 0}  # rank 2 ties rank 3 (the cut at k = 2 was set by atom_id)
-    assert tied_positions(run, k=10).set_index("query_id")["tied@10"].to_dict() == {"q": 2, "r": 0}
-
-
-# --------------------------------------------------------------------------- real data
 
 
 def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.DataFrame:
