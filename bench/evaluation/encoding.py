@@ -243,7 +243,7 @@ def _prep(
 ) -> tuple[Entries, Atoms, list[np.ndarray]]:
     """Entries, atoms (holder codes over one vocabulary) and the atom codes of `lookups`
     (id columns; none when run and gold come as codes, and then atom ids are not read)."""
-    ent = _prep_entries(entries)
+    entries_checked = _prep_entries(entries)
     require_columns(atoms, ATOM_REQUIRED[1:] if not lookups else ATOM_REQUIRED, "atoms")
     observed = _utc_naive(pd.to_datetime(atoms["observed_at"], utc=True))
     codes: list[np.ndarray] = []
@@ -256,12 +256,12 @@ def _prep(
             if not np.array_equal(own, np.arange(len(own))):
                 raise ValueError("atoms.atom_id must be unique")
     atom_holder = atoms["holder"].astype(str).reset_index(drop=True)
-    holders, _ = pd.factorize(pd.concat([ent["holder"].reset_index(drop=True), atom_holder], ignore_index=True))
-    n = len(ent)
+    holders, _ = pd.factorize(pd.concat([entries_checked["holder"].reset_index(drop=True), atom_holder], ignore_index=True))
+    n = len(entries_checked)
     # a missing holder equals nothing, not even another missing one (as `!=` on strings)
-    atm = Atoms(np.where(holders[n:] < 0, -2, holders[n:]), observed)
-    failed_mask = ent.index.isin(list(failed))
-    return Entries(ent, _arrow_ids(ent.index), failed_mask, _utc_naive(ent["as_of"]), holders[:n]), atm, codes
+    atoms_checked = Atoms(np.where(holders[n:] < 0, -2, holders[n:]), observed)
+    failed_mask = entries_checked.index.isin(list(failed))
+    return Entries(entries_checked, _arrow_ids(entries_checked.index), failed_mask, _utc_naive(entries_checked["as_of"]), holders[:n]), atoms_checked, codes
 
 
 def _has_duplicate_pairs(q: np.ndarray, a: np.ndarray) -> bool:
@@ -291,26 +291,26 @@ def _has_duplicate_pairs(q: np.ndarray, a: np.ndarray) -> bool:
     return bool(((matrix[:, 1:] == matrix[:, :-1]) & (matrix[:, 1:] >= 0)).any())
 
 
-def _prep_run(run: pd.DataFrame, atom_ids: Ids | None, atom_codes: np.ndarray, ent: Entries, atoms: Atoms) -> RunRows:
+def _prep_run(run: pd.DataFrame, atom_ids: Ids | None, atom_codes: np.ndarray, entries_checked: Entries, atoms: Atoms) -> RunRows:
     """Rows of the evaluated, non-failed queries, sorted by (query, rank), checked.
 
     ``atom_ids``: the atom ids the codes were looked up from (for error messages), or
     None when the run came as codes."""
-    q = _query_codes(run["query_id"], ent.ids)
+    q = _query_codes(run["query_id"], entries_checked.ids)
     rank = run["rank"].to_numpy()
     rank = rank.astype(np.int64, copy=False) if np.issubdtype(rank.dtype, np.integer) else run["rank"].astype(int).to_numpy()
     score = run["score"].to_numpy(dtype=float)
     a = atom_codes
     drop = q < 0
-    if ent.failed.any():
-        drop |= ent.failed[q]
+    if entries_checked.failed.any():
+        drop |= entries_checked.failed[q]
     rows = np.flatnonzero(~drop) if drop.any() else None
     if rows is not None:
         q, rank = q[rows], rank[rows]
     if len(rank) and rank.min() < 1:
         raise ValueError("run.rank must be 1-based")
     max_rank = int(rank.max()) if len(rank) else 0
-    if len(ent.ids) * (max_rank + 1) < 2**62:  # one int key per (query, rank): fewer passes
+    if len(entries_checked.ids) * (max_rank + 1) < 2**62:  # one int key per (query, rank): fewer passes
         key = q * (max_rank + 1) + rank
         ordered = bool((key[1:] > key[:-1]).all())
     else:
@@ -338,10 +338,10 @@ def _prep_run(run: pd.DataFrame, atom_ids: Ids | None, atom_codes: np.ndarray, e
     return RunRows(q, a, rank, score)
 
 
-def _prep_gold(gold: pd.DataFrame, atom_codes: np.ndarray, ent: Entries, n_atoms: int | None) -> GoldRows:
+def _prep_gold(gold: pd.DataFrame, atom_codes: np.ndarray, entries_checked: Entries, n_atoms: int | None) -> GoldRows:
     """Distinct gold rows of the evaluated entries; ``n_atoms``: the range codes given as
     codes must fall in (None when they were looked up from ids)."""
-    q = _query_codes(gold["query_id"], ent.ids)
+    q = _query_codes(gold["query_id"], entries_checked.ids)
     g = gold["gold_idx"].astype(int).to_numpy()
     if n_atoms is not None and len(atom_codes) and (atom_codes.min() < 0 or atom_codes.max() >= n_atoms):
         bad = atom_codes[(atom_codes < 0) | (atom_codes >= n_atoms)]
@@ -349,23 +349,23 @@ def _prep_gold(gold: pd.DataFrame, atom_codes: np.ndarray, ent: Entries, n_atoms
     rows = np.flatnonzero(q >= 0)
     rows = rows[distinct_rows(q[rows], g[rows], atom_codes[rows])]
     q, g, a = q[rows], g[rows], atom_codes[rows]
-    if ent.frame["unanswerable"].to_numpy()[q].any():
+    if entries_checked.frame["unanswerable"].to_numpy()[q].any():
         raise ValueError("gold rows given for an unanswerable entry")
-    regions = count_per_query(q[distinct_rows(q, g)], len(ent.ids))
-    if (regions > ent.frame["n_regions"].to_numpy()).any():
+    regions = count_per_query(q[distinct_rows(q, g)], len(entries_checked.ids))
+    if (regions > entries_checked.frame["n_regions"].to_numpy()).any():
         raise ValueError("gold has more distinct gold_idx than entries.n_regions")
     return GoldRows(q, g, a)
 
 
-def responses_per_entry(responses: pd.DataFrame | None, ent: Entries) -> tuple[np.ndarray, np.ndarray]:
+def responses_per_entry(responses: pd.DataFrame | None, entries_checked: Entries) -> tuple[np.ndarray, np.ndarray]:
     """(abstained, confidence) per entry; an entry without a response row did not abstain."""
-    n = len(ent.ids)
+    n = len(entries_checked.ids)
     abstained = np.zeros(n, dtype=bool)
     confidence = np.full(n, np.nan)
     if responses is None or not len(responses):
         return abstained, confidence
     require_columns(responses, ("query_id",), "responses")
-    q = _lookup(_arrow_ids(responses["query_id"]), ent.ids)
+    q = _lookup(_arrow_ids(responses["query_id"]), entries_checked.ids)
     keep = q >= 0
     if "abstain" in responses.columns:
         abstained[q[keep]] = responses["abstain"].fillna(False).astype(bool).to_numpy()[keep]

@@ -203,8 +203,8 @@ def extent_columns(
     if k < 1:
         raise ValueError("k must be >= 1")
     failed_ids = {str(q) for q in (failed or [])}
-    ent = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
-    qids = ent["query_id"].tolist()
+    entry_rows = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
+    qids = entry_rows["query_id"].tolist()
     cols = [*amount_columns(k), *(m.at(k).column for m in MEASURES)]
     out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=cols)
 
@@ -216,41 +216,41 @@ def extent_columns(
     gold_s = gold_s.loc[gold_s["query_id"].isin(qids)]
     gold_by_q = gold_s.groupby("query_id", sort=False)["atom_id"].agg(lambda s: sorted(set(s))).to_dict()
     # only the atoms these queries name: a lookup over every atom would cost O(atoms) per block
-    aext = atom_ext.loc[atom_ext["atom_id"].astype(str).isin(set(top["atom_id"]) | set(gold_s["atom_id"]))].set_index("atom_id")
-    apos = {a: i for i, a in enumerate(aext.index)}
-    aspace = list(zip(aext["source_id"].tolist(), aext["part"].tolist(), strict=True))
-    aboxes = aext[BOX].to_numpy(float)
-    aarea = aext["extent"].to_numpy(float)
+    named_atoms = atom_ext.loc[atom_ext["atom_id"].astype(str).isin(set(top["atom_id"]) | set(gold_s["atom_id"]))].set_index("atom_id")
+    atom_position = {a: i for i, a in enumerate(named_atoms.index)}
+    atom_space = list(zip(named_atoms["source_id"].tolist(), named_atoms["part"].tolist(), strict=True))
+    atom_boxes = named_atoms[BOX].to_numpy(float)
+    atom_area = named_atoms["extent"].to_numpy(float)
     reg = region_ext.loc[region_ext["query_id"].astype(str).isin(qids)].dropna(subset=BOX)
     reg_by_q: dict[str, list[tuple[Any, np.ndarray]]] = {}
     for q, s, p, b in zip(reg["query_id"].astype(str), reg["source_id"].astype(str), reg["part"].astype(str),
                           reg[BOX].to_numpy(float), strict=True):
         reg_by_q.setdefault(q, []).append(((s, p), b))
 
-    answerable = ~ent["unanswerable"].astype(bool).to_numpy()
+    answerable = ~entry_rows["unanswerable"].astype(bool).to_numpy()
     rows: dict[str, list[float]] = {}
     for qid, ok in zip(qids, answerable, strict=True):
         if ok and qid not in failed_ids:
-            rows[qid] = _query_extents(qid, reg_by_q, gold_by_q, top_by_q, apos, aspace, aboxes, aarea, k)
+            rows[qid] = _query_extents(qid, reg_by_q, gold_by_q, top_by_q, atom_position, atom_space, atom_boxes, atom_area, k)
     if rows:
         out.loc[list(rows)] = np.array(list(rows.values()), dtype=float)
     return out.reset_index()
 
 
-def _query_extents(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, apos: dict, aspace: list,
-                aboxes: np.ndarray, aarea: np.ndarray, k: int) -> list[float]:
+def _query_extents(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, atom_position: dict, atom_space: list,
+                atom_boxes: np.ndarray, atom_area: np.ndarray, k: int) -> list[float]:
     gold_boxes = reg_by_q.get(qid, [])
-    cand_ids = [a for a in gold_by_q.get(qid, []) if a in apos]
-    cand = [(aspace[apos[a]], aboxes[apos[a]]) for a in cand_ids]
+    cand_ids = [a for a in gold_by_q.get(qid, []) if a in atom_position]
+    cand = [(atom_space[atom_position[a]], atom_boxes[atom_position[a]]) for a in cand_ids]
     cells, mg, mc = box_measure(gold_boxes, cand)
     g_ext = float(cells[mg].sum())
-    retrieved = [a for a in top_by_q.get(qid, []) if a in apos]
-    paid_top = float(sum(aarea[apos[a]] for a in retrieved))
+    retrieved = [a for a in top_by_q.get(qid, []) if a in atom_position]
+    paid_top = float(sum(atom_area[atom_position[a]] for a in retrieved))
     cand_index = {a: i for i, a in enumerate(cand_ids)}
     hit = [cand_index[a] for a in retrieved if a in cand_index]
     covered = float(cells[mg & mc[hit].any(axis=0)].sum()) if hit else 0.0
     union = g_ext + paid_top - covered
-    paid_cand = np.array([aarea[apos[a]] for a in cand_ids], dtype=float)
+    paid_cand = np.array([atom_area[atom_position[a]] for a in cand_ids], dtype=float)
     return [
         g_ext,
         covered,
