@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.measures import measures
+from bench.evaluation.measures.extent import RATIOS
 
 PERCENTILES = np.arange(0, 101, 1)
 
@@ -133,7 +133,7 @@ def fair_points(doc: dict[str, Any], k: int = 10) -> pd.DataFrame:
     """One point per modality: the run's chunk-fair cells (bench.evaluation.measures.extent:
     coverage, precision, IoU) and the oracle ceiling."""
     chunking = doc.get("run", {}).get("chunking", {})
-    names = [m.name for m in measures(k) if m.family == "extent"]
+    names = [m.at(k).name for m in RATIOS]
     rows = []
     for m, block in doc["by_modality"].items():
         if names[0] not in block:

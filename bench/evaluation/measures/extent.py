@@ -35,6 +35,10 @@ Per answerable query (k = cut-off, top-k = run rows with rank <= k)
 ``oracle_iou@k``       the best IoU of at most k atoms (Dinkelbach's method on the
                        per-atom covered and paid extents; exact when the candidate
                        atoms do not overlap each other; otherwise a reachable value).
+``cartridge_p50@k``, ``cartridge_p95@k``  what the top k cost: the median and p95 of
+                       ``retrieved_extent@k`` over the answered answerable entries of a
+                       modality (denominator: its answerable entries); no pooled
+                       ``overall`` value, since each modality has its own unit.
 Candidates for the oracle are the query's resolved gold atoms (any other atom only
 adds paid extent). The oracle is the chunker's ceiling: the gap between it and the
 run's value is what the retriever lost, the gap between it and 1 what the chunker
@@ -50,20 +54,39 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluation.measures.base import Mean, Measure
+from bench.evaluation.measures.latency import Percentile
 from bench.evaluation.placement import BOX
 from bench.modalities import modalities
 
-__all__ = ["MEASURES", "amount_columns", "atom_extents", "atom_statistics", "box_measure", "extent_columns"]
+__all__ = ["COSTS", "MEASURES", "RATIOS", "amount_columns", "atom_extents", "atom_statistics", "box_measure", "extent_columns"]
 
 ATOM_EXTENT_COLUMNS = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
 
-MEASURES = (
+#: the share measures, computed per query by :func:`extent_columns`
+RATIOS = (
     Measure("coverage", "coverage", "answerable", "extent", Mean(worst=0.0), True, cutoff=True, compared=True),
     Measure("precision", "precision", "answerable", "extent", Mean(worst=0.0), True, cutoff=True, compared=True),
     Measure("iou", "iou", "answerable", "extent", Mean(worst=0.0), True, cutoff=True, compared=True),
     Measure("oracle_coverage", "oracle_coverage", "answerable", "extent", Mean(worst=0.0), True, cutoff=True),
     Measure("oracle_iou", "oracle_iou", "answerable", "extent", Mean(worst=0.0), True, cutoff=True),
 )
+
+
+def one_unit(group: pd.DataFrame) -> str | None:
+    """Why an extent percentile of `group` has no value: its entries are of several
+    modalities, whose extents are in different units (None: one modality)."""
+    names = sorted(set(group["modality"].astype(str)))
+    return None if len(names) <= 1 else f"extents are in each modality's own unit ({', '.join(names)}): no pooled value"
+
+
+#: the cost of the top k (issue 22's cartridge@k): median and p95 of the extent the top k
+#: atoms retrieve per answered answerable entry (``retrieved_extent@k``), per modality
+COSTS = (
+    Measure("cartridge_p50", "retrieved_extent", "answerable", "extent", Percentile(50), False, cutoff=True, unmeasurable=one_unit),
+    Measure("cartridge_p95", "retrieved_extent", "answerable", "extent", Percentile(95), False, cutoff=True, unmeasurable=one_unit),
+)
+
+MEASURES = (*RATIOS, *COSTS)
 
 
 def amount_columns(k: int) -> list[str]:
@@ -205,7 +228,7 @@ def extent_columns(
     failed_ids = {str(q) for q in (failed or [])}
     entry_rows = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
     qids = entry_rows["query_id"].tolist()
-    cols = [*amount_columns(k), *(m.at(k).column for m in MEASURES)]
+    cols = [*amount_columns(k), *(m.at(k).column for m in RATIOS)]
     out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=cols)
 
     # top-k atoms in rank order per query, whatever order the rows come in (a block of a run read out of core)

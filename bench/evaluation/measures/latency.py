@@ -19,7 +19,8 @@ __all__ = ["MEASURES", "Percentile"]
 
 @dataclass(frozen=True)
 class Percentile:
-    """The ``q``-th percentile of the timed queries (failed ones carry no latency)."""
+    """The ``q``-th percentile of the entries with a value (failed ones carry none), all of
+    the scope's entries as denominator; also the extent percentiles (bench.evaluation.measures.extent)."""
 
     q: int
 
@@ -30,8 +31,11 @@ class Percentile:
     def cell(self, measure: Measure, group: pd.DataFrame) -> MetricCell:
         unans, _ = flags(group)
         denominator = int(in_denominator(measure.scope, unans).sum())
-        latency = group[measure.column].to_numpy(dtype=float)
-        timed = latency[~np.isnan(latency)]
+        values = group[measure.column].to_numpy(dtype=float)
+        timed = values[~np.isnan(values)]
+        reason = measure.unmeasurable(group) if measure.unmeasurable is not None else None
+        if reason is not None:
+            return cell(None, len(timed), denominator, reason)
         value = float(np.percentile(timed, float(self.q))) if len(timed) and denominator else None
         return cell(value, len(timed), denominator)
 

@@ -11,7 +11,7 @@ import pytest
 
 from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.cells import metric_cells
-from bench.evaluation.measures.extent import atom_extents, atom_statistics, extent_columns
+from bench.evaluation.measures.extent import RATIOS, atom_extents, atom_statistics, extent_columns
 from bench.evaluation.placement import region_extents
 from bench.modalities import modalities
 
@@ -211,3 +211,24 @@ def test_regions_placed_once_equal_placing_them_at_evaluation():
     assert (direct["extent"] > 0).sum() > 100 and direct["x0"].isna().any()  # placed and unplaceable regions
     with pytest.raises(ValueError, match="not placed"):
         region_extents(regions)
+
+
+def test_cartridge_is_the_median_and_p95_of_the_top_k_extent_per_modality():
+    """cartridge_p50@10 / cartridge_p95@10 by hand: numpy's linear percentile of retrieved_extent@10 over
+    the answered answerable entries; the denominator is every answerable entry; no pooled value."""
+    table = pd.DataFrame({
+        "query_id": [f"q{i}" for i in range(7)],
+        "modality": ["pdf"] * 5 + ["video"] * 2,
+        "unanswerable": [False, False, False, False, True, False, False],
+        "failed": [False, False, False, True, False, False, False],
+        "retrieved_extent@10": [100.0, 300.0, 200.0, np.nan, np.nan, 12.5, 7.5],  # failed and unanswerable: NaN
+    })
+    for m in RATIOS:  # the share measures' columns, not read here
+        table[m.at(10).column] = np.nan
+    cells = metric_cells(table, k=10, families=("extent",))
+    pdf = cells["by_modality"]["pdf"]
+    assert pdf["cartridge_p50@10"] == {"value": 200.0, "n": 3, "denominator": 4}
+    assert pdf["cartridge_p95@10"] == {"value": 290.0, "n": 3, "denominator": 4}  # 200 + 0.9 * (300 - 200)
+    assert cells["by_modality"]["video"]["cartridge_p50@10"]["value"] == 10.0
+    overall = cells["overall"]["cartridge_p50@10"]
+    assert overall["value"] is None and overall["reason"].startswith("extents are in each modality's own unit (pdf, video)")
