@@ -204,7 +204,7 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     A and B are each a folder (holding reports/per_query/dev.parquet), a git revision
     or a DVC experiment name. See docs/comparing.md.
     """
-    from bench.evaluation.compare import CompareError, load_run
+    from bench.evaluation.compare import CompareError, common_k, load_run
     from bench.evaluation.compare import compare as run_compare
     from bench.evaluation.compare import markdown as compare_md
     from bench.io import write_json
@@ -213,7 +213,7 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     cfg = read_params(Layout(root)).get("metrics", {}) if Layout(root).params.is_file() else {}
     try:
         ra, rb = (load_run(spec, root, PER_QUERY, DEV_METRICS) for spec in (a, b))
-        result = run_compare(ra.per_query, rb.per_query, resamples=resamples or int(cfg.get("bootstrap_resamples", 1000)),
+        result = run_compare(ra.per_query, rb.per_query, k=common_k(ra, rb, int(cfg.get("k", 10))), resamples=resamples or int(cfg.get("bootstrap_resamples", 1000)),
                              permutations=permutations, seed=int(cfg.get("bootstrap_seed", 0)) if seed is None else seed, alpha=alpha,
                              max_unpaired=max_unpaired)
     except CompareError as exc:

@@ -52,9 +52,10 @@ def work(folder: Path, in_core_rows: int | None) -> dict[str, Any]:
 
     from bench.evaluation.atom_codes import with_atom_ids
     from bench.evaluation.blocks import DuckDBBlocks, FrameBlocks, parquet_rows, queries_per_block
+    from bench.evaluation.cells import aggregate
     from bench.evaluation.evaluate import curve_hits
-    from bench.evaluation.fair import tied_positions
-    from bench.evaluation.metrics import aggregate, finish_per_query, query_block
+    from bench.evaluation.measures.scores import tied_positions
+    from bench.evaluation.per_query import finish_per_query, query_block
 
     entries = pd.read_parquet(folder / "entries.parquet").sort_values("query_id").reset_index(drop=True)
     atoms = pd.read_parquet(folder / "atoms.parquet")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.metrics import aggregate, per_query
+from bench.evaluation.cells import aggregate
+from bench.evaluation.per_query import per_query
 from benchmarks.common import best_of, figure
 
 

@@ -1,30 +1,21 @@
 """DVC stage evaluate: metrics per modality (reports/metrics/dev.json), reports/dev.md,
 reports/dev.html, the per-query table and the plot tables.
 
-Reads the dev run's files, calls bench.evaluation.evaluate.evaluate (the same evaluation
-as the acceptance stage) and writes the results."""
+Reads the dev run's files, hands them to the evaluation step (bench.evaluation.steps.run_blocks,
+bench.evaluation.evaluate.evaluate_run: the same as the acceptance stage's) and writes the results."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 
 import click
 import pandas as pd
 
-from bench.evaluation.atom_codes import load_served, served_ids, with_atom_ids
-from bench.evaluation.blocks import DuckDBBlocks, parquet_rows, queries_per_block
-from bench.evaluation.evaluate import (
-    EvalInputs,
-    EvalOptions,
-    RunDescription,
-    evaluate,
-    gold_segments,
-    no_failures,
-    per_query_table,
-)
+from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate_run, gold_segments, no_failures, per_query_table
+from bench.evaluation.steps import run_blocks
 from bench.ingest.corpus import Manifest
+from bench.ingest.partitions import read_modalities
 from bench.io import atomic_outputs, iter_jsonl, write_json, write_parquet, write_text
 from bench.params import ParamsError, check_executor
 from bench.project.layout import (
@@ -47,9 +38,6 @@ from bench.reporting.outputs import dev_report
 from bench.reporting.report import markdown
 from bench.reporting.thumbnails import CorpusFiles
 
-#: DuckDB's memory bound when the run is read out of core (it spills to a temporary folder beyond it)
-DUCKDB_MEMORY = "2GB"
-
 
 @click.command()
 def main() -> None:
@@ -64,76 +52,36 @@ def main() -> None:
     summary = read_json(VALID_DIR / "summary.json")
     regions = pd.read_parquet(RESOLVED / "regions.parquet")
     system = read_json(RUNS / "system.json")
-    served = load_served(SERVED)
-    # run and gold name atoms by integer code (row of the served atoms, modalities in name
-    # order: bench.evaluation.atom_codes); the ids are added for the reports
-    table = served_ids(served)
-    run_path, gold_path = RUNS / "dev.parquet", RESOLVED / "gold.parquet"
-    run_rows = parquet_rows(run_path)
-    per_block = queries_per_block(run_rows, len(entries), in_core_rows)
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(atomic_outputs(on_disk_full=fail))  # every output below changes together or not at all
-        if per_block is None:  # in core: run and gold read whole, evaluated as one block
-            run, gold, source = with_atom_ids(pd.read_parquet(run_path), table), with_atom_ids(pd.read_parquet(gold_path), table), None
-        else:  # out of core: DuckDB hands the run and gold over one query block at a time
-            run, gold = None, None
-            source = stack.enter_context(DuckDBBlocks(run_path, gold_path, per_block, memory_limit=DUCKDB_MEMORY,
-                                                      prepare=lambda f: with_atom_ids(f, table)))
-        _evaluate(cfg, entries, invalid, summary, regions, system, served, run, gold, source)
-        if source is not None:
-            click.echo(f"evaluate: out of core: {run_rows} run rows > executor.in_core_rows {in_core_rows}: "
-                       f"{source.block_count} query blocks of <= {per_block} queries (DuckDB)", err=True)
-
-
-def _evaluate(cfg: dict, entries: list, invalid: list, summary: dict, regions: pd.DataFrame, system: dict, served: dict,
-              run: pd.DataFrame | None, gold: pd.DataFrame | None, source: DuckDBBlocks | None) -> None:
-    k = int(cfg["metrics"]["k"])
-    inputs = EvalInputs(
-        entries=entries,
-        run=run,
-        gold=gold,
-        regions=regions,
-        responses=pd.read_parquet(RUNS / "latency.parquet"),
-        failures=pd.read_parquet(RUNS / "failures.parquet") if (RUNS / "failures.parquet").exists() else no_failures(),
-        served=served,
-        gold_segments=gold_segments(regions, SEGMENTS),
-        invalid=invalid,
-        sha256=summary["sha256"],
-        source=source,
-    )
+    served = read_modalities(SERVED)  # row i of the modalities in name order is atom code i
+    failures = RUNS / "failures.parquet"
     # false recall: the system's own abstention, else a threshold calibrated on these dev entries
-    options = EvalOptions(
-        k=k,
-        bootstrap_resamples=int(cfg["metrics"].get("bootstrap_resamples", 1000)),
-        bootstrap_seed=int(cfg["metrics"].get("bootstrap_seed", 0)),
-        abstains=bool(system.get("abstains", False)),
-        calibration_recall=float(cfg["metrics"]["calibration_recall"]),
-    )
-    description = RunDescription(
-        system=system["name"], depth=system["depth"], chunking=cfg["chunking"], concurrency=system.get("concurrency", 1),
-        warm=system.get("warm", True), adapter=system.get("adapter", "builtin"), warmup_queries=system.get("warmup_queries", 0),
-        timeout_s=system.get("timeout_s"), latency=system.get("latency"), isolation=system.get("isolation"),
-    )
-    result = evaluate(inputs, options, description)
-    doc = result.document
-    write_parquet(ROOT / "data" / "eval" / "per_query.parquet", result.per_query)
-    json.dumps(doc, allow_nan=False)  # strict JSON: a NaN or infinity stops the stage before anything is written
-    write_json(REPORTS / "metrics" / "dev.json", doc)
-
-    imports = {p.stem: read_json(p) for p in sorted((SETS_DIR / "imports").glob("*.json"))}
-    stats = read_json(ATOMS / "stats.json")
-    enabled = {Path(p).stem for p in summary["sha256"]["sets"]}
-    textless = read_json(RESOLVED / "unreadable_gold.json")  # found by the resolve stage (Modality.unreadable_gold)
-    write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {k_: v for k_, v in imports.items() if k_ in enabled}, summary, stats, textless))
-
-    write_parquet(REPORTS / "per_query" / "dev.parquet", per_query_table(result.full, k))
-    report = dev_report(result, inputs, k=k, max_k=int(cfg["system"].get("depth", 100)),
-                        calibration_recall=options.calibration_recall, corpus=CorpusFiles.from_manifest(Manifest.load(MANIFEST), STORE))
-    for name, text in report.plots.items():
-        write_text(REPORTS / "plots" / name, text)
-    write_text(REPORTS / "dev.html", report.html)
+    options = EvalOptions.from_params(cfg["metrics"], abstains=bool(system.get("abstains", False)))
+    with run_blocks(RUNS / "dev.parquet", RESOLVED / "gold.parquet", served, len(entries), in_core_rows) as run:
+        inputs = EvalInputs(entries=entries, run=None, gold=None, regions=regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
+                            failures=pd.read_parquet(failures) if failures.exists() else no_failures(), served=served,
+                            gold_segments=gold_segments(regions, SEGMENTS), invalid=invalid, sha256=summary["sha256"], source=run.source)
+        result = evaluate_run(inputs, options, RunDescription.from_record(system, cfg["chunking"]))
+        report = dev_report(result, inputs, k=options.k, max_k=int(cfg["system"].get("depth", 100)),
+                            calibration_recall=options.calibration_recall, corpus=CorpusFiles.from_manifest(Manifest.load(MANIFEST), STORE))
+        if (line := run.describe(in_core_rows)) is not None:
+            click.echo(f"evaluate: {line} (DuckDB)", err=True)
+    doc, k = result.document, options.k
+    with atomic_outputs(on_disk_full=fail):  # every output below changes together or not at all
+        write_parquet(ROOT / "data" / "eval" / "per_query.parquet", result.per_query)
+        json.dumps(doc, allow_nan=False)  # strict JSON: a NaN or infinity stops the stage before anything is written
+        write_json(REPORTS / "metrics" / "dev.json", doc)
+        imports = {p.stem: read_json(p) for p in sorted((SETS_DIR / "imports").glob("*.json"))}
+        enabled = {Path(p).stem for p in summary["sha256"]["sets"]}
+        textless = read_json(RESOLVED / "unreadable_gold.json")  # found by the resolve stage (Modality.unreadable_gold)
+        write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {key: v for key, v in imports.items() if key in enabled},
+                                                summary, read_json(ATOMS / "stats.json"), textless))
+        write_parquet(REPORTS / "per_query" / "dev.parquet", per_query_table(result.query_table, k))
+        for name, text in report.plots.items():
+            write_text(REPORTS / "plots" / name, text)
+        write_text(REPORTS / "dev.html", report.html)
     o = doc["overall"]
-    click.echo(f"evaluate: recall@{k} {o[f'recall@{k}']['value']:.4f} (n={o[f'recall@{k}']['n']}), mrr {o['mrr']['value']:.4f}, invalid {doc['invalid_entries']}")
+    recall = f"recall@{k}"
+    click.echo(f"evaluate: {recall} {o[recall]['value']:.4f} (n={o[recall]['n']}), mrr {o['mrr']['value']:.4f}, invalid {doc['invalid_entries']}")
 
 
 if __name__ == "__main__":

@@ -1,18 +1,17 @@
-"""DVC stage resolve: gold regions of dev entries -> overlapping atom codes (+ TREC qrels).
+"""DVC stage resolve: gold regions of dev entries -> overlapping atom codes, each region
+placed in its modality's unit (+ TREC qrels).
 
 The served atoms are read partition by partition (data/served/<modality>/<dataset>.parquet),
-keeping only the rows of gold sources: bench.evaluation.resolve.resolve_files."""
+keeping only the rows of gold sources: bench.evaluation.resolve.resolve_partitions."""
 
 from __future__ import annotations
 
 import click
 
-from bench.evaluation.placement import place_regions
-from bench.evaluation.resolve import resolve_files
+from bench.evaluation.resolve import resolve_partitions
 from bench.evaluation.retrieve import trec_qrels
 from bench.ingest.partitions import partitions
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
-from bench.modalities import unreadable_gold
 from bench.project.layout import REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
 
 
@@ -23,14 +22,12 @@ def main() -> None:
         fail("no segments; run the extract stage first")
     # the atoms the system under test serves (its own, or the harness chunks): see stages/retrieve.py
     served = partitions(SERVED)
-    found = resolve_files(entries, served, SEGMENTS)
-    gold = found.gold
-    # each region placed once, in its modality's unit (the chunk-fair metrics read these columns)
-    regions = place_regions(found.regions, found.gold_segments)
+    found = resolve_partitions(entries, served, SEGMENTS)
+    gold, regions = found.gold, found.regions
     write_parquet(RESOLVED / "gold.parquet", gold)  # atoms as codes into data/served (bench/evaluation/atom_codes.py)
     write_parquet(RESOLVED / "regions.parquet", regions)
     # answerable entries whose gold has no text to find (e.g. a text-less PDF page): the report lists them
-    write_json(RESOLVED / "unreadable_gold.json", unreadable_gold(entries, found.gold_segments))
+    write_json(RESOLVED / "unreadable_gold.json", found.unreadable)
     write_text(REPORTS / "runs" / "dev.qrels", trec_qrels(gold.assign(atom_id=found.gold_atom_ids.to_numpy(), query_id=gold["query_id"].astype(str))))
     missed = int((regions["n_atoms"] == 0).sum())
     click.echo(

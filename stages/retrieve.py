@@ -17,10 +17,10 @@ import time
 import click
 import pandas as pd
 
-from bench.evaluation.atom_codes import AtomCodeError, load_served, served_ids, to_codes
+from bench.evaluation.atom_codes import AtomCodeError, served_ids, to_codes
 from bench.evaluation.retrieve import SYSTEM_COLUMNS, latency_percentiles, run_queries, trec_run
 from bench.executor import ExecutorError, open_executor, using
-from bench.ingest.partitions import partition_files, write_partitions
+from bench.ingest.partitions import partition_files, read_modalities, write_partitions
 from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
 from bench.params import ParamsError, check_executor
 from bench.project.layout import ATOMS, MANIFEST, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
@@ -82,7 +82,7 @@ def main() -> None:
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
     frames, provenance = served_atoms(cfg.atoms)
     write_served(frames)
-    served = load_served(SERVED)
+    served = read_modalities(SERVED)
     atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
 
     from bench.ingest.corpus import Manifest, load_segments

@@ -148,7 +148,7 @@ def test_stage_refuses_unless_called_by_bench_accept(project):
         ("exp-env", "refused: inside a DVC experiment (DVC_EXP_BASELINE_REV=abc): acceptance never runs while tuning"),
         ("stage-env", "refused: called from the DVC stage dvc.yaml:evaluate: run `bench accept` yourself, not from a pipeline"),
         ("params", "refused: uncommitted changes to code, params or sets: params.yaml; commit them first"),
-        ("code", "refused: uncommitted changes to code, params or sets: bench/evaluation/metrics.py; commit them first"),
+        ("code", "refused: uncommitted changes to code, params or sets: bench/evaluation/per_query.py; commit them first"),
         ("untracked-set", "refused: uncommitted changes to code, params or sets: bench/sets/new.jsonl; commit them first"),
         ("stale", "refused: dev metrics are stale: `dvc status dvc.yaml` reports evaluate changed; run `dvc repro` and commit"),
     ],
@@ -170,7 +170,7 @@ def test_accept_refuses(project, change, reason):
     elif change == "params":
         edit("params.yaml", (work / "params.yaml").read_bytes() + b"# tuned\n")
     elif change == "code":
-        edit("bench/evaluation/metrics.py", (work / "bench/evaluation/metrics.py").read_bytes() + b"\n")
+        edit("bench/evaluation/per_query.py", (work / "bench/evaluation/per_query.py").read_bytes() + b"\n")
     elif change == "untracked-set":
         edit("bench/sets/new.jsonl", b"{}\n")
     elif change == "stale":

@@ -7,7 +7,7 @@ stage writes the run with codes (column ``atom``, int32) instead of atom-id stri
 the resolve stage writes the gold the same way, and both write query ids as a
 categorical column (one dictionary of ids plus an integer per row). So the metrics
 never hash millions of id strings: they index arrays by code
-(bench.evaluation.metrics accepts ``atom`` in place of ``atom_id``). Strings come
+(bench.evaluation.encoding accepts ``atom`` in place of ``atom_id``). Strings come
 back only where people or other tools read them: the TREC files
 (reports/runs/dev.run, dev.qrels) and the reports, through :func:`decode`.
 """
@@ -15,18 +15,15 @@ back only where people or other tools read them: the TREC files
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.ingest.partitions import read_modalities
+__all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "served_ids", "to_codes", "with_atom_ids"]
 
-__all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "load_served", "served_ids", "to_codes", "with_atom_ids"]
-
-#: the code column of runs and gold (bench.evaluation.metrics.ATOM_CODE)
+#: the code column of runs and gold (bench.evaluation.encoding.ATOM_CODE)
 ATOM_CODE = "atom"
 #: codes fit int32 up to 2**31 - 1 atoms
 CODE_DTYPE = np.int32
@@ -34,12 +31,6 @@ CODE_DTYPE = np.int32
 
 class AtomCodeError(ValueError):
     """An atom id that is not served, or a code outside the served table."""
-
-
-def load_served(folder: Path) -> dict[str, pd.DataFrame]:
-    """modality -> served atoms (its partitions ``<folder>/<modality>/<dataset>.parquet`` of
-    data/served, concatenated in key order), in name order: row i of the concatenation is code i."""
-    return read_modalities(Path(folder))
 
 
 def _strings(values: pd.Series) -> pa.Array:

@@ -47,13 +47,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.catalogue import Measure, counted, in_denominator, measures
+from bench.evaluation.measures import measures
+from bench.evaluation.measures.base import Measure, counted, in_denominator
+from bench.evaluation.measures.scores import tied_column
 from bench.evaluation.uncertainty import bootstrap_ci, holm, paired_randomization_test, rng_for
 
 
 def compared(k: int) -> list[Measure]:
-    """The catalogue's measures `bench compare` tests: those where higher is better first,
-    then those where lower is better (bench.evaluation.catalogue)."""
+    """The measures `bench compare` tests: those where higher is better first,
+    then those where lower is better (bench.evaluation.measures)."""
     return sorted((m for m in measures(k) if m.compared), key=lambda m: not m.higher_is_better)
 
 
@@ -76,6 +78,22 @@ class RunData:
             f"{key}={val}" for key, val in sorted(c.items()) if key != "strategy") + ")")
             for m, c in sorted(chunking.items())]
         return f"{self.label} ({run.get('system', '?')}; {' '.join(parts) or 'chunking unknown'})"
+
+    @property
+    def k(self) -> int | None:
+        """The cut-off the run was evaluated at (its dev.json's ``run.k``; None without one)."""
+        run = self.metrics.get("run", {})
+        k = run.get("k") if isinstance(run, dict) else None
+        return k if isinstance(k, int) and not isinstance(k, bool) else None
+
+
+def common_k(a: RunData, b: RunData, default: int) -> int:
+    """The cut-off both runs were evaluated at (from their dev.json; `default`, params
+    metrics.k, for a run without one); CompareError when they differ."""
+    ka, kb = a.k or default, b.k or default
+    if ka != kb:
+        raise CompareError(f"the two runs use different k (A: {ka}, B: {kb}): compare runs with the same metrics.k")
+    return ka
 
 
 # --------------------------------------------------------------------------- finding runs
@@ -145,19 +163,12 @@ def load_run(spec: str, root: Path, per_query: str, metrics_file: str) -> RunDat
 # --------------------------------------------------------------------------- comparing
 
 
-def _infer_k(df: pd.DataFrame, label: str = "per-query table") -> int:
-    ks = sorted(int(c.split("@")[1]) for c in df.columns if isinstance(c, str) and c.startswith("recall@") and c.split("@")[1].isdigit())
-    if not ks:
-        raise CompareError(f"{label}: per-query table has no recall@k column")
-    return ks[0]
-
-
 REQUIRED = ("query_id", "modality", "unanswerable", "failed")
 #: default share of all queries (union of A and B) that may be in only one run
 MAX_UNPAIRED = 0.01
 
 
-def check_table(df: Any, label: str) -> None:
+def check_table(df: Any, label: str, k: int) -> None:
     """Refuse a per-query table the comparison cannot read honestly (one line)."""
     if not isinstance(df, pd.DataFrame):
         raise CompareError(f"{label}: not a per-query table")
@@ -176,7 +187,15 @@ def check_table(df: Any, label: str) -> None:
         values = df[col]
         if values.isna().any() or not values.map(lambda v: isinstance(v, (bool, np.bool_)) or v in (0, 1)).all():
             raise CompareError(f"{label}: malformed per-query table: column {col!r} must hold true/false only")
-    k = _infer_k(df, label)
+    first = measures(k)[0].column
+    if first not in df.columns:
+        raise CompareError(f"{label}: per-query table has no {first} column (k = {k})")
+    _check_measure_values(df, label, k)
+
+
+def _check_measure_values(df: pd.DataFrame, label: str, k: int) -> None:
+    """Refuse a compared measure's column holding a non-number or an infinite value."""
+    qid = df["query_id"]
     for m in compared(k):
         col = m.column
         if col not in df.columns:
@@ -229,21 +248,48 @@ def compare(
     a: pd.DataFrame,
     b: pd.DataFrame,
     *,
+    k: int = 10,
     resamples: int = 1000,
     permutations: int = 10000,
     seed: int = 0,
     alpha: float = 0.05,
     max_unpaired: float = MAX_UNPAIRED,
 ) -> dict[str, Any]:
-    """Paired comparison of two per-query tables (see the module docstring)."""
-    check_table(a, "A")
-    check_table(b, "B")
-    k = _infer_k(a)
-    if _infer_k(b) != k:
-        raise CompareError(f"the two runs use different k (A: {k}, B: {_infer_k(b)}): compare runs with the same metrics.k")
+    """Paired comparison of two per-query tables evaluated at cut-off `k` (see the module docstring)."""
+    check_table(a, "A", k)
+    check_table(b, "B", k)
     check_values(a, b, k)
     a = a.assign(query_id=a["query_id"].astype(str)).set_index("query_id")
     b = b.assign(query_id=b["query_id"].astype(str)).set_index("query_id")
+    common, only_a, only_b = _paired_queries(a, b, max_unpaired)
+    paired_a, paired_b = a.loc[common], b.loc[common]
+    groups = [(str(m), paired_a.index[paired_a["modality"] == m]) for m in sorted(paired_a["modality"].astype(str).unique())]
+    groups.append(("overall", paired_a.index))
+    rows = [row for group, idx in groups for m in compared(k)
+            if (row := _row(group, m, paired_a.loc[idx], paired_b.loc[idx], resamples, permutations, seed)) is not None]
+    if not rows:
+        raise CompareError(f"no metric has a paired query in its denominator ({len(common)} paired queries): nothing to compare")
+    adjusted = holm([r["p"] for r in rows])
+    for r, p_holm in zip(rows, adjusted, strict=True):
+        r["p_holm"] = None if np.isnan(p_holm) else float(p_holm)
+        r["significant"] = bool(r["p_holm"] is not None and r["p_holm"] < alpha)
+        r["verdict"] = _verdict(r)
+    return {
+        "k": k,
+        "alpha": alpha,
+        "resamples": resamples,
+        "permutations": permutations,
+        "seed": seed,
+        "max_unpaired": max_unpaired,
+        "queries": {"both": int(len(common)), "only_a": only_a, "only_b": only_b},
+        "ties": _ties(a, b, k),
+        "rows": rows,
+    }
+
+
+def _paired_queries(a: pd.DataFrame, b: pd.DataFrame, max_unpaired: float) -> tuple[pd.Index, int, int]:
+    """The query ids of both runs (sorted) and the counts only in A and only in B; refuses
+    runs over different query sets or different unanswerable flags."""
     common = a.index.intersection(b.index).sort_values()
     only_a, only_b = len(a.index.difference(b.index)), len(b.index.difference(a.index))
     union = len(common) + only_a + only_b
@@ -254,60 +300,46 @@ def compare(
             f"A and B were evaluated on different query sets: {only_a} of A's {len(a)} queries are not in B and {only_b} of B's "
             f"{len(b)} are not in A ({(only_a + only_b) / union:.1%} of {union} unpaired, tolerance {max_unpaired:.1%}); "
             "compare runs over the same data sets and sets (or raise --max-unpaired)")
-    pa, pb = a.loc[common], b.loc[common]
-    if (pa["unanswerable"].astype(bool) != pb["unanswerable"].astype(bool)).any():
+    if (a.loc[common, "unanswerable"].astype(bool) != b.loc[common, "unanswerable"].astype(bool)).any():
         raise CompareError("the two runs disagree on which queries are unanswerable: different sets")
-    rows: list[dict[str, Any]] = []
-    groups = [(str(m), pa.index[pa["modality"] == m]) for m in sorted(pa["modality"].astype(str).unique())]
-    groups.append(("overall", pa.index))
-    for group, idx in groups:
-        ga, gb = pa.loc[idx], pb.loc[idx]
-        unans = ga["unanswerable"].astype(bool).to_numpy()
-        for m in compared(k):
-            metric, col, higher = m.name, m.column, m.higher_is_better
-            if col not in ga.columns or col not in gb.columns:
-                continue
-            # the same denominator rule as dev.json: a failed query counts its worst case
-            xa = counted(m, ga[col].to_numpy(dtype=float), unans, ga["failed"].astype(bool).to_numpy())[0]
-            xb = counted(m, gb[col].to_numpy(dtype=float), unans, gb["failed"].astype(bool).to_numpy())[0]
-            n = len(xa)
-            if n == 0:
-                continue
-            d = xb - xa
-            better = d > 0 if higher else d < 0
-            worse = d < 0 if higher else d > 0
-            ci = bootstrap_ci(d, resamples=resamples, rng=rng_for(seed, "compare", group, metric))
-            p = paired_randomization_test(d, resamples=permutations, rng=rng_for(seed, "perm", group, metric))
-            rows.append({
-                "modality": group, "metric": metric, "n": n, "higher_is_better": higher,
-                "a": float(xa.mean()), "b": float(xb.mean()), "diff": float(d.mean()),
-                "ci95": [ci[0], ci[1]] if ci else [None, None],
-                "p": p, "wins": int(better.sum()), "ties": int((d == 0).sum()), "losses": int(worse.sum()),
-            })
-    if not rows:
-        raise CompareError(f"no metric has a paired query in its denominator ({len(common)} paired queries): nothing to compare")
-    adjusted = holm([r["p"] for r in rows])
-    for r, p_holm in zip(rows, adjusted, strict=True):
-        r["p_holm"] = None if np.isnan(p_holm) else float(p_holm)
-        r["significant"] = bool(r["p_holm"] is not None and r["p_holm"] < alpha)
-        r["verdict"] = _verdict(r)
-    ties = {}
-    tcol = f"tied@{k}"
-    for name, frame in (("a", a), ("b", b)):
-        if tcol in frame.columns:
-            t = frame[tcol].fillna(0).astype(int)
-            ties[name] = {"tied_positions": int(t.sum()), "queries_with_ties": int((t > 0).sum()), "queries": int(len(t))}
+    return common, only_a, only_b
+
+
+def _row(group: str, m: Measure, ga: pd.DataFrame, gb: pd.DataFrame, resamples: int, permutations: int,
+         seed: int) -> dict[str, Any] | None:
+    """One (group, measure) row of the comparison; None when a table lacks the measure or its denominator is empty."""
+    metric, col, higher = m.name, m.column, m.higher_is_better
+    if col not in ga.columns or col not in gb.columns:
+        return None
+    unans = ga["unanswerable"].astype(bool).to_numpy()
+    # the same denominator rule as dev.json: a failed query counts its worst case
+    xa = counted(m, ga[col].to_numpy(dtype=float), unans, ga["failed"].astype(bool).to_numpy())[0]
+    xb = counted(m, gb[col].to_numpy(dtype=float), unans, gb["failed"].astype(bool).to_numpy())[0]
+    n = len(xa)
+    if n == 0:
+        return None
+    d = xb - xa
+    better = d > 0 if higher else d < 0
+    worse = d < 0 if higher else d > 0
+    ci = bootstrap_ci(d, resamples=resamples, rng=rng_for(seed, "compare", group, metric))
+    p = paired_randomization_test(d, resamples=permutations, rng=rng_for(seed, "perm", group, metric))
     return {
-        "k": k,
-        "alpha": alpha,
-        "resamples": resamples,
-        "permutations": permutations,
-        "seed": seed,
-        "max_unpaired": max_unpaired,
-        "queries": {"both": int(len(common)), "only_a": only_a, "only_b": only_b},
-        "ties": ties,
-        "rows": rows,
+        "modality": group, "metric": metric, "n": n, "higher_is_better": higher,
+        "a": float(xa.mean()), "b": float(xb.mean()), "diff": float(d.mean()),
+        "ci95": [ci[0], ci[1]] if ci else [None, None],
+        "p": p, "wins": int(better.sum()), "ties": int((d == 0).sum()), "losses": int(worse.sum()),
     }
+
+
+def _ties(a: pd.DataFrame, b: pd.DataFrame, k: int) -> dict[str, dict[str, int]]:
+    """Tied score positions in the top k of each run that records them."""
+    ties = {}
+    column = tied_column(k)
+    for name, frame in (("a", a), ("b", b)):
+        if column in frame.columns:
+            t = frame[column].fillna(0).astype(int)
+            ties[name] = {"tied_positions": int(t.sum()), "queries_with_ties": int((t > 0).sum()), "queries": int(len(t))}
+    return ties
 
 
 def _verdict(r: dict[str, Any]) -> str:

@@ -3,7 +3,7 @@ the acceptance stage (stages/accept.py) alike.
 
 :func:`evaluate` takes what a run produced (the system's rankings, responses and
 failures, the resolved gold, the served atoms) and returns the metrics document
-(dev.json / test.json: the catalogue's cells with n, denominator and ci95, the run
+(dev.json / test.json: every measure's cell with n, denominator and ci95, the run
 block, atom statistics, ties) and the per-query frames behind it. It reads nothing and
 writes nothing; the stages read their inputs (the loaders at the end take the paths
 they are given) and write the results with bench.io's atomic helpers.
@@ -11,7 +11,7 @@ they are given) and write the results with bench.io's atomic helpers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,21 +20,25 @@ import pandas as pd
 import pyarrow as pa
 
 from bench.evaluation.blocks import BlockSource, FrameBlocks
-from bench.evaluation.catalogue import measures
-from bench.evaluation.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
-from bench.evaluation.metrics import aggregate, false_recall_rules, finish_per_query, query_block
+from bench.evaluation.cells import metric_cells
+from bench.evaluation.measures import measures
+from bench.evaluation.measures.extent import amount_columns, atom_extents, atom_statistics, extent_columns
+from bench.evaluation.measures.false_recall import false_recall_rules
+from bench.evaluation.measures.scores import tied_column, tied_positions
+from bench.evaluation.per_query import finish_per_query, query_block
+from bench.evaluation.placement import region_extents
 from bench.evaluation.uncertainty import add_intervals
 from bench.ingest.partitions import scan_files
 from bench.ingest.store import segment_files
 from bench.reporting.report import metrics_document
 
-__all__ = ["EvalInputs", "EvalOptions", "EvalResult", "RunDescription", "curve_hits", "entries_frame", "evaluate", "evaluate_block",
+__all__ = ["EvalInputs", "EvalOptions", "EvalResult", "RunDescription", "curve_hits", "entries_frame", "evaluate_block", "evaluate_run",
            "failure_summary",
            "gold_segments", "no_failures", "select_gold_segments", "per_query_table"]
 
-#: atom columns per_query reads (who holds an atom and when it was observed)
-ATOM_COLUMNS = ["atom_id", "holder", "observed_at"]
-#: per-query columns kept in the committed table besides the catalogue's (small: a few bytes per query and column)
+#: the atom columns the per-query table reads (who holds an atom and when it was observed)
+PER_QUERY_ATOM_COLUMNS = ["atom_id", "holder", "observed_at"]
+#: per-query columns kept in the committed table besides the measures' (small: a few bytes per query and column)
 TABLE_COLUMNS = ["query_id", "modality", "unanswerable", "failed", "n_regions", "n_returned", "first_hit_rank"]
 
 
@@ -65,7 +69,7 @@ class EvalInputs:
 
 @dataclass(frozen=True)
 class EvalOptions:
-    """params `metrics` and how false recall is read."""
+    """params `metrics` and how false recall is read; the defaults here are the only ones."""
 
     k: int
     bootstrap_resamples: int = 1000
@@ -75,29 +79,46 @@ class EvalOptions:
     #: per modality the dev run's calibrated top-1 threshold; given (the acceptance), no calibration
     thresholds: dict[str, float | None] | None = None
 
+    @classmethod
+    def from_params(cls, metrics: Mapping[str, Any], **given: Any) -> EvalOptions:
+        """params `metrics` (k, calibration_recall, bootstrap_resamples, bootstrap_seed) and
+        `given` fields; a key params leave out keeps its default here."""
+        kinds = {"k": int, "calibration_recall": float, "bootstrap_resamples": int, "bootstrap_seed": int}
+        return cls(**{name: kind(metrics[name]) for name, kind in kinds.items() if name in metrics}, **given)
+
 
 @dataclass(frozen=True)
 class RunDescription:
     """How the system ran, as the stage knows it; the document's ``run`` block."""
 
     system: str
-    depth: Any
-    chunking: Any
-    concurrency: Any
-    warm: Any
-    adapter: Any
-    warmup_queries: Any
-    timeout_s: Any
-    latency: Any
-    isolation: Any = None  # recorded when the run recorded it
+    depth: int  # ranked atoms asked per query
+    chunking: Mapping[str, Any]  # params chunking: modality -> strategy and options
+    concurrency: int
+    warm: bool
+    adapter: str
+    warmup_queries: int
+    timeout_s: float | None
+    latency: Mapping[str, Any] | None  # bench.evaluation.retrieve.latency_percentiles
+    isolation: str | None = None  # the sandbox's isolation, when the run recorded it
     split: str | None = None  # "test" for the acceptance
+
+    @classmethod
+    def from_record(cls, system: Mapping[str, Any], chunking: Mapping[str, Any]) -> RunDescription:
+        """From the retrieve stage's record of the run (data/runs/system.json); a field an
+        older record lacks gets the value the run had then."""
+        return cls(system=system["name"], depth=system["depth"], chunking=chunking, concurrency=system.get("concurrency", 1),
+                   warm=system.get("warm", True), adapter=system.get("adapter", "builtin"),
+                   warmup_queries=system.get("warmup_queries", 0), timeout_s=system.get("timeout_s"),
+                   latency=system.get("latency"), isolation=system.get("isolation"))
 
 
 @dataclass(frozen=True)
 class EvalResult:
     document: dict[str, Any]  # dev.json / test.json
-    per_query: pd.DataFrame  # bench.evaluation.metrics.per_query
-    full: pd.DataFrame  # + chunk-fair columns, tied@k, latency_ms
+    per_query: pd.DataFrame  # bench.evaluation.per_query.per_query's table
+    #: every per-query column: per_query's, the extent measures and amounts, tied@k, latency_ms
+    query_table: pd.DataFrame
     atom_extents: pd.DataFrame
     region_extents: pd.DataFrame
     #: every run row that hits a gold atom, joined to its gold rows (query_id, gold_idx, atom_id, rank, score),
@@ -107,7 +128,7 @@ class EvalResult:
 
 
 def entries_frame(entries: list[dict[str, Any]], regions: pd.DataFrame) -> pd.DataFrame:
-    """The entries as bench.evaluation.metrics.per_query reads them."""
+    """The entries as bench.evaluation.per_query reads them."""
     n_regions = regions.groupby("query_id").size()
     return pd.DataFrame(
         {
@@ -121,11 +142,11 @@ def entries_frame(entries: list[dict[str, Any]], regions: pd.DataFrame) -> pd.Da
     )
 
 
-def failure_summary(ent: pd.DataFrame, failures: pd.DataFrame) -> dict[str, dict[str, int]]:
+def failure_summary(entries: pd.DataFrame, failures: pd.DataFrame) -> dict[str, dict[str, int]]:
     """Per modality: queries, failed, and failed by kind (timeout, crash)."""
     kinds = dict(zip(failures["query_id"].astype(str), failures["kind"].astype(str), strict=True))
     out: dict[str, dict[str, int]] = {}
-    for qid, modality in zip(ent["query_id"], ent["modality"], strict=True):
+    for qid, modality in zip(entries["query_id"], entries["modality"], strict=True):
         row = out.setdefault(str(modality), {"queries": 0, "failed": 0})
         row["queries"] += 1
         if qid in kinds:
@@ -134,18 +155,18 @@ def failure_summary(ent: pd.DataFrame, failures: pd.DataFrame) -> dict[str, dict
     return dict(sorted(out.items()))
 
 
-def _run_block(d: RunDescription, options: EvalOptions, pq: pd.DataFrame, ent: pd.DataFrame, failures: pd.DataFrame) -> dict[str, Any]:
+def _run_block(d: RunDescription, options: EvalOptions, table: pd.DataFrame, entries: pd.DataFrame, failures: pd.DataFrame) -> dict[str, Any]:
     out: dict[str, Any] = {"system": d.system, "depth": d.depth, "k": options.k}
     calibrating = options.thresholds is None  # the acceptance reuses the dev run's rule
     if calibrating:
         out["calibration_recall"] = options.calibration_recall
-    out["false_recall_rule"] = false_recall_rules(pq)
-    out["auroc_signal"] = str(pq["separation_signal"].iloc[0]) if len(pq) else None
+    out["false_recall_rule"] = false_recall_rules(table)
+    out["auroc_signal"] = str(table["auroc_signal_source"].iloc[0]) if len(table) else None
     if calibrating:
         out["abstains_declared"] = options.abstains
     out.update({"chunking": d.chunking, "concurrency": d.concurrency, "warm": d.warm, "adapter": d.adapter,
                 "warmup_queries": d.warmup_queries, "timeout_s": d.timeout_s, "latency": d.latency,
-                "failures_by_modality": failure_summary(ent, failures)})
+                "failures_by_modality": failure_summary(entries, failures)})
     if d.isolation is not None:
         out["isolation"] = d.isolation
     if d.split is not None:
@@ -155,8 +176,8 @@ def _run_block(d: RunDescription, options: EvalOptions, pq: pd.DataFrame, ent: p
     return out
 
 
-def evaluate(inputs: EvalInputs, options: EvalOptions, description: RunDescription) -> EvalResult:
-    """Per-query metrics, chunk-fair metrics and ties, every catalogue cell per modality and
+def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescription) -> EvalResult:
+    """Per-query metrics, chunk-fair metrics and ties, every measure's cell per modality and
     overall with its 95% interval, and the metrics document (README, *Metrics*).
 
     The run and gold are read one query block at a time (``inputs.blocks()``: one block
@@ -165,50 +186,47 @@ def evaluate(inputs: EvalInputs, options: EvalOptions, description: RunDescripti
     the AUROC signal, the cells and their intervals -- runs once on those O(queries) rows.
     So an evaluation in one block and one in many give the same result."""
     k = int(options.k)
-    ent = entries_frame(inputs.entries, inputs.regions).sort_values("query_id", kind="stable").reset_index(drop=True)
+    entries = entries_frame(inputs.entries, inputs.regions).sort_values("query_id", kind="stable").reset_index(drop=True)
     # failed queries (timeout, crash) stay in every denominator and count as the worst case
-    # (bench.evaluation.catalogue: 0 for ranking metrics, 1 for false recall and abstention)
+    # (bench.evaluation.measures.base: 0 for ranking metrics, 1 for false recall and abstention)
     failed = inputs.failures["query_id"].astype(str).tolist()
     # row i = atom code i (bench.evaluation.atom_codes: modalities in name order)
-    atoms = pd.concat([inputs.served[m][ATOM_COLUMNS] for m in sorted(inputs.served)], ignore_index=True)
-    aext = atom_extents(inputs.served)
-    rext = region_extents(inputs.regions)  # placed once by resolve (bench.evaluation.placement): no decoding here
+    atoms = pd.concat([inputs.served[m][PER_QUERY_ATOM_COLUMNS] for m in sorted(inputs.served)], ignore_index=True)
+    atom_ext = atom_extents(inputs.served)
+    region_ext = region_extents(inputs.regions)  # placed once by resolve (bench.evaluation.placement): no decoding here
     source = inputs.blocks()
-    parts = [evaluate_block(ent.iloc[b.start:b.stop], b.run, b.gold, atoms, aext, rext, k=k, failed=failed, responses=inputs.responses)
-             for b in source.blocks(ent["query_id"].astype(str).tolist())]
-    pq = finish_per_query(_concat([p[0] for p in parts]), k=k, abstains=options.abstains,
-                          calibration_recall=options.calibration_recall, thresholds=options.thresholds)
-    fair, ties, hits = (_concat([p[i] for p in parts]) for i in (1, 2, 3))
-    cells = aggregate(pq, inputs.responses, failed, k=k)
+    parts = [evaluate_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, atom_ext, region_ext, k=k, failed=failed,
+                            responses=inputs.responses)
+             for b in source.blocks(entries["query_id"].astype(str).tolist())]
+    per_query = finish_per_query(_concat([p[0] for p in parts]), k=k, abstains=options.abstains,
+                                 calibration_recall=options.calibration_recall, thresholds=options.thresholds)
+    extents, ties, hits = (_concat([p[i] for p in parts]) for i in (1, 2, 3))
 
-    full = pq.merge(fair, on="query_id", how="left").merge(ties, on="query_id", how="left")
-    full[f"tied@{k}"] = full[f"tied@{k}"].fillna(0).astype(int)
+    table = per_query.merge(extents, on="query_id", how="left").merge(ties, on="query_id", how="left")
+    table[tied_column(k)] = table[tied_column(k)].fillna(0).astype(int)
     latency = inputs.responses
-    lat = latency.assign(query_id=latency["query_id"].astype(str)).set_index("query_id")["latency_ms"]
-    full["latency_ms"] = full["query_id"].astype(str).map(lat).astype(float)
-    full.loc[full["failed"].astype(bool), "latency_ms"] = float("nan")
+    latency_by_query = latency.assign(query_id=latency["query_id"].astype(str)).set_index("query_id")["latency_ms"]
+    table["latency_ms"] = table["query_id"].astype(str).map(latency_by_query).astype(float)
+    table.loc[table["failed"].astype(bool), "latency_ms"] = float("nan")
 
-    extra = fair_cells(full, k)
-    report = {"by_modality": {m: {**block, **extra["by_modality"].get(m, {})} for m, block in cells["by_modality"].items()},
-              "overall": {**cells["overall"], **extra["overall"]}}
-    report = add_intervals(report, full, k=k, resamples=options.bootstrap_resamples, seed=options.bootstrap_seed)
+    report = add_intervals(metric_cells(table, k), table, k=k, resamples=options.bootstrap_resamples, seed=options.bootstrap_seed)
     tie_summary = {}
-    for m, g in [*full.groupby("modality", sort=True), ("overall", full)]:
-        t = g[f"tied@{k}"]
+    for m, g in [*table.groupby("modality", sort=True), ("overall", table)]:
+        t = g[tied_column(k)]
         tie_summary[str(m)] = {"tied_positions": int(t.sum()), "queries_with_ties": int((t > 0).sum()), "queries": int(len(t))}
-    doc = metrics_document(report, inputs.invalid, inputs.sha256, _run_block(description, options, pq, ent, inputs.failures))
-    doc.update({"atom_stats": atom_statistics(aext, inputs.regions), "ties": tie_summary})
-    return EvalResult(doc, pq, full, aext, rext, hits, source.block_count)
+    doc = metrics_document(report, inputs.invalid, inputs.sha256, _run_block(description, options, per_query, entries, inputs.failures))
+    doc.update({"atom_stats": atom_statistics(atom_ext, inputs.regions), "ties": tie_summary})
+    return EvalResult(doc, per_query, table, atom_ext, region_ext, hits, source.block_count)
 
 
-def evaluate_block(ent: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, atoms: pd.DataFrame, aext: pd.DataFrame,
-                   rext: pd.DataFrame, *, k: int, failed: list[str], responses: pd.DataFrame) -> tuple[pd.DataFrame, ...]:
-    """The per-query work of one block of entries (``ent``: :func:`entries_frame` rows) and
-    its run and gold rows: (metrics.query_block rows, chunk-fair rows, ties, curve hits)."""
-    part = query_block(ent, run, gold, atoms, k=k, failed=failed, responses=responses)
-    fair = per_query_fair(ent, run, gold, rext, aext, k=k, failed=failed)
+def evaluate_block(entries: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, atoms: pd.DataFrame, atom_ext: pd.DataFrame,
+                   region_ext: pd.DataFrame, *, k: int, failed: list[str], responses: pd.DataFrame) -> tuple[pd.DataFrame, ...]:
+    """The per-query work of one block of entries (:func:`entries_frame` rows) and its run
+    and gold rows: (per_query.query_block rows, extent rows, ties, curve hits)."""
+    part = query_block(entries, run, gold, atoms, k=k, failed=failed, responses=responses)
+    extents = extent_columns(entries, run, gold, region_ext, atom_ext, k=k, failed=failed)
     ties = tied_positions(run, k)
-    return part, fair, ties, curve_hits(run, gold, failed)
+    return part, extents, ties, curve_hits(run, gold, failed)
 
 
 def curve_hits(run: pd.DataFrame, gold: pd.DataFrame, failed: list[str]) -> pd.DataFrame:
@@ -225,13 +243,14 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
-def per_query_table(full: pd.DataFrame, k: int) -> pd.DataFrame:
+def per_query_table(table: pd.DataFrame, k: int) -> pd.DataFrame:
     """The committed per-query table (reports/per_query/<split>.parquet, read by `bench compare`):
-    identification columns, every catalogue column with per-query values, and the other
-    ``@k`` columns (covered and retrieved extent, ties), sorted by query_id."""
-    named = {m.column for m in measures(k) if m.statistic != "auroc"} | {"gold_extent"}
-    cols = [c for c in [*TABLE_COLUMNS, *(c for c in full.columns if "@" in c or c in named)] if c in full.columns]
-    return full[list(dict.fromkeys(cols))].sort_values("query_id", kind="stable").reset_index(drop=True)
+    identification columns, the per-query column of every measure whose interval resamples
+    per-query values (not the AUROC's signal), the extent amounts and the tied positions,
+    in `table`'s column order, sorted by query_id."""
+    named = {m.column for m in measures(k) if m.family != "auroc"} | {*amount_columns(k), tied_column(k)}
+    cols = [c for c in [*TABLE_COLUMNS, *(c for c in table.columns if c in named)] if c in table.columns]
+    return table[list(dict.fromkeys(cols))].sort_values("query_id", kind="stable").reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- loaders (paths from the stage)

@@ -3,7 +3,7 @@
 The resolve stage places every gold region once (:func:`place_regions`) and stores
 the result beside it in data/resolved/regions.parquet (columns ``region_part``,
 ``region_x0`` .. ``region_y1``, ``region_extent``); the chunk-fair metrics
-(bench/evaluation/fair.py) read those columns through :func:`region_extents`, so
+(bench/evaluation/measures/extent.py) read those columns through :func:`region_extents`, so
 evaluation neither decodes region JSON nor reads segments to place a region.
 """
 

@@ -22,15 +22,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from bench.evaluation.atom_codes import CODE_DTYPE
+from bench.evaluation.atom_codes import ATOM_CODE, CODE_DTYPE, decode, served_ids
+from bench.evaluation.placement import place_regions
 from bench.ingest.partitions import Partition, scan_files, scan_sources
 from bench.ingest.store import segment_files
-from bench.modalities import modalities
+from bench.modalities import modalities, unreadable_gold
 
 #: ``atom``: the atom's code, its row in the served table (bench.evaluation.atom_codes:
 #: the atom frames in modality-name order, concatenated)
@@ -283,3 +285,42 @@ def resolve_per_region(entries: list[dict], atoms: dict[str, pd.DataFrame], segm
     )
     regions = pd.DataFrame(region_rows, columns=REGION_COLUMNS)
     return gold, regions
+
+
+# --------------------------------------------------------------------------- the resolve step
+
+
+@dataclass(frozen=True)
+class ResolvedGold:
+    """Resolved gold: (query_id, gold_idx, atom code) rows, the regions with their
+    placement, the gold sources' segments and the answerable entries whose gold has no
+    text to find (Modality.unreadable_gold; None when no modality has the notion)."""
+
+    gold: pd.DataFrame
+    regions: pd.DataFrame
+    gold_segments: pd.DataFrame
+    unreadable: dict[str, Any] | None
+    gold_atom_ids: pd.Series  # the atom id of every gold row, for the qrels
+
+
+def resolve_partitions(entries: list[dict], served: list[Partition], segments_dir: Path) -> ResolvedGold:
+    """Resolve and place over the served partitions and segment files on disk (the resolve stage)."""
+    found = resolve_files(entries, served, segments_dir)
+    regions = _placed(found.regions, entries, found.gold_segments)
+    return ResolvedGold(found.gold, regions, found.gold_segments, unreadable_gold(entries, found.gold_segments), found.gold_atom_ids)
+
+
+def resolve_frames(entries: list[dict], served: dict[str, pd.DataFrame], segments: pd.DataFrame) -> ResolvedGold:
+    """Resolve and place over served atoms and segments in memory (the acceptance, the fixtures)."""
+    gold, regions = resolve(entries, served, segments)
+    gold_segments = segments.loc[segments["source_id"].astype(str).isin(set(regions["source_id"].astype(str)))]
+    return ResolvedGold(gold, _placed(regions, entries, gold_segments), gold_segments, unreadable_gold(entries, gold_segments),
+                        decode(gold[ATOM_CODE].to_numpy(), served_ids(served)))
+
+
+def _placed(regions: pd.DataFrame, entries: list[dict], segments: pd.DataFrame) -> pd.DataFrame:
+    """`regions` with each region's placement (bench.evaluation.placement), placed from the
+    entries' own region objects (the rows are in :func:`_flatten`'s order), so the JSON text
+    written for the file is never parsed back here."""
+    placed = place_regions(regions.assign(region=_flatten(entries)["region"].to_numpy()), segments)
+    return placed.assign(region=regions["region"].to_numpy())

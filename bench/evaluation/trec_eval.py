@@ -14,7 +14,7 @@ Semantics follow trec_eval (9.x):
   never evaluated.
 
 ``recip_rank`` and ``recall_10`` come from the harness's own engine
-(:func:`bench.evaluation.metrics.per_query`: each relevant document is one gold region, so its
+(:func:`bench.evaluation.per_query.per_query`: each relevant document is one gold region, so its
 region recall is trec_eval's recall and its ``mrr`` is ``recip_rank``); ``P_10``,
 ``map`` and graded ``ndcg_cut_10`` are computed here with the same kind of integer
 codes, since the engine's nDCG is binary.
@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.evaluation.metrics import per_query
+from bench.evaluation.per_query import per_query
 from bench.io import LineError, short
 
 __all__ = ["MEASURES", "Evaluation", "NoCommonQuery", "evaluate", "format_trec", "rank_run", "read_qrels", "read_run", "to_json"]

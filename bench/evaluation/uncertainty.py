@@ -27,9 +27,9 @@ Randomization test (``paired_randomization_test``)
     scipy.stats.permutation_test(permutation_type="samples").
     Monte Carlo draws the signs 4 queries at a time: each group of 4 differences
     has its 16 signed sums tabled once, a random 4-bit code per group and resample
-    picks one, and a resample's statistic is the sum of its picks / n (10,000 sign
-    vectors over 100k queries: about 2 s, was about 30 s with one ±1 per query and
-    a matrix product).
+    picks one, and a resample's statistic is the sum of its picks / n, so a resample
+    costs one table look-up per 4 queries instead of a ±1 per query and a matrix
+    product (10,000 sign vectors over 100k queries: about 2 s).
 Holm (``holm``)
     Step-down adjusted p-values; NaN p-values are left out of the family.
 Seeds
@@ -47,8 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.catalogue import Measure, by_name, counted
-from bench.evaluation.metrics import auroc_codes, auroc_from_codes
+from bench.evaluation.measures import by_name
 
 __all__ = ["rng_for", "bootstrap_ci", "paired_randomization_test", "holm", "add_intervals"]
 
@@ -227,22 +226,6 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- dev.json cells
 
 
-def _values_for(df: pd.DataFrame, measure: Measure) -> np.ndarray:
-    """Per-query values of a cell as its value counts them (bench.evaluation.catalogue)."""
-    failed = df["failed"].astype(bool).to_numpy()
-    unans = df["unanswerable"].astype(bool).to_numpy()
-    vals = df[measure.column].to_numpy(dtype=float)
-    if measure.statistic == "auroc":
-        return auroc_codes(vals, ~unans, failed)
-    if measure.statistic != "mean":  # latency percentiles: the timed, non-failed queries
-        return vals[~failed & ~np.isnan(vals)]
-    return counted(measure, vals, unans, failed)[0]
-
-
-def _statistic(measure: Measure) -> str | Callable:
-    return auroc_from_codes if measure.statistic == "auroc" else measure.statistic
-
-
 def add_intervals(
     report: dict[str, Any],
     per_query_df: pd.DataFrame,
@@ -256,7 +239,7 @@ def add_intervals(
     or its metric is unknown here).
 
     ``per_query_df``: query_id, modality, unanswerable, failed, latency_ms and every
-    per-query column of the catalogue's measures (bench.evaluation.catalogue). A failed query contributes its worst
+    per-query column of the measures (bench.evaluation.measures); each cell resamples what its reducer declares. A failed query contributes its worst
     case (as in the value); latency intervals resample the timed queries'
     percentiles; the AUROC interval resamples entries with their kind.
     """
@@ -268,8 +251,8 @@ def add_intervals(
             ci = None
             measure = known.get(metric)
             if measure is not None and measure.column in df.columns and cell.get("value") is not None:
-                ci = bootstrap_ci(_values_for(df, measure), resamples=resamples,
-                                  rng=rng_for(seed, name, metric), statistic=_statistic(measure))
+                ci = bootstrap_ci(measure.reducer.values(measure, df), resamples=resamples,
+                                  rng=rng_for(seed, name, metric), statistic=measure.reducer.statistic)
             out[metric] = {**cell, "ci95": list(ci) if ci else [None, None]}
         return out
 

@@ -75,7 +75,7 @@ class Modality:
         """Boolean mask over `atoms` (all of one source): which atoms overlap `region`."""
         raise NotImplementedError
 
-    # -- extents (chunk-fair metrics, see bench/evaluation/fair.py) ---------------------------
+    # -- extents (chunk-fair metrics, see bench/evaluation/measures/extent.py) ---------------------------
     #: unit of extent amounts: "chars", "seconds", "px^2", "image"
     extent_unit: ClassVar[str] = "units"
 

@@ -39,7 +39,7 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
     ``max_k``: the recall curve's last cut-off (params system.depth); ``calibration_recall``:
     params metrics.calibration_recall (marked on the threshold figure); ``corpus``: where
     the pictures of gold sources are read from."""
-    doc, full = result.document, result.full
+    doc, full = result.document, result.query_table
     # the curves read only the run rows that hit a gold atom (collected block by block by the evaluation)
     hit_run = result.hits[["query_id", "atom_id", "rank", "score"]].drop_duplicates(["query_id", "atom_id"])
     hit_gold = result.hits[["query_id", "gold_idx", "atom_id"]]

@@ -11,7 +11,7 @@ Data
                     entries with failed queries counted 0 (so k = 10 equals dev.json).
   threshold_curve   against the calibration share s (``metrics.calibration_recall``:
                     the share of answerable entries whose top-1 hit reaches the
-                    threshold, bench.evaluation.metrics.calibrate, per modality): false recall
+                    threshold, bench.evaluation.measures.false_recall.calibrate, per modality): false recall
                     (unanswerable entries whose top-1 score reaches it; failed ones
                     count 1) next to recall@k counting only top-k atoms scoring at or
                     above it -- what a strong-evidence cut-off would cost. The x axis
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.catalogue import measures
+from bench.evaluation.measures.extent import RATIOS
 
 PERCENTILES = np.arange(0, 101, 1)
 
@@ -78,7 +78,8 @@ def threshold_curve(per_query: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFra
     ``per_query`` needs query_id, modality, unanswerable, failed, n_regions, top1_score.
     A share at which no threshold can be calibrated (scores do not separate) gives NaN.
     """
-    from bench.evaluation.metrics import calibrate, reaches
+    from bench.evaluation.measures.false_recall import calibrate
+    from bench.evaluation.measures.scores import reaches
 
     shares = SHARES if shares is None else np.asarray(shares, dtype=float)
     base = _base(per_query)
@@ -129,10 +130,10 @@ def latency_quantiles(per_query: pd.DataFrame) -> pd.DataFrame:
 
 
 def fair_points(doc: dict[str, Any], k: int = 10) -> pd.DataFrame:
-    """One point per modality: the run's chunk-fair cells (bench.evaluation.catalogue:
+    """One point per modality: the run's chunk-fair cells (bench.evaluation.measures.extent:
     coverage, precision, IoU) and the oracle ceiling."""
     chunking = doc.get("run", {}).get("chunking", {})
-    names = [m.name for m in measures(k) if m.family == "fair"]
+    names = [m.at(k).name for m in RATIOS]
     rows = []
     for m, block in doc["by_modality"].items():
         if names[0] not in block:

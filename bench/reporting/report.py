@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.evaluation.catalogue import by_name, measures
+from bench.evaluation.measures import by_name, measures
 from bench.modalities.derived import is_derived
 
 UNANSWERABLE_TARGET = 0.15
@@ -14,7 +14,7 @@ MET, NOT_MET, NOT_MEASURABLE = "met", "not met", "not measurable"
 
 
 def bar_status(metric: str, cell: dict[str, Any] | None, k: int = 10) -> str | None:
-    """"met", "not met" or "not measurable" against the spec's bar (bench.evaluation.catalogue);
+    """"met", "not met" or "not measurable" against the spec's bar (bench.evaluation.measures);
     None for a metric without one."""
     measure = by_name(k).get(metric)
     if measure is None or measure.bar is None:
@@ -25,7 +25,7 @@ def bar_status(metric: str, cell: dict[str, Any] | None, k: int = 10) -> str | N
 
 
 def verdict(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The verdict matrix: one row per modality plus overall, one cell per catalogue
+    """The verdict matrix: one row per modality plus overall, one cell per declared
     measure with a verdict heading: value, n, denominator, the bar's status and, for
     false recall, the rule that applied."""
     k = int(doc.get("run", {}).get("k", 10))

@@ -1,5 +1,6 @@
 """The real run the evaluation tests share: LoCoMo and MMLongBench-Doc dev entries, the
-built-in bm25 over the page/turn atoms, gold resolved and regions placed as the stages do."""
+built-in bm25 over the page/turn atoms, gold resolved and regions placed by the stages' step
+(bench.evaluation.resolve.resolve_frames)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.evaluation.placement import place_regions
-from bench.evaluation.resolve import resolve
+from bench.evaluation.resolve import resolve_frames
 from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries
 from bench.ingest.chunking import chunk_all
 from bench.systems.config import make_adapter, system_config
@@ -33,7 +33,6 @@ def real_run(real_corpus: dict) -> dict[str, Any]:
     adapter = make_adapter(cfg, atoms)
     ran = run_queries(adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, warmup=0,
                       known_atoms=set(atoms["atom_id"].astype(str)))
-    gold, regions = resolve(entries, served, segments)
-    regions = place_regions(regions, segments)  # as the resolve stage writes them
+    found = resolve_frames(entries, served, segments)  # the resolve stage's step
     return {"params": params, "segments": segments, "checked": checked, "entries": entries, "served": served,
-            "cfg": cfg, "adapter": adapter, "ran": ran, "gold": gold, "regions": regions}
+            "cfg": cfg, "adapter": adapter, "ran": ran, "gold": found.gold, "regions": found.regions, "resolved": found}

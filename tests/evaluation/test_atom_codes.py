@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given, settings
 
 from bench.evaluation.atom_codes import ATOM_CODE, AtomCodeError, decode, encode, served_ids, to_codes, with_atom_ids
-from bench.evaluation.metrics import aggregate, per_query
-from tests.evaluation.test_metrics import PROPS, _oracle_data, scenarios
+from bench.evaluation.cells import aggregate
+from bench.evaluation.per_query import per_query
+from tests.evaluation.measures.test_ranking import _oracle_data
+from tests.evaluation.test_per_query import PROPS, scenarios
 
 
 def _table(atoms: pd.DataFrame) -> pa.Array:
@@ -57,7 +59,7 @@ def _both(s: dict, k: int, failed) -> tuple[pd.DataFrame, pd.DataFrame]:
 def test_codes_equal_strings_on_random_cases(s: dict) -> None:
     strings, coded = _both(s, s["k"], s["failed"])
     pd.testing.assert_frame_equal(coded, strings)
-    assert aggregate(coded, s["latency"], failed=s["failed"]) == aggregate(strings, s["latency"], failed=s["failed"])
+    assert aggregate(coded, s["latency"], failed=s["failed"], k=s["k"]) == aggregate(strings, s["latency"], failed=s["failed"], k=s["k"])
 
 
 def _oracle_served(n_queries: int = 300) -> tuple[pd.DataFrame, ...]:
@@ -71,7 +73,7 @@ def _oracle_served(n_queries: int = 300) -> tuple[pd.DataFrame, ...]:
 def test_codes_equal_strings_on_the_pytrec_eval_oracle_case() -> None:
     entries, run, gold, atoms = _oracle_served()
     strings, coded = _both({"entries": entries, "run": run, "gold": gold, "atoms": atoms}, 10, None)
-    pd.testing.assert_frame_equal(coded, strings)  # strings are checked against pytrec_eval in test_metrics
+    pd.testing.assert_frame_equal(coded, strings)  # strings are checked against pytrec_eval in measures/test_ranking
     # uneven depths (one query cut short) and unsorted rows take the padded and sorted paths
     short = run.loc[~((run["query_id"] == "q001") & (run["rank"] > 3))].sample(frac=1, random_state=3)
     strings, coded = _both({"entries": entries, "run": short, "gold": gold, "atoms": atoms}, 10, None)

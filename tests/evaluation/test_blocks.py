@@ -19,7 +19,8 @@ import pytest
 
 from bench.evaluation.atom_codes import served_ids, to_codes, with_atom_ids
 from bench.evaluation.blocks import DuckDBBlocks, FrameBlocks, block_bounds, parquet_rows, queries_per_block
-from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, per_query_table
+from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate_run, per_query_table
+from bench.evaluation.steps import run_blocks
 from bench.reporting.outputs import dev_report
 from bench.reporting.thumbnails import CorpusFiles
 
@@ -51,8 +52,11 @@ def real(real_run: dict, real_corpus: dict, tmp_path_factory: pytest.TempPathFac
     gold.to_parquet(folder / "gold.parquet")  # resolve gives codes already
     wanted = set(regions["source_id"].astype(str))
     gold_segs = {str(s): g for s, g in segments[segments["source_id"].astype(str).isin(wanted)].groupby("source_id", sort=False)}
-    inputs = EvalInputs(entries=entries, run=with_atom_ids(pd.read_parquet(folder / "run.parquet"), table),
-                        gold=with_atom_ids(pd.read_parquet(folder / "gold.parquet"), table), regions=regions, responses=responses,
+    # read in core as the evaluate stage's step reads them (atom ids added beside the codes)
+    with run_blocks(folder / "run.parquet", folder / "gold.parquet", served, len(entries), in_core_rows=10**9) as blocks:
+        in_core = blocks.source
+    assert isinstance(in_core, FrameBlocks) and blocks.per_block is None
+    inputs = EvalInputs(entries=entries, run=in_core.run, gold=in_core.gold, regions=regions, responses=responses,
                         failures=pd.DataFrame({"query_id": sorted(failed), "kind": "timeout"}), served=served,
                         gold_segments=gold_segs, invalid=[r for r in checked.invalid if r["split"] == "dev"], sha256={})
     options = EvalOptions(k=K, bootstrap_resamples=100)
@@ -65,9 +69,9 @@ def real(real_run: dict, real_corpus: dict, tmp_path_factory: pytest.TempPathFac
 
 def _outputs(real: dict, inputs: EvalInputs, options: EvalOptions) -> dict:
     """Everything the evaluate stage writes, as text or frames."""
-    result = evaluate(inputs, options, real["description"])
+    result = evaluate_run(inputs, options, real["description"])
     report = dev_report(result, inputs, k=K, max_k=100, calibration_recall=options.calibration_recall, corpus=real["corpus"])
-    return {"doc": json.dumps(result.document, sort_keys=False, allow_nan=False), "table": per_query_table(result.full, K),
+    return {"doc": json.dumps(result.document, sort_keys=False, allow_nan=False), "table": per_query_table(result.query_table, K),
             "per_query": result.per_query, "plots": report.plots, "html": report.html, "blocks": result.blocks}
 
 

@@ -1,4 +1,4 @@
-"""The metric catalogue (bench/evaluation/catalogue.py) is the one list of metrics and the
+"""The measures' declarations (bench/evaluation/measures) are the one list of metrics and the
 one denominator rule: every cell of the evaluation, the chunk-fair cells, the intervals,
 `bench compare` and the verdict follow it. Checked on a real evaluation of LoCoMo and
 MMLongBench-Doc (bm25 over the page/turn atoms), with real queries marked failed."""
@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.evaluation.atom_codes import served_ids, with_atom_ids
-from bench.evaluation.catalogue import Bar, Measure, by_name, counted, measures
 from bench.evaluation.compare import compare, compared
-from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate, per_query_table
-from bench.evaluation.fair import fair_keys
-from bench.evaluation.metrics import metric_keys
-from bench.evaluation.uncertainty import _values_for
+from bench.evaluation.evaluate import EvalOptions, RunDescription, per_query_table
+from bench.evaluation.measures import CATALOGUE, by_name, measures
+from bench.evaluation.measures.base import Bar, Mean, Measure, counted
+from bench.evaluation.measures.latency import Percentile
+from bench.evaluation.per_query import query_measures
+from bench.evaluation.steps import evaluate_entries
 from bench.reporting.report import bar_legend, verdict
 
 K = 10
@@ -30,11 +30,12 @@ def test_names_and_columns_are_declared_once_in_report_order() -> None:
     assert len({m.name for m in ms}) == len(ms)
     assert [m.name for m in ms][:4] == ["recall@10", "atom_recall@10", "mrr", "ndcg@10"]
     assert measures(5)[0].name == "recall@5" and measures(5)[0].column == "recall@5"
-    assert list(metric_keys(K)) == [m.name for m in ms if m.family == "core" and m.statistic == "mean"]
-    assert fair_keys(K) == [m.column for m in ms if m.family == "fair"]
-    # higher is better <=> a failed query counts 0 (mean statistics)
+    assert [m.name for m in query_measures(K)] == [m.name for m in ms if m.family in ("ranking", "false_recall", "leaks")]
+    assert [m.name for m in ms if m.cutoff] == [f"{m.name}@10" for m in CATALOGUE if m.cutoff]
+    assert all(m.k == K for m in ms)
+    # higher is better <=> a failed query counts 0 (mean measures)
     for m in ms:
-        if m.statistic == "mean":
+        if isinstance(m.reducer, Mean):
             assert m.worst == (0.0 if m.higher_is_better else 1.0), m.name
 
 
@@ -47,10 +48,8 @@ def test_the_spec_bars_and_the_verdict_columns_come_from_the_catalogue() -> None
 
 
 def test_a_malformed_measure_is_refused() -> None:
-    with pytest.raises(ValueError, match="worst case"):
-        Measure("x", "x", "all", "auroc", True, 0.0, "core")
     with pytest.raises(ValueError, match="compare"):
-        Measure("x", "x", "all", "p50", False, None, "latency", compared=True)
+        Measure("x", "x", "all", "latency", Percentile(50), False, compared=True)
     with pytest.raises(ValueError, match="no per-query contribution"):
         counted(by_name(K)["latency_p50_ms"], np.zeros(2), np.zeros(2, dtype=bool), np.zeros(2, dtype=bool))
 
@@ -73,24 +72,21 @@ def test_the_denominator_rule_by_hand() -> None:
 
 @pytest.fixture(scope="module")
 def real_eval(real_run: dict) -> dict:
+    """The acceptance's evaluation step (bench.evaluation.steps.evaluate_entries) over the real run."""
     params, segments, checked, entries = real_run["params"], real_run["segments"], real_run["checked"], real_run["entries"]
-    served, cfg, adapter, ran, regions = real_run["served"], real_run["cfg"], real_run["adapter"], real_run["ran"], real_run["regions"]
-    gold = with_atom_ids(real_run["gold"], served_ids(served))  # as the evaluate stage reads it
+    served, cfg, adapter, ran = real_run["served"], real_run["cfg"], real_run["adapter"], real_run["ran"]
     # real queries marked failed (as a timeout leaves them: no ranking, no response)
     ans = [e["query_id"] for e in entries if not e["unanswerable"]][:FAILED_PER_KIND]
     una = [e["query_id"] for e in entries if e["unanswerable"]][:FAILED_PER_KIND]
     failed = set(ans + una)
     run = ran.run.loc[~ran.run["query_id"].astype(str).isin(failed)]
     responses = ran.latency.loc[~ran.latency["query_id"].astype(str).isin(failed)]
-    wanted = set(regions["source_id"].astype(str))
-    gold_segs = {str(s): g for s, g in segments[segments["source_id"].astype(str).isin(wanted)].groupby("source_id", sort=False)}
-    inputs = EvalInputs(entries=entries, run=run, gold=gold, regions=regions, responses=responses,
-                        failures=pd.DataFrame({"query_id": sorted(failed), "kind": "timeout"}), served=served,
-                        gold_segments=gold_segs, invalid=[r for r in checked.invalid if r["split"] == "dev"], sha256={})
     options = EvalOptions(k=K, bootstrap_resamples=200, abstains=bool(getattr(adapter, "abstains", False)))
     description = RunDescription(system=cfg.name, depth=cfg.depth, chunking=params["chunking"], concurrency=1, warm=False,
                                  adapter=cfg.adapter, warmup_queries=0, timeout_s=cfg.timeout_s, latency=None)
-    result = evaluate(inputs, options, description)
+    result = evaluate_entries(entries, [r for r in checked.invalid if r["split"] == "dev"], run, responses,
+                              pd.DataFrame({"query_id": sorted(failed), "kind": "timeout"}), served, segments, options, description,
+                              in_core_rows=10**9, sha256={})
     return {"result": result, "entries": entries, "failed": failed}
 
 
@@ -112,7 +108,7 @@ def test_failed_queries_count_as_the_worst_case_in_every_consumer(real_eval) -> 
     """dev.json's value, the interval's resampled values and `bench compare`'s mean are
     the same per-query contributions: the catalogue's one rule."""
     res, failed = real_eval["result"], real_eval["failed"]
-    full = res.full
+    full = res.query_table
     assert full.loc[full["failed"], "query_id"].astype(str).tolist() == sorted(failed)
     table = per_query_table(full, K)
     rows = {(r["modality"], r["metric"]): r for r in compare(table, table, resamples=50, permutations=100)["rows"]}
@@ -121,13 +117,13 @@ def test_failed_queries_count_as_the_worst_case_in_every_consumer(real_eval) -> 
         unans = g["unanswerable"].to_numpy(bool)
         for m in measures(K):
             cell = block[m.name]
-            if m.statistic != "mean":
+            if not isinstance(m.reducer, Mean):
                 continue
             contrib, ok = counted(m, g[m.column].to_numpy(float), unans, g["failed"].to_numpy(bool))
             assert cell["denominator"] == len(contrib) and cell["n"] == int(ok.sum()), (group, m.name)
             if cell["value"] is not None:
                 assert cell["value"] == pytest.approx(contrib.mean(), rel=1e-12, abs=1e-15), (group, m.name)
-            assert np.array_equal(_values_for(g, m), contrib), (group, m.name)
+            assert np.array_equal(m.reducer.values(m, g), contrib), (group, m.name)
             if m.compared:
                 assert rows[(group, m.name)]["a"] == pytest.approx(contrib.mean(), rel=1e-12, abs=1e-15), (group, m.name)
     overall = res.document["overall"]
@@ -138,10 +134,10 @@ def test_failed_queries_count_as_the_worst_case_in_every_consumer(real_eval) -> 
 
 
 def test_compare_and_the_per_query_table_carry_every_comparable_measure(real_eval) -> None:
-    full = real_eval["result"].full
+    full = real_eval["result"].query_table
     table = per_query_table(full, K)
     for m in measures(K):
-        if m.statistic != "auroc":
+        if m.family != "auroc":
             assert m.column in table.columns, m.name
     result = compare(table, table, resamples=50, permutations=100)
     for group in ("conversation", "pdf", "overall"):

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from bench.cli import cli
-from bench.evaluation.compare import CompareError, compare, load_run, markdown
+from bench.evaluation.compare import CompareError, RunData, common_k, compare, load_run, markdown
 from bench.project.layout import DEV_METRICS, PER_QUERY
 
 
@@ -179,7 +179,7 @@ def test_zero_rows_and_zero_pairs_are_refused():
     (lambda d: d.assign(unanswerable="yes"), "B: malformed per-query table: column 'unanswerable' must hold true/false only"),
     (lambda d: d.assign(**{"recall@10": "high"}), "B: malformed per-query table: recall@10 holds a non-number ('high', query q0000)"),
     (lambda d: d.assign(mrr=np.inf), "B: malformed per-query table: mrr holds an infinite value (query q0000)"),
-    (lambda d: d.drop(columns=[c for c in d.columns if c.startswith("recall@")]), "B: per-query table has no recall@k column"),
+    (lambda d: d.drop(columns=[c for c in d.columns if c.startswith("recall@")]), "B: per-query table has no recall@10 column (k = 10)"),
 ])
 def test_malformed_tables_are_one_line(mutate, message):
     a = table(7)
@@ -249,3 +249,13 @@ def test_real_per_query_table_passes_the_value_checks():
 
     real = pd.read_parquet(ROOT / PER_QUERY)
     check_values(real, real, 10)
+
+
+def test_the_cut_off_comes_from_each_run_s_dev_json_not_from_column_names():
+    a, b = table(5), table(5)
+    assert common_k(RunData("A", a, {"run": {"k": 5}}), RunData("B", b, {"run": {"k": 5}}), 10) == 5
+    assert common_k(RunData("A", a), RunData("B", b), 10) == 10  # no dev.json beside the tables: params metrics.k
+    with pytest.raises(CompareError, match=r"^the two runs use different k \(A: 5, B: 10\): compare runs with the same metrics.k$"):
+        common_k(RunData("A", a, {"run": {"k": 5}}), RunData("B", b, {"run": {"k": 10}}), 10)
+    with pytest.raises(CompareError, match=r"^A: per-query table has no recall@5 column \(k = 5\)$"):
+        compare(a, b, k=5)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.evaluation.metrics import metric_keys, per_query
+from bench.evaluation.per_query import per_query, query_measures
 from bench.modalities import modalities
 from bench.modalities.textspan import intersects
 from bench.modalities.ui_screenshot.modality import intersection_area
@@ -210,7 +210,7 @@ def test_metrics_depend_on_rank_not_on_scores_or_row_order(case):
     rng = np.random.default_rng(seed)
     rescored = run.assign(score=rng.random(len(run))).sample(frac=1, random_state=seed)
     other = per_query(entries.sample(frac=1, random_state=seed), rescored, gold.sample(frac=1, random_state=seed), atoms.sample(frac=1, random_state=seed), k=k)
-    cols = [c for c in metric_keys(k).values() if c != "false_recall"]
+    cols = [c for c in (m.column for m in query_measures(k)) if c != "false_recall"]
     pd.testing.assert_frame_equal(base[cols], other[cols])
     for c in cols:
         vals = base[c].dropna()

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from bench.evaluation.uncertainty import add_intervals, bootstrap_ci, holm, paired_randomization_test, rng_for
+from tests.evaluation.measures.test_auroc import _auroc_frame
 
 scipy_stats = pytest.importorskip("scipy.stats")
 
@@ -107,46 +108,16 @@ def test_add_intervals_bracket_value():
     assert set(out["overall"]["recall@10"]) == {"value", "n", "denominator", "ci95"}
 
 
-def _auroc_frame(n: int = 400, seed: int = 5) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    unans = rng.random(n) < 0.3
-    # answerable entries score higher on average; rounded so that ties occur
-    sep = np.round(rng.normal(np.where(unans, 0.0, 1.0), 1.0), 1)
-    sep[rng.random(n) < 0.05] = -np.inf  # empty answers rank lowest
-    return pd.DataFrame({"modality": "conversation", "unanswerable": unans, "failed": False, "separation": sep})
-
-
-def test_auroc_value_and_interval_agree_with_scipy():
-    from bench.evaluation.metrics import auroc_codes, auroc_from_codes
-
-    df = _auroc_frame()
-    pos, neg = df.loc[~df["unanswerable"], "separation"], df.loc[df["unanswerable"], "separation"]
-    codes = auroc_codes(df["separation"].to_numpy(), ~df["unanswerable"].to_numpy(), df["failed"].to_numpy())
-    u = scipy_stats.mannwhitneyu(pos.replace(-np.inf, -1e9), neg.replace(-np.inf, -1e9)).statistic
-    assert float(auroc_from_codes(codes)) == pytest.approx(u / (len(pos) * len(neg)), abs=1e-12)
-
-    def auc(sep, lab, axis=-1):
-        return np.array([scipy_stats.mannwhitneyu(s[lb], s[~lb]).statistic / (lb.sum() * (~lb).sum())
-                         for s, lb in zip(np.atleast_2d(sep), np.atleast_2d(lab).astype(bool), strict=True)]).reshape(np.shape(sep)[:-1])
-
-    sep = df["separation"].replace(-np.inf, -1e9).to_numpy()
-    theirs = scipy_stats.bootstrap((sep, (~df["unanswerable"]).to_numpy()), auc, paired=True, vectorized=True, n_resamples=2000,
-                                   method="percentile", rng=np.random.default_rng(1)).confidence_interval
-    ours = bootstrap_ci(codes, resamples=2000, rng=rng_for(0, "auroc"), statistic=auroc_from_codes)
-    width = theirs.high - theirs.low
-    assert ours[0] == pytest.approx(theirs.low, abs=0.08 * width) and ours[1] == pytest.approx(theirs.high, abs=0.08 * width)
-
-
 def test_failed_queries_are_the_worst_case_in_intervals():
-    from bench.evaluation.metrics import auroc_codes, auroc_from_codes
+    from bench.evaluation.measures.auroc import auroc_codes, auroc_from_codes
 
     df = _auroc_frame(200, 9)
-    base = float(auroc_from_codes(auroc_codes(df["separation"].to_numpy(), ~df["unanswerable"].to_numpy(), df["failed"].to_numpy())))
+    base = float(auroc_from_codes(auroc_codes(df["auroc_signal"].to_numpy(), ~df["unanswerable"].to_numpy(), df["failed"].to_numpy())))
     worse = df.assign(failed=np.arange(len(df)) < 20)
-    codes = auroc_codes(worse["separation"].to_numpy(), ~worse["unanswerable"].to_numpy(), worse["failed"].to_numpy())
+    codes = auroc_codes(worse["auroc_signal"].to_numpy(), ~worse["unanswerable"].to_numpy(), worse["failed"].to_numpy())
     assert float(auroc_from_codes(codes)) < base
     # every answerable entry failed: all rank below every unanswerable one
-    allbad = auroc_codes(df["separation"].to_numpy(), ~df["unanswerable"].to_numpy(), ~df["unanswerable"].to_numpy())
+    allbad = auroc_codes(df["auroc_signal"].to_numpy(), ~df["unanswerable"].to_numpy(), ~df["unanswerable"].to_numpy())
     assert float(auroc_from_codes(allbad)) == 0.0
     # a failed unanswerable entry counts as a false recall in the interval too
     fr = pd.DataFrame({"modality": "pdf", "unanswerable": True, "failed": [True] * 5 + [False] * 5, "false_recall": [np.nan] * 5 + [0.0] * 5})
@@ -154,18 +125,6 @@ def test_failed_queries_are_the_worst_case_in_intervals():
     out = add_intervals({"by_modality": {"pdf": {"false_recall": cell}}, "overall": {}}, fr, resamples=300, seed=0)
     lo, hi = out["by_modality"]["pdf"]["false_recall"]["ci95"]
     assert lo < 0.5 < hi
-
-
-def test_auroc_undefined_resamples_are_left_out():
-    from bench.evaluation.metrics import auroc_from_codes
-
-    codes = np.array([2 * 1 + 1, 2 * 0 + 0])  # one answerable above one unanswerable
-    ci = bootstrap_ci(codes, resamples=200, rng=rng_for(0, "x"), statistic=auroc_from_codes)
-    assert ci == (1.0, 1.0)  # single-class resamples (NaN) do not count
-    assert bootstrap_ci(np.array([3, 5]), resamples=50, rng=rng_for(0, "y"), statistic=auroc_from_codes) is None
-
-
-# -- the fast paths: value counts for a mean, tabled sign flips -------------------------------------
 
 
 def test_bootstrap_mean_by_value_counts_matches_index_resampling(monkeypatch):

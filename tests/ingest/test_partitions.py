@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from bench.evaluation.atom_codes import load_served, served_ids
+from bench.evaluation.atom_codes import served_ids
 from bench.ingest.partitions import concat_partitions, partition_files, partitions, read_modalities, scan_sources, write_partitions
 
 
@@ -23,7 +23,7 @@ def test_codes_follow_modality_then_dataset_order(tmp_path: Path) -> None:
     found = partitions(tmp_path)
     assert [(p.modality, p.dataset, p.offset, p.rows) for p in found] == [
         ("pdf", "mmlongbench", 0, 3), ("video", "medvidqa", 3, 2), ("video", "tutorialvqa", 5, 4)]
-    served = load_served(tmp_path)
+    served = read_modalities(tmp_path)
     assert list(served) == ["pdf", "video"]
     ids = served_ids(served).to_pylist()
     assert ids == [*atoms("m", 3)["atom_id"], *atoms("v", 2)["atom_id"], *atoms("t", 4)["atom_id"]]

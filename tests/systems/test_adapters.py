@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.evaluation.metrics import aggregate, per_query
+from bench.evaluation.cells import aggregate
+from bench.evaluation.per_query import per_query
 from bench.evaluation.retrieve import run_queries
 from bench.systems.adapters import CommandAdapter, HttpAdapter, PythonAdapter, wait_for_port
 from bench.systems.protocol import REQUEST_KEYS

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.evaluation.atom_codes import load_served, served_ids, with_atom_ids
+from bench.evaluation.atom_codes import served_ids, with_atom_ids
+from bench.ingest.partitions import read_modalities
 from tests.project_copy import clone_project, project_env, run
 from tests.systems.conftest import bwrap_usable
 
@@ -109,13 +110,13 @@ def test_system_serving_its_own_atoms(project):
     work, env, base = project
     from bench.systems.atoms import contract_rows
 
-    served = load_served(work / "data/atoms")
+    served = read_modalities(work / "data/atoms")
     rows = [{**r, "atom_id": "mine:" + r["atom_id"]} for r in contract_rows(served)]
     (work / "my_atoms.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     set_system(work, atoms="my_atoms.jsonl")
     sh(["dvc", "repro"], work, env)
     assert metrics(work) == base  # same extents, other ids: same metrics
-    served_now = load_served(work / "data/served")
+    served_now = read_modalities(work / "data/served")
     gold = with_atom_ids(pd.read_parquet(work / "data/resolved/gold.parquet"), served_ids(served_now))
     assert len(gold) and gold["atom_id"].str.startswith("mine:").all()
     assert json.loads((work / "data/served/served.json").read_text())["source"] == "system"

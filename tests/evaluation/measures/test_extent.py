@@ -1,4 +1,4 @@
-"""Chunk-fair metrics: extents, coverage/precision/IoU, the oracle ceiling, ties, and the
+"""Extent measures (bench.evaluation.measures.extent): coverage/precision/IoU, the oracle ceiling, and the
 whole-document trap on real MMLongBench-Doc documents."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from bench.evaluation.atom_codes import served_ids, with_atom_ids
-from bench.evaluation.fair import atom_extents, atom_statistics, fair_cells, per_query_fair, region_extents, tied_positions
+from bench.evaluation.cells import metric_cells
+from bench.evaluation.measures.extent import RATIOS, atom_extents, atom_statistics, extent_columns
+from bench.evaluation.placement import region_extents
 from bench.modalities import modalities
 
 
@@ -35,7 +37,7 @@ def test_coverage_precision_iou_by_hand():
     gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 0], "atom_id": ["w0", "w1"]})
     run = _run([("q", "w0", 1), ("q", "w1", 2), ("q", "w2", 3)])
     ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False]})
-    out = per_query_fair(ent, run, gold, regions, atoms, k=10).iloc[0]
+    out = extent_columns(ent, run, gold, regions, atoms, k=10).iloc[0]
     assert out["gold_extent"] == 20
     assert out["covered@10"] == 20  # union of w0 and w1 inside gold, not 10 + 15
     assert out["retrieved_extent@10"] == 20 + 20 + 10  # each retrieved atom paid for
@@ -43,7 +45,7 @@ def test_coverage_precision_iou_by_hand():
     assert out["precision@10"] == pytest.approx(20 / 50)
     assert out["iou@10"] == pytest.approx(20 / (20 + 50 - 20))
     # k = 1: only w0, covering [10, 20)
-    one = per_query_fair(ent, run, gold, regions, atoms, k=1).iloc[0]
+    one = extent_columns(ent, run, gold, regions, atoms, k=1).iloc[0]
     assert one["coverage@1"] == pytest.approx(0.5) and one["precision@1"] == pytest.approx(0.5)
     assert one["iou@1"] == pytest.approx(10 / 30)
     assert one["oracle_coverage@1"] == pytest.approx(15 / 20)  # w1 covers more of the gold
@@ -55,13 +57,13 @@ def test_oracle_is_one_when_atoms_coincide_with_gold():
     gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 1], "atom_id": ["b", "c"]})
     run = _run([("q", "a", 1), ("q", "b", 2)])
     ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False]})
-    out = per_query_fair(ent, run, gold, regions, atoms, k=10).iloc[0]
+    out = extent_columns(ent, run, gold, regions, atoms, k=10).iloc[0]
     assert out["oracle_coverage@10"] == 1.0 and out["oracle_iou@10"] == 1.0
     assert out["coverage@10"] == pytest.approx(15 / 30)
     # a ceiling the chunker sets: one atom spanning gold and more cannot reach IoU 1
     big = _atoms_1d({"all": (0, 40)})
     g2 = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 1], "atom_id": ["all", "all"]})
-    out2 = per_query_fair(ent, _run([("q", "all", 1)]), g2, regions, big, k=10).iloc[0]
+    out2 = extent_columns(ent, _run([("q", "all", 1)]), g2, regions, big, k=10).iloc[0]
     assert out2["oracle_coverage@10"] == 1.0 and out2["oracle_iou@10"] == pytest.approx(30 / 40)
 
 
@@ -71,7 +73,7 @@ def test_oracle_iou_prefers_fewer_atoms_when_one_costs_more_than_it_covers():
     regions = _regions_1d([("q", 0, 0, 10)])
     gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 0], "atom_id": ["a", "b"]})
     ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False]})
-    out = per_query_fair(ent, _run([("q", "b", 1)]), gold, regions, atoms, k=10).iloc[0]
+    out = extent_columns(ent, _run([("q", "b", 1)]), gold, regions, atoms, k=10).iloc[0]
     assert out["oracle_iou@10"] == pytest.approx(0.9)  # {a} alone, better than {a, b} = 10/100
     assert out["oracle_coverage@10"] == 1.0
 
@@ -81,10 +83,10 @@ def test_unanswerable_and_failed_are_nan_and_count_zero():
     regions = _regions_1d([("q1", 0, 0, 10), ("q2", 0, 0, 10)])
     gold = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": [0, 0], "atom_id": ["a", "a"]})
     ent = pd.DataFrame({"query_id": ["q1", "q2", "u"], "modality": "video", "unanswerable": [False, False, True]})
-    out = per_query_fair(ent, _run([("q1", "a", 1), ("q2", "a", 1)]), gold, regions, atoms, k=10, failed=["q2"])
+    out = extent_columns(ent, _run([("q1", "a", 1), ("q2", "a", 1)]), gold, regions, atoms, k=10, failed=["q2"])
     assert out.set_index("query_id").loc["q1", "iou@10"] == 1.0
     assert out.set_index("query_id")[["iou@10"]].loc[["q2", "u"]].isna().all().all()
-    cells = fair_cells(out.merge(ent).assign(failed=lambda d: d["query_id"] == "q2"), k=10)
+    cells = metric_cells(out.merge(ent).assign(failed=lambda d: d["query_id"] == "q2"), k=10, families=("extent",))
     assert cells["by_modality"]["video"]["iou@10"] == {"value": 0.5, "n": 1, "denominator": 2}
 
 
@@ -95,7 +97,7 @@ def test_two_dimensional_boxes_union_is_exact():
     regions = pd.DataFrame([{"query_id": "q", "gold_idx": 0, "source_id": "s", "part": "", "x0": 0.0, "x1": 20.0,
                              "y0": 0.0, "y1": 20.0, "extent": 400.0}])
     gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 0], "atom_id": ["l0", "l1"]})
-    out = per_query_fair(pd.DataFrame({"query_id": ["q"], "unanswerable": [False]}),
+    out = extent_columns(pd.DataFrame({"query_id": ["q"], "unanswerable": [False]}),
                          _run([("q", "l0", 1), ("q", "l1", 2)]), gold, regions, atoms, k=10).iloc[0]
     assert out["covered@10"] == 175  # 100 + 100 - 25 overlap
     assert out["retrieved_extent@10"] == 200
@@ -120,19 +122,8 @@ def test_modality_extents_and_intersection():
     assert mods["pdf"].intersection({"page": 3}, whole, seg).tolist() == [5]
 
 
-def test_ties_counted_where_the_rule_decides():
-    run = pd.DataFrame({"query_id": ["q"] * 4 + ["r"] * 2, "atom_id": list("abcdxy"), "rank": [1, 2, 3, 4, 1, 2],
-                        "score": [5.0, 3.0, 3.0, 1.0, 2.0, 1.0]})
-    t = tied_positions(run, k=2).set_index("query_id")["tied@2"]
-    assert t.to_dict() == {"q": 1, "r": 0}  # rank 2 ties rank 3 (the cut at k = 2 was set by atom_id)
-    assert tied_positions(run, k=10).set_index("query_id")["tied@10"].to_dict() == {"q": 2, "r": 0}
-
-
-# --------------------------------------------------------------------------- real data
-
-
 def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.DataFrame:
-    from bench.evaluation.metrics import per_query
+    from bench.evaluation.per_query import per_query
     from bench.evaluation.resolve import resolve
     from bench.evaluation.retrieve import run_system
     from bench.ingest.chunking import chunk_modality
@@ -158,7 +149,7 @@ def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.Dat
     pq = per_query(ent, run, gold, atoms, k=10)
     segs = {s: g for s, g in seg.groupby("source_id")}
     rext = region_extents(regions, lambda s: segs[s])
-    fair = per_query_fair(ent, run, gold, rext, atom_extents({"pdf": atoms}), k=10)
+    fair = extent_columns(ent, run, gold, rext, atom_extents({"pdf": atoms}), k=10)
     return pq.merge(fair, on="query_id")
 
 
@@ -220,3 +211,24 @@ def test_regions_placed_once_equal_placing_them_at_evaluation():
     assert (direct["extent"] > 0).sum() > 100 and direct["x0"].isna().any()  # placed and unplaceable regions
     with pytest.raises(ValueError, match="not placed"):
         region_extents(regions)
+
+
+def test_cartridge_is_the_median_and_p95_of_the_top_k_extent_per_modality():
+    """cartridge_p50@10 / cartridge_p95@10 by hand: numpy's linear percentile of retrieved_extent@10 over
+    the answered answerable entries; the denominator is every answerable entry; no pooled value."""
+    table = pd.DataFrame({
+        "query_id": [f"q{i}" for i in range(7)],
+        "modality": ["pdf"] * 5 + ["video"] * 2,
+        "unanswerable": [False, False, False, False, True, False, False],
+        "failed": [False, False, False, True, False, False, False],
+        "retrieved_extent@10": [100.0, 300.0, 200.0, np.nan, np.nan, 12.5, 7.5],  # failed and unanswerable: NaN
+    })
+    for m in RATIOS:  # the share measures' columns, not read here
+        table[m.at(10).column] = np.nan
+    cells = metric_cells(table, k=10, families=("extent",))
+    pdf = cells["by_modality"]["pdf"]
+    assert pdf["cartridge_p50@10"] == {"value": 200.0, "n": 3, "denominator": 4}
+    assert pdf["cartridge_p95@10"] == {"value": 290.0, "n": 3, "denominator": 4}  # 200 + 0.9 * (300 - 200)
+    assert cells["by_modality"]["video"]["cartridge_p50@10"]["value"] == 10.0
+    overall = cells["overall"]["cartridge_p50@10"]
+    assert overall["value"] is None and overall["reason"].startswith("extents are in each modality's own unit (pdf, video)")

@@ -1,45 +1,27 @@
-"""Tests for bench.evaluation.metrics: hand-computed cases, independent oracles, properties."""
+"""The per-query table and its cells (bench.evaluation.per_query, bench.evaluation.cells): hand-computed
+cases, properties, the integer-code engine's edge cases."""
 
 from __future__ import annotations
 
 import json
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.evaluation.metrics import (
-    aggregate,
-    calibrate,
-    false_recall_rules,
-    metric_keys,
-    per_query,
-)
+from bench.evaluation.cells import aggregate
+from bench.evaluation.per_query import per_query, query_measures
+from tests.evaluation.frames import T0
+from tests.evaluation.frames import entries_of as _entries
+from tests.evaluation.frames import gold_of as _gold
+from tests.evaluation.frames import run_of as _run
 
-T0 = pd.Timestamp("2024-01-01", tz="UTC")
 LATER = pd.Timestamp("2025-01-01", tz="UTC")
 K = 3
 STRONG = 0.8
 LOG3 = math.log2(3)
-
-
-# --------------------------------------------------------------------------- fixture
-
-
-def _entries(rows: list[tuple]) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=["query_id", "modality", "unanswerable", "holder", "n_regions"])
-    return df.assign(as_of=T0)
-
-
-def _run(rows: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["query_id", "atom_id", "rank", "score"])
-
-
-def _gold(rows: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["query_id", "gold_idx", "atom_id"])
 
 
 @pytest.fixture()
@@ -166,7 +148,7 @@ def test_failed_is_nan_and_ignores_run_rows(case: dict) -> None:
     df = _pq(case)
     r = _row(df, "q6")
     assert r["failed"] and r["n_returned"] == 0
-    assert all(math.isnan(r[c]) for c in metric_keys(K).values())
+    assert all(math.isnan(r[c]) for c in (m.column for m in query_measures(K)))
     assert _row(df, "q8")["failed"]
 
 
@@ -230,7 +212,7 @@ def _assert_cell(got: dict, value, n: int, d: int) -> None:
 
 
 def test_aggregate_shape_and_values(case: dict) -> None:
-    rep = aggregate(_pq(case), case["latency"], failed=case["failed"])
+    rep = aggregate(_pq(case), case["latency"], failed=case["failed"], k=K)
     assert list(rep) == ["by_modality", "overall"]
     assert list(rep["by_modality"]) == ["code", "conversation", "image", "pdf"]
     expected_keys = [
@@ -276,8 +258,8 @@ def test_aggregate_shape_and_values(case: dict) -> None:
 
 
 def test_failed_only_given_to_aggregate_is_equivalent(case: dict) -> None:
-    want = aggregate(_pq(case), case["latency"], failed=case["failed"])
-    got = aggregate(_pq(case, failed=None), case["latency"], failed=pd.Series(sorted(case["failed"])))
+    want = aggregate(_pq(case), case["latency"], failed=case["failed"], k=K)
+    got = aggregate(_pq(case, failed=None), case["latency"], failed=pd.Series(sorted(case["failed"])), k=K)
     assert got == want
 
 
@@ -303,90 +285,6 @@ def test_empty_inputs() -> None:
     assert fr["value"] is None and (fr["n"], fr["denominator"]) == (1, 1) and "not measurable" in fr["reason"]
     assert rep["overall"]["temporal_correctness"] == _cell(1.0, 2, 2)
 
-
-# --------------------------------------------------------------------------- independent oracles
-
-
-def _oracle_data(n_queries: int = 300, depth: int = 100, pool: int = 150, seed: int = 7):
-    rng = np.random.default_rng(seed)
-    run_rows, gold_rows, entry_rows = [], [], []
-    for i in range(n_queries):
-        qid = f"q{i:03d}"
-        cand = [f"{qid}_d{j}" for j in rng.permutation(pool)]
-        kind = rng.random()
-        if kind < 0.1:  # unanswerable
-            entry_rows.append((qid, "pdf", True, "h", 0))
-        elif kind < 0.15:  # answerable but no region resolves to an atom
-            entry_rows.append((qid, "pdf", False, "h", 1))
-        else:
-            rel = rng.choice(pool, size=int(rng.integers(1, 6)), replace=False)  # some beyond depth
-            entry_rows.append((qid, "pdf", False, "h", len(rel)))
-            gold_rows += [(qid, g, cand[j]) for g, j in enumerate(rel)]
-        scores = np.sort(rng.uniform(0, 1, depth))[::-1] + np.arange(depth, 0, -1)  # strictly decreasing
-        run_rows += [(qid, cand[r], r + 1, float(scores[r])) for r in range(depth)]
-    run, gold = _run(run_rows), _gold(gold_rows)
-    atoms = pd.DataFrame({"atom_id": run["atom_id"], "holder": "h", "observed_at": T0})
-    return _entries(entry_rows), run, gold, atoms
-
-
-@pytest.fixture(scope="module")
-def oracle_case():
-    entries, run, gold, atoms = _oracle_data()
-    ours = per_query(entries, run, gold, atoms, k=10).set_index("query_id")
-    qrels = {q: {a: 1 for a in g["atom_id"]} for q, g in gold.groupby("query_id")}
-    run_d = {q: dict(zip(g["atom_id"], g["score"])) for q, g in run.groupby("query_id") if q in qrels}
-    assert len(qrels) > 200 and sum(len(v) for v in qrels.values()) > 500
-    return ours, qrels, run_d
-
-
-def test_oracle_pytrec_eval(oracle_case) -> None:
-    import pytrec_eval
-
-    ours, qrels, run_d = oracle_case
-    res = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "ndcg_cut.10", "recall.10"}).evaluate(run_d)
-    assert set(res) == set(qrels)
-    for q, m in res.items():
-        assert ours.loc[q, "mrr"] == pytest.approx(m["recip_rank"], abs=1e-9)
-        assert ours.loc[q, "ndcg@10"] == pytest.approx(m["ndcg_cut_10"], abs=1e-9)
-        assert ours.loc[q, "atom_recall@10"] == pytest.approx(m["recall_10"], abs=1e-9)
-        assert ours.loc[q, "recall@10"] == pytest.approx(m["recall_10"], abs=1e-9)  # 1 region per atom here
-
-
-def test_oracle_ir_measures(oracle_case) -> None:
-    import ir_measures
-    from ir_measures import RR, nDCG
-
-    ours, qrels, run_d = oracle_case
-    seen = 0
-    for m in ir_measures.iter_calc([RR, nDCG @ 10], qrels, run_d):
-        col = "mrr" if m.measure == RR else "ndcg@10"
-        assert ours.loc[m.query_id, col] == pytest.approx(m.value, abs=1e-9)
-        seen += 1
-    assert seen == 2 * len(qrels)
-
-
-def test_oracle_ranx(oracle_case) -> None:
-    import warnings
-
-    ours, qrels, run_d = oracle_case
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from ranx import Qrels, Run, evaluate
-
-        run = Run(run_d)
-        evaluate(Qrels(qrels), run, ["mrr", "ndcg@10"])
-    for metric, col in (("mrr", "mrr"), ("ndcg@10", "ndcg@10")):
-        theirs = run.scores[metric]
-        assert set(theirs) == set(qrels)
-        for q, v in theirs.items():
-            assert ours.loc[q, col] == pytest.approx(float(v), abs=1e-9)
-
-
-def test_oracle_gold_region_order_irrelevant_for_ranking_metrics(oracle_case) -> None:
-    ours, qrels, _ = oracle_case
-    answerable = ours.loc[~ours["unanswerable"]]
-    empty = answerable.loc[answerable["n_gold_atoms"] == 0]
-    assert len(empty) > 0 and (empty[["mrr", "ndcg@10", "atom_recall@10", "recall@10"]] == 0).all().all()
 
 
 # --------------------------------------------------------------------------- properties
@@ -433,7 +331,7 @@ def scenarios(draw) -> dict:
 def _evaluate(s: dict, frames: dict, failed) -> tuple[pd.DataFrame, dict]:
     df = per_query(frames["entries"], frames["run"], frames["gold"], frames["atoms"],
                    k=s["k"], failed=failed)
-    return df, aggregate(df, frames["latency"], failed=failed)
+    return df, aggregate(df, frames["latency"], failed=failed, k=s["k"])
 
 
 FRAMES = ("entries", "run", "gold", "atoms", "latency")
@@ -444,7 +342,7 @@ PROPS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.to
 @given(scenarios())
 def test_metrics_in_unit_interval_and_n_le_denominator(s: dict) -> None:
     df, rep = _evaluate(s, {f: s[f] for f in FRAMES}, s["failed"])
-    for col in metric_keys(s["k"]).values():
+    for col in (m.column for m in query_measures(s["k"])):
         vals = df[col].dropna()
         assert ((vals >= 0) & (vals <= 1)).all(), col
     for group in [*rep["by_modality"].values(), rep["overall"]]:
@@ -465,7 +363,7 @@ def test_row_order_does_not_matter(s: dict) -> None:
     df, rep = _evaluate(s, shuffled, sorted(s["failed"], reverse=True))
     pd.testing.assert_frame_equal(df, base_df)
     assert rep == base_rep
-    rep2 = aggregate(base_df.sample(frac=1, random_state=s["seed"]), s["latency"], failed=s["failed"])
+    rep2 = aggregate(base_df.sample(frac=1, random_state=s["seed"]), s["latency"], failed=s["failed"], k=s["k"])
     assert rep2 == base_rep
 
 
@@ -543,149 +441,3 @@ def test_duplicate_atom_ids_raise_sorted_or_not(ids: list) -> None:
     atoms = pd.DataFrame({"atom_id": ids, "holder": "h", "observed_at": T0})
     with pytest.raises(ValueError, match="atoms.atom_id must be unique"):
         per_query(entries, _run([("q", "a", 1, 0.1)]), _gold([]), atoms, k=3)
-
-
-# --------------------------------------------------------------------------- false recall rules, abstention, AUROC
-
-
-def _calib_case(scale: float = 1.0, shift: float = 0.0, abstain: dict | None = None, confidence: dict | None = None):
-    """Ten answerable entries with top-1 scores 1..10, three unanswerable with 1.5, 2, 3, one empty."""
-    rows = [(f"a{i:02d}", "conversation", False, "h", 1) for i in range(1, 11)]
-    rows += [(f"u{i}", "conversation", True, "h", 0) for i in range(1, 5)]
-    entries = _entries(rows)
-    top = {f"a{i:02d}": float(i) for i in range(1, 11)} | {"u1": 1.5, "u2": 2.0, "u3": 3.0}
-    atoms = pd.DataFrame({"atom_id": ["x", "y"], "holder": "h", "observed_at": T0})
-    run = _run([(q, "x", 1, s * scale + shift) for q, s in top.items()] + [(q, "y", 2, 0.5 * scale + shift) for q in top])
-    responses = pd.DataFrame({"query_id": [r[0] for r in rows]})
-    responses["abstain"] = [bool((abstain or {}).get(q, False)) for q in responses["query_id"]]
-    responses["confidence"] = [(confidence or {}).get(q, np.nan) for q in responses["query_id"]]
-    return entries, run, _gold([(f"a{i:02d}", 0, "x") for i in range(1, 11)]), atoms, responses
-
-
-def test_calibrated_threshold_is_the_share_of_answerable_top1_hits() -> None:
-    entries, run, gold, atoms, responses = _calib_case()
-    df = per_query(entries, run, gold, atoms, responses=responses, calibration_recall=0.9)
-    # 9 of 10 answerable top-1 scores reach 2.0; u2 (2.0) and u3 (3.0) reach it, u1 (1.5) and empty u4 do not
-    assert set(df["false_recall_rule"]) == {"calibrated"} and set(df["false_recall_threshold"]) == {2.0}
-    assert _row(df, "u2")["false_recall"] == 1.0 and _row(df, "u1")["false_recall"] == 0.0 and _row(df, "u4")["false_recall"] == 0.0
-    rep = aggregate(df, None)["by_modality"]["conversation"]
-    _assert_cell(rep["false_recall"], 0.5, 4, 4)
-    _assert_cell(rep["abstention_rate"], 0.0, 10, 10)
-    # AUROC of the top-1 score: pairs (answerable > unanswerable) + ties / 2 over 10 x 4 pairs
-    wins = sum((a > u) + 0.5 * (a == u) for a in range(1, 11) for u in (1.5, 2.0, 3.0, -math.inf))
-    _assert_cell(rep["auroc_unanswerable"], wins / 40, 14, 14)
-    rules = false_recall_rules(df)
-    assert rules["conversation"] == {"rule": "calibrated", "unanswerable": 4, "threshold_score": 2.0, "kept": 9, "answerable": 10}
-    assert rules["overall"] == {"rule": "calibrated"}
-
-
-def test_every_metric_is_unchanged_by_scaling_or_shifting_scores() -> None:
-    base = aggregate(per_query(*_calib_case()[:4], responses=_calib_case()[4]), None)
-    for scale, shift in ((1e-3, 0.0), (1e3, 0.0), (1.0, 1.0), (7.0, -3.0)):
-        entries, run, gold, atoms, responses = _calib_case(scale, shift)
-        df = per_query(entries, run, gold, atoms, responses=responses)
-        assert aggregate(df, None) == base, (scale, shift)
-        assert set(df["false_recall_threshold"]) == {2.0 * scale + shift}
-
-
-def test_scores_that_do_not_separate_are_not_measurable_never_zero() -> None:
-    entries, run, gold, atoms, responses = _calib_case()
-    flat = run.assign(score=1.0)
-    df = per_query(entries, flat, gold, atoms, responses=responses)
-    cell = aggregate(df, None)["by_modality"]["conversation"]["false_recall"]
-    assert cell["value"] is None and (cell["n"], cell["denominator"]) == (4, 4)
-    assert "do not separate" in cell["reason"] and df["false_recall"].isna().all()
-    assert false_recall_rules(df)["conversation"]["rule"] == "not measurable"
-    assert aggregate(df, None)["by_modality"]["conversation"]["auroc_unanswerable"]["value"] == pytest.approx(
-        (10 * 3 * 0.5 + 10 * 1) / 40)  # ties count one half, the empty u4 ranks lowest
-
-
-def test_abstention_rule_when_any_response_abstains() -> None:
-    entries, run, gold, atoms, responses = _calib_case(abstain={"u1": True, "u3": True, "a01": True})
-    df = per_query(entries, run, gold, atoms, responses=responses)
-    assert set(df["false_recall_rule"]) == {"abstention"} and df["false_recall_threshold"].isna().all()
-    # u2 answered with a hit: false recall; u1, u3 abstained; u4 returned nothing
-    assert df.set_index("query_id").loc[["u1", "u2", "u3", "u4"], "false_recall"].tolist() == [0.0, 1.0, 0.0, 0.0]
-    rep = aggregate(df, None)["by_modality"]["conversation"]
-    _assert_cell(rep["false_recall"], 0.25, 4, 4)
-    _assert_cell(rep["abstention_rate"], 0.1, 10, 10)
-
-
-def test_declared_abstention_and_a_system_that_always_abstains() -> None:
-    entries, run, gold, atoms, responses = _calib_case()
-    df = per_query(entries, run, gold, atoms, responses=responses, abstains=True)
-    assert set(df["false_recall_rule"]) == {"abstention"}
-    _assert_cell(aggregate(df, None)["overall"]["false_recall"], 0.75, 4, 4)  # never abstained, 3 of 4 returned hits
-    entries, run, gold, atoms, responses = _calib_case(abstain={q: True for q in entries["query_id"]})
-    rep = aggregate(per_query(entries, run, gold, atoms, responses=responses), None)["overall"]
-    _assert_cell(rep["false_recall"], 0.0, 4, 4)
-    _assert_cell(rep["abstention_rate"], 1.0, 10, 10)
-
-
-def test_failed_queries_count_as_the_worst_case() -> None:
-    entries, run, gold, atoms, responses = _calib_case()
-    df = per_query(entries, run, gold, atoms, responses=responses, failed={"u1", "a10", "a09"})
-    rep = aggregate(df, None)["by_modality"]["conversation"]
-    # calibration: failed a09, a10 have no hit -> 9 of 10 is impossible, threshold = lowest answerable hit (1.0)
-    assert set(df["false_recall_threshold"]) == {1.0}
-    _assert_cell(rep["false_recall"], 3 / 4, 3, 4)  # failed u1 counts 1, u2 and u3 reach 1.0, empty u4 does not
-    _assert_cell(rep["abstention_rate"], 2 / 10, 8, 10)
-    # AUROC: failed answerable rank below everything, the failed unanswerable above everything
-    ans = [float(i) for i in range(1, 9)] + [-10.0, -10.0]
-    un = [10.0 ** 3, 2.0, 3.0, -5.0]
-    wins = sum((a > u) + 0.5 * (a == u) for a in ans for u in un)
-    _assert_cell(rep["auroc_unanswerable"], wins / 40, 11, 14)
-
-
-def test_confidence_is_the_auroc_signal_when_always_sent() -> None:
-    entries, run, gold, atoms, _ = _calib_case()
-    # confidence ranks every unanswerable entry above every answerable one: AUROC 0 whatever the scores
-    conf = {q: (0.9 if q.startswith("u") else 0.1) for q in entries["query_id"]}
-    _, _, _, _, responses = _calib_case(confidence=conf)
-    df = per_query(entries, run, gold, atoms, responses=responses)
-    assert set(df["separation_signal"]) == {"confidence"}
-    assert aggregate(df, None)["overall"]["auroc_unanswerable"]["value"] == 0.0
-    conf.pop("a01")  # not sent with every answer: the top-1 score is used
-    _, _, _, _, responses = _calib_case(confidence=conf)
-    assert set(per_query(entries, run, gold, atoms, responses=responses)["separation_signal"]) == {"top1_score"}
-
-
-def test_calibrate_edges() -> None:
-    assert calibrate(np.array([]), 0.9).rule == "not measurable"
-    assert calibrate(np.array([np.nan, np.nan]), 0.9).rule == "not measurable"
-    assert calibrate(np.array([3.0, 1.0]), 0.5).threshold == 3.0
-    assert calibrate(np.array([3.0, 1.0]), 0.51).threshold == 1.0
-    assert calibrate(np.array([3.0, 2.0, np.nan]), 0.9).threshold == 2.0  # fewer hits than the share: lowest hit
-    assert calibrate(np.array([3.0, np.nan, np.nan]), 0.9).rule == "not measurable"  # one score value: no separation
-    with pytest.raises(ValueError, match="calibration_recall"):
-        calibrate(np.array([1.0]), 0.0)
-
-
-def test_rounding_differences_are_ties_whatever_the_scale() -> None:
-    from bench.evaluation.metrics import reaches, tie_groups
-
-    a = 0.1 + 0.2 + 0.3
-    b = 0.3 + 0.2 + 0.1  # the same terms in another order: differs in the last bit
-    assert a != b
-    for scale, shift in ((1.0, 0.0), (1e-3, 0.0), (1e3, 0.0), (1.0, 1.0)):
-        x = np.array([a, b, 2.0, -np.inf]) * scale + shift
-        assert tie_groups(x).tolist() == [1, 1, 2, 0]
-        assert reaches(x[:2], float(x[1])).all() and reaches(x[:2], float(x[0])).all()
-    assert not reaches(np.array([-np.inf, np.nan]), -1.0).any()
-
-
-def test_acceptance_reuses_the_dev_thresholds_and_never_recalibrates() -> None:
-    from bench.accept import dev_thresholds
-
-    entries, run, gold, atoms, responses = _calib_case()
-    dev = per_query(entries, run, gold, atoms, responses=responses)
-    doc = {"run": {"false_recall_rule": false_recall_rules(dev)}}
-    abstains, thresholds = dev_thresholds(json.loads(json.dumps(doc, allow_nan=False)))  # through strict JSON
-    assert not abstains and thresholds == {"conversation": 2.0}
-    # "test" entries whose own calibration would give another threshold (all scores lower by 1.5)
-    test = per_query(entries, run.assign(score=run["score"] - 1.5), gold, atoms, responses=responses,
-                     abstains=abstains, thresholds=thresholds)
-    assert set(test["false_recall_threshold"]) == {2.0}
-    assert test.set_index("query_id").loc[["u1", "u2", "u3"], "false_recall"].tolist() == [0.0, 0.0, 0.0]  # 0, 0.5, 1.5 < 2
-    # a dev run read by abstention makes the acceptance read by abstention
-    assert dev_thresholds({"run": {"false_recall_rule": {"pdf": {"rule": "abstention"}, "overall": {"rule": "abstention"}}}})[0]

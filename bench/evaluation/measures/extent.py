@@ -1,5 +1,5 @@
-"""Chunk-fair metrics: extent-based coverage, precision and IoU, the oracle ceiling,
-atom statistics and score ties. Pure functions over pandas frames; no I/O.
+"""Extent measures (chunk-fair): coverage, precision and IoU of the top k in each
+modality's own unit, the oracle ceiling; atom extents and their statistics. No I/O.
 
 Why: recall@k counts a gold region as found when *some* top-k atom overlaps it, so
 bigger atoms look better (one whole-document atom overlaps every gold page). These
@@ -35,11 +35,14 @@ Per answerable query (k = cut-off, top-k = run rows with rank <= k)
 ``oracle_iou@k``       the best IoU of at most k atoms (Dinkelbach's method on the
                        per-atom covered and paid extents; exact when the candidate
                        atoms do not overlap each other; otherwise a reachable value).
+``cartridge_p50@k``, ``cartridge_p95@k``  what the top k cost: the median and p95 of
+                       ``retrieved_extent@k`` over the answered answerable entries of a
+                       modality (denominator: its answerable entries); no pooled
+                       ``overall`` value, since each modality has its own unit.
 Candidates for the oracle are the query's resolved gold atoms (any other atom only
 adds paid extent). The oracle is the chunker's ceiling: the gap between it and the
 run's value is what the retriever lost, the gap between it and 1 what the chunker
-lost. Unanswerable and failed queries get NaN; aggregation counts a failed query as 0
-(as bench.evaluation.metrics does).
+lost. Unanswerable and failed queries get NaN; a cell counts a failed query as 0.
 """
 
 from __future__ import annotations
@@ -50,29 +53,45 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.catalogue import measures
-from bench.evaluation.metrics import group_cells
-from bench.evaluation.placement import BOX, place_regions, region_extents
+from bench.evaluation.measures.base import Mean, Measure
+from bench.evaluation.measures.latency import Percentile
+from bench.evaluation.placement import BOX
 from bench.modalities import modalities
 
-__all__ = [
-    "atom_extents",
-    "region_extents",
-    "place_regions",
-    "per_query_fair",
-    "fair_keys",
-    "fair_cells",
-    "atom_statistics",
-    "tied_positions",
-    "box_measure",
-]
+__all__ = ["COSTS", "MEASURES", "RATIOS", "amount_columns", "atom_extents", "atom_statistics", "box_measure", "extent_columns"]
 
-EXTENT_COLUMNS = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
+ATOM_EXTENT_COLUMNS = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
+
+#: the share measures, computed per query by :func:`extent_columns`
+RATIOS = (
+    Measure("coverage", "coverage", "answerable", "extent", Mean(worst=0.0), True, cutoff=True, compared=True),
+    Measure("precision", "precision", "answerable", "extent", Mean(worst=0.0), True, cutoff=True, compared=True),
+    Measure("iou", "iou", "answerable", "extent", Mean(worst=0.0), True, cutoff=True, compared=True),
+    Measure("oracle_coverage", "oracle_coverage", "answerable", "extent", Mean(worst=0.0), True, cutoff=True),
+    Measure("oracle_iou", "oracle_iou", "answerable", "extent", Mean(worst=0.0), True, cutoff=True),
+)
 
 
-def fair_keys(k: int = 10) -> list[str]:
-    """Per-query columns of the chunk-fair metrics, in report order (bench.evaluation.catalogue)."""
-    return [m.column for m in measures(k) if m.family == "fair"]
+def one_unit(group: pd.DataFrame) -> str | None:
+    """Why an extent percentile of `group` has no value: its entries are of several
+    modalities, whose extents are in different units (None: one modality)."""
+    names = sorted(set(group["modality"].astype(str)))
+    return None if len(names) <= 1 else f"extents are in each modality's own unit ({', '.join(names)}): no pooled value"
+
+
+#: the cost of the top k (issue 22's cartridge@k): median and p95 of the extent the top k
+#: atoms retrieve per answered answerable entry (``retrieved_extent@k``), per modality
+COSTS = (
+    Measure("cartridge_p50", "retrieved_extent", "answerable", "extent", Percentile(50), False, cutoff=True, unmeasurable=one_unit),
+    Measure("cartridge_p95", "retrieved_extent", "answerable", "extent", Percentile(95), False, cutoff=True, unmeasurable=one_unit),
+)
+
+MEASURES = (*RATIOS, *COSTS)
+
+
+def amount_columns(k: int) -> list[str]:
+    """The extent amounts beside the measures, in the per-query table: gold, covered and retrieved extent."""
+    return ["gold_extent", f"covered@{k}", f"retrieved_extent@{k}"]
 
 
 # --------------------------------------------------------------------------- extents
@@ -91,9 +110,9 @@ def atom_extents(atoms: dict[str, pd.DataFrame]) -> pd.DataFrame:
         ext.insert(0, "atom_id", frame["atom_id"].astype(str).to_numpy())
         ext["part"] = ext["part"].astype(str)
         ext["extent"] = _area(ext[BOX].to_numpy(float))
-        frames.append(ext[EXTENT_COLUMNS])
+        frames.append(ext[ATOM_EXTENT_COLUMNS])
     if not frames:
-        return pd.DataFrame(columns=EXTENT_COLUMNS)
+        return pd.DataFrame(columns=ATOM_EXTENT_COLUMNS)
     out = pd.concat(frames, ignore_index=True)
     if out["atom_id"].duplicated().any():
         raise ValueError("atom ids must be unique across modalities")
@@ -187,7 +206,7 @@ def _oracle_iou(cells: np.ndarray, mg: np.ndarray, mc: np.ndarray, paid: np.ndar
 # --------------------------------------------------------------------------- per query
 
 
-def per_query_fair(
+def extent_columns(
     entries: pd.DataFrame,
     run: pd.DataFrame,
     gold: pd.DataFrame,
@@ -207,9 +226,9 @@ def per_query_fair(
     if k < 1:
         raise ValueError("k must be >= 1")
     failed_ids = {str(q) for q in (failed or [])}
-    ent = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
-    qids = ent["query_id"].tolist()
-    cols = ["gold_extent", f"covered@{k}", f"retrieved_extent@{k}", *fair_keys(k)]
+    entry_rows = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
+    qids = entry_rows["query_id"].tolist()
+    cols = [*amount_columns(k), *(m.at(k).column for m in RATIOS)]
     out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=cols)
 
     # top-k atoms in rank order per query, whatever order the rows come in (a block of a run read out of core)
@@ -220,41 +239,41 @@ def per_query_fair(
     gold_s = gold_s.loc[gold_s["query_id"].isin(qids)]
     gold_by_q = gold_s.groupby("query_id", sort=False)["atom_id"].agg(lambda s: sorted(set(s))).to_dict()
     # only the atoms these queries name: a lookup over every atom would cost O(atoms) per block
-    aext = atom_ext.loc[atom_ext["atom_id"].astype(str).isin(set(top["atom_id"]) | set(gold_s["atom_id"]))].set_index("atom_id")
-    apos = {a: i for i, a in enumerate(aext.index)}
-    aspace = list(zip(aext["source_id"].tolist(), aext["part"].tolist(), strict=True))
-    aboxes = aext[BOX].to_numpy(float)
-    aarea = aext["extent"].to_numpy(float)
+    named_atoms = atom_ext.loc[atom_ext["atom_id"].astype(str).isin(set(top["atom_id"]) | set(gold_s["atom_id"]))].set_index("atom_id")
+    atom_position = {a: i for i, a in enumerate(named_atoms.index)}
+    atom_space = list(zip(named_atoms["source_id"].tolist(), named_atoms["part"].tolist(), strict=True))
+    atom_boxes = named_atoms[BOX].to_numpy(float)
+    atom_area = named_atoms["extent"].to_numpy(float)
     reg = region_ext.loc[region_ext["query_id"].astype(str).isin(qids)].dropna(subset=BOX)
     reg_by_q: dict[str, list[tuple[Any, np.ndarray]]] = {}
     for q, s, p, b in zip(reg["query_id"].astype(str), reg["source_id"].astype(str), reg["part"].astype(str),
                           reg[BOX].to_numpy(float), strict=True):
         reg_by_q.setdefault(q, []).append(((s, p), b))
 
-    answerable = ~ent["unanswerable"].astype(bool).to_numpy()
+    answerable = ~entry_rows["unanswerable"].astype(bool).to_numpy()
     rows: dict[str, list[float]] = {}
     for qid, ok in zip(qids, answerable, strict=True):
         if ok and qid not in failed_ids:
-            rows[qid] = _query_fair(qid, reg_by_q, gold_by_q, top_by_q, apos, aspace, aboxes, aarea, k)
+            rows[qid] = _query_extents(qid, reg_by_q, gold_by_q, top_by_q, atom_position, atom_space, atom_boxes, atom_area, k)
     if rows:
         out.loc[list(rows)] = np.array(list(rows.values()), dtype=float)
     return out.reset_index()
 
 
-def _query_fair(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, apos: dict, aspace: list,
-                aboxes: np.ndarray, aarea: np.ndarray, k: int) -> list[float]:
+def _query_extents(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, atom_position: dict, atom_space: list,
+                atom_boxes: np.ndarray, atom_area: np.ndarray, k: int) -> list[float]:
     gold_boxes = reg_by_q.get(qid, [])
-    cand_ids = [a for a in gold_by_q.get(qid, []) if a in apos]
-    cand = [(aspace[apos[a]], aboxes[apos[a]]) for a in cand_ids]
+    cand_ids = [a for a in gold_by_q.get(qid, []) if a in atom_position]
+    cand = [(atom_space[atom_position[a]], atom_boxes[atom_position[a]]) for a in cand_ids]
     cells, mg, mc = box_measure(gold_boxes, cand)
     g_ext = float(cells[mg].sum())
-    retrieved = [a for a in top_by_q.get(qid, []) if a in apos]
-    paid_top = float(sum(aarea[apos[a]] for a in retrieved))
+    retrieved = [a for a in top_by_q.get(qid, []) if a in atom_position]
+    paid_top = float(sum(atom_area[atom_position[a]] for a in retrieved))
     cand_index = {a: i for i, a in enumerate(cand_ids)}
     hit = [cand_index[a] for a in retrieved if a in cand_index]
     covered = float(cells[mg & mc[hit].any(axis=0)].sum()) if hit else 0.0
     union = g_ext + paid_top - covered
-    paid_cand = np.array([aarea[apos[a]] for a in cand_ids], dtype=float)
+    paid_cand = np.array([atom_area[atom_position[a]] for a in cand_ids], dtype=float)
     return [
         g_ext,
         covered,
@@ -267,20 +286,7 @@ def _query_fair(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, apos:
     ]
 
 
-# --------------------------------------------------------------------------- aggregation
-
-
-def fair_cells(per_query_df: pd.DataFrame, k: int = 10) -> dict[str, Any]:
-    """Cells {value, n, denominator} of the chunk-fair metrics per modality and overall.
-
-    ``per_query_df``: query_id, modality, unanswerable, failed and the
-    :func:`fair_keys` columns. The cells are bench.evaluation.metrics' (the catalogue's
-    denominator rule: answerable entries; a failed query counts as 0).
-    """
-    return {
-        "by_modality": {str(m): group_cells(g, k, ("fair",)) for m, g in per_query_df.groupby("modality", sort=True)},
-        "overall": group_cells(per_query_df, k, ("fair",)),
-    }
+# --------------------------------------------------------------------------- atom statistics
 
 
 def atom_statistics(atom_ext: pd.DataFrame, regions: pd.DataFrame) -> dict[str, dict[str, Any]]:
@@ -303,33 +309,3 @@ def atom_statistics(atom_ext: pd.DataFrame, regions: pd.DataFrame) -> dict[str, 
             "unreached_share": unreached / len(reg) if len(reg) else None,
         }
     return out
-
-
-# --------------------------------------------------------------------------- ties
-
-
-def tied_positions(run: pd.DataFrame, k: int = 10) -> pd.DataFrame:
-    """Per query: top-k positions whose score equals a neighbour's (rank r-1 or r+1), equal
-    meaning within bench.evaluation.metrics.REL_TIE (rounding), so the count does not depend on the
-    system's score scale.
-
-    Those are the positions whose order (or whether they made the cut at k) was set
-    by the tie rule -- score descending, then atom_id ascending -- not by the score.
-    Columns query_id, ``tied@k``.
-    """
-    r = run[["query_id", "rank", "score"]].assign(query_id=run["query_id"].astype(str))
-    r = r.loc[r["rank"].astype(int) <= k + 1].sort_values(["query_id", "rank"], kind="stable")
-    same_q_prev = r["query_id"].eq(r["query_id"].shift(1))
-    same_q_next = r["query_id"].eq(r["query_id"].shift(-1))
-    from bench.evaluation.metrics import REL_TIE
-
-    score = r["score"].astype(float)
-
-    def close(other: pd.Series) -> pd.Series:
-        return (score - other).abs() <= REL_TIE * np.maximum(score.abs(), other.abs())
-
-    tie_prev = same_q_prev & close(score.shift(1))
-    tie_next = same_q_next & close(score.shift(-1))
-    tied = (tie_prev | tie_next) & (r["rank"].astype(int) <= k)
-    counts = tied.groupby(r["query_id"]).sum().astype(int)
-    return counts.rename(f"tied@{k}").rename_axis("query_id").reset_index()

@@ -1,0 +1,90 @@
+"""AUROC (``auroc_unanswerable``, threshold-free): how well the system's signal
+separates answerable (positive) from unanswerable entries.
+
+The Mann-Whitney probability that an answerable entry's signal exceeds an unanswerable
+one's (ties, bench.evaluation.measures.scores.tie_groups, count one half). The signal
+(per-query column ``auroc_signal``) is the declared ``confidence`` when the system sent
+one with every answered query, else the top-1 score (an empty answer ranks lowest);
+``auroc_signal_source`` says which. Only ranks are used. A failed answerable entry
+ranks below every other entry and a failed unanswerable one above every other entry;
+the cell needs both kinds of entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from bench.evaluation.measures.base import Measure, MetricCell, cell, flags, in_denominator
+from bench.evaluation.measures.scores import tie_groups
+
+__all__ = ["MEASURES", "Auroc", "auroc_codes", "auroc_from_codes", "auroc_signal"]
+
+
+@dataclass(frozen=True)
+class Auroc:
+    """The AUROC of answerable against unanswerable entries; the bootstrap resamples entries with their kind."""
+
+    def cell(self, measure: Measure, group: pd.DataFrame) -> MetricCell:
+        unans, failed = flags(group)
+        n, denominator = int((~failed).sum()), int(in_denominator(measure.scope, unans).sum())
+        if unans.all() or not unans.any():
+            return cell(None, n, denominator, "needs both answerable and unanswerable entries")
+        return cell(float(auroc_from_codes(self.values(measure, group))), n, denominator)
+
+    def values(self, measure: Measure, group: pd.DataFrame) -> np.ndarray:
+        unans, failed = flags(group)
+        return auroc_codes(group[measure.column].to_numpy(dtype=float), ~unans, failed)
+
+    @property
+    def statistic(self) -> Callable[[np.ndarray], np.ndarray]:
+        return auroc_from_codes
+
+
+def auroc_signal(top1: np.ndarray, confidence: np.ndarray, failed: np.ndarray) -> tuple[np.ndarray, str]:
+    """The AUROC signal per entry: declared confidence when every answered query has one,
+    else the top-1 score (-inf for an empty answer); NaN for failed queries."""
+    answered = ~failed
+    use_conf = bool(answered.any()) and not np.isnan(confidence[answered]).any()
+    signal = confidence if use_conf else np.where(np.isnan(top1), -np.inf, top1)
+    return np.where(failed, np.nan, signal), "confidence" if use_conf else "top1_score"
+
+
+def auroc_codes(signal: np.ndarray, positive: np.ndarray, failed: np.ndarray) -> np.ndarray:
+    """Integer codes 2 * key + positive whose keys order the entries by signal, with the
+    worst case for failed queries (answerable: below all; unanswerable: above all)."""
+    sep = np.asarray(signal, dtype=float)
+    pos = np.asarray(positive, dtype=bool)
+    bad = np.asarray(failed, dtype=bool)
+    key = np.zeros(len(sep), dtype=np.int64)
+    ok = ~bad
+    if ok.any():
+        key[ok] = tie_groups(sep[ok]) + 1
+    top = int(key.max(initial=0)) + 1
+    key[bad & ~pos] = top
+    key[bad & pos] = 0
+    return 2 * key + pos.astype(np.int64)
+
+
+def auroc_from_codes(codes: np.ndarray) -> np.ndarray:
+    """AUROC along the last axis of :func:`auroc_codes` codes (NaN where a class is absent)."""
+    c = np.atleast_2d(np.asarray(codes, dtype=np.int64))
+    b, _ = c.shape
+    key, pos = c // 2, c % 2
+    width = int(key.max(initial=0)) + 1
+    flat = (np.arange(b)[:, None] * width + key).ravel()
+    p = np.bincount(flat, weights=pos.ravel().astype(float), minlength=b * width).reshape(b, width)
+    allc = np.bincount(flat, minlength=b * width).reshape(b, width).astype(float)
+    neg = allc - p
+    below = np.cumsum(neg, axis=1) - neg
+    u = (p * (below + 0.5 * neg)).sum(axis=1)
+    n_pos, n_neg = p.sum(axis=1), neg.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg), np.nan)
+    return out if np.asarray(codes).ndim > 1 else out.reshape(())
+
+
+MEASURES = (Measure("auroc_unanswerable", "auroc_signal", "all", "auroc", Auroc(), True, heading="AUROC"),)

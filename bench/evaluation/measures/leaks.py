@@ -1,0 +1,38 @@
+"""Leak measures (spec section 4): temporal and holder correctness, over all entries.
+
+``temporal_ok``  1 if no top-k atom has ``observed_at > as_of`` (memory from after
+                 the question), else 0.
+``holder_ok``    1 if no top-k atom has ``holder != entry holder`` (someone else's
+                 memory), else 0.
+A failed query counts 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.evaluation.encoding import Atoms, Entries, RunRows, count_per_query
+from bench.evaluation.measures.base import Bar, Mean, Measure
+
+__all__ = ["MEASURES", "leak_columns"]
+
+MEASURES = (
+    Measure("temporal_correctness", "temporal_ok", "all", "leaks", Mean(worst=0.0), True, bar=Bar(">=", 0.95),
+            heading="temporal correctness"),
+    Measure("holder_correctness", "holder_ok", "all", "leaks", Mean(worst=0.0), True, bar=Bar(">=", 0.95),
+            heading="holder correctness"),
+)
+
+
+def leak_columns(run: RunRows, entries: Entries, atoms: Atoms, k: int) -> dict[str, np.ndarray]:
+    """temporal_ok / holder_ok over the top-k atoms."""
+    n = len(entries.ids)
+    top = run.rank <= k
+    q, a = run.q[top], run.a[top]
+    future = atoms.observed_at[a] > entries.as_of[q]
+    foreign = atoms.holder[a] != entries.holder[q]
+    temporal, holder = (m.column for m in MEASURES)
+    return {
+        temporal: (count_per_query(q[future], n) == 0).astype(float),
+        holder: (count_per_query(q[foreign], n) == 0).astype(float),
+    }
