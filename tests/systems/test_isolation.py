@@ -229,3 +229,24 @@ def test_a_refused_retrieve_keeps_the_previous_run(monkeypatch, tmp_path):
     assert {p: p.read_bytes() for p in old} == old and not (tmp_path / "systems").exists()
     outs = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["retrieve"]["outs"]
     assert outs == [{"data/served": {"persist": True}}, {"data/runs": {"persist": True}}, {"reports/runs/dev.run": {"persist": True}}]
+
+
+def test_every_result_states_its_isolation():
+    """The verdict's heading, `bench compare`'s run labels and the acceptance row say how the system ran."""
+    import pandas as pd
+
+    from bench.accept import audit_row
+    from bench.evaluation.compare import RunData
+    from bench.reporting.report import isolation_heading
+
+    assert isolation_heading({"isolation": "process"}).startswith("**Isolation: process** — NOT ISOLATED (system.sandbox: off)")
+    assert isolation_heading({"isolation": "none"}).startswith("**Isolation: none** — NOT ISOLATED: the python or http adapter")
+    assert isolation_heading({"isolation": "bwrap"}).startswith("**Isolation: bwrap** — isolated (bubblewrap")
+    assert isolation_heading({"isolation": "landlock"}).startswith("**Isolation: landlock** — isolated (Landlock")
+    assert isolation_heading({}).startswith("**Isolation: not recorded**")
+    labels = [RunData("A", pd.DataFrame(), {"run": {"system": "s", "isolation": iso}}).describe() for iso in ("process", "bwrap", None)]
+    assert labels == ["A (s; chunking unknown; isolation process (not isolated))", "A (s; chunking unknown; isolation bwrap)",
+                      "A (s; chunking unknown; isolation not recorded)"]
+    doc = {"invalid_entries": 0, "run": {"system": "s", "isolation": "landlock"}, "overall": {}, "by_modality": {}}
+    row = audit_row([], utc="t", git_commit="c", params_sha256="p", sha256={}, dev_metrics_sha256="d", doc=doc, test_entries=1)
+    assert row["isolation"] == "landlock"
