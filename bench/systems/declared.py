@@ -207,22 +207,14 @@ def hidden_below(folder: Path, protected: Iterable[Path]) -> list[Path]:
     return [p for p in protected if p != folder and p.is_relative_to(folder) and p.exists()]
 
 
-def allowed_parts(path: Path, protected: Sequence[Path]) -> tuple[list[Path], list[Path]]:
-    """`path` as Landlock rules that cover it except the protected paths below it: (files and
-    folders readable as a whole, folders only listable). Landlock grants access to whole
-    hierarchies, so a folder above a protected one is listable only (names, never content)."""
+def allowed_parts(path: Path, protected: Sequence[Path]) -> list[Path]:
+    """`path` as the files and folders that cover it except the protected paths below it
+    (Landlock grants access to whole hierarchies; the folders above a hidden one get no rule)."""
     below = hidden_below(path, protected) if path.is_dir() else []
     if not below:
-        return [path], []
-    full: list[Path] = []
-    listed: list[Path] = [path]
+        return [path]
+    out: list[Path] = []
     for child in sorted(path.iterdir()):
-        if child in below:
-            continue
-        if any(p.is_relative_to(child) for p in below):
-            more, more_listed = allowed_parts(child, below)
-            full += more
-            listed += more_listed
-        else:
-            full.append(child)
-    return full, listed
+        if child not in below:
+            out += allowed_parts(child, below) if any(p.is_relative_to(child) for p in below) else [child]
+    return out

