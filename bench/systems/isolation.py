@@ -107,7 +107,7 @@ def bwrap_candidates(path_env: str | None) -> list[tuple[str, str | None]]:
 def bwrap_works(bwrap: str) -> tuple[bool, str]:
     """Whether bubblewrap can make the namespaces here (a probe run); (ok, reason)."""
     argv = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-net", "--unshare-pid",
-            "--die-with-parent", "true"]
+            "--die-with-parent", sys.executable, "-c", ""]  # an absolute program: the probe does not depend on PATH
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

