@@ -102,6 +102,28 @@ def text_list(*, allow_all: bool = False, nonempty: bool = False) -> Check:
     return check
 
 
+def sandbox_mode() -> Check:
+    """system.sandbox: auto | required | off, and YAML's boolean for a bare `off` (false)."""
+    modes = choice("auto", "required", "off")
+
+    def check(key: str, value: Any) -> None:
+        if value is not False:
+            modes(key, value)
+
+    return check
+
+
+def code_paths() -> Check:
+    """system.code: null, a path, or a non-empty list of paths (bench/systems/declared.py)."""
+    paths = text_list(nonempty=True)
+
+    def check(key: str, value: Any) -> None:
+        if value is not None and not (isinstance(value, str) and value.strip()):
+            paths(key, value)
+
+    return check
+
+
 #: chunking options per modality: option -> check (the names the chunkers read)
 CHUNK_OPTIONS: dict[str, dict[str, Check]] = {
     "pdf": {"window_tokens": whole(1), "overlap_tokens": whole(0)},
@@ -137,7 +159,8 @@ SCHEMA: dict[str, Any] = {
         "concurrency": whole(1),
         "warmup": whole(0),
         "startup_timeout_s": number(low=0, low_open=True),
-        "sandbox": choice("auto", "required", "off"),
+        "sandbox": sandbox_mode(),
+        "code": code_paths(),
     },
     "metrics": {
         "k": whole(1),

@@ -77,7 +77,9 @@ class RunData:
         parts = [f"{m}={c.get('strategy')}" + ("" if len(c) <= 1 else "(" + ",".join(
             f"{key}={val}" for key, val in sorted(c.items()) if key != "strategy") + ")")
             for m, c in sorted(chunking.items())]
-        return f"{self.label} ({run.get('system', '?')}; {' '.join(parts) or 'chunking unknown'})"
+        iso = run.get("isolation")
+        isolated = "isolation not recorded" if iso is None else f"isolation {iso}" + (" (not isolated)" if iso in ("process", "none") else "")
+        return f"{self.label} ({run.get('system', '?')}; {' '.join(parts) or 'chunking unknown'}; {isolated})"
 
     @property
     def k(self) -> int | None:

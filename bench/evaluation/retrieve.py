@@ -13,6 +13,10 @@ Robustness rules (docs/systems.md):
   unknown or duplicate atom ids, more than k hits, scores rising down the list)
   stops the run with a ValueError naming the query;
 * `concurrency` channels carry at most that many queries at once;
+* a system that starts failing (MAX_CONSECUTIVE_FAILURES = 5 timed queries in a row
+  time out or crash, counted in the order the answers come back) stops the run with
+  ConsecutiveFailures naming the failed queries so far, instead of costing the full
+  timeout on every remaining query;
 * warm-up: before the timed run the first `warmup` queries are sent once each
   (spread over the channels), their answers checked and thrown away, their time
   not recorded. Then every query is sent and timed.
@@ -26,6 +30,7 @@ before and is not timed either.
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +51,9 @@ if TYPE_CHECKING:
 RUN_COLUMNS = ["query_id", "rank", "atom_id", "score"]
 LATENCY_COLUMNS = ["query_id", "latency_ms", "n_returned", "abstain", "confidence"]
 FAILURE_COLUMNS = ["query_id", "modality", "kind", "message", "elapsed_ms"]
+#: timed queries in a row that may time out or crash before the run stops (docs/systems.md)
+MAX_CONSECUTIVE_FAILURES = 5
+SHOWN_FAILED = 30  # failed query ids named in that message at most
 #: the atom columns a system is given (the served atoms' common columns)
 SYSTEM_COLUMNS = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
 
@@ -172,6 +180,34 @@ def _on_executor(adapter: Adapter, executor: Executor | None, concurrency: int) 
     return remote, max(concurrency, executor.workers), "dask workers"
 
 
+class ConsecutiveFailures(RuntimeError):
+    """The system failed too many timed queries in a row; str() names the failed ones so far."""
+
+
+class _Streak:
+    """Consecutive failures of the timed run, in the order the answers come back."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit, self.run, self.stopped, self.tripped = limit, 0, False, 0
+        self.failed: list[str] = []
+        self.lock = threading.Lock()
+
+    def record(self, query_id: str, failed: bool) -> None:
+        with self.lock:
+            self.run = self.run + 1 if failed else 0
+            if failed:
+                self.failed.append(query_id)
+            if self.limit is not None and self.run >= self.limit:
+                self.stopped, self.tripped = True, max(self.tripped, self.run)
+
+    def raise_if_stopped(self) -> None:
+        if self.stopped:
+            shown = ", ".join(self.failed[:SHOWN_FAILED]) + (f" and {len(self.failed) - SHOWN_FAILED} more" if len(self.failed) > SHOWN_FAILED else "")
+            raise ConsecutiveFailures(
+                f"{self.tripped} queries in a row timed out or crashed after the warm-up (limit {self.limit}); stopped "
+                f"instead of waiting out every query; {len(self.failed)} failed so far: {shown}")
+
+
 def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str, clock: Callable[[], float]) -> _Outcome:
     channel = pool.get()
     try:
@@ -212,12 +248,15 @@ def run_queries(
     known_atoms: Collection[str] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     executor: Executor | None = None,
+    max_consecutive_failures: int | None = MAX_CONSECUTIVE_FAILURES,
 ) -> RunResult:
     """Send every entry's query through `adapter`; see the module docstring for the rules.
 
     On an `executor` of kind dask a builtin or python system answers on the workers
     (DaskPythonAdapter), with at least one query in flight per worker; the answers are
-    the same, only latency (timed on the worker) may differ."""
+    the same, only latency (timed on the worker) may differ. After
+    `max_consecutive_failures` timed queries in a row time out or crash (None: never),
+    no further query is sent and ConsecutiveFailures names the failed queries so far."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     adapter, concurrency, answered_on = _on_executor(adapter, executor, concurrency)
@@ -240,14 +279,19 @@ def run_queries(
             warm_failed = [o for o in warm if o.kind is not None]
             if n_warm and len(warm_failed) == n_warm:
                 raise RuntimeError(f"the system answered none of the {n_warm} warm-up queries; first failure: {warm_failed[0].kind}: {warm_failed[0].message}")
+            streak = _Streak(max_consecutive_failures)
             with progress.bar(len(entries), "retrieve: queries", "queries", count_failed=True) as bar:
 
                 def timed(i: int) -> _Outcome:
+                    if streak.stopped:
+                        return _Outcome(kind="skipped")
                     outcome = _call(pool, requests[i], timeout_s, k, known, f"query {entries[i]['query_id']}", clock)
+                    streak.record(entries[i]["query_id"], outcome.kind is not None)
                     bar.advance(failed=int(outcome.kind is not None))
                     return outcome
 
                 outcomes = list(pool_exec.map(timed, range(len(entries))))
+            streak.raise_if_stopped()
     finally:
         for channel in channels:
             channel.close()

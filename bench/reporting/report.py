@@ -158,6 +158,25 @@ def isolation_text(isolation: Any) -> str:
     return str(isolation)
 
 
+#: what each recorded isolation means, for the heading of the verdict (docs/systems.md)
+ISOLATION_WORDS = {
+    "bwrap": "isolated (bubblewrap: the system saw only its declared code, the runtime and its atoms; no network, its own /proc)",
+    "landlock": "isolated (Landlock: the system could read only its declared code, the runtime and its atoms; no TCP, no other process's /proc)",
+    "process": "NOT ISOLATED (system.sandbox: off): the system could read every file this user can, the sets and the gold included",
+    "none": "NOT ISOLATED: the python or http adapter runs the system in the harness's process or as your own server; "
+            "it could read every file this user can, the sets and the gold included",
+}
+
+
+def isolation_heading(run: dict[str, Any]) -> str:
+    """The run's isolation in words a reader cannot miss (the line above the verdict)."""
+    iso = run.get("isolation")
+    words = ISOLATION_WORDS.get(iso) if isinstance(iso, str) else None
+    if iso is None:
+        return "**Isolation: not recorded** — nothing says whether the system could read the gold."
+    return f"**Isolation: {isolation_text(iso)}** — {words or 'as recorded by the run'}."
+
+
 def system_section(run: dict[str, Any]) -> list[str]:
     """How the system was run (adapter, concurrency, warm-up, latency) and its failures per modality."""
     lat = run.get("latency") or {}
@@ -237,6 +256,8 @@ def markdown(
         "",
         f"System `{run['system']}` (depth {run['depth']}), chunking: "
         + ", ".join(f"{m}={c.get('strategy')}" for m, c in sorted(run["chunking"].items())),
+        "",
+        isolation_heading(run),
         "",
         *verdict_markdown(doc),
         ("Every metric is shown with n (entries with a system result) and its denominator "

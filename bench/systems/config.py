@@ -9,7 +9,8 @@
       timeout_s: 30       # per query; a query that times out is failed
       concurrency: 1      # queries in flight at once (one channel each)
       warmup: 10          # queries sent once, untimed, before the timed run
-      sandbox: auto       # command systems: auto (bwrap when it works) | required | off
+      sandbox: auto       # command systems: auto (bwrap, else Landlock, else stop) | required (bwrap) | off
+      code: null          # command systems: the system's own files/folders shown to it; null: the program the entry names
 
 The stage reads params.yaml and passes the dict here; nothing here reads files.
 """
@@ -24,12 +25,12 @@ from typing import Any
 
 from bench.systems import BUILTINS, build_system, load_entry_point
 from bench.systems.adapters import Adapter, CommandAdapter, HttpAdapter, PythonAdapter, loopback_url
-from bench.systems.sandbox import Launch
+from bench.systems.isolation import Launch
 
 ADAPTERS = ("builtin", "python", "command", "http")
 DEFAULTS: dict[str, Any] = {
     "adapter": "builtin", "entry": None, "atoms": None, "depth": 100,
-    "timeout_s": 30.0, "concurrency": 1, "warmup": 10, "startup_timeout_s": 600.0, "sandbox": "auto",
+    "timeout_s": 30.0, "concurrency": 1, "warmup": 10, "startup_timeout_s": 600.0, "sandbox": "auto", "code": None,
 }
 SANDBOX_MODES = ("auto", "required", "off")
 
@@ -46,6 +47,7 @@ class SystemConfig:
     warmup: int
     startup_timeout_s: float
     sandbox: str = "auto"
+    code: tuple[str, ...] | None = None  # system.code; None: the program the entry names
 
     @property
     def command(self) -> list[str]:
@@ -66,7 +68,7 @@ def system_config(block: dict[str, Any]) -> SystemConfig:
     unknown = sorted(set(block) - set(DEFAULTS) - {"name"})
     if unknown:
         raise ValueError(f"system: unknown key(s) {unknown}; known: name, {', '.join(DEFAULTS)}")
-    merged = {**DEFAULTS, **{k: v for k, v in block.items() if v is not None or k in ("entry", "atoms")}}
+    merged = {**DEFAULTS, **{k: v for k, v in block.items() if v is not None or k in ("entry", "atoms", "code")}}
     name = merged.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError("system.name: must be a non-empty string")
@@ -84,7 +86,7 @@ def system_config(block: dict[str, Any]) -> SystemConfig:
     atoms = merged["atoms"]
     if atoms is not None and (not isinstance(atoms, str) or not atoms):
         raise ValueError(f"system.atoms: must be a path or null, got {atoms!r}")
-    sandbox = merged["sandbox"]
+    sandbox = "off" if merged["sandbox"] is False else merged["sandbox"]  # YAML reads a bare `off` as false
     if sandbox not in SANDBOX_MODES:
         raise ValueError(f"system.sandbox: {sandbox!r} is not one of {list(SANDBOX_MODES)}")
     if sandbox == "required" and adapter in ("python", "http"):
@@ -105,7 +107,17 @@ def system_config(block: dict[str, Any]) -> SystemConfig:
         warmup=_positive(merged, "warmup", int, 0),
         startup_timeout_s=_positive(merged, "startup_timeout_s", float, 0.001),
         sandbox=sandbox,
+        code=_code(merged["code"]),
     )
+
+
+def _code(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(x, str) and x for x in items):
+        raise ValueError(f"system.code: must be a path or a non-empty list of paths (the system's own files and folders), got {value!r}")
+    return tuple(items)
 
 
 def command_argv(cfg: SystemConfig, atoms_path: Path) -> list[str]:

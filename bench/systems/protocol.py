@@ -83,20 +83,8 @@ def _number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
 
 
-def parse_response(raw: Any, k: int, known_atoms: Collection[str] | None, expect_id: str | None = None) -> Response:
-    """Validate a wire response; raise MalformedResponse saying what is wrong (no query named here)."""
-    if not isinstance(raw, dict):
-        raise MalformedResponse(f"response must be a JSON object, got {type(raw).__name__}")
-    extra = sorted(set(raw) - RESPONSE_KEYS)
-    if extra:
-        raise MalformedResponse(f"unknown response field(s) {extra}; allowed: {sorted(RESPONSE_KEYS)}")
-    if expect_id is not None and raw.get("id") != expect_id:
-        raise MalformedResponse(f"response id {raw.get('id')!r} does not answer request {expect_id!r}")
-    hits = raw.get("hits")
-    if not isinstance(hits, list):
-        raise MalformedResponse(f"hits must be a list, got {type(hits).__name__}")
-    if len(hits) > k:
-        raise MalformedResponse(f"{len(hits)} hits for depth k={k}")
+def _hits(hits: list[Any], known_atoms: Collection[str] | None) -> list[Hit]:
+    """The hits of a response, checked one by one (shape, ids, scores, order)."""
     out: list[Hit] = []
     seen: set[str] = set()
     previous = math.inf
@@ -118,6 +106,24 @@ def parse_response(raw: Any, k: int, known_atoms: Collection[str] | None, expect
         seen.add(atom_id)
         previous = float(score)
         out.append(Hit(atom_id, float(score)))
+    return out
+
+
+def parse_response(raw: Any, k: int, known_atoms: Collection[str] | None, expect_id: str | None = None) -> Response:
+    """Validate a wire response; raise MalformedResponse saying what is wrong (no query named here)."""
+    if not isinstance(raw, dict):
+        raise MalformedResponse(f"response must be a JSON object, got {type(raw).__name__}")
+    extra = sorted(set(raw) - RESPONSE_KEYS)
+    if extra:
+        raise MalformedResponse(f"unknown response field(s) {extra}; allowed: {sorted(RESPONSE_KEYS)}")
+    if expect_id is not None and raw.get("id") != expect_id:
+        raise MalformedResponse(f"response id {raw.get('id')!r} does not answer request {expect_id!r}")
+    hits = raw.get("hits")
+    if not isinstance(hits, list):
+        raise MalformedResponse(f"hits must be a list, got {type(hits).__name__}")
+    if len(hits) > k:
+        raise MalformedResponse(f"{len(hits)} hits for depth k={k}")
+    out = _hits(hits, known_atoms)
     abstain = raw.get("abstain", False)
     if not isinstance(abstain, bool):
         raise MalformedResponse(f"abstain must be true or false, got {abstain!r}")

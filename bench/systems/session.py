@@ -8,7 +8,7 @@ params.yaml or the environment).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,15 +19,12 @@ from bench.io import write_jsonl
 from bench.systems.adapters import Adapter
 from bench.systems.atoms import contract_rows
 from bench.systems.config import SystemConfig, command_argv, make_adapter
-from bench.systems.sandbox import (
-    RAW_MODALITIES,
-    SourceFile,
-    choose_isolation,
-    new_workdir,
-    prepare_launch,
-    source_files,
-    sweep_stale,
-)
+from bench.systems.declared import Forbidden
+from bench.systems.isolation import Isolation, choose_isolation, prepare_launch
+from bench.systems.sandbox import SourceFile, new_workdir, source_files, sweep_stale
+
+#: an upstream file of one of these kinds may hold more than its source: shown as parsed text
+ARCHIVE_SUFFIXES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z")
 
 
 @dataclass
@@ -36,18 +33,35 @@ class Opened:
     info: dict[str, Any] = field(default_factory=dict)  # isolation, isolation_note, swept
 
 
+def medium_file(dataset: Any, source_id: str, shared: set[str]) -> str | None:
+    """The source's upstream file when it is the source's medium alone, else None.
+
+    Not its medium: no file, an archive member or an archive, a file that also holds
+    gold (the data set's `annotation_files`), or one file of several sources (`shared`).
+    Such a source is shown as its parsed text. No modality is named here."""
+    path = dataset.file_of(source_id)
+    if path is None or "!/" in path or path.lower().endswith(ARCHIVE_SUFFIXES) or path in shared:
+        return None
+    return None if path in set(getattr(dataset, "annotation_files", ())) else path
+
+
 def raw_files(manifest_rows: list[dict], sources: list[tuple[str, str, str]], store: Path) -> dict[str, tuple[str, Path]]:
-    """Sources of the raw modalities -> (path under the store's dataset folder, local file), present files only."""
+    """Sources shown as their upstream file -> (path under the store's dataset folder, local file), present files only."""
+    from collections import Counter
+
     from bench.corpus_sources import datasets
     from bench.ingest.fetch import local_path
 
     known = datasets()
     present = {(r["key"], r["path"]) for r in manifest_rows if r.get("status") == "present"}
+    files = {(sid, key): known[key].file_of(sid) for sid, key, _ in sources if key in known}
+    counts = Counter((key, path) for (_, key), path in files.items() if path is not None)
     out: dict[str, tuple[str, Path]] = {}
-    for sid, key, modality in sources:
-        if modality not in RAW_MODALITIES or key not in known:
+    for sid, key, _modality in sources:
+        if key not in known:
             continue
-        path = known[key].file_of(sid)
+        shared = {p for (k, p), n in counts.items() if k == key and n > 1}
+        path = medium_file(known[key], sid, shared)
         if path is None or (key, path) not in present:
             continue
         local = local_path(store, key, path)
@@ -85,14 +99,23 @@ def open_system(
     temp_root: Path,
     protected: list[Path],
     host_env: Mapping[str, str],
+    mirrors: Sequence[Path] = (),
+    local_datasets: Sequence[Path] = (),
+    isolation: Isolation | None = None,
 ) -> Iterator[Opened]:
-    """The adapter for `cfg`; a command system gets its sandbox. Raises SandboxError / ValueError."""
+    """The adapter for `cfg`; a command system gets its sandbox. Raises SandboxError / ValueError.
+
+    `mirrors` and `local_datasets` are the folders a system's code may never lie in
+    (bench/systems/declared.py), besides the `protected` folders of the project `root`."""
     swept = sweep_stale(temp_root)
     if cfg.adapter != "command":
         adapter = make_adapter(cfg, atoms)
-        yield Opened(adapter, {"isolation": "none", "isolation_note": f"the {cfg.adapter} adapter is not sandboxed", "swept_stale": len(swept)})
+        yield Opened(adapter, {"isolation": "none", "isolation_note": f"not isolated: the {cfg.adapter} adapter is not sandboxed",
+                               "swept_stale": len(swept)})
         return
-    isolation, note = choose_isolation(cfg.sandbox)
+    if isolation is None:  # chosen here unless the stage chose it before writing anything
+        isolation = choose_isolation(cfg.sandbox, path_env=host_env.get("PATH"))
+    forbidden = Forbidden(root, protected, mirrors, local_datasets)
     workdir = new_workdir(temp_root)
     try:
         sources = served_sources(served)
@@ -100,10 +123,10 @@ def open_system(
         write_jsonl(workdir.atoms, atoms_rows(served, files))
         launch = prepare_launch(
             command_argv(cfg, workdir.atoms), workdir, files,
-            isolation=isolation, base=root, protected=protected, host_env=host_env,
+            isolation=isolation, base=root, forbidden=forbidden, host_env=host_env, code=cfg.code,
         )
         adapter = make_adapter(cfg, atoms, launch)
-        yield Opened(adapter, {"isolation": isolation, "isolation_note": note, "swept_stale": len(swept),
+        yield Opened(adapter, {"isolation": isolation.kind, "isolation_note": isolation.note, "swept_stale": len(swept),
                                "source_files": len(files)})
     finally:
         workdir.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -54,12 +55,72 @@ def serve_argv(served: Path, *extra: str) -> list[str]:
 
 def bwrap_usable() -> bool:
     """Whether command systems get bubblewrap here (`system.sandbox: auto` picks it)."""
-    from bench.systems.sandbox import SandboxError, choose_isolation
+    import os
+
+    from bench.systems.isolation import choose_isolation
+    from bench.systems.sandbox import SandboxError
 
     try:
-        return choose_isolation("auto")[0] == "bwrap"
+        return choose_isolation("auto", path_env=os.environ.get("PATH")).kind == "bwrap"
     except SandboxError:
         return False
 
 
-__all__ = ["ROOT", "bwrap_usable", "entry", "make_atoms", "serve_argv"]
+def path_without_bwrap(path: str) -> str:
+    """PATH with the system's bubblewrap hidden, as on a machine without the package: each folder that
+    holds a bwrap is replaced by a folder of links to its other programs (made once per process)."""
+    import os
+    import tempfile
+
+    out = []
+    for d in path.split(os.pathsep):
+        if d and os.path.exists(os.path.join(d, "bwrap")):
+            shadow = Path(tempfile.gettempdir()) / f"bench-no-bwrap-{os.getpid()}" / d.strip("/").replace("/", "_")
+            if not shadow.is_dir():
+                import atexit
+                import shutil
+
+                shadow.mkdir(parents=True)
+                atexit.register(shutil.rmtree, shadow.parent, True)
+                for name in os.listdir(d):
+                    if name != "bwrap":
+                        (shadow / name).symlink_to(os.path.join(d, name))
+            d = str(shadow)
+        out.append(d)
+    return os.pathsep.join(out)
+
+
+@pytest.fixture(scope="module")
+def served(real_corpus) -> dict:
+    """Real atoms of three MMLongBench-Doc PDFs and three LoCoMo sessions, with their corpus."""
+    from bench.ingest.chunking import chunk_all
+
+    segments = real_corpus["segments"]
+    pdfs = sorted(segments.loc[segments["modality"] == "pdf", "source_id"].unique())[:3]
+    sessions = sorted(segments.loc[segments["modality"] == "conversation", "source_id"].unique())[:3]
+    segments = segments[segments["source_id"].isin([*pdfs, *sessions])]
+    atoms = chunk_all(segments, {"pdf": {"strategy": "page"}, "conversation": {"strategy": "turn"}})
+    return {"atoms": atoms, "segments": segments, "manifest": list(real_corpus["manifest"].rows), "store": real_corpus["store"]}
+
+
+def common_atoms(frames: dict) -> pd.DataFrame:
+    cols = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
+    return pd.concat([f[cols] for f in frames.values()], ignore_index=True)
+
+
+def open_for(cfg_block: dict, served: dict, temp_root: Path, host_env: dict | None = None, **more):
+    """The session's open_system for a command system of `cfg_block` over the real `served` atoms."""
+    from bench.systems.config import system_config
+    from bench.systems.sandbox import protected_paths
+    from bench.systems.session import open_system
+
+    cfg = system_config({"name": "probe", "adapter": "command", **cfg_block})
+    return open_system(
+        cfg, served["atoms"], common_atoms(served["atoms"]), segments=served["segments"], manifest_rows=served["manifest"],
+        store=served["store"], root=ROOT, temp_root=temp_root, protected=protected_paths(ROOT),
+        host_env=host_env if host_env is not None else dict(os.environ), **more,
+    )
+
+
+
+__all__ = ["ROOT", "bwrap_usable", "entry", "make_atoms", "open_for", "path_without_bwrap", "serve_argv"]

@@ -3,9 +3,12 @@
     python tests/systems/snoop_system.py ATOMS.jsonl [guess=DIR ...] [--port N]
 
 Before it says ready it looks for the gold and the acceptance token everywhere a
-30-line cheat would: its environment, its working folder and every parent folder,
-the folders above its own code and above the atoms file, and the folders it is told
-to guess (`guess=DIR`: the project root, given in a form the harness does not take for code). It opens the file of every atom it is served (the
+30-line cheat would: its environment, its working folder, $PWD, $HOME, its parent's
+/proc/<ppid>/cwd and /proc/<ppid>/environ (and its grandparents'), the folders above
+its own code and above the atoms file, every parent folder of those, and the folders it
+is told to guess (`guess=DIR`: the project root, given in a form the harness does not
+take for code). A set file counts as found when it can be read, not merely named; it
+also tries to read params.yaml, data/ and reports/ of every place. It opens the file of every atom it is served (the
 media it is allowed to see), tries to write to one, and tries to reach a TCP port on
 the host's loopback. It prints what it found as one line `SNOOP {...}` on stderr,
 then answers every query with no hits.
@@ -20,12 +23,53 @@ import sys
 from pathlib import Path
 
 
+def can_read(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+        return True
+    except OSError:
+        return False
+
+
 def set_files(folder: Path) -> list[str]:
+    """The set files under folder/bench/sets that this process can read."""
     sets = folder / "bench" / "sets"
     try:
-        return sorted(str(p) for p in sets.glob("*.jsonl")) if sets.is_dir() else []
+        return sorted(str(p) for p in sets.glob("*.jsonl") if can_read(p)) if sets.is_dir() else []
     except OSError:
         return []
+
+
+def listable(folder: Path) -> bool:
+    try:
+        return bool(os.listdir(folder))
+    except OSError:
+        return False
+
+
+def proc_places() -> tuple[list[Path], list[str]]:
+    """(the cwd of the parent and grandparents via /proc, the environ texts that could be read)."""
+    cwds: list[Path] = []
+    environs: list[str] = []
+    pid = os.getppid()
+    for _ in range(3):
+        if pid <= 1:
+            break
+        try:
+            cwds.append(Path(os.readlink(f"/proc/{pid}/cwd")))
+        except OSError:
+            pass
+        try:
+            environs.append(Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace"))
+        except OSError:
+            pass
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return cwds, environs
 
 
 def ancestors(path: Path) -> list[Path]:
@@ -37,8 +81,15 @@ def main(argv: list[str]) -> int:
     atoms_path = Path(argv[0])
     guesses = [Path(a[len("guess="):]) for a in argv if a.startswith("guess=")]
     port = int(argv[argv.index("--port") + 1]) if "--port" in argv else None
-    places = {str(p) for base in (Path.cwd(), Path(__file__), atoms_path) for p in ancestors(base)} | {str(g) for g in guesses}
+    proc_cwds, environs = proc_places()
+    bases = [Path.cwd(), Path(__file__), atoms_path, *proc_cwds]
+    bases += [Path(os.environ[v]) for v in ("PWD", "HOME") if os.environ.get(v)]
+    places = {str(p) for base in bases for p in ancestors(base)} | {str(g) for g in guesses}
     found = sorted({f for place in places for f in set_files(Path(place))})
+    project_files = sorted({str(Path(place) / name) for place in places for name in ("params.yaml", "dvc.lock", "data/sets/dev.jsonl")
+                            if can_read(Path(place) / name)})
+    listed = sorted({str(Path(place) / name) for place in places for name in ("data", "reports", "bench/sets") if listable(Path(place) / name)})
+    named = [a for a in argv[1:] if not a.startswith(("guess=", "-")) and Path(a).exists()]
     atoms = [json.loads(line) for line in atoms_path.read_text(encoding="utf-8").splitlines() if line.strip()]
     readable: dict[str, str] = {}
     unreadable: list[str] = []
@@ -81,7 +132,12 @@ def main(argv: list[str]) -> int:
         "wrote_media": wrote_media,
         "scratch_ok": scratch_ok,
         "network": network,
-        "project_visible": [str(g) for g in guesses if (g / "params.yaml").exists()],
+        "project_visible": [str(g) for g in guesses if can_read(g / "params.yaml")],
+        "project_files": project_files,
+        "listed": listed,
+        "proc_cwds": [str(c) for c in proc_cwds],
+        "environs": environs,
+        "named_paths": named,
     }
     print("SNOOP " + json.dumps(report), file=sys.stderr, flush=True)
     print(json.dumps({"ready": True}), flush=True)

@@ -15,8 +15,8 @@ import yaml
 
 from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.ingest.partitions import read_modalities
+from tests.conftest import MIRROR
 from tests.project_copy import clone_project, project_env, run
-from tests.systems.conftest import bwrap_usable
 
 pytestmark = pytest.mark.e2e
 
@@ -76,7 +76,7 @@ def test_same_metrics_whichever_adapter_runs_bm25(project):
     sh(["dvc", "repro"], work, env)
     assert metrics(work) == base  # sandboxed (the bench package visible, its sets hidden): same numbers
     info = json.loads((work / "data/runs/system.json").read_text())
-    assert info["adapter"] == "command" and info["isolation"] == ("bwrap" if bwrap_usable() else "process")
+    assert info["adapter"] == "command" and info["isolation"] in ("bwrap", "landlock")  # auto never runs a command system unisolated
     assert info["abstains"] is True  # declared in serve's ready line
     server = subprocess.Popen(
         [sys.executable, "-m", "bench.systems.serve", "bm25", "--atoms", "data/served", "--http", "127.0.0.1:0"],
@@ -129,3 +129,26 @@ def test_system_serving_its_own_atoms(project):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 1 and len(errors) == 1
     assert "my_atoms.jsonl:1: observed_at: 1970-01-01T00:00:00+00:00 is before its source" in errors[0] and "more row(s)" in errors[0]
+
+
+def test_off_is_reported_as_not_isolated_and_a_refused_retrieve_keeps_the_run(project):
+    """`sandbox: off` (bare YAML off) runs and the report's heading says not isolated; then an entry that
+    names the mirror is refused with one line, and DVC keeps the previous run (persist outputs)."""
+    work, env, _ = project
+    entry = "{python} examples/keyword_system.py {atoms} --scoped"
+    set_system(work, name="keyword-example", adapter="command", entry=entry)
+    text = (work / "params.yaml").read_text()
+    (work / "params.yaml").write_text(text.replace("sandbox: auto", "sandbox: off"))
+    assert yaml.safe_load((work / "params.yaml").read_text())["system"]["sandbox"] is False
+    sh(["dvc", "repro"], work, env)
+    report = (work / "reports/dev.md").read_text()
+    assert "**Isolation: process** — NOT ISOLATED (system.sandbox: off)" in report
+    assert json.loads((work / "reports/metrics/dev.json").read_text())["run"]["isolation"] == "process"
+    kept = {p: (work / p).read_bytes() for p in ("data/runs/dev.parquet", "data/runs/system.json", "reports/runs/dev.run")}
+    set_system(work, name="keyword-example", adapter="command", entry=f"{entry} {MIRROR / 'locomo'}", sandbox="auto")
+    proc = subprocess.run(["dvc", "repro"], cwd=work, env=env, capture_output=True, text=True)
+    errors = [line for line in (proc.stderr + proc.stdout).splitlines() if line.startswith("error: system.entry")]
+    assert proc.returncode != 0 and errors == [
+        f"error: system.entry: '{MIRROR / 'locomo'}' is inside (or holds) the mirror root {MIRROR.resolve()}, "
+        "which holds gold a system under test may not see"]
+    assert {p: (work / p).read_bytes() for p in kept} == kept

