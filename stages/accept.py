@@ -60,7 +60,7 @@ from bench.project.layout import (
     fail,
     read_json,
 )
-from bench.project.selection import params, set_files
+from bench.project.selection import checked_params, set_files
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
 from bench.systems.config import system_config
@@ -76,7 +76,7 @@ def main() -> None:
     if reason:
         fail(f"accept: refused: {reason}")
     token_file.unlink()  # single use
-    cfg = params()
+    cfg = checked_params()
     paths = set_files()
     # every check `bench accept` made, made again here: a hand-made token opens nothing
     try:
@@ -132,7 +132,7 @@ def main() -> None:
     # the evaluate stage's switch (params executor.in_core_rows): above it the run is evaluated
     # block by block; the test run is in memory already, so its blocks are cut from its frames
     try:
-        in_core_rows = check_executor(cfg.get("executor"))["in_core_rows"]
+        in_core_rows = check_executor(cfg.get("executor")).in_core_rows
     except ParamsError as exc:
         fail(str(exc))
     per_block = queries_per_block(len(ran.run), len(test), in_core_rows)

@@ -24,7 +24,7 @@ from bench.ingest.partitions import partition_files, write_partitions
 from bench.io import atomic_writer, iter_jsonl, sha256_file, write_json, write_parquet, write_text
 from bench.params import ParamsError, check_executor
 from bench.project.layout import ATOMS, MANIFEST, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
-from bench.project.selection import params
+from bench.project.selection import checked_params
 from bench.systems import MissingExtra
 from bench.systems.adapters import SystemCrash
 from bench.systems.atoms import AtomsError, load_system_atoms
@@ -70,7 +70,7 @@ def write_served(parts: list[tuple[str, str, pd.DataFrame]] | None) -> None:
 
 @click.command()
 def main() -> None:
-    doc = params()
+    doc = checked_params()
     try:
         cfg = system_config(doc["system"])
     except ValueError as exc:
@@ -88,7 +88,7 @@ def main() -> None:
     from bench.ingest.corpus import Manifest, load_segments
 
     try:
-        with open_executor(where["kind"], where["address"], where["workers"]) as ex, using(ex):
+        with open_executor(where.kind, where.address, where.workers) as ex, using(ex):
             start = time.perf_counter()
             with open_system(
                 cfg, served, atoms,
@@ -139,7 +139,7 @@ def main() -> None:
         "abstains_declared": declared,
         "run_s": round(run_s, 3),
         # where the queries ran (params executor; never part of dev.json)
-        "executor": where["kind"],
+        "executor": where.kind,
         "in_flight": result.info["in_flight"],
         "answered_on": result.info["answered_on"],
     }
