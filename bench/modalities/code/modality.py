@@ -163,7 +163,7 @@ class CodeModality(Modality):
         """The gold symbol's lines and the ranks covering each (pictures.py)."""
         from bench.modalities.code.pictures import symbol_pictures
 
-        return symbol_pictures(query, segments)
+        return symbol_pictures(query, segments, region_span)
 
     # Extents are characters of a file (part = the file's path), each line owning its
     # newline ([line start, line end + 1)), so lines tile the file and a blank line

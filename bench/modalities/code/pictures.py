@@ -4,9 +4,10 @@ range covers it (at most CODE_LINES lines shown); code text comes from the parse
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
-from bench.modalities.code.modality import region_span
 from bench.modalities.code.symbols import split_lines
 from bench.modalities.drawing import as_dict, elsewhere, escape, missing, same_source
 
@@ -29,7 +30,11 @@ def code_lines_html(lines: list[str], first: int, last: int, atoms: list[tuple[i
     return "".join(rows)
 
 
-def symbol_pictures(q: dict, segments: dict[str, pd.DataFrame]) -> str:
+#: the code modality's region_span: (path, first line, last line) of a region, or a problem
+Span = Callable[[dict, pd.DataFrame], tuple[tuple[str, int, int] | None, str | None]]
+
+
+def symbol_pictures(q: dict, segments: dict[str, pd.DataFrame], region_span: Span) -> str:
     out = []
     for g in q["gold"]:
         seg = segments.get(g["source_id"])
