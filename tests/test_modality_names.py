@@ -124,3 +124,11 @@ def test_what_is_not_a_modality_name_passes():
              'msg = f"exited with code {code}; no pdf here"\n'  # prose inside a longer string
              "def modality_of(source):\n    return source\n")
     assert offenders(clean, KNOWN) == []
+
+
+def test_the_raw_file_hook_gives_what_the_sandbox_names_today():
+    """`Modality.raw_file` replaces bench/systems/sandbox.py's RAW_MODALITIES (switched on
+    the sandbox branch; then this test goes with the PENDING entries)."""
+    from bench.systems.sandbox import RAW_MODALITIES
+
+    assert {m for m, mod in modalities().items() if mod.raw_file} == set(RAW_MODALITIES)
