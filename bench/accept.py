@@ -40,16 +40,8 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePath
 from typing import Any
 
-import pandas as pd
-
-from bench.evaluation.retrieve import SYSTEM_COLUMNS, RunResult, run_queries
 from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file, write_json
 from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, MANIFEST_FILE, SUMMARY, TEST_METRICS
-from bench.systems import MissingExtra
-from bench.systems.adapters import SystemCrash
-from bench.systems.config import SystemConfig
-from bench.systems.sandbox import protected_paths, system_temp_root
-from bench.systems.session import open_system
 
 #: environment variable and token file through which `bench accept` calls the stage
 TOKEN_ENV = "BENCH_ACCEPT_TOKEN"
@@ -412,19 +404,6 @@ def remove_token(root: Path) -> None:
 # --------------------------------------------------------------------------- the acceptance stage's steps
 
 
-def run_test_system(sys_cfg: SystemConfig, served: dict[str, pd.DataFrame], segments: pd.DataFrame, manifest_rows: list,
-                    entries: list[dict], *, root: Path, store: Path, env: Mapping[str, str]) -> RunResult:
-    """The system over the test entries on the served atoms, in the dev run's sandbox
-    (bench/systems/session.py: never the sets, the token or DVC_*). A malformed result,
-    a crash or a missing extra raises ValueError naming the system (and the query)."""
-    atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
-    try:
-        with open_system(sys_cfg, served, atoms, segments=segments, manifest_rows=manifest_rows, store=store, root=root,
-                         temp_root=system_temp_root(root), protected=protected_paths(root), host_env=env) as opened:
-            return run_queries(opened.adapter, entries, sys_cfg.depth, timeout_s=sys_cfg.timeout_s, concurrency=sys_cfg.concurrency,
-                               warmup=sys_cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)))
-    except (ValueError, RuntimeError, MissingExtra, SystemCrash) as exc:
-        raise ValueError(f"system {sys_cfg.name!r}: {exc}") from None
 
 
 def record_acceptance(root: Path, doc: dict, *, summary: dict, test_entries: int, params_path: Path) -> dict:

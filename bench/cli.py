@@ -10,8 +10,9 @@ from pathlib import Path
 import click
 
 from bench.io import LineError
+from bench.modalities import names as modality_names
 from bench.project.layout import AUDIT, DEV_METRICS, PER_QUERY, TEST_METRICS, Layout, find_root, read_params
-from bench.project.selection import local_datasets, mirror_roots, set_files
+from bench.project.selection import config, local_datasets, mirror_roots, set_files
 from bench.validate_sets import validate_command
 
 
@@ -39,7 +40,7 @@ def import_(keys: tuple[str, ...], mirror: str | None) -> None:
     project = Layout(find_root())
     root = project.root
     if mirror is None:
-        mirror = str(mirror_roots(read_params(project)["fetch"]["mirror_dirs"], root=root)[0])
+        mirror = str(mirror_roots(list(config(project).fetch.mirror_dirs), root=root)[0])
     known = datasets()
     wanted = sorted(known) if keys == ("all",) else list(keys)
     for key in wanted:
@@ -104,7 +105,7 @@ def accept(show_status: bool) -> None:
         click.echo("bench accept: the acceptance stage failed (reason above); nothing recorded", err=True)
         sys.exit(1)
     rows = acc.read_audit(root / AUDIT)
-    k = int(read_params(Layout(root))["metrics"]["k"])
+    k = config(Layout(root)).metrics.k
     click.echo(f"bench accept: {acc.describe(rows[-1], k)}; audit row appended to {AUDIT}, metrics in {TEST_METRICS}")
 
 
@@ -139,7 +140,7 @@ def datasets_cmd() -> None:
 
 
 @datasets_cmd.command("new")
-@click.option("--modality", required=True, type=click.Choice(["pdf", "image", "ui_screenshot", "video", "code", "conversation"]))
+@click.option("--modality", required=True, type=click.Choice(modality_names()))
 @click.argument("folder", type=click.Path(file_okay=False))
 def datasets_new(modality: str, folder: str) -> None:
     """Write a skeleton local data set in FOLDER with a two-entry example."""
@@ -210,11 +211,11 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     from bench.io import write_json
 
     root = find_root()
-    cfg = read_params(Layout(root)).get("metrics", {}) if Layout(root).params.is_file() else {}
+    metrics = config(Layout(root)).metrics
     try:
         ra, rb = (load_run(spec, root, PER_QUERY, DEV_METRICS) for spec in (a, b))
-        result = run_compare(ra.per_query, rb.per_query, k=common_k(ra, rb, int(cfg.get("k", 10))), resamples=resamples or int(cfg.get("bootstrap_resamples", 1000)),
-                             permutations=permutations, seed=int(cfg.get("bootstrap_seed", 0)) if seed is None else seed, alpha=alpha,
+        result = run_compare(ra.per_query, rb.per_query, k=common_k(ra, rb, metrics.k), resamples=resamples or metrics.bootstrap_resamples,
+                             permutations=permutations, seed=metrics.bootstrap_seed if seed is None else seed, alpha=alpha,
                              max_unpaired=max_unpaired)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None

@@ -1,29 +1,37 @@
-"""One schema for params.yaml, checked before any stage touches an output.
+"""One schema for params.yaml, checked before any stage touches an output, and the typed
+configuration it gives.
 
-`check_params(doc)` walks the parsed YAML against the schema below and raises
-`ParamsError` at the first problem, naming the dotted key: an unknown or misspelled
-key (with the closest known key), a wrong type, NaN or infinity, a count that is not
-a whole number, k < 1 or k > system.depth. The stage scripts call it through
-`bench.project.selection.params()`, so every stage refuses bad params with one line and exit 1
-before it writes anything; nothing here reads files or the environment.
+`check_params(doc, modalities, registered, memory_bytes)` walks the parsed YAML against the
+schema and raises `ParamsError` at the first problem, naming the dotted key: an unknown or
+misspelled key (with the closest known key), a wrong type, NaN or infinity, a count that is
+not a whole number, a size beyond its bound, k < 1 or k > system.depth. It returns
+`Params`: frozen dataclasses with every default filled in, so no stage or core function
+holds a default of its own. The stage scripts call it through
+`bench.project.selection.config()`, so every stage refuses bad params with one line and
+exit 1 before it writes anything; nothing here reads files or the environment (the
+machine's memory comes in as an argument).
 
-Keys that other parts of the harness may add are known here already:
-`metrics.calibration_recall` (float in (0, 1]), `system.sandbox` (auto | required |
-off), `executor` (kind local | dask, address, workers, in_core_rows) and `local_datasets`.
-`metrics.strong_score` is gone: false recall no longer reads a score threshold, so the
-key is refused as unknown.
+The schema is the dataclasses below: a field is a known key, its metadata ``check`` its
+check, its default the default (a field without one is required). The `chunking` and
+`extraction` blocks come from the modalities (`Modality.strategies`, `chunk_options`,
+`windows`, `extraction_options`), so a modality's new option needs no change here.
 
-Chunking options are listed per modality in `CHUNK_OPTIONS` (the option names the
-chunkers of bench/modalities read); the strategies come from the modalities
-themselves, so a modality's new strategy needs no change here.
+Every size has an upper bound (docs/bad-input.md, "Params"): fixed ones below, and two
+derived from the machine's memory: `executor.in_core_rows` (BYTES_PER_RUN_ROW a run row
+in core, docs/scale.md) and the atoms a chunking may make (bench.ingest.chunking).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.modalities.base import Modality, Option
 
 
 class ParamsError(ValueError):
@@ -37,12 +45,30 @@ class ParamsError(ValueError):
 
 Check = Callable[[str, Any], None]
 
+#: run rows above which the evaluate and accept stages read the run block by block
+#: (bench.evaluation.blocks); measured in benchmarks/case_blocks.py, docs/scale.md
+IN_CORE_ROWS = 10_000_000
+#: peak RSS of one run row evaluated in core (docs/scale.md: 158-167 bytes measured)
+BYTES_PER_RUN_ROW = 167
+#: the deepest ranking a system may be asked for (the deepest cutoff any measure reads is 100)
+MAX_DEPTH = 10_000
+#: per-query and start-up timeouts: at most a day
+MAX_TIMEOUT_S = 86_400.0
+MAX_CONCURRENCY = 256
+MAX_WARMUP = 1_000_000
+MAX_WORKERS = 1024
+#: bootstrap resamples of one cell: 1,000 times the default's time (the draws are batched)
+MAX_RESAMPLES = 1_000_000
+MAX_SEED = 2**63 - 1
+#: a windowed chunking puts each part of a source in window / (window - overlap) atoms at most
+MAX_WINDOW_REPEATS = 100
+
 
 def _shown(value: Any) -> str:
     return repr(value) if not isinstance(value, float) else str(value)
 
 
-def whole(minimum: int | None = None, *, nullable: bool = False) -> Check:
+def whole(minimum: int | None = None, *, nullable: bool = False, high: int | None = None) -> Check:
     def check(key: str, value: Any) -> None:
         if value is None and nullable:
             return
@@ -50,6 +76,8 @@ def whole(minimum: int | None = None, *, nullable: bool = False) -> Check:
             raise ParamsError(key, f"must be a whole number, got {_shown(value)}")
         if minimum is not None and value < minimum:
             raise ParamsError(key, f"must be >= {minimum}, got {value}")
+        if high is not None and value > high:
+            raise ParamsError(key, f"must be <= {high:,}, got {value:,}")
 
     return check
 
@@ -124,135 +152,222 @@ def code_paths() -> Check:
     return check
 
 
-#: chunking options per modality: option -> check (the names the chunkers read)
-CHUNK_OPTIONS: dict[str, dict[str, Check]] = {
-    "pdf": {"window_tokens": whole(1), "overlap_tokens": whole(0)},
-    "conversation": {"window_turns": whole(1), "overlap_turns": whole(0)},
-    "code": {"window_lines": whole(1), "overlap_lines": whole(0)},
-    "video": {"window_seconds": number(low=0, low_open=True), "overlap_seconds": number(low=0)},
-    "ui_screenshot": {"grid_rows": whole(1), "grid_cols": whole(1), "line_v_tol": number(low=0, low_open=True), "line_h_gap": number(low=0)},
-    "image": {},
-}
-#: (window, overlap) option pairs: overlap must stay below the window
-WINDOW_PAIRS = (("window_tokens", "overlap_tokens"), ("window_turns", "overlap_turns"),
-                ("window_lines", "overlap_lines"), ("window_seconds", "overlap_seconds"))
+def option_check(option: Option) -> Check:
+    """The check of a modality's declared option (bench.modalities.base.Option)."""
+    if option.whole:
+        return whole(math.ceil(option.low + (1 if option.low_open else 0)), high=int(option.high))
+    return number(low=option.low, low_open=option.low_open, high=option.high)
 
-SCHEMA: dict[str, Any] = {
-    "datasets": text_list(allow_all=True),  # [] only with local_datasets (check_params)
-    "local_datasets": text_list(),
-    "fetch": {
-        "mirror_dirs": text_list(nonempty=True),
-        "download": choice("auto", "never", "always"),
-    },
-    "chunking": None,  # built from the modalities (see chunking_schema)
-    # options a modality's extraction reads (the extract@<modality> stage passes them on)
-    "extraction": {
-        "pdf": {"ocr_min_chars": whole(0)},
-    },
-    "system": {
-        "name": text(),
-        "adapter": choice("builtin", "python", "command", "http"),
-        "entry": text(nullable=True),
-        "atoms": text(nullable=True),
-        "depth": whole(1),
-        "timeout_s": number(low=0, low_open=True),
-        "concurrency": whole(1),
-        "warmup": whole(0),
-        "startup_timeout_s": number(low=0, low_open=True),
-        "sandbox": sandbox_mode(),
-        "code": code_paths(),
-    },
-    "metrics": {
-        "k": whole(1),
-        "calibration_recall": number(low=0, low_open=True, high=1),
-        "bootstrap_resamples": whole(1),
-        "bootstrap_seed": whole(0),
-    },
-    "executor": {
-        "kind": choice("local", "dask"),
-        "address": text(nullable=True),
-        "workers": whole(1, nullable=True),
-        "in_core_rows": whole(1),
-    },
-}
-#: run rows above which the evaluate and accept stages read the run block by block
-#: (bench.evaluation.blocks); measured in benchmarks/case_blocks.py, docs/scale.md
-IN_CORE_ROWS = 10_000_000
+
+def _key(check: Check, default: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field that is a params key: its check and its default (none: required)."""
+    return field(default=default, metadata={"check": check})
+
+
+@dataclass(frozen=True)
+class FetchParams:
+    mirror_dirs: tuple[str, ...] = _key(text_list(nonempty=True))
+    download: str = _key(choice("auto", "never", "always"), "auto")
+
+
+@dataclass(frozen=True)
+class SystemParams:
+    name: str = _key(text())
+    adapter: str = _key(choice("builtin", "python", "command", "http"), "builtin")
+    entry: str | None = _key(text(nullable=True), None)
+    atoms: str | None = _key(text(nullable=True), None)
+    depth: int = _key(whole(1, high=MAX_DEPTH), 100)
+    timeout_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 30.0)
+    concurrency: int = _key(whole(1, high=MAX_CONCURRENCY), 1)
+    warmup: int = _key(whole(0, high=MAX_WARMUP), 10)
+    startup_timeout_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 600.0)
+    #: auto | required | off (YAML reads a bare `off` as false: both mean off)
+    sandbox: str | bool = _key(sandbox_mode(), "auto")
+    #: the system's own code shown to it (bench/systems/declared.py); null: what the entry names
+    code: str | tuple[str, ...] | None = _key(code_paths(), None)
+
+
+@dataclass(frozen=True)
+class MetricsParams:
+    k: int = _key(whole(1, high=MAX_DEPTH))
+    calibration_recall: float = _key(number(low=0, low_open=True, high=1), 0.9)
+    bootstrap_resamples: int = _key(whole(1, high=MAX_RESAMPLES), 1000)
+    bootstrap_seed: int = _key(whole(0, high=MAX_SEED), 0)
+
+
+@dataclass(frozen=True)
+class ExecutorParams:
+    """Where the per-source work runs. Not a DVC param of any stage: where work runs (and
+    whether the run is evaluated in one block or out of core) never changes a result."""
+
+    kind: str = _key(choice("local", "dask"), "local")
+    address: str | None = _key(text(nullable=True), None)
+    workers: int | None = _key(whole(1, nullable=True, high=MAX_WORKERS), None)
+    in_core_rows: int = _key(whole(1), IN_CORE_ROWS)
+
+
+@dataclass(frozen=True)
+class Params:
+    """The checked params.yaml with every default filled in."""
+
+    #: "all" or the registered data set keys chosen
+    datasets: str | tuple[str, ...]
+    #: folders of local data sets, as written
+    local_datasets: tuple[str, ...]
+    fetch: FetchParams
+    #: modality -> {"strategy": ..., option: value, ...} (the modality's declared options)
+    chunking: dict[str, dict[str, Any]]
+    #: modality -> {option: value} for the modalities that declare extraction options
+    extraction: dict[str, dict[str, Any]]
+    system: SystemParams
+    metrics: MetricsParams
+    executor: ExecutorParams
+
+
+BLOCKS: dict[str, type] = {"fetch": FetchParams, "system": SystemParams, "metrics": MetricsParams, "executor": ExecutorParams}
+TOP = {"datasets": text_list(allow_all=True), "local_datasets": text_list()}  # datasets: [] only with local_datasets
 #: top-level blocks every params.yaml must have
 REQUIRED = ("datasets", "fetch", "chunking", "system", "metrics")
-REQUIRED_IN = {"system": ("name",), "metrics": ("k",), "fetch": ("mirror_dirs",)}
+KNOWN = ("datasets", "local_datasets", "fetch", "chunking", "extraction", "system", "metrics", "executor")
 
 
-def _unknown(key: str, name: Any, known: Mapping[str, Any]) -> ParamsError:
-    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
+def _unknown(key: str, name: Any, known: list[str]) -> ParamsError:
+    close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     where = f"{key}.{name}" if key else str(name)
     return ParamsError(where, f"unknown key{hint}; known here: {', '.join(known)}")
 
 
-def _walk(key: str, value: Any, schema: Any) -> None:
-    if callable(schema):
-        schema(key, value)
-        return
+def _mapping(key: str, value: Any, known: list[str]) -> dict[str, Any]:
+    """`value` as a mapping whose keys are all in `known` (ParamsError otherwise)."""
     if not isinstance(value, dict):
         raise ParamsError(key, f"must be a mapping, got {_shown(value)}")
-    for name, sub in value.items():
-        if name not in schema:
-            raise _unknown(key, name, schema)
-        _walk(f"{key}.{name}" if key else str(name), sub, schema[name])
+    for name in value:
+        if name not in known:
+            raise _unknown(key, name, known)
+    return value
 
 
-def check_extraction(block: Any) -> dict[str, Any]:
-    """The `extraction` block alone (what a per-modality extract stage reads); {} when absent."""
-    if block is None:
-        return {}
-    _walk("extraction", block, SCHEMA["extraction"])
-    return block
+def _options(key: str, value: Any, checks: Mapping[str, Check], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """A block of options checked one by one, with the defaults filled in."""
+    block = _mapping(key, {} if value is None else value, list(checks))
+    for name, sub in block.items():
+        checks[name](f"{key}.{name}", sub)
+    return {**defaults, **block}
 
 
-def check_executor(block: Any) -> dict[str, Any]:
-    """The `executor` block alone, with defaults filled in: {kind, address, workers,
-    in_core_rows}. Not a DVC param of any stage: where work runs (and whether the run is
-    evaluated in one block or out of core) never changes a result."""
-    _walk("executor", {} if block is None else block, SCHEMA["executor"])
-    return {"kind": "local", "address": None, "workers": None, "in_core_rows": IN_CORE_ROWS, **(block or {})}
+def check_block(name: str, value: Any) -> Any:
+    """One of the fixed blocks (fetch, system, metrics, executor) as its dataclass."""
+    cls = BLOCKS[name]
+    fields = dataclasses.fields(cls)
+    block = _mapping(name, {} if value is None else value, [f.name for f in fields])
+    for f in fields:
+        if f.name in block:
+            f.metadata["check"](f"{name}.{f.name}", block[f.name])
+        elif f.default is dataclasses.MISSING:
+            raise ParamsError(f"{name}.{f.name}", "missing key")
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in block.items()})
 
 
-def chunking_schema(strategies: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
-    """modality -> {strategy, options...} from each modality's strategies."""
-    return {m: {"strategy": choice(*strats), **CHUNK_OPTIONS.get(m, {})} for m, strats in strategies.items()}
+def check_executor(block: Any) -> ExecutorParams:
+    """The `executor` block alone."""
+    return check_block("executor", block)
 
 
-def check_params(doc: Any, strategies: Mapping[str, tuple[str, ...]], registered: set[str] | None = None) -> dict[str, Any]:
-    """Return `doc` unchanged when it fits the schema; raise ParamsError (one line) otherwise.
+@dataclass(frozen=True)
+class ExtractParams:
+    """What one extract stage reads, checked without the registry (it loads one modality)."""
 
-    `strategies` maps each modality to its chunking strategies; `registered` (when
-    given) is the set of data set keys `datasets` may name.
+    options: dict[str, Any]  # extraction.<modality>, defaults filled in
+    executor: ExecutorParams
+    local_datasets: tuple[str, ...]
+
+
+def check_extract(doc: Any, modality: Modality) -> ExtractParams:
+    """`extraction.<modality>`, `executor` and `local_datasets` of `doc` (the rest is
+    checked by the stages before: fetch runs `check_params`)."""
+    if not isinstance(doc, dict):
+        raise ParamsError("<file>", f"must be a mapping of blocks, got {_shown(doc)}")
+    local = doc.get("local_datasets") or []
+    TOP["local_datasets"]("local_datasets", local)
+    return ExtractParams(check_extraction(doc.get("extraction"), modality), check_executor(doc.get("executor")), tuple(local))
+
+
+def check_extraction(block: Any, modality: Modality) -> dict[str, Any]:
+    """`extraction.<modality>` alone with its defaults (what one extract stage reads)."""
+    if block is not None and not isinstance(block, dict):
+        raise ParamsError("extraction", f"must be a mapping, got {_shown(block)}")
+    opts = modality.extraction_options
+    return _options(f"extraction.{modality.name}", (block or {}).get(modality.name), {n: option_check(o) for n, o in opts.items()},
+                    {n: o.default for n, o in opts.items()})
+
+
+def check_chunking(block: Any, modality: Modality) -> dict[str, Any]:
+    """`chunking.<modality>`: strategy and options with their defaults; an overlap leaves
+    a step of at least 1/MAX_WINDOW_REPEATS of its window."""
+    key = f"chunking.{modality.name}"
+    checks = {"strategy": choice(*modality.strategies), **{n: option_check(o) for n, o in modality.chunk_options.items()}}
+    out = _options(key, block, checks, {"strategy": modality.strategies[0], **{n: o.default for n, o in modality.chunk_options.items()}})
+    for window, overlap in modality.windows:
+        size, over = out[window], out[overlap]
+        if over >= size:
+            raise ParamsError(f"{key}.{overlap}", f"must be smaller than {window} ({size}), got {over}")
+        if size / (size - over) > MAX_WINDOW_REPEATS:
+            raise ParamsError(f"{key}.{overlap}", f"must be at most {size - size / MAX_WINDOW_REPEATS:g} with {window} {size}, got {over}: "
+                              f"each part of a source would be in {size / (size - over):,.0f} atoms (at most {MAX_WINDOW_REPEATS})")
+    return out
+
+
+def _datasets(doc: dict[str, Any], registered: set[str] | None) -> None:
+    local = doc.get("local_datasets") or []
+    if doc["datasets"] == [] and not local:
+        raise ParamsError("datasets", "must not be empty (an empty list runs only the folders of local_datasets, and there are none)")
+    if registered is None or doc["datasets"] == "all":
+        return
+    for key in (*doc["datasets"], *local):
+        if key not in registered and key not in local:
+            close = difflib.get_close_matches(key, sorted(registered), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ParamsError("datasets", f"unknown data set {key!r}{hint}; registered: {', '.join(sorted(registered))}")
+
+
+def check_memory_bounds(params: Params, memory_bytes: int) -> None:
+    """The bounds derived from the machine's memory (refused naming the key)."""
+    rows = memory_bytes // BYTES_PER_RUN_ROW
+    if params.executor.in_core_rows > rows:
+        raise ParamsError("executor.in_core_rows", f"must be <= {rows:,} ({memory_bytes / 2**30:.1f} GiB of memory at "
+                          f"{BYTES_PER_RUN_ROW} bytes a run row in core), got {params.executor.in_core_rows:,}")
+
+
+def check_params(doc: Any, modalities: Mapping[str, Modality], registered: set[str] | None = None,
+                 memory_bytes: int | None = None) -> Params:
+    """The typed configuration of `doc` when it fits the schema; ParamsError (one line) otherwise.
+
+    `modalities` are the registered modalities (their strategies and options);
+    `registered` (when given) is the set of data set keys `datasets` may name;
+    `memory_bytes` (when given) the machine's memory, for the bounds derived from it.
     """
     if not isinstance(doc, dict):
         raise ParamsError("<file>", f"must be a mapping of blocks, got {_shown(doc)}")
-    schema = {**SCHEMA, "chunking": chunking_schema(strategies)}
     for name in REQUIRED:
         if name not in doc:
             raise ParamsError(name, "missing block")
-    _walk("", doc, schema)
-    if doc["datasets"] == [] and not doc.get("local_datasets"):
-        raise ParamsError("datasets", "must not be empty (an empty list runs only the folders of local_datasets, and there are none)")
-    for block, names in REQUIRED_IN.items():
-        for name in names:
-            if name not in doc[block]:
-                raise ParamsError(f"{block}.{name}", "missing key")
-    for modality, block in doc["chunking"].items():
-        for window, overlap in WINDOW_PAIRS:
-            if window in block and overlap in block and block[overlap] >= block[window]:
-                raise ParamsError(f"chunking.{modality}.{overlap}", f"must be smaller than {window} ({block[window]}), got {block[overlap]}")
-    depth = doc["system"].get("depth", 100)
-    if doc["metrics"]["k"] > depth:
-        raise ParamsError("metrics.k", f"{doc['metrics']['k']} is more than system.depth ({depth}): recall@k would count atoms never retrieved")
-    if registered is not None and doc["datasets"] != "all":
-        for key in (*doc["datasets"], *doc.get("local_datasets", [])):
-            if key not in registered and key not in doc.get("local_datasets", []):
-                close = difflib.get_close_matches(key, sorted(registered), n=1, cutoff=0.6)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ParamsError("datasets", f"unknown data set {key!r}{hint}; registered: {', '.join(sorted(registered))}")
-    return doc
+    _mapping("", doc, list(KNOWN))
+    for name, check in TOP.items():
+        if name in doc:
+            check(name, doc[name])
+    blocks = {name: check_block(name, doc.get(name)) for name in BLOCKS}
+    chunking = _mapping("chunking", doc["chunking"], list(modalities))
+    extraction = _mapping("extraction", doc.get("extraction") or {}, [m for m, mod in modalities.items() if mod.extraction_options])
+    if blocks["metrics"].k > blocks["system"].depth:
+        raise ParamsError("metrics.k", f"{blocks['metrics'].k} is more than system.depth ({blocks['system'].depth}): "
+                          "recall@k would count atoms never retrieved")
+    _datasets(doc, registered)
+    datasets = doc["datasets"]
+    params = Params(datasets=datasets if isinstance(datasets, str) else tuple(datasets), local_datasets=tuple(doc.get("local_datasets") or ()),
+                    chunking={m: check_chunking(chunking.get(m), mod) for m, mod in sorted(modalities.items())},
+                    extraction={m: check_extraction(extraction, mod) for m, mod in sorted(modalities.items()) if mod.extraction_options},
+                    **blocks)
+    if memory_bytes is not None:
+        check_memory_bounds(params, memory_bytes)
+    return params

@@ -6,30 +6,27 @@ from __future__ import annotations
 import click
 
 from bench.executor import ExecutorError, open_executor
-from bench.ingest.chunking import chunk_files, modality_stats
+from bench.ingest.chunking import AtomLimitError, atom_limit, chunk_files, modality_stats
 from bench.ingest.partitions import write_partitions
 from bench.ingest.store import segment_files
 from bench.io import write_json
-from bench.params import ParamsError, check_executor
 from bench.project.layout import ATOMS, SEGMENTS, fail
-from bench.project.selection import params
+from bench.project.selection import config, machine_memory
 
 
 @click.command()
 def main() -> None:
-    cfg = params()
-    try:
-        where = check_executor(cfg.get("executor"))  # not a DVC param: it never changes a result
-    except ParamsError as exc:
-        fail(str(exc))
+    cfg = config()
+    where = cfg.executor  # not a DVC param: it never changes a result
     files = segment_files(SEGMENTS) if SEGMENTS.is_dir() else []
     if not files:
         fail(f"no segments in {SEGMENTS.name}/<modality>/; run the extract stages first")
+    memory = machine_memory()
     try:
         # one task per segment file (modality and data set), reading only that file
-        with open_executor(where["kind"], where["address"], where["workers"]) as ex:
-            atoms = chunk_files(files, cfg["chunking"], ex)
-    except ExecutorError as exc:
+        with open_executor(where.kind, where.address, where.workers) as ex:
+            atoms = chunk_files(files, cfg.chunking, ex, None if memory is None else atom_limit(memory))
+    except (ExecutorError, AtomLimitError) as exc:
         fail(str(exc))
     except (ValueError, KeyError) as exc:
         fail(f"params.yaml chunking: {exc}")

@@ -33,7 +33,7 @@ from bench.project.layout import (
     fail,
     read_json,
 )
-from bench.project.selection import local_datasets, params
+from bench.project.selection import checked_params, local_datasets
 from bench.reporting.outputs import dev_report
 from bench.reporting.report import markdown
 from bench.reporting.thumbnails import CorpusFiles
@@ -41,9 +41,9 @@ from bench.reporting.thumbnails import CorpusFiles
 
 @click.command()
 def main() -> None:
-    cfg = params()
+    cfg = checked_params()
     try:
-        in_core_rows = check_executor(cfg.get("executor"))["in_core_rows"]  # not a DVC param: it never changes a result
+        in_core_rows = check_executor(cfg.get("executor")).in_core_rows  # not a DVC param: it never changes a result
     except ParamsError as exc:
         fail(str(exc))
     local_datasets()  # pictures of local data sets come from their files in data/corpus/

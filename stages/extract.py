@@ -17,8 +17,8 @@ from bench.io import write_json, write_parquet
 from bench.modalities import load, names
 from bench.modalities.local import LocalDataError
 from bench.modalities.local import load as load_local
-from bench.params import ParamsError, check_executor, check_extraction
-from bench.project.layout import MANIFEST, OCR_CACHE, ROOT, SEGMENTS, STORE, fail, params
+from bench.params import ParamsError, check_extract
+from bench.project.layout import MANIFEST, OCR_CACHE, ROOT, SEGMENTS, STORE, fail, read_params
 
 
 @click.command()
@@ -26,24 +26,22 @@ from bench.project.layout import MANIFEST, OCR_CACHE, ROOT, SEGMENTS, STORE, fai
 def main(modality: str) -> None:
     if modality not in names():
         fail(f"extract: unknown modality {modality!r}; known: {', '.join(names())}")
-    cfg = params()
+    package = load(modality)
     try:
-        options = check_extraction(cfg.get("extraction")).get(modality, {})
-        # where the work runs (not a DVC param: it never changes a result)
-        where = check_executor(cfg.get("executor"))
+        cfg = check_extract(read_params(), package.MODALITY)
         # local data sets of this modality (params local_datasets; docs/local-data.md)
-        local = [ds for ds in (load_local(ROOT / f, str(f)) for f in cfg.get("local_datasets") or []) if ds.modality == modality]
+        local = [ds for ds in (load_local(ROOT / f, str(f)) for f in cfg.local_datasets) if ds.modality == modality]
     except (ParamsError, LocalDataError) as exc:
         fail(str(exc))
-    package = load(modality)
+    where = cfg.executor  # where the work runs (not a DVC param: it never changes a result)
     cache = OCR_CACHE / modality
     cache.mkdir(parents=True, exist_ok=True)
     unreadable: list[dict] = []  # files extract cannot read: their entries become invalid (validate)
     ocr_stats: dict[str, dict[str, int]] = {}
     try:
-        with open_executor(where["kind"], where["address"], where["workers"]) as ex:
+        with open_executor(where.kind, where.address, where.workers) as ex:
             frames = extract_datasets(Manifest.load(MANIFEST), STORE, [*package.DATASETS, *local], ocr_cache=cache, unreadable=unreadable,
-                                      ocr_stats=ocr_stats, options=options, executor=ex)
+                                      ocr_stats=ocr_stats, options=cfg.options, executor=ex)
     except (IntegrityError, LocalDataError, ExecutorError) as exc:
         fail(str(exc))
     # each file is replaced atomically; files of datasets that no longer have segments go

@@ -1,6 +1,6 @@
 """DVC stage fetch: corpus files into data/corpus/, listed in bench/corpus/manifest.jsonl.
 
-Params are checked first (bench.project.selection.params). Every file lands in the store
+Params are checked first (bench.project.selection.config). Every file lands in the store
 atomically; the manifest is replaced atomically at the end; folders of data sets no
 longer selected are removed only after that success. An unsafe archive (absolute or
 '..' member, a link, a bomb) stops the stage with one line naming archive and member,
@@ -26,7 +26,7 @@ from bench.ingest.archive import ArchiveError
 from bench.ingest.fetch import FetchJob, FetchLog, fetch_datasets, network_available, sort_manifest
 from bench.io import write_json, write_jsonl
 from bench.project.layout import LOCAL_FINGERPRINTS, MANIFEST, ROOT, STORE, fail
-from bench.project.selection import enabled_datasets, mirror_roots, params
+from bench.project.selection import config, enabled_datasets, mirror_roots
 
 
 def fingerprint(folder: str) -> None:
@@ -48,11 +48,11 @@ def main(download: str | None, local_folder: str | None) -> None:
     if local_folder is not None:
         fingerprint(local_folder)
         return
-    cfg = params()["fetch"]
+    cfg = config().fetch
     keys = enabled_datasets()
-    mode = download or cfg.get("download", "auto")
+    mode = download or cfg.download
     allow = mode == "always" or (mode == "auto" and network_available())
-    roots = mirror_roots(cfg["mirror_dirs"])  # $BENCH_MIRROR_DIRS overrides; relative to the repo root
+    roots = mirror_roots(list(cfg.mirror_dirs))  # $BENCH_MIRROR_DIRS overrides; relative to the repo root
     log = FetchLog()
     jobs = []
     for key in keys:

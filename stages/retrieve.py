@@ -22,14 +22,13 @@ from bench.evaluation.retrieve_step import RetrievePaths, StepError, SystemPlace
 from bench.io import iter_jsonl
 from bench.params import ParamsError, check_executor
 from bench.project.layout import ATOMS, MANIFEST, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
-from bench.project.selection import mirror_roots, params
+from bench.project.selection import checked_params, mirror_roots
 from bench.systems.config import system_config
-from bench.systems.sandbox import protected_paths, system_temp_root
 
 
 @click.command()
 def main() -> None:
-    doc = params()
+    doc = checked_params()
     try:
         cfg = system_config(doc["system"])
     except ValueError as exc:
@@ -39,11 +38,8 @@ def main() -> None:
     except ParamsError as exc:
         fail(str(exc))
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
-    places = SystemPlaces(
-        root=ROOT, store=STORE, temp_root=system_temp_root(ROOT), protected=protected_paths(ROOT), host_env=os.environ,
-        mirrors=mirror_roots(doc["fetch"]["mirror_dirs"], os.environ, ROOT),
-        local_datasets=[(ROOT / f).resolve() for f in doc.get("local_datasets") or []],
-    )
+    places = SystemPlaces.of_project(ROOT, STORE, os.environ, mirror_roots(doc["fetch"]["mirror_dirs"], os.environ, ROOT),
+                                     doc.get("local_datasets") or [])
     paths = RetrievePaths(atoms=ATOMS, segments=SEGMENTS, manifest=MANIFEST, served=SERVED, runs=RUNS, dev_run=REPORTS / "runs" / "dev.run")
     try:
         click.echo(retrieve(cfg, entries, paths=paths, places=places, where=where))

@@ -13,19 +13,29 @@ import yaml
 from bench.corpus_sources import datasets
 from bench.io import NonFiniteError, write_json
 from bench.modalities import modalities
-from bench.params import ParamsError, check_params
+from bench.params import (
+    BYTES_PER_RUN_ROW,
+    IN_CORE_ROWS,
+    MAX_WINDOW_REPEATS,
+    ExecutorParams,
+    MetricsParams,
+    Params,
+    ParamsError,
+    SystemParams,
+    check_executor,
+    check_extract,
+    check_params,
+)
 from tests.conftest import ROOT
 from tests.project_copy import copy_project, project_env
-
-STRATEGIES = {m: mod.strategies for m, mod in modalities().items()}
 
 
 def real() -> dict:
     return yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
 
 
-def check(doc: dict) -> dict:
-    return check_params(doc, STRATEGIES, set(datasets()))
+def check(doc: dict, memory_bytes: int | None = None) -> Params:
+    return check_params(doc, modalities(), set(datasets()), memory_bytes)
 
 
 def with_(path: str, value, doc: dict | None = None) -> dict:
@@ -38,14 +48,39 @@ def with_(path: str, value, doc: dict | None = None) -> dict:
     return doc
 
 
-def refused(doc: dict) -> str:
+def refused(doc: dict, memory_bytes: int | None = None) -> str:
     with pytest.raises(ParamsError) as err:
-        check(doc)
+        check(doc, memory_bytes)
     return str(err.value)
 
 
-def test_the_committed_params_pass():
-    assert check(real()) == real()
+def test_the_committed_params_give_the_typed_configuration():
+    doc = real()
+    cfg = check(doc)
+    assert cfg.metrics == MetricsParams(**doc["metrics"])
+    assert cfg.system == SystemParams(**doc["system"])
+    assert cfg.executor == ExecutorParams(**doc["executor"])
+    assert cfg.fetch.mirror_dirs == tuple(doc["fetch"]["mirror_dirs"])
+    for modality, block in doc["chunking"].items():
+        assert cfg.chunking[modality] == {**cfg.chunking[modality], **block}  # as written, plus the declared defaults
+    assert cfg.extraction == doc["extraction"]
+
+
+def test_every_default_is_filled_in_once():
+    """A params.yaml with only the required keys: every other value is its declared default."""
+    doc = {"datasets": "all", "fetch": {"mirror_dirs": ["m"]}, "chunking": {}, "system": {"name": "bm25"}, "metrics": {"k": 10}}
+    cfg = check(doc)
+    assert (cfg.metrics.bootstrap_resamples, cfg.metrics.bootstrap_seed, cfg.metrics.calibration_recall) == (1000, 0, 0.9)
+    assert (cfg.system.depth, cfg.system.timeout_s, cfg.system.sandbox, cfg.fetch.download) == (100, 30.0, "auto", "auto")
+    assert cfg.executor == ExecutorParams("local", None, None, IN_CORE_ROWS)
+    assert cfg.local_datasets == ()
+    for name, mod in modalities().items():
+        assert cfg.chunking[name] == {"strategy": mod.strategies[0], **{k: o.default for k, o in mod.chunk_options.items()}}
+    # the committed params.yaml writes the defaults out: the two agree
+    written = real()
+    for name, block in written["chunking"].items():
+        assert check(doc).chunking[name] == {**check(doc).chunking[name], **block}, name
+    assert cfg.extraction == written["extraction"]
 
 
 def test_nan_and_inf_refused():
@@ -71,7 +106,7 @@ def test_k_beyond_depth_and_non_integer_k_refused():
     assert refused(with_("metrics.k", 10.7)) == "params.yaml: metrics.k: must be a whole number, got 10.7"
     assert refused(with_("metrics.k", 0)) == "params.yaml: metrics.k: must be >= 1, got 0"
     assert refused(with_("metrics.k", True)).startswith("params.yaml: metrics.k: must be a whole number")
-    assert check(with_("metrics.k", 100))["metrics"]["k"] == 100
+    assert check(with_("metrics.k", 100)).metrics.k == 100
 
 
 def test_other_values_refused():
@@ -98,23 +133,97 @@ def test_keys_other_engineers_add_are_known():
     doc = with_("system.sandbox", "auto", doc)
     doc = with_("executor", {"kind": "dask", "address": "tcp://127.0.0.1:8786", "workers": 2}, doc)
     doc = with_("local_datasets", [], doc)
-    assert check(doc) is doc
+    assert check(doc).executor == ExecutorParams("dask", "tcp://127.0.0.1:8786", 2, IN_CORE_ROWS)
 
 
 def test_check_executor_fills_in_core_rows():
     """executor.in_core_rows: checked alone (not a DVC param), defaulted when absent."""
-    from bench.params import IN_CORE_ROWS, check_executor
-
-    assert check_executor(None) == {"kind": "local", "address": None, "workers": None, "in_core_rows": IN_CORE_ROWS}
-    assert check_executor({"in_core_rows": 1000})["in_core_rows"] == 1000
-    assert check_executor(real()["executor"])["in_core_rows"] == real()["executor"]["in_core_rows"]
+    assert check_executor(None) == ExecutorParams("local", None, None, IN_CORE_ROWS)
+    assert check_executor({"in_core_rows": 1000}).in_core_rows == 1000
+    assert check_executor(real()["executor"]).in_core_rows == real()["executor"]["in_core_rows"]
     for bad, message in ((2.5, "must be a whole number"), (True, "must be a whole number"), (0, "must be >= 1")):
         with pytest.raises(ParamsError, match=rf"params.yaml: executor.in_core_rows: {message}"):
             check_executor({"in_core_rows": bad})
 
 
-def test_strong_score_is_gone():
-    assert "strong_score" in refused(with_("metrics.strong_score", 12.0))
+def test_a_key_no_code_reads_is_unknown():
+    assert refused(with_("metrics.strong_score", 12.0)) == (
+        "params.yaml: metrics.strong_score: unknown key; known here: k, calibration_recall, bootstrap_resamples, bootstrap_seed")
+
+
+def test_the_extract_stage_checks_its_own_block():
+    """One extract stage loads one modality: its extraction block, executor and local_datasets."""
+    pdf = modalities()["pdf"]
+    assert check_extract(real(), pdf).options == {"ocr_min_chars": 16}
+    assert check_extract({"extraction": {}}, pdf).options == {"ocr_min_chars": 16}
+    assert check_extract(real(), modalities()["video"]).options == {}
+    with pytest.raises(ParamsError, match=r"^params.yaml: extraction.pdf.ocr_min_chars: must be <= 1,000,000, got 10,000,000$"):
+        check_extract({"extraction": {"pdf": {"ocr_min_chars": 10_000_000}}}, pdf)
+    with pytest.raises(ParamsError, match=r"^params.yaml: extraction.pdf.ocr_min: unknown key \(did you mean 'ocr_min_chars'\?\)"):
+        check_extract({"extraction": {"pdf": {"ocr_min": 3}}}, pdf)
+
+
+# -- sizes without bounds (issue 25 §3): refused with one line before any work ---------------
+
+HUGE = {
+    "system.depth": (2**31, "params.yaml: system.depth: must be <= 10,000, got 2,147,483,648"),
+    "system.timeout_s": (1e308, "params.yaml: system.timeout_s: must be <= 86400, got 1e+308"),
+    "system.startup_timeout_s": (1e30, "params.yaml: system.startup_timeout_s: must be <= 86400, got 1e+30"),
+    "system.concurrency": (10**30, "params.yaml: system.concurrency: must be <= 256, got 1,000,000,000,000,000,000,000,000,000,000"),
+    "system.warmup": (10**12, "params.yaml: system.warmup: must be <= 1,000,000, got 1,000,000,000,000"),
+    "metrics.bootstrap_resamples": (10**12, "params.yaml: metrics.bootstrap_resamples: must be <= 1,000,000, got 1,000,000,000,000"),
+    "metrics.bootstrap_seed": (2**64, "params.yaml: metrics.bootstrap_seed: must be <= 9,223,372,036,854,775,807, got 18,446,744,073,709,551,616"),
+    "executor.workers": (10**6, "params.yaml: executor.workers: must be <= 1,024, got 1,000,000"),
+    "chunking.pdf.window_tokens": (10**30, "params.yaml: chunking.pdf.window_tokens: must be <= 1,000,000, got 1,000,000,000,000,000,000,000,000,000,000"),
+    "chunking.ui_screenshot.grid_rows": (10**6, "params.yaml: chunking.ui_screenshot.grid_rows: must be <= 100, got 1,000,000"),
+    "chunking.video.window_seconds": (1e30, "params.yaml: chunking.video.window_seconds: must be <= 86400, got 1e+30"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(HUGE))
+def test_a_size_beyond_its_bound_is_refused(key):
+    value, message = HUGE[key]
+    assert refused(with_(key, value)) == message
+
+
+def test_sizes_at_their_bounds_pass():
+    doc = with_("system.depth", 10_000)
+    doc = with_("system.timeout_s", 86_400, doc)
+    doc = with_("metrics.bootstrap_resamples", 1_000_000, doc)
+    doc = with_("chunking.ui_screenshot.grid_rows", 100, doc)
+    cfg = check(doc)
+    assert (cfg.system.depth, cfg.metrics.bootstrap_resamples, cfg.chunking["ui_screenshot"]["grid_rows"]) == (10_000, 1_000_000, 100)
+
+
+def test_a_window_overlap_that_repeats_each_part_too_often_is_refused():
+    """The issue's case: a 2 s window with 1.99999 s overlap made 800,001 atoms of a 10 s transcript."""
+    doc = with_("chunking.video", {"strategy": "window", "window_seconds": 2, "overlap_seconds": 1.99999})
+    assert refused(doc) == ("params.yaml: chunking.video.overlap_seconds: must be at most 1.98 with window_seconds 2, got 1.99999: "
+                            f"each part of a source would be in 200,000 atoms (at most {MAX_WINDOW_REPEATS})")
+    # every windowed modality is bounded the same way (pdf, conversation, code windows)
+    for modality in ("pdf", "conversation", "code"):
+        window, overlap = modalities()[modality].windows[0]
+        msg = refused(with_(f"chunking.{modality}", {window: 1000, overlap: 999}))
+        assert msg.startswith(f"params.yaml: chunking.{modality}.{overlap}: must be at most 990 with {window} 1000, got 999"), msg
+    assert check(with_("chunking.video", {"strategy": "window", "window_seconds": 2, "overlap_seconds": 1.98})).chunking["video"]["overlap_seconds"] == 1.98
+    assert refused(with_("chunking.video.window_seconds", 0.5)) == "params.yaml: chunking.video.window_seconds: must be >= 1, got 0.5"
+
+
+def test_in_core_rows_is_bounded_by_the_machine_memory():
+    gib = 2**30
+    rows = gib // BYTES_PER_RUN_ROW  # 6,429,590 rows in 1 GiB
+    assert refused(real(), memory_bytes=gib) == (
+        f"params.yaml: executor.in_core_rows: must be <= {rows:,} (1.0 GiB of memory at {BYTES_PER_RUN_ROW} bytes a run row in core), "
+        f"got {IN_CORE_ROWS:,}")
+    assert check(with_("executor.in_core_rows", rows), memory_bytes=gib).executor.in_core_rows == rows
+    assert check(real(), memory_bytes=16 * gib).executor.in_core_rows == IN_CORE_ROWS
+
+
+def test_the_stages_machine_memory_is_read():
+    from bench.project.selection import machine_memory
+
+    memory = machine_memory()
+    assert memory is None or memory > 2**28  # more than 256 MiB on any machine that runs the pipeline
 
 
 def test_write_json_refuses_nan(tmp_path):

@@ -19,12 +19,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from bench.evaluation.retrieve import SYSTEM_COLUMNS, RunResult, latency_percentiles, run_queries, trec_run
 from bench.systems.config import SystemConfig
+
+if TYPE_CHECKING:
+    from bench.params import ExecutorParams
 
 
 class StepError(Exception):
@@ -42,6 +45,15 @@ class SystemPlaces:
     host_env: Mapping[str, str]
     mirrors: Sequence[Path] = ()  # params fetch.mirror_dirs, resolved
     local_datasets: Sequence[Path] = ()  # params local_datasets, resolved
+
+    @classmethod
+    def of_project(cls, root: Path, store: Path, host_env: Mapping[str, str], mirrors: Sequence[Path],
+                   local_datasets: Sequence[str]) -> SystemPlaces:
+        """The places of the project at `root` (`local_datasets` as params.yaml writes them)."""
+        from bench.systems.sandbox import protected_paths, system_temp_root
+
+        return cls(root=root, store=store, temp_root=system_temp_root(root), protected=protected_paths(root), host_env=host_env,
+                   mirrors=mirrors, local_datasets=[(root / f).resolve() for f in local_datasets])
 
 
 @dataclass
@@ -157,7 +169,7 @@ def write_served(parts: list[tuple[str, str, pd.DataFrame]] | None, paths: Retri
         write_partitions(paths.served, parts)
 
 
-def retrieve(cfg: SystemConfig, entries: list[dict], *, paths: RetrievePaths, places: SystemPlaces, where: Mapping[str, Any]) -> str:
+def retrieve(cfg: SystemConfig, entries: list[dict], *, paths: RetrievePaths, places: SystemPlaces, where: ExecutorParams) -> str:
     """The dev retrieve stage's step (`where`: params executor, checked); returns the summary line."""
     from bench.evaluation.atom_codes import AtomCodeError, served_ids, to_codes
     from bench.executor import ExecutorError, open_executor, using
@@ -176,12 +188,12 @@ def retrieve(cfg: SystemConfig, entries: list[dict], *, paths: RetrievePaths, pl
     served = read_modalities(paths.served)
     command = cfg.adapter == "command"
     try:
-        with open_executor(where["kind"], where["address"], where["workers"]) as ex, using(ex):
+        with open_executor(where.kind, where.address, where.workers) as ex, using(ex):
             ran = run_system(cfg, entries, served, places=places, segments=load_segments(paths.segments) if command else None,
                              manifest_rows=list(Manifest.load(paths.manifest).rows) if command else [], executor=ex, isolation=isolation)
     except ExecutorError as exc:
         raise StepError(str(exc)) from None
-    info = {**ran.info, "atoms_source": provenance, "executor": where["kind"]}  # where the queries ran: never part of dev.json
+    info = {**ran.info, "atoms_source": provenance, "executor": where.kind}  # where the queries ran: never part of dev.json
     try:  # atoms as integer codes into the served table, query ids categorical (bench/evaluation/atom_codes.py)
         coded = to_codes(ran.result.run, served_ids(served), "run")
     except AtomCodeError as exc:

@@ -3,8 +3,13 @@
 Every atom carries ``text_source``: ``ocr`` when its text (or part of it) was read
 by the harness's OCR engine, ``layer`` when it comes from the source's own text
 (a PDF text layer, transcripts, code, captions). A modality whose chunker does
-not set it gets its default: ``ocr`` for ui_screenshot and image (their text is
-OCR only), ``layer`` for the others.
+not set it gets its `Modality.text_source`.
+
+The atoms a chunking makes are bounded by the machine's memory: `atom_limit` atoms in
+all (BYTES_PER_ATOM each, an estimate of what the later stages hold per atom); more is
+refused with one line naming params.yaml `chunking.<modality>` before anything is
+written. Windowed strategies are bounded before any work by bench/params.py
+(MAX_WINDOW_REPEATS).
 """
 
 from __future__ import annotations
@@ -22,14 +27,24 @@ if TYPE_CHECKING:
 
 #: the atom columns atom_stats reads
 STAT_COLUMNS = ["text", "source_id", "text_source"]
-#: text_source of the atoms of modalities whose chunker does not set one
-DEFAULT_TEXT_SOURCE = {"ui_screenshot": "ocr", "image": "ocr"}
+#: what the stages after chunking hold per atom (text, extents, served copy, gold pairs), an estimate
+BYTES_PER_ATOM = 4096
+
+
+class AtomLimitError(ValueError):
+    """A chunking makes more atoms than the machine holds (one line naming the params key)."""
+
+
+def atom_limit(memory_bytes: int) -> int:
+    """The most atoms a run may have on a machine with `memory_bytes` of memory."""
+    return memory_bytes // BYTES_PER_ATOM
 
 
 def chunk_modality(modality: str, segments: pd.DataFrame, config: dict[str, Any]) -> pd.DataFrame:
-    """Atoms of one modality; `config` is that modality's block of params (strategy + options)."""
+    """Atoms of one modality; `config` is that modality's block of params (strategy + the
+    options its strategy reads: bench.params.check_chunking fills them all in)."""
     mod = modalities()[modality]
-    strategy = config.get("strategy", mod.strategies[0])
+    strategy = config["strategy"]
     if strategy not in mod.strategies:
         raise ValueError(f"chunking.{modality}.strategy: {strategy!r} is not one of {list(mod.strategies)}")
     atoms = mod.chunk(segments, strategy, config)
@@ -38,7 +53,7 @@ def chunk_modality(modality: str, segments: pd.DataFrame, config: dict[str, Any]
         raise ValueError(f"{modality} chunker {strategy!r} produced a duplicate atom id {dup}")
     atoms["observed_at"] = pd.to_datetime(atoms["observed_at"], utc=True)
     if "text_source" not in atoms.columns:
-        atoms["text_source"] = DEFAULT_TEXT_SOURCE.get(modality, "layer")
+        atoms["text_source"] = mod.text_source
     return atoms.reset_index(drop=True)
 
 
@@ -48,9 +63,13 @@ def chunk_partition(task: tuple[str, str, dict[str, Any]]) -> pd.DataFrame:
     return chunk_modality(modality, pd.read_parquet(path), config)
 
 
-def chunk_files(files: list[Path], params: dict[str, dict[str, Any]], executor: Executor | None = None) -> list[tuple[str, str, pd.DataFrame]]:
+def chunk_files(files: list[Path], params: dict[str, dict[str, Any]], executor: Executor | None = None,
+                max_atoms: int | None = None) -> list[tuple[str, str, pd.DataFrame]]:
     """(modality, dataset, atoms) partitions, one per segment file ``<modality>/<dataset>.parquet``,
     in code order (modality name, then data set key: bench.ingest.partitions).
+
+    `params` maps every modality of `files` to its chunking block; more than `max_atoms`
+    atoms in all (None: no bound) raise AtomLimitError naming the modality that passed it.
 
     One task per file on `executor` (None: in this process); each reads only its own
     partition, so a modality's columns never pick up another's (a pdf `page` stays an
@@ -60,14 +79,26 @@ def chunk_files(files: list[Path], params: dict[str, dict[str, Any]], executor: 
     """
     from bench.executor import SerialExecutor
 
-    tasks = [(path.parent.name, str(path), params.get(path.parent.name, {})) for path in files]
+    tasks = [(path.parent.name, str(path), params[path.parent.name]) for path in files]
     frames = (executor or SerialExecutor()).map(chunk_partition, tasks, label="chunk", describe=lambda t: t[1])
     parts = sorted(((m, Path(f).stem, frame) for (m, f, _), frame in zip(tasks, frames, strict=True)), key=lambda p: (p[0], p[1]))
+    if max_atoms is not None:
+        check_atom_count(parts, max_atoms)
     for modality in sorted({m for m, _, _ in parts}):
         ids = pd.concat([frame["atom_id"] for m, _, frame in parts if m == modality], ignore_index=True)
         if ids.duplicated().any():
             raise ValueError(f"{modality}: two data sets produced the atom id {ids[ids.duplicated()].iloc[0]}")
     return parts
+
+
+def check_atom_count(parts: list[tuple[str, str, pd.DataFrame]], max_atoms: int) -> None:
+    """AtomLimitError when the partitions hold more than `max_atoms` atoms in all."""
+    total = 0
+    for modality, dataset, frame in parts:
+        total += len(frame)
+        if total > max_atoms:
+            raise AtomLimitError(f"params.yaml: chunking.{modality}: {total:,} atoms by {modality}/{dataset}, more than this machine "
+                                 f"holds ({max_atoms:,} atoms of {BYTES_PER_ATOM} bytes); choose a coarser strategy or larger windows")
 
 
 def modality_stats(parts: list[tuple[str, str, pd.DataFrame]]) -> dict[str, dict[str, Any]]:
@@ -83,7 +114,7 @@ def chunk_all(segments: pd.DataFrame, params: dict[str, dict[str, Any]]) -> dict
     """modality -> atoms, for every modality that has segments."""
     out: dict[str, pd.DataFrame] = {}
     for modality, seg in segments.groupby("modality", sort=True):
-        out[str(modality)] = chunk_modality(str(modality), seg, params.get(str(modality), {}))
+        out[str(modality)] = chunk_modality(str(modality), seg, params[str(modality)])
     return out
 
 

@@ -73,9 +73,8 @@ def read_modalities(folder: Path) -> dict[str, pd.DataFrame]:
 
 def write_partitions(folder: Path, parts: Iterable[tuple[str, str, pd.DataFrame]], keep: Iterable[Path] = ()) -> list[Path]:
     """Write (modality, dataset, frame) partitions under `folder`, each atomically, and
-    remove partition files (and flat ``<modality>.parquet`` files of the former layout)
-    that are neither among them nor in `keep` (files the caller wrote). Returns the
-    written paths."""
+    remove partition files that are neither among them nor in `keep` (files the caller
+    wrote); other files of `folder` stay. Returns the written paths."""
     written: list[Path] = []
     for modality, dataset, frame in parts:
         path = Path(folder) / modality / f"{dataset}.parquet"
@@ -83,7 +82,7 @@ def write_partitions(folder: Path, parts: Iterable[tuple[str, str, pd.DataFrame]
         write_parquet(path, frame)
         written.append(path)
     keep = {*written, *keep}
-    for stale in [*Path(folder).glob("*/*.parquet"), *Path(folder).glob("*.parquet")]:
+    for stale in Path(folder).glob("*/*.parquet"):
         if stale not in keep:
             stale.unlink()
     for sub in Path(folder).iterdir() if Path(folder).is_dir() else []:

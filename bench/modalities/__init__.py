@@ -69,3 +69,9 @@ def unreadable_gold(entries: list[dict], segments: pd.DataFrame) -> dict[str, An
     if not found:
         return None
     return {"answerable": sum(int(r["answerable"]) for r in found), "entries": [row for r in found for row in r["entries"]]}
+
+
+def unreadable_gold_lines(found: dict[str, Any]) -> list[str]:
+    """The report lines of `unreadable_gold`'s merged result: `Modality.unreadable_gold_lines`
+    of every modality that has the notion (today one: pdf)."""
+    return [line for m in sorted(modalities()) for line in modalities()[m].unreadable_gold_lines(found)]

@@ -147,11 +147,6 @@ def read_params(layout: Layout = HERE) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def params() -> dict[str, Any]:
-    """The stages' params.yaml, unchecked (the per-modality extract stage cannot load the registry)."""
-    return read_params(HERE)
-
-
 def fail(message: str) -> NoReturn:
     """One line on stderr and exit 1: the stage's outputs are left as they were."""
     click.echo(f"error: {message}", err=True)

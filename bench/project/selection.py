@@ -1,4 +1,4 @@
-"""What params.yaml selects: the checked params, the enabled data sets, their set files,
+"""What params.yaml selects: the typed configuration, the enabled data sets, their set files,
 the local data sets and the mirror roots, for any project (a Layout).
 
 Errors are ProjectError: one line ("error: ..."), exit 1, in a stage or in `bench`.
@@ -9,30 +9,45 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.project.layout import HERE, Layout, ProjectError, read_params
+
+if TYPE_CHECKING:
+    from bench.params import Params
 
 #: overrides params.yaml fetch.mirror_dirs: mirror roots separated by os.pathsep
 MIRROR_ENV = "BENCH_MIRROR_DIRS"
 
 
-def checked_params(layout: Layout = HERE) -> dict[str, Any]:
-    """params.yaml, checked against bench/params.py's schema: a bad key or value stops
-    with one line naming it, before any output is touched."""
+def machine_memory() -> int | None:
+    """Bytes of physical memory (os.sysconf), or None where the system does not tell."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def config(layout: Layout = HERE) -> Params:
+    """params.yaml, checked against bench/params.py's schema, as the typed configuration
+    with every default filled in: a bad key or value stops with one line naming it,
+    before any output is touched."""
     from bench.corpus_sources import datasets
     from bench.modalities import modalities
     from bench.params import ParamsError, check_params
 
     doc = read_params(layout)
     try:
-        return check_params(doc, {m: mod.strategies for m, mod in modalities().items()}, set(datasets()))
+        return check_params(doc, modalities(), set(datasets()), machine_memory())
     except ParamsError as exc:
         raise ProjectError(str(exc)) from None
 
 
-# the stages' name for it
-params = checked_params
+def checked_params(layout: Layout = HERE) -> dict[str, Any]:
+    """params.yaml as written, once `config` accepts it (the stages that read blocks as
+    mappings: evaluate, accept, retrieve)."""
+    config(layout)
+    return read_params(layout)
 
 
 def local_datasets(layout: Layout = HERE) -> list[Any]:
@@ -55,7 +70,7 @@ def enabled_datasets(layout: Layout = HERE) -> list[str]:
     from bench.corpus_sources import datasets
 
     local = [ds.key for ds in local_datasets(layout)]
-    chosen = checked_params(layout).get("datasets", "all")
+    chosen = config(layout).datasets
     known = [k for k in datasets() if k not in local]
     if chosen == "all":
         return sorted([*known, *local])

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from bench.evaluation.measures import by_name, measures
+from bench.modalities import unreadable_gold_lines
 from bench.modalities.derived import is_derived
 
 UNANSWERABLE_TARGET = 0.15
@@ -240,6 +241,26 @@ def entries_table(entries: list[dict]) -> list[str]:
     return out
 
 
+def invalid_section(doc: dict[str, Any], invalid: list[dict], summary: dict[str, Any]) -> list[str]:
+    """The report's invalid entries: dev ones by (split, modality, reason), other splits' counts."""
+    out = ["## Invalid entries (not in any denominator; listed, never dropped silently)", ""]
+    out.append(f"Dev entries invalid as samples here: **{doc['invalid_entries']}**.")
+    out.append("")
+    out += ["| split | modality | reason | count |", "|---|---|---|---:|"]
+    counts: dict[tuple[str, str, str], int] = {}
+    for row in invalid:
+        cell = (row.get("split", "dev"), row["modality"], row["reason"].split(": ")[0])
+        counts[cell] = counts.get(cell, 0) + 1
+    for (split, modality, reason), n in sorted(counts.items()):
+        out.append(f"| {split} | {modality} | {reason} | {n} |")
+    for split, reasons in sorted(summary.get("invalid", {}).items()):
+        if split != "dev":
+            for reason, n in sorted(reasons.items()):
+                out.append(f"| {split} | (all) | {reason} | {n} |")
+    out += ["", "The full list is in `data/sets/invalid.jsonl`.", ""]
+    return out
+
+
 def markdown(
     doc: dict[str, Any],
     entries: list[dict],
@@ -277,21 +298,7 @@ def markdown(
 
     out += entries_table(entries)
 
-    out += ["## Invalid entries (not in any denominator; listed, never dropped silently)", ""]
-    out.append(f"Dev entries invalid as samples here: **{doc['invalid_entries']}**.")
-    out.append("")
-    out += ["| split | modality | reason | count |", "|---|---|---|---:|"]
-    counts: dict[tuple[str, str, str], int] = {}
-    for row in invalid:
-        cell = (row.get("split", "dev"), row["modality"], row["reason"].split(": ")[0])
-        counts[cell] = counts.get(cell, 0) + 1
-    for (split, modality, reason), n in sorted(counts.items()):
-        out.append(f"| {split} | {modality} | {reason} | {n} |")
-    for split, reasons in sorted(summary.get("invalid", {}).items()):
-        if split != "dev":
-            for reason, n in sorted(reasons.items()):
-                out.append(f"| {split} | (all) | {reason} | {n} |")
-    out += ["", "The full list is in `data/sets/invalid.jsonl`.", ""]
+    out += invalid_section(doc, invalid, summary)
 
     out += ["## Upstream rows excluded at import", "", "| data set | upstream rows | entries | excluded | reasons |", "|---|---:|---:|---:|---|"]
     for key, rec in sorted(imports.items()):
@@ -324,10 +331,9 @@ def markdown(
 
 
 def text_source_section(atom_stats: dict[str, Any], textless: dict[str, Any] | None) -> list[str]:
-    """Where atom text comes from (text layer or OCR), and answerable pdf entries left without text.
-
-    `textless` is bench.modalities.pdf.textless.textless_gold over the dev entries.
-    """
+    """Where atom text comes from (text layer or OCR), and the answerable entries whose gold
+    holds no text (`textless`: bench.modalities.unreadable_gold over the dev entries, told
+    by the modalities' `unreadable_gold_lines`)."""
     out = ["## Text sources (text layer or OCR)", "",
            "Screenshot and photo text is OCR; PDF pages whose text layer is (nearly) empty are rendered and OCR'd.", "",
            "| modality | atoms | empty text | share | OCR text | share |", "|---|---:|---:|---:|---:|---:|"]
@@ -339,12 +345,5 @@ def text_source_section(atom_stats: dict[str, Any], textless: dict[str, Any] | N
                    f"{st['ocr_text']} | {st['ocr_text'] / n if n else 0:.1%} |")
     out.append("")
     if textless is not None:
-        rows = textless["entries"]
-        out.append(f"Answerable pdf dev entries whose every gold page has empty text: **{len(rows)}** of "
-                   f"{textless['answerable']} (text source `ocr`: OCR ran on the page and found no text).")
-        if rows:
-            out += ["", "| query_id | gold pages | text source |", "|---|---|---|"]
-            for r in rows:
-                out.append(f"| {r['query_id']} | {', '.join(map(str, r['pages']))} | {', '.join(r['text_source'])} |")
-        out.append("")
+        out += unreadable_gold_lines(textless)
     return out

@@ -30,12 +30,12 @@ def test_codes_follow_modality_then_dataset_order(tmp_path: Path) -> None:
     assert served["video"]["page"].dtype == np.int64
 
 
-def test_write_partitions_removes_stale_files_and_the_former_layout(tmp_path: Path) -> None:
-    atoms("x", 2).to_parquet(tmp_path / "pdf.parquet")  # the flat layout of earlier versions
+def test_write_partitions_removes_stale_partitions_only(tmp_path: Path) -> None:
+    (tmp_path / "stats.json").write_text("{}")  # not a partition: left alone
     write_partitions(tmp_path, [("pdf", "a", atoms("a", 2)), ("code", "c", atoms("c", 1))])
     write_partitions(tmp_path, [("pdf", "b", atoms("b", 2))])
     assert [p.relative_to(tmp_path).as_posix() for p in partition_files(tmp_path)] == ["pdf/b.parquet"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["pdf"]  # the emptied code/ folder is gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pdf", "stats.json"]  # the emptied code/ folder is gone
 
 
 def test_an_empty_partition_keeps_the_dtypes_of_the_others(tmp_path: Path) -> None:

@@ -419,3 +419,51 @@ def test_human_entries_asked_after_their_gold_is_observed(key, request):
                 a = atoms[g["source_id"]]
                 hit = MODALITY.overlap(g["region"], a, None)
                 assert hit.any() and (a.loc[hit, "observed_at"] <= pd.Timestamp(e["as_of"])).all(), e["query_id"]
+
+
+# -- sizes: the window options are bounded before any work (issue 25 §3) -------------------
+
+
+def test_the_tightest_allowed_window_keeps_the_atoms_of_a_transcript_bounded():
+    """The issue's transcript: 10 s of cues. 2 s windows with 1.99999 s overlap made 800,001
+    atoms; params.yaml refuses that overlap (tests/test_params.py), and the tightest overlap
+    it takes (1.98 s, MAX_WINDOW_REPEATS = 100) makes at most 100 atoms per window length."""
+    from bench.corpus_sources import datasets as registered
+    from bench.params import MAX_WINDOW_REPEATS, ParamsError, check_chunking
+
+    seg = synthetic([(0.0, 4.0, "a"), (4.0, 7.5, "b"), (7.5, 10.0, "c")])
+    with pytest.raises(ParamsError, match=r"^params.yaml: chunking.video.overlap_seconds: must be at most 1.98 with window_seconds 2"):
+        check_chunking({"strategy": "window", "window_seconds": 2, "overlap_seconds": 1.99999}, MODALITY)
+    options = check_chunking({"strategy": "window", "window_seconds": 2, "overlap_seconds": 1.98}, MODALITY)
+    atoms = MODALITY.chunk(seg, "window", options)
+    assert len(atoms) == 401  # (10 - 2) / 0.02 + 1 windows
+    assert len(atoms) <= MAX_WINDOW_REPEATS * math.ceil(10.0 / 2) + 1
+    # each second of the transcript lies in at most MAX_WINDOW_REPEATS atoms
+    covering = [int(((atoms["t_start"] <= t) & (atoms["t_end"] > t)).sum()) for t in np.arange(0.0, 10.0, 0.25)]
+    assert max(covering) <= MAX_WINDOW_REPEATS
+    assert registered()  # the registry still loads with the declared options
+
+
+def test_the_defaults_of_the_window_options_are_declared_by_the_modality():
+    from bench.params import check_chunking
+
+    assert check_chunking(None, MODALITY) == {"strategy": "cue", "window_seconds": 30, "overlap_seconds": 10}
+    assert MODALITY.windows == (("window_seconds", "overlap_seconds"),)
+
+
+def test_the_chunking_driver_refuses_more_atoms_than_the_machine_holds(tmp_path):
+    """The atom bound of bench.ingest.chunking, on real segments: one line naming the key."""
+    from bench.ingest.chunking import BYTES_PER_ATOM, AtomLimitError, atom_limit, chunk_files
+
+    seg = synthetic([(0.0, 4.0, "a"), (4.0, 7.5, "b"), (7.5, 10.0, "c")])
+    (tmp_path / "video").mkdir()
+    path = tmp_path / "video" / "tutorialvqa.parquet"
+    seg.to_parquet(path)
+    config = {"video": {"strategy": "window", "window_seconds": 2, "overlap_seconds": 1.98}}
+    parts = chunk_files([path], config, max_atoms=401)
+    assert len(parts[0][2]) == 401
+    with pytest.raises(AtomLimitError) as err:
+        chunk_files([path], config, max_atoms=400)
+    assert str(err.value) == ("params.yaml: chunking.video: 401 atoms by video/tutorialvqa, more than this machine holds "
+                              f"(400 atoms of {BYTES_PER_ATOM} bytes); choose a coarser strategy or larger windows")
+    assert atom_limit(2**30) == 2**30 // BYTES_PER_ATOM

@@ -18,17 +18,13 @@ from PIL import Image
 
 from bench.annotations.splits import load_lock
 from bench.corpus_sources import datasets
+from bench.modalities.code.pictures import code_lines_html
+from bench.modalities.image.pictures import IMAGE_WIDTH
+from bench.modalities.pdf.pictures import PDF_WIDTH
+from bench.modalities.ui_screenshot.pictures import SHOT_WIDTH
+from bench.modalities.video.pictures import timeline_svg
 from bench.reporting.html_report import render
-from bench.reporting.thumbnails import (
-    IMAGE_WIDTH,
-    PDF_WIDTH,
-    SHOT_WIDTH,
-    CorpusFiles,
-    code_lines_html,
-    pictures,
-    query_pictures,
-    timeline_svg,
-)
+from bench.reporting.thumbnails import CorpusFiles, pictures, query_pictures
 from tests.conftest import ROOT, need_mirror
 
 DATA_URI = re.compile(r'src="data:image/jpeg;base64,([A-Za-z0-9+/=]+)"')

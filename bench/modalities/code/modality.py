@@ -45,7 +45,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.modalities.base import Modality, extent_json, extent_range, interval_extents, is_int
+from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int
 from bench.modalities.code.symbols import (
     line_offsets,
     parse_symbols,
@@ -68,6 +68,8 @@ class CodeModality(Modality):
     name: ClassVar[str] = "code"
     region_forms = (frozenset({"path", "symbol"}), frozenset({"path", "line"}))
     strategies = ("symbol", "lines", "file")
+    chunk_options = {"window_lines": Option(40, high=1_000_000, low=1), "overlap_lines": Option(10, high=1_000_000)}
+    windows = (("window_lines", "overlap_lines"),)
 
     def check_region_values(self, region: dict) -> str | None:
         problem = check_path(region["path"])
@@ -127,7 +129,7 @@ class CodeModality(Modality):
         Region spans come from `region_spans` (one parse per file, one lookup per
         distinct region); the join is on (source, path) and the inclusive line ranges.
         """
-        from bench.modalities.base import candidate_pairs, group_codes, pairs_frame
+        from bench.modalities.overlap import candidate_pairs, group_codes, pairs_frame
 
         found = [(i, s) for i, s in enumerate(region_spans(regions, segments)) if s is not None]
         placed = np.asarray([i for i, _ in found], dtype=np.int64)
@@ -156,6 +158,12 @@ class CodeModality(Modality):
         a, b = extent_range(rest, "line", "line_start", "line_end", 1)
         return {"path": path, "line_start": a, "line_end": b, "char_start": -1, "char_end": -1,
                 "extent": {"path": path, "line_start": a, "line_end": b}}
+
+    def pictures(self, query: dict[str, Any], files: Any, segments: dict[str, pd.DataFrame]) -> str:
+        """The gold symbol's lines and the ranks covering each (pictures.py)."""
+        from bench.modalities.code.pictures import symbol_pictures
+
+        return symbol_pictures(query, segments, region_span)
 
     # Extents are characters of a file (part = the file's path), each line owning its
     # newline ([line start, line end + 1)), so lines tile the file and a blank line

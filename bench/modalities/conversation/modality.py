@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, extent_range, interval_extents, is_int
+from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int
 from bench.modalities.textspan import layout
 
 
@@ -20,6 +20,8 @@ class ConversationModality(Modality):
     name: ClassVar[str] = "conversation"
     region_forms = (frozenset({"turn"}),)
     strategies = ("turn", "window", "session")
+    chunk_options = {"window_turns": Option(5, high=100_000, low=1), "overlap_turns": Option(2, high=100_000)}
+    windows = (("window_turns", "overlap_turns"),)
 
     def check_region_values(self, region: dict) -> str | None:
         if not is_int(region["turn"]):
@@ -70,7 +72,7 @@ class ConversationModality(Modality):
 
     def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         """Vectorised `overlap` for many regions at once: (region_row, atom_row) pairs."""
-        from bench.modalities.base import candidate_pairs, pairs_frame
+        from bench.modalities.overlap import candidate_pairs, pairs_frame
 
         turn = np.asarray([r["turn"] for r in regions["region"]], dtype=np.int64)
         t0, t1 = atoms["turn_start"].to_numpy(dtype=np.int64), atoms["turn_end"].to_numpy(dtype=np.int64)

@@ -37,6 +37,8 @@ class ImageModality(Modality):
     name: ClassVar[str] = "image"
     region_forms = (frozenset(),)
     strategies = ("whole",)
+    text_source = "ocr"
+    raw_file = True
 
     def check_region_in_corpus(self, region: dict, segments: pd.DataFrame) -> str | None:
         if segments.empty:
@@ -71,7 +73,7 @@ class ImageModality(Modality):
 
     def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         """Vectorised `overlap`: every atom of the region's source."""
-        from bench.modalities.base import candidate_pairs, pairs_frame
+        from bench.modalities.overlap import candidate_pairs, pairs_frame
 
         zr, za = np.zeros(len(regions)), np.zeros(len(atoms))
         r, a = candidate_pairs(regions["source_id"], zr, zr, atoms["source_id"], za, za)
@@ -84,6 +86,12 @@ class ImageModality(Modality):
             raise ValueError(f"an image atom's extent must be {{}}, got {short(extent)}")
         w, h = source_size(segments)
         return {"width": w, "height": h, "extent": {}}
+
+    def pictures(self, query: dict[str, Any], files: Any, segments: dict[str, pd.DataFrame]) -> str:
+        """The gold photo framed, and the photos returned instead (pictures.py)."""
+        from bench.modalities.image.pictures import photo_pictures
+
+        return photo_pictures(query, files, self.name)
 
     extent_unit: ClassVar[str] = "image"
 

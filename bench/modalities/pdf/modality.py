@@ -32,7 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.modalities.base import Modality, extent_json, extent_range, interval_extents, is_int
+from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int
 from bench.modalities.textspan import (
     intersects,
     joined_text,
@@ -41,11 +41,18 @@ from bench.modalities.textspan import (
     windows,
 )
 
+#: a page whose text layer has fewer non-space characters than this is OCR'd
+MIN_LAYER_CHARS = 16
+
 
 class PdfModality(Modality):
     name: ClassVar[str] = "pdf"
     region_forms = (frozenset({"page"}), frozenset({"page", "block"}))
     strategies = ("page", "window", "whole")
+    chunk_options = {"window_tokens": Option(200, high=1_000_000, low=1), "overlap_tokens": Option(50, high=1_000_000)}
+    windows = (("window_tokens", "overlap_tokens"),)
+    extraction_options = {"ocr_min_chars": Option(MIN_LAYER_CHARS, high=1_000_000)}  # 0: no page OCR
+    raw_file = True
 
     def check_region_values(self, region: dict) -> str | None:
         if not is_int(region["page"]):
@@ -124,7 +131,7 @@ class PdfModality(Modality):
         sources' segments; regions with text join atoms on character spans, regions
         on pages without text join them on page ranges, as `overlap` does.
         """
-        from bench.modalities.base import candidate_pairs, group_codes, pairs_frame
+        from bench.modalities.overlap import candidate_pairs, group_codes, pairs_frame
 
         if not len(regions) or not len(atoms) or not len(segments):
             return pairs_frame([], [])
@@ -192,6 +199,18 @@ class PdfModality(Modality):
         from bench.modalities.pdf.textless import textless_gold
 
         return textless_gold(entries, segments)
+
+    def unreadable_gold_lines(self, found: dict[str, Any]) -> list[str]:
+        """The report's count and table of the entries `unreadable_gold` found (textless.py)."""
+        from bench.modalities.pdf.textless import textless_lines
+
+        return textless_lines(found)
+
+    def pictures(self, query: dict[str, Any], files: Any, segments: dict[str, pd.DataFrame]) -> str:
+        """Each gold page rendered, with the ranks of the atoms on it (pictures.py)."""
+        from bench.modalities.pdf.pictures import page_pictures
+
+        return page_pictures(query, files)
 
     # Extents are characters of the joined text, each segment owning the newline after
     # it: segment i spans [char_start, char_end + 1), so the pages tile the document
@@ -272,8 +291,6 @@ ATOM_PDF_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
     "page_start", "page_end", "char_start", "char_end",
 ]
-#: a page whose text layer has fewer non-space characters than this is OCR'd
-MIN_LAYER_CHARS = 16
 #: pdfium render scale of a page to OCR (1.0 = 72 dpi)
 RENDER_SCALE = 2.0
 

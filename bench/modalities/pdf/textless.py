@@ -47,3 +47,17 @@ def textless_gold(entries: list[dict], segments: pd.DataFrame) -> dict[str, Any]
         rows.append({"query_id": e["query_id"], "source_id": keys[0][0], "pages": [p for _, p in known],
                      "text_source": [str(pages.at[k, "text_source"]) for k in known]})
     return {"answerable": answerable, "entries": rows}
+
+
+def textless_lines(found: dict[str, Any]) -> list[str]:
+    """Markdown lines of reports/dev.md for `textless_gold`'s result: the count, and a
+    table of the entries when there are any."""
+    rows = found["entries"]
+    out = [f"Answerable pdf dev entries whose every gold page has empty text: **{len(rows)}** of "
+           f"{found['answerable']} (text source `ocr`: OCR ran on the page and found no text)."]
+    if rows:
+        out += ["", "| query_id | gold pages | text source |", "|---|---|---|"]
+        for r in rows:
+            out.append(f"| {r['query_id']} | {', '.join(map(str, r['pages']))} | {', '.join(r['text_source'])} |")
+    out.append("")
+    return out

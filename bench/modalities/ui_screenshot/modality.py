@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, is_number, short, source_size
+from bench.modalities.base import Modality, Option, extent_json, is_number, short, source_size
 
 ATOM_UI_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -56,6 +56,12 @@ class UiScreenshotModality(Modality):
     name: ClassVar[str] = "ui_screenshot"
     region_forms = (frozenset({"bbox"}),)
     strategies = ("ocr", "grid")
+    # at most 100 x 100 tiles (19 px squares of a 1920-px screenshot)
+    chunk_options = {"grid_rows": Option(DEFAULTS["grid_rows"], high=100, low=1), "grid_cols": Option(DEFAULTS["grid_cols"], high=100, low=1),
+                     "line_v_tol": Option(DEFAULTS["line_v_tol"], high=100, low_open=True, whole=False),
+                     "line_h_gap": Option(DEFAULTS["line_h_gap"], high=100, whole=False)}
+    text_source = "ocr"
+    raw_file = True
 
     def check_region_values(self, region: dict) -> str | None:
         bbox = region["bbox"]
@@ -128,7 +134,7 @@ class UiScreenshotModality(Modality):
 
     def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         """Vectorised `overlap` for many regions at once: (region_row, atom_row) pairs."""
-        from bench.modalities.base import candidate_pairs, pairs_frame
+        from bench.modalities.overlap import candidate_pairs, pairs_frame
 
         g = np.asarray([x["bbox"] for x in regions["region"]], dtype=float).reshape(-1, 4)
         ax0, ay0 = atoms["x0"].to_numpy(float), atoms["y0"].to_numpy(float)
@@ -155,6 +161,12 @@ class UiScreenshotModality(Modality):
             raise ValueError(f"bbox needs x0 < x1 and y0 < y1, got {bbox}")
         w, h = source_size(segments)
         return {"x0": x0, "y0": y0, "x1": x1, "y1": y1, "width": w, "height": h, "boxes": "[]", "extent": {"bbox": bbox}}
+
+    def pictures(self, query: dict[str, Any], files: Any, segments: dict[str, pd.DataFrame]) -> str:
+        """The screenshot with the gold box and the top-k boxes, and a zoom (pictures.py)."""
+        from bench.modalities.ui_screenshot.pictures import screenshot_pictures
+
+        return screenshot_pictures(query, files)
 
     extent_unit: ClassVar[str] = "px^2"
 

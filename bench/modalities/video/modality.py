@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, interval_extents, is_number
+from bench.modalities.base import Modality, Option, extent_json, interval_extents, is_number
 
 #: seconds a region may end after the video's last cue (see module docstring)
 DURATION_TOLERANCE = 2.0
@@ -63,6 +63,10 @@ class VideoModality(Modality):
     name: ClassVar[str] = "video"
     region_forms = (frozenset({"t_start", "t_end"}),)
     strategies = ("cue", "window")
+    # a window of at least a second (about a word of speech) and at most a day
+    chunk_options = {"window_seconds": Option(30, high=86_400, low=1, whole=False),
+                     "overlap_seconds": Option(10, high=86_400, whole=False)}
+    windows = (("window_seconds", "overlap_seconds"),)
 
     def check_region_values(self, region: dict) -> str | None:
         for key in ("t_start", "t_end"):
@@ -127,7 +131,7 @@ class VideoModality(Modality):
 
     def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         """Vectorised `overlap` for many regions at once: (region_row, atom_row) pairs."""
-        from bench.modalities.base import candidate_pairs, pairs_frame
+        from bench.modalities.overlap import candidate_pairs, pairs_frame
 
         g_lo = np.asarray([float(x["t_start"]) for x in regions["region"]], dtype=float)
         g_hi = np.asarray([float(x["t_end"]) for x in regions["region"]], dtype=float)
@@ -145,6 +149,12 @@ class VideoModality(Modality):
         if not (is_number(t0) and is_number(t1)) or t0 < 0 or t0 > t1:
             raise ValueError(f"t_start and t_end must be finite seconds with 0 <= t_start <= t_end, got {t0!r}, {t1!r}")
         return {"t_start": float(t0), "t_end": float(t1), "extent": {"t_start": t0, "t_end": t1}}
+
+    def pictures(self, query: dict[str, Any], files: Any, segments: dict[str, pd.DataFrame]) -> str:
+        """A timeline of the video with the gold span and the top-k atoms (pictures.py)."""
+        from bench.modalities.video.pictures import timeline_pictures
+
+        return timeline_pictures(query, segments)
 
     extent_unit: ClassVar[str] = "seconds"
 
