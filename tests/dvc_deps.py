@@ -72,49 +72,64 @@ def _prefixes(name: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+def _import_from_module(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+    return f"{base}.{node.module}" if node.module else base
+
+
+def _add(info: ModuleInfo, mod: str) -> None:
+    info.imports.update(p for p in _prefixes(mod) if is_project(p))
+
+
+def _visit_import(node: ast.Import, info: ModuleInfo) -> None:
+    for alias in node.names:
+        _add(info, alias.name)
+        if alias.name == MODALITIES_PKG or alias.name.startswith(MODALITIES_PKG + "."):
+            info.names_from.add((MODALITIES_PKG, "*"))  # attribute access can reach the loaders
+
+
+def _visit_import_from(node: ast.ImportFrom, package: str, info: ModuleInfo) -> None:
+    mod = _import_from_module(node, package)
+    _add(info, mod)
+    for alias in node.names:
+        if is_project(f"{mod}.{alias.name}"):
+            _add(info, f"{mod}.{alias.name}")
+        elif is_project(mod):
+            info.names_from.add((mod, alias.name))
+
+
+def _visit_call(node: ast.Call, func: str, info: ModuleInfo) -> None:
+    f = node.func
+    called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    if called:
+        info.calls.add(called)
+    if called == "__import__" and node.args and isinstance(node.args[0], ast.Constant):
+        _add(info, str(node.args[0].value))  # a literal name: an ordinary import
+    elif called in ("import_module", "__import__"):
+        info.dynamic.append((func, node.lineno))
+
+
+def _visit(node: ast.AST, func: str, package: str, info: ModuleInfo) -> None:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        func = node.name if func == "<module>" else func
+    if isinstance(node, ast.Import):
+        _visit_import(node, info)
+    elif isinstance(node, ast.ImportFrom):
+        _visit_import_from(node, package, info)
+    elif isinstance(node, ast.Call):
+        _visit_call(node, func, info)
+    for child in ast.iter_child_nodes(node):
+        _visit(child, func, package, info)
+
+
 def analyse(name: str) -> ModuleInfo:
     path = module_file(name)
     assert path is not None, name
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     info = ModuleInfo()
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-
-    def add(mod: str) -> None:
-        info.imports.update(p for p in _prefixes(mod) if is_project(p))
-
-    def visit(node: ast.AST, func: str) -> None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            func = node.name if func == "<module>" else func
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                add(alias.name)
-                if alias.name == MODALITIES_PKG or alias.name.startswith(MODALITIES_PKG + "."):
-                    info.names_from.add((MODALITIES_PKG, "*"))  # attribute access can reach the loaders
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
-                mod = f"{base}.{node.module}" if node.module else base
-            else:
-                mod = node.module or ""
-            add(mod)
-            for alias in node.names:
-                if is_project(f"{mod}.{alias.name}"):
-                    add(f"{mod}.{alias.name}")
-                elif is_project(mod):
-                    info.names_from.add((mod, alias.name))
-        elif isinstance(node, ast.Call):
-            f = node.func
-            called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-            if called:
-                info.calls.add(called)
-            if called == "__import__" and node.args and isinstance(node.args[0], ast.Constant):
-                add(str(node.args[0].value))  # a literal name: an ordinary import
-            elif called in ("import_module", "__import__"):
-                info.dynamic.append((func, node.lineno))
-        for child in ast.iter_child_nodes(node):
-            visit(child, func)
-
-    visit(tree, "<module>")
+    _visit(tree, "<module>", name if path.name == "__init__.py" else name.rpartition(".")[0], info)
     return info
 
 
@@ -169,6 +184,36 @@ def command_modules(cmd: str) -> tuple[str, list[str]]:
     return ".".join(rel.parts), argv[2:]
 
 
+def _dynamic_targets(mod: str, info: ModuleInfo, named: list[str]) -> set[str]:
+    """What the dynamic import sites of `mod` can import (by the DYNAMIC model)."""
+    new: set[str] = set()
+    for func, line in info.dynamic:
+        kind = DYNAMIC.get((mod, func))
+        if kind is None:
+            raise UnmodelledImport(f"{module_file(mod).relative_to(ROOT)}:{line}: dynamic import in {func}() is not modelled in tests/dvc_deps.py DYNAMIC")  # type: ignore[union-attr]
+        if kind == "builtin systems":
+            new |= {p for m in builtin_system_modules() for p in _prefixes(m) if is_project(p)}
+        elif kind == "every modality's .modality module":
+            new |= {f"bench.modalities.{m}.modality" for m in modality_names()}
+        elif kind == "the named modality's .local module":
+            new |= {f"bench.modalities.{m}.local" for m in (named or modality_names())}
+    return new
+
+
+def _loader_targets(mod: str, info: ModuleInfo, named: list[str], loaders: set[str]) -> set[str]:
+    """The modality packages `mod` reaches by the names it takes from bench.modalities."""
+    new: set[str] = set()
+    for pkg, name in info.names_from:
+        if pkg != MODALITIES_PKG:
+            continue
+        if name in loaders:
+            new |= {f"bench.modalities.{m}" for m in modality_names()}
+        elif name == "load":
+            chosen = named if mod.startswith("stages.") and named else modality_names()
+            new |= {f"bench.modalities.{m}" for m in chosen}
+    return new
+
+
 def imported_modules(cmd: str) -> set[str]:
     """Every project module the command can import (see the module docstring)."""
     entry, args = command_modules(cmd)
@@ -176,33 +221,13 @@ def imported_modules(cmd: str) -> set[str]:
     loaders = all_loaders()
     seen: set[str] = set()
     todo = [p for p in _prefixes(entry) if is_project(p)]
-    infos: dict[str, ModuleInfo] = {}
     while todo:
         mod = todo.pop()
         if mod in seen:
             continue
         seen.add(mod)
-        info = infos[mod] = analyse(mod)
-        new = set(info.imports)
-        for func, line in info.dynamic:
-            kind = DYNAMIC.get((mod, func))
-            if kind is None:
-                raise UnmodelledImport(f"{module_file(mod).relative_to(ROOT)}:{line}: dynamic import in {func}() is not modelled in tests/dvc_deps.py DYNAMIC")  # type: ignore[union-attr]
-            if kind == "builtin systems":
-                new |= {p for m in builtin_system_modules() for p in _prefixes(m) if is_project(p)}
-            elif kind == "every modality's .modality module":
-                new |= {f"bench.modalities.{m}.modality" for m in modality_names()}
-            elif kind == "the named modality's .local module":
-                new |= {f"bench.modalities.{m}.local" for m in (named or modality_names())}
-        # the modality loader, by the names each reached module takes from bench.modalities
-        for pkg, name in info.names_from:
-            if pkg != MODALITIES_PKG:
-                continue
-            if name in loaders:
-                new |= {f"bench.modalities.{m}" for m in modality_names()}
-            elif name == "load":
-                chosen = named if mod.startswith("stages.") and named else modality_names()
-                new |= {f"bench.modalities.{m}" for m in chosen}
+        info = analyse(mod)
+        new = set(info.imports) | _dynamic_targets(mod, info, named) | _loader_targets(mod, info, named, loaders)
         for m in new:
             todo.extend(p for p in _prefixes(m) if is_project(p))
     return seen

@@ -200,6 +200,8 @@ def test_accept_on_real_data_and_again_on_the_same_commit(project):
         for name, cell in block.items():
             assert set(cell) == set(dev_block[name]) >= {"value", "n", "denominator"} and 0 <= cell["n"] <= cell["denominator"]
     assert test["sha256"] == dev["sha256"] and test["run"]["split"] == "test"
+    # the isolation the test run ran under (the builtin system: in the harness's process)
+    assert test["run"]["isolation"] == dev["run"]["isolation"] == "none"
     # its denominators are the valid test entries, disjoint from dev
     n_test = sum(1 for key in ("mmlongbench", "locomo") for line in (work / f"bench/sets/{key}.jsonl").read_text().splitlines() if '"split": "test"' in line)
     assert test["overall"]["temporal_correctness"]["denominator"] + test["invalid_entries"] == n_test
@@ -212,7 +214,7 @@ def test_accept_on_real_data_and_again_on_the_same_commit(project):
     row = rows[0]
     assert row["git_commit"] == head and row["acceptance"] == 1 and row["earlier_on_this_commit"] == []
     assert row["sha256"] == dev["sha256"] and len(row["params_sha256"]) == 64 and row["utc"].endswith("+00:00")
-    assert row["metrics"]["overall"] == test["overall"]
+    assert row["metrics"]["overall"] == test["overall"] and row["isolation"] == "none"
     leaked = [p.name for p in (work / "reports").rglob("*") if p.is_file() and contains_poison(p)]
     assert leaked == []
 
