@@ -34,7 +34,7 @@ def test_suite_small_writes_both_reports(tmp_path) -> None:
         assert isinstance(cold["ocr_cache"], dict) and cold["ocr_results_seeded"] >= 0
     pdf = on_disk["cases"]["pdf"]
     if isinstance(pdf, list):  # the warm-up OCRs into the suite's cache (hits + misses = text-less pages)
-        assert set(pdf[0]["ocr_cache_warm_up"]) == {"hits", "misses"}
+        assert set(pdf[0]["ocr_cache_warm_up"]) == {"hits", "misses", "bad"}
     # intervals and p-values agree with scipy's on the same values (up to Monte-Carlo noise)
     unc = on_disk["cases"]["uncertainty"]
     boots = [f for f in unc if f["name"].startswith("bootstrap")]

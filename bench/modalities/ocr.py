@@ -29,6 +29,12 @@ A new engine, new models or new settings give new keys, so stale results are nev
 read (old files simply stay unused). Lookups and writes happen in the calling
 process (writes are atomic, bench.io); only misses go to the worker pool. Hits and
 misses are counted per cache (`cache_stats()`).
+
+Every entry verifies itself: beside the result it stores the sha256 of its key and
+its content (`entry_digest`), checked at every read. An entry that cannot be parsed
+or whose digest does not match (a poisoned or damaged file, even one of the same
+size) is counted as ``bad``, named in one line on stderr, OCR'd again and rewritten;
+it never reaches a segment.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +60,8 @@ OCR_PARAMS: dict[str, Any] = {
     "EngineConfig.onnxruntime.inter_op_num_threads": 1,
 }
 #: bump when the stored result format or the meaning of a key changes
-CACHE_FORMAT = 1
+#: (2: every entry stores its own digest, `entry_digest`)
+CACHE_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -204,6 +212,8 @@ class OcrCache:
     folder: Path
     hits: int = 0
     misses: int = 0
+    #: entries found but refused (unparsable, or content not matching its digest); also misses
+    bad: int = 0
     _file_sha: dict[str, str] = field(default_factory=dict, repr=False)
 
     def _sha_of_file(self, path: str) -> str:
@@ -220,22 +230,47 @@ class OcrCache:
         return self.folder / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> OcrResult | None:
+        """The stored result of `key`, or None when absent or bad (then counted and reported)."""
+        path = self._path(key)
         try:
-            doc = json.loads(self._path(key).read_text(encoding="utf-8"))
-            result = OcrResult(int(doc["width"]), int(doc["height"]), tuple(OcrBox(*b) for b in doc["boxes"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # absent or unreadable: OCR again and write it anew
-        return result
+            raw = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            self._reject(path, f"unreadable ({exc.__class__.__name__})")
+            return None
+        try:
+            doc = json.loads(raw)
+            boxes = [[float(b[0]), float(b[1]), float(b[2]), float(b[3]), str(b[4]), float(b[5])] for b in doc["boxes"]]
+            width, height, stored = int(doc["width"]), int(doc["height"]), str(doc["sha256"])
+        except (ValueError, KeyError, TypeError, IndexError):
+            self._reject(path, "not a cache entry (unparsable JSON or missing fields)")
+            return None
+        if stored != entry_digest(key, width, height, boxes):
+            self._reject(path, "content does not match its stored digest")
+            return None
+        return OcrResult(width, height, tuple(OcrBox(*b) for b in boxes))  # type: ignore[arg-type]
+
+    def _reject(self, path: Path, why: str) -> None:
+        self.bad += 1
+        print(f"ocr cache: {path}: bad entry, {why}; OCR again and rewritten", file=sys.stderr)
 
     def put(self, key: str, result: OcrResult) -> None:
         from bench.io import write_text
 
-        doc = {"width": result.width, "height": result.height,
-               "boxes": [[b.x0, b.y0, b.x1, b.y1, b.text, b.score] for b in result.boxes]}
+        boxes = [[b.x0, b.y0, b.x1, b.y1, b.text, b.score] for b in result.boxes]
+        doc = {"width": result.width, "height": result.height, "boxes": boxes,
+               "sha256": entry_digest(key, result.width, result.height, boxes)}
         write_text(self._path(key), json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
 
     def stats(self) -> dict[str, int]:
-        return {"hits": self.hits, "misses": self.misses}
+        return {"hits": self.hits, "misses": self.misses, "bad": self.bad}
+
+
+def entry_digest(key: str, width: int, height: int, boxes: list[list[Any]]) -> str:
+    """sha256 of a cache entry's key and content, stored in the entry and checked on read."""
+    doc = {"key": key, "width": width, "height": height, "boxes": boxes}
+    return hashlib.sha256(json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
 def job_key(job: OcrJob, content_sha: str) -> str:
@@ -258,7 +293,7 @@ def use_cache(folder: Path | None) -> OcrCache | None:
 
 
 def cache_stats() -> dict[str, int] | None:
-    """Hits and misses of the cache set by `use_cache` since it was set (None: no cache)."""
+    """Hits, misses and bad entries of the cache set by `use_cache` since it was set (None: no cache)."""
     cache = _active["cache"]
     return cache.stats() if cache is not None else None
 
