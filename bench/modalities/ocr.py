@@ -101,11 +101,17 @@ class PageImage:
 OcrJob = str | Path | PageImage
 
 
+def make_engine(params: dict[str, Any]) -> Any:
+    """A RapidOCR engine with `params` (OCR_PARAMS form; an ``*.engine_type`` is a name such as
+    ``onnxruntime`` or ``openvino``, kept as text so the cache key stays plain JSON)."""
+    from rapidocr import EngineType, RapidOCR
+
+    return RapidOCR(params={k: EngineType(v) if k.endswith(".engine_type") else v for k, v in params.items()})
+
+
 @functools.cache
 def _engine_of(pid: int) -> Any:
-    from rapidocr import RapidOCR
-
-    return RapidOCR(params=dict(OCR_PARAMS))
+    return make_engine(OCR_PARAMS)
 
 
 def _engine() -> Any:
@@ -129,7 +135,10 @@ def engine_fingerprint() -> dict[str, Any]:
         hashes[model.name] = h.hexdigest()
     from importlib.metadata import version
 
-    return {"rapidocr": version("rapidocr"), "onnxruntime": onnxruntime.__version__, "models": hashes}
+    engines = {"onnxruntime": onnxruntime.__version__}
+    if any(k.endswith(".engine_type") and v == "openvino" for k, v in OCR_PARAMS.items()):
+        engines["openvino"] = version("openvino")
+    return {"rapidocr": version("rapidocr"), **engines, "models": hashes}
 
 
 @functools.cache
@@ -200,6 +209,27 @@ def ocr_job(job: OcrJob) -> OcrResult:
 
 def _describe(job: OcrJob) -> str:
     return f"{job.pdf} page {job.index + 1}" if isinstance(job, PageImage) else str(job)
+
+
+# -- measured accuracy ------------------------------------------------------------------
+
+#: CER/WER of the engine against PDF text layers (written by `python -m benchmarks.ocr_accuracy`)
+ACCURACY_FILE = Path(__file__).resolve().parents[2] / "reports" / "ocr_accuracy.json"
+
+
+def accuracy_line(path: Path = ACCURACY_FILE) -> str | None:
+    """One sentence citing the measured OCR accuracy (engine, settings, CER/WER, n, intervals), or None."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        cer, wer = doc["cer"], doc["wer"]
+        changed = {k: v for k, v in doc["params"].items() if k != "Global.log_level"}
+        return (f"OCR accuracy against PDF text layers ({doc['engine']}, {json.dumps(changed)}, render scale "
+                f"{doc['render_scale']}): CER {cer['value']:.1%} (95 % CI {cer['ci95'][0]:.1%}–{cer['ci95'][1]:.1%}), "
+                f"bag-of-words WER {wer['value']:.1%} ({wer['ci95'][0]:.1%}–{wer['ci95'][1]:.1%}) over n = "
+                f"{doc['pages']} pages of {doc['documents']} documents ({cer['denominator']} characters, "
+                f"{wer['denominator']} words; bootstrap over pages; `reports/ocr_accuracy.json`, docs/performance.md).")
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
 
 
 # -- cache by content ---------------------------------------------------------------------

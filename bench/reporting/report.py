@@ -8,6 +8,7 @@ import pandas as pd
 
 from bench.evaluation.catalogue import by_name, measures
 from bench.modalities.derived import is_derived
+from bench.modalities.ocr import accuracy_line
 
 UNANSWERABLE_TARGET = 0.15
 MET, NOT_MET, NOT_MEASURABLE = "met", "not met", "not measurable"
@@ -309,6 +310,7 @@ def text_source_section(atom_stats: dict[str, Any], textless: dict[str, Any] | N
     """
     out = ["## Text sources (text layer or OCR)", "",
            "Screenshot and photo text is OCR; PDF pages whose text layer is (nearly) empty are rendered and OCR'd.", "",
+           *([line, ""] if (line := accuracy_line()) else []),
            "| modality | atoms | empty text | share | OCR text | share |", "|---|---:|---:|---:|---:|---:|"]
     for modality, st in sorted(atom_stats.items()):
         if "ocr_text" not in st:
