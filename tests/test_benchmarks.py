@@ -98,3 +98,32 @@ def test_pooled_rate_and_its_bootstrap_interval() -> None:
     got = pooled(pages, "e", "n", resamples=500)
     assert got["value"] == 4 / 40 and got["errors"] == 4 and got["denominator"] == 40
     assert 0.0 <= got["ci95"][0] <= got["value"] <= got["ci95"][1] <= 0.3
+
+
+#: three fixed pages of the accuracy sample (every 77th) and their measured edit counts:
+#: (document, 1-based page, char errors, non-space chars, bag-of-words errors, words);
+#: onnxruntime and OpenVINO gave the same counts on each (docs/performance.md)
+PINNED_PAGES = [
+    ("05-03-18-political-release.pdf", 10, 164, 1457, 17, 353),
+    ("ADOBE_2015_10K.pdf", 43, 381, 3322, 9, 553),
+    ("Pew-Research-Center_Hispanic-Identity-Report_12.20.2017.pdf", 32, 4, 1182, 29, 191),
+]
+
+
+def test_ocr_accuracy_of_three_fixed_pages_is_pinned() -> None:
+    import pytest
+
+    from benchmarks.ocr_accuracy import DOCUMENTS, summarise
+    from benchmarks.ocr_candidates import best_of_interleaved, current
+
+    pages = [(str(DOCUMENTS / doc), page - 1) for doc, page, *_ in PINNED_PAGES]
+    if not all((DOCUMENTS / doc).is_file() for doc, *_ in PINNED_PAGES):
+        pytest.skip("MMLongBench-Doc PDFs absent from the mirror")
+    run = best_of_interleaved([current()], pages, 1)[0]
+    for got, (doc, page, ce, cn, we, wn) in zip(run["pages"], PINNED_PAGES):
+        assert (got["document"], got["page"], got["chars"], got["words"]) == (doc, page, cn, wn)  # the layer side is exact
+        assert abs(got["char_errors"] - ce) <= 0.01 * cn and abs(got["word_errors"] - we) <= 0.02 * wn
+    summary = summarise(run["pages"])
+    assert summary["pages"] == 3 and summary["cer"]["denominator"] == 5961
+    assert summary["cer"]["value"] == pytest.approx(549 / 5961, abs=0.01)  # 9.2 %
+    assert summary["wer"]["value"] == pytest.approx(55 / 1097, abs=0.02)  # 5.0 %

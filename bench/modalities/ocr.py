@@ -7,7 +7,10 @@ Offline: the rapidocr wheel (3.x) ships its default ONNX models (PP-OCRv6 det/re
 small, ch_ppocr_mobile cls) inside the package, so no download happens at run time
 (checked by running it in a network namespace without network: ``unshare -rn``).
 
-Determinism: fixed parameters (OCR_PARAMS), onnxruntime limited to one thread per
+Engine: OpenVINO (rapidocr's ``openvino`` engine type) on the ONNX model files bundled
+in the wheel; onnxruntime was the engine before (its settings stay for a switch back).
+
+Determinism: fixed parameters (OCR_PARAMS), the engine limited to one thread per
 process (parallel float reductions can differ between runs), the 180-degree text
 direction classifier is off (screenshots and photos are upright; it also cost a
 third of the time), and box coordinates are rounded to 0.01 px.
@@ -22,7 +25,7 @@ Cache by content (``use_cache(folder)``, set by the extract stage): every result
 stored as a small JSON file under the folder, keyed by the sha256 of
 - the image: the sha256 of the image file's bytes, or for a rendered PDF page the
   sha256 of the PDF file, the page index, the render scale and the pdfium build;
-- the engine: the rapidocr and onnxruntime versions and the sha256 of every model
+- the engine: the rapidocr, onnxruntime (and openvino, when used) versions and the sha256 of every model
   file shipped in the rapidocr wheel;
 - the settings: OCR_PARAMS.
 A new engine, new models or new settings give new keys, so stale results are never
@@ -52,10 +55,16 @@ from typing import Any
 from bench import progress
 
 #: every parameter that differs from rapidocr's config.yaml defaults
+#: (the OpenVINO engine on the same bundled model files: same text on the measured pages,
+#: faster per core; docs/performance.md, benchmarks/ocr_candidates.py)
 OCR_PARAMS: dict[str, Any] = {
     "Global.log_level": "error",
     "Global.use_cls": False,
     "Global.text_score": 0.5,
+    "Det.engine_type": "openvino",
+    "Rec.engine_type": "openvino",
+    "Cls.engine_type": "openvino",
+    "EngineConfig.openvino.inference_num_threads": 1,
     "EngineConfig.onnxruntime.intra_op_num_threads": 1,
     "EngineConfig.onnxruntime.inter_op_num_threads": 1,
 }
