@@ -8,6 +8,15 @@ the same images one after another in this process; its time is divided by the
 cores our pool uses, i.e. a perfect parallel speed-up. ratio = ours / (bare / cores),
 goal <= 1.2. A second figure times the warm cache (every image a hit) against the
 same reference.
+
+`run_settings_case`: the chosen OCR setting (OCR_PARAMS, RENDER_SCALE) against the
+setting used before it (benchmarks.ocr_candidates.TODAY), in the same run, on the
+same pages of the accuracy sample (PDF pages with a text layer, rendered as text-less
+pages are) plus screenshots and photos, in this process, best of N per item with the
+two settings interleaved (benchmarks.ocr_candidates.best_of_interleaved); its figure holds
+both settings' CER and WER against the pages' text layers beside their speed, so a
+speed-up cannot silently cost accuracy. Goal: ratio (time) <= 0.5 with CER within
+0.01 (absolute) of the old setting's.
 """
 
 from __future__ import annotations
@@ -80,3 +89,36 @@ def run_case(n_screens: int, n_photos: int, repeats: int) -> list[dict] | dict:
         figure(f"{name}, warm cache (all hits)", t_warm, per_core, reference, "informational",
                images=len(paths), boxes=warm_boxes, all_ours_s=all_warm, repeats=repeats, statistic="best of repeats"),
     ]
+
+
+def run_settings_case(n_pages: int, n_images: int, repeats: int) -> list[dict] | dict:
+    """The chosen setting against the old one on the same PDF pages (with accuracy) and images."""
+    from benchmarks.ocr_accuracy import sample_pages, summarise
+    from benchmarks.ocr_candidates import TODAY, best_of_interleaved, current
+
+    sample = sample_pages()
+    if not sample:
+        return {"skipped": "no MMLongBench-Doc PDFs with a text layer in the mirror"}
+    pages = sample[:: max(1, len(sample) // max(1, n_pages))][:n_pages]
+    imgs = [(str(p), -1) for p in images(n_images - n_images // 3, n_images // 3)]
+    new = current()
+    page_runs = best_of_interleaved([TODAY, new], pages, repeats)
+    image_runs = best_of_interleaved([TODAY, new], imgs, repeats, score=False) if imgs else [{"best_s": 0.0}] * 2
+    times = [p["best_s"] + i["best_s"] for p, i in zip(page_runs, image_runs)]
+    accuracy = {}
+    for s, run in zip((TODAY, new), page_runs):
+        summary = summarise(run["pages"])
+        accuracy[s.name] = {"pages": summary["pages"], "documents": summary["documents"],
+                            "pages_per_s": run["pages_per_s_2_cores"],
+                            "cer": summary["cer"]["value"], "cer_ci95": summary["cer"]["ci95"],
+                            "wer": summary["wer"]["value"], "wer_ci95": summary["wer"]["ci95"]}
+    old_cer, new_cer = (accuracy[s.name]["cer"] for s in (TODAY, new))
+    fig = figure(f"OCR of {len(pages)} PDF pages + {len(imgs)} images, chosen setting vs the old one (s per core)",
+                 times[1], times[0], f"{TODAY.name}, same items, same process, interleaved",
+                 "ratio <= 0.5 and CER within 0.01 of the old", goal_ratio=0.5, pages=len(pages), images=len(imgs),
+                 accuracy=accuracy, cer_change=new_cer - old_cer, repeats=repeats,
+                 settings={s.name: {"params": s.params, "render_scale": s.scale} for s in (TODAY, new)},
+                 statistic=f"best of {repeats} per item, summed")
+    if fig["met"] is not None:
+        fig["met"] = bool(fig["met"] and abs(new_cer - old_cer) <= 0.01)
+    return [fig]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,13 @@ SIZES: dict[str, dict[str, Any]] = {
     "small": {"metrics": [1000], "metrics_repeats": 1,
               "resolve": (1000, 10_000, [1, 2, 4], 1, 2, 2),
               "fetch": ["locomo"], "fetch_repeats": 1, "pdf_limit": 2, "pdf_repeats": 1,
-              "dvc": ["locomo"], "dvc_repeats": 1, "ocr": (0, 2, 1), "uncertainty": (2000, 1),
+              "dvc": ["locomo"], "dvc_repeats": 1, "ocr": (0, 2, 1), "ocr_settings": (2, 3, 1), "uncertainty": (2000, 1),
               "scale": (20, 2, 2, 0, 50, [2]), "blocks": ([2000, 10_000], 100_000)},
     "full": {"metrics": [10_000, 100_000], "metrics_repeats": 3,
              "resolve": (100_000, 1_000_000, [1, 2, 4], 3, 10, 3),
              "fetch": None, "fetch_repeats": 3, "pdf_limit": None, "pdf_repeats": 2,
              "dvc": ["mmlongbench", "locomo", "screenagent"], "dvc_repeats": 3, "ocr": (24, 24, 2),
+             "ocr_settings": (24, 12, 2),
              "uncertainty": (100_000, 2),
              "scale": (20, 16, 16, 8, 1000, [1, 2]), "blocks": ([10_000, 100_000, 300_000], 2_000_000)},
 }
@@ -70,26 +72,43 @@ def markdown(doc: dict) -> str:
     lines += ["", "References:", ""]
     for figs in doc["cases"].values():
         if isinstance(figs, list):
-            for f in figs:
-                lines.append(f"* {f['name']}: {f['reference']} ({f.get('statistic', 'one run')})")
-    dvc = doc["cases"].get("dvc")
-    if isinstance(dvc, list):
-        for f in dvc:
-            if "stages" in f:
-                lines += ["", "Per stage (each stage command run once more, in order; peak RSS of the command):", "",
-                          "| stage | wall | peak RSS |", "|---|---|---|"]
-                lines += [f"| {s['stage']} | {s['wall_s']:.2f} s | {s['peak_rss_mib']:.0f} MiB |" for s in f["stages"]]
-            if "p95_ms" in f:
-                lines += ["", f"BM25 compile latency over {f['atoms']} real atoms, {f['queries']} dev queries: "
-                          f"p50 {f['p50_ms']:.2f} ms, p95 {f['p95_ms']:.2f} ms (bare bm25s scoring: p50 "
-                          f"{f['bare_p50_ms']:.2f} ms, p95 {f['bare_p95_ms']:.2f} ms)."]
-    metrics = doc["cases"].get("metrics")
-    if isinstance(metrics, list):
-        lines += ["", "Agreement with pytrec_eval (max |difference| per query where both define the metric):", ""]
-        for f in metrics:
-            if "vs pytrec_eval" in f["name"]:
-                lines.append(f"* {f['name']}: {json.dumps(f['agreement_with_pytrec_eval'])}")
-    return "\n".join(lines) + "\n"
+            lines += [f"* {f['name']}: {f['reference']} ({f.get('statistic', 'one run')})" for f in figs]
+    return "\n".join(lines + _dvc_lines(doc["cases"].get("dvc")) + _metrics_lines(doc["cases"].get("metrics"))
+                     + _ocr_lines(doc["cases"].get("ocr"))) + "\n"
+
+
+def _dvc_lines(dvc: Any) -> list[str]:
+    lines: list[str] = []
+    for f in dvc if isinstance(dvc, list) else []:
+        if "stages" in f:
+            lines += ["", "Per stage (each stage command run once more, in order; peak RSS of the command):", "",
+                      "| stage | wall | peak RSS |", "|---|---|---|"]
+            lines += [f"| {s['stage']} | {s['wall_s']:.2f} s | {s['peak_rss_mib']:.0f} MiB |" for s in f["stages"]]
+        if "p95_ms" in f:
+            lines += ["", f"BM25 compile latency over {f['atoms']} real atoms, {f['queries']} dev queries: "
+                      f"p50 {f['p50_ms']:.2f} ms, p95 {f['p95_ms']:.2f} ms (bare bm25s scoring: p50 "
+                      f"{f['bare_p50_ms']:.2f} ms, p95 {f['bare_p95_ms']:.2f} ms)."]
+    return lines
+
+
+def _metrics_lines(metrics: Any) -> list[str]:
+    if not isinstance(metrics, list):
+        return []
+    return ["", "Agreement with pytrec_eval (max |difference| per query where both define the metric):", "",
+            *[f"* {f['name']}: {json.dumps(f['agreement_with_pytrec_eval'])}" for f in metrics if "vs pytrec_eval" in f["name"]]]
+
+
+def _ocr_lines(ocr: Any) -> list[str]:
+    """The OCR settings' accuracy beside their speed (benchmarks.case_ocr)."""
+    rows = [f for f in ocr if "accuracy" in f] if isinstance(ocr, list) else []
+    if not rows:
+        return []
+    lines = ["", "OCR accuracy beside speed (same pages, same run; CER/WER against the pages' text layers, "
+             "benchmarks/ocr_accuracy.py):", "", "| setting | pages | pages/s | CER | WER (bag of words) |", "|---|---|---|---|---|"]
+    for f in rows:
+        for name, a in f["accuracy"].items():
+            lines.append(f"| {name} | {a['pages']} | {a['pages_per_s']:.3f} | {a['cer']:.4f} | {a['wer']:.4f} |")
+    return lines
 
 
 def run(size: str, only: tuple[str, ...], out_dir: Path) -> dict:
@@ -113,61 +132,86 @@ def run(size: str, only: tuple[str, ...], out_dir: Path) -> dict:
     return doc
 
 
+def _case_metrics(cfg: dict[str, Any], size: str) -> Any:
+    from benchmarks import case_metrics
+
+    return case_metrics.run_case(cfg["metrics"], cfg["metrics_repeats"])
+
+
+def _case_resolve(cfg: dict[str, Any], size: str) -> Any:
+    from benchmarks import case_resolve
+
+    return case_resolve.run_case(*cfg["resolve"])
+
+
+def _case_fetch(cfg: dict[str, Any], size: str) -> Any:
+    from bench.corpus_sources import datasets
+    from benchmarks import case_fetch
+
+    return case_fetch.run_case(cfg["fetch"] or sorted(datasets()), cfg["fetch_repeats"])
+
+
+def _case_pdf(cfg: dict[str, Any], size: str) -> Any:
+    if not (MIRROR / "mmlongbench-doc").is_dir():
+        return {"skipped": "no MMLongBench-Doc mirror"}
+    from benchmarks import case_pdf
+
+    return case_pdf.run_case(cfg["pdf_limit"], cfg["pdf_repeats"])
+
+
+def _case_ocr(cfg: dict[str, Any], size: str) -> Any:
+    # (screenshots, photos, repeats): ocr_many with a cold cache vs bare rapidocr / cores;
+    # (pages, screenshots, photos): the chosen OCR setting against the old one, with accuracy
+    from benchmarks import case_ocr
+
+    figures = [case_ocr.run_case(*cfg["ocr"]), case_ocr.run_settings_case(*cfg["ocr_settings"])]
+    listed = [f for figs in figures if isinstance(figs, list) for f in figs]
+    return listed or figures[0]  # every part skipped: the first one's reason
+
+
+def _case_uncertainty(cfg: dict[str, Any], size: str) -> Any:
+    # (queries, repeats): bootstrap intervals and sign-flip tests vs scipy and the metrics engine
+    from benchmarks import case_uncertainty
+
+    return case_uncertainty.run_case(*cfg["uncertainty"])
+
+
+def _case_scale(cfg: dict[str, Any], size: str) -> Any:
+    # (scale, PDFs, screenshots, text-less pages, no-op tasks, Dask worker counts): bench.executor
+    from benchmarks import case_scale
+
+    return case_scale.run_case(*cfg["scale"])
+
+
+def _case_blocks(cfg: dict[str, Any], size: str) -> Any:
+    # (queries per size, run rows per block): peak RSS of the evaluation in core and out of core
+    from benchmarks import case_blocks
+
+    return case_blocks.run_case(*cfg["blocks"])
+
+
+def _case_dvc(cfg: dict[str, Any], size: str) -> Any:
+    if cfg["dvc"] is None:
+        return {"skipped": f"size {size} (a cold dvc repro takes about a minute)"}
+    from benchmarks import case_dvc
+
+    return case_dvc.run_case(cfg["dvc"], cfg["dvc_repeats"])
+
+
+RUNNERS: dict[str, Callable[[dict[str, Any], str], Any]] = {
+    "metrics": _case_metrics, "resolve": _case_resolve, "fetch": _case_fetch, "pdf": _case_pdf, "dvc": _case_dvc,
+    "ocr": _case_ocr, "uncertainty": _case_uncertainty, "scale": _case_scale, "blocks": _case_blocks,
+}
+#: cases that read the data mirror beside the checkout
+NEEDS_MIRROR = {"fetch", "dvc"}
+
+
 def _run_one(case: str, cfg: dict[str, Any], size: str, have_mirror: bool, doc: dict[str, Any]) -> None:
     """Run one case of the suite into doc["cases"][case] (a list of figures, or {"skipped": why})."""
-    if case == "metrics":
-        from benchmarks import case_metrics
-
-        doc["cases"][case] = case_metrics.run_case(cfg["metrics"], cfg["metrics_repeats"])
-    elif case == "resolve":
-        from benchmarks import case_resolve
-
-        doc["cases"][case] = case_resolve.run_case(*cfg["resolve"])
-    elif case == "fetch":
-        if not have_mirror:
-            doc["cases"][case] = {"skipped": "no data mirror beside the checkout (../shared/mirror)"}
-            return
-        from bench.corpus_sources import datasets
-        from benchmarks import case_fetch
-
-        doc["cases"][case] = case_fetch.run_case(cfg["fetch"] or sorted(datasets()), cfg["fetch_repeats"])
-    elif case == "pdf":
-        if not (MIRROR / "mmlongbench-doc").is_dir():
-            doc["cases"][case] = {"skipped": "no MMLongBench-Doc mirror"}
-            return
-        from benchmarks import case_pdf
-
-        doc["cases"][case] = case_pdf.run_case(cfg["pdf_limit"], cfg["pdf_repeats"])
-    elif case == "ocr":
-        # (screenshots, photos, repeats): ocr_many with a cold cache vs bare rapidocr / cores
-        from benchmarks import case_ocr
-
-        doc["cases"][case] = case_ocr.run_case(*cfg["ocr"])
-    elif case == "uncertainty":
-        # (queries, repeats): bootstrap intervals and sign-flip tests vs scipy and the metrics engine
-        from benchmarks import case_uncertainty
-
-        doc["cases"][case] = case_uncertainty.run_case(*cfg["uncertainty"])
-    elif case == "scale":
-        # (scale, PDFs, screenshots, text-less pages, no-op tasks, Dask worker counts): bench.executor
-        from benchmarks import case_scale
-
-        doc["cases"][case] = case_scale.run_case(*cfg["scale"])
-    elif case == "blocks":
-        # (queries per size, run rows per block): peak RSS of the evaluation in core and out of core
-        from benchmarks import case_blocks
-
-        doc["cases"][case] = case_blocks.run_case(*cfg["blocks"])
-    elif case == "dvc":
-        if cfg["dvc"] is None:
-            doc["cases"][case] = {"skipped": f"size {size} (a cold dvc repro takes about a minute)"}
-            return
-        if not have_mirror:
-            doc["cases"][case] = {"skipped": "no data mirror beside the checkout"}
-            return
-        from benchmarks import case_dvc
-
-        doc["cases"][case] = case_dvc.run_case(cfg["dvc"], cfg["dvc_repeats"])
+    if case in NEEDS_MIRROR and not have_mirror and not (case == "dvc" and cfg["dvc"] is None):
+        doc["cases"][case] = {"skipped": "no data mirror beside the checkout (../shared/mirror)"}
+        return
+    doc["cases"][case] = RUNNERS[case](cfg, size)
 
 
 @click.command()

@@ -54,7 +54,8 @@ def main(modality: str) -> None:
         write_parquet(out / f"{key}.parquet", frame)
         click.echo(f"extract: {modality}/{key}: {len(frame)} segments from {frame['source_id'].nunique()} sources")
         if key in ocr_stats:
-            click.echo(f"extract: {modality}/{key}: OCR cache {ocr_stats[key]['hits']} hits, {ocr_stats[key]['misses']} misses")
+            st = ocr_stats[key]
+            click.echo(f"extract: {modality}/{key}: OCR cache {st['hits']} hits, {st['misses']} misses, {st.get('bad', 0)} bad entries re-OCR'd")
     for stale in out.glob("*.parquet"):
         if stale.stem not in frames:
             stale.unlink()

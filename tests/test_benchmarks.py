@@ -34,7 +34,7 @@ def test_suite_small_writes_both_reports(tmp_path) -> None:
         assert isinstance(cold["ocr_cache"], dict) and cold["ocr_results_seeded"] >= 0
     pdf = on_disk["cases"]["pdf"]
     if isinstance(pdf, list):  # the warm-up OCRs into the suite's cache (hits + misses = text-less pages)
-        assert set(pdf[0]["ocr_cache_warm_up"]) == {"hits", "misses"}
+        assert set(pdf[0]["ocr_cache_warm_up"]) == {"hits", "misses", "bad"}
     # intervals and p-values agree with scipy's on the same values (up to Monte-Carlo noise)
     unc = on_disk["cases"]["uncertainty"]
     boots = [f for f in unc if f["name"].startswith("bootstrap")]
@@ -59,3 +59,71 @@ def test_suite_ocr_cache_is_seeded_from_a_cache_folder_and_keeps_what_it_has(tmp
     assert (dest / "cd" / "cd56.json").read_text() == '{"key": "cd56"}\n'
     assert not (dest / "stray.txt").exists()
     assert copy_ocr_cache(tmp_path / "absent", dest) == 0
+
+
+# -- OCR accuracy against text layers (benchmarks/ocr_accuracy.py) -----------------------
+
+
+def test_normalise_folds_ligatures_quotes_dashes_controls_and_whitespace() -> None:
+    from benchmarks.ocr_accuracy import normalise
+
+    assert normalise("ﬁnal “quoted” — it’s\u00ad ok\x00\n\n  Ｗide\tend ") == "final \"quoted\" - it's ok Wide end"
+
+
+def test_error_counts_against_hand_checked_strings() -> None:
+    from benchmarks.ocr_accuracy import bag_of_words_errors, cer_counts, ordered_word_errors
+
+    assert cer_counts("kitten", "sitting") == (3, 6)  # k->s, e->i, +g
+    assert cer_counts("abc", "abc") == (0, 3)
+    assert cer_counts("mont h s ok", "months ok") == (0, 8)  # whitespace is not compared
+    # bags {a b c d} vs {a b c e e}: d->e substituted, one e inserted
+    assert bag_of_words_errors("a b c d", "b a c e e") == (2, 4)
+    assert bag_of_words_errors("a b c d", "d c b a") == (0, 4)  # order is not an error
+    assert ordered_word_errors("a b c d", "d c b a") == (4, 4)  # ... in the ordered figure it is
+    assert bag_of_words_errors("x y", "") == (2, 2)
+
+
+def test_reading_lines_puts_both_columns_of_a_line_together() -> None:
+    from benchmarks.ocr_accuracy import Piece, reading_lines
+
+    layer = [Piece(0, 0, 50, 10, "L1"), Piece(0, 20, 50, 30, "L2"), Piece(60, 1, 110, 11, "R1"), Piece(60, 21, 110, 31, "R2")]
+    assert reading_lines(layer) == "L1 R1\nL2 R2"
+    assert reading_lines(list(reversed(layer))) == "L1 R1\nL2 R2"  # the input order does not matter
+
+
+def test_pooled_rate_and_its_bootstrap_interval() -> None:
+    from benchmarks.ocr_accuracy import pooled
+
+    pages = [{"e": 1, "n": 10}, {"e": 3, "n": 10}, {"e": 0, "n": 20}]
+    got = pooled(pages, "e", "n", resamples=500)
+    assert got["value"] == 4 / 40 and got["errors"] == 4 and got["denominator"] == 40
+    assert 0.0 <= got["ci95"][0] <= got["value"] <= got["ci95"][1] <= 0.3
+
+
+#: three fixed pages of the accuracy sample (every 77th) and their measured edit counts:
+#: (document, 1-based page, char errors, non-space chars, bag-of-words errors, words);
+#: onnxruntime and OpenVINO gave the same counts on each (docs/performance.md)
+PINNED_PAGES = [
+    ("05-03-18-political-release.pdf", 10, 164, 1457, 17, 353),
+    ("ADOBE_2015_10K.pdf", 43, 381, 3322, 9, 553),
+    ("Pew-Research-Center_Hispanic-Identity-Report_12.20.2017.pdf", 32, 4, 1182, 29, 191),
+]
+
+
+def test_ocr_accuracy_of_three_fixed_pages_is_pinned() -> None:
+    import pytest
+
+    from benchmarks.ocr_accuracy import DOCUMENTS, summarise
+    from benchmarks.ocr_candidates import best_of_interleaved, current
+
+    pages = [(str(DOCUMENTS / doc), page - 1) for doc, page, *_ in PINNED_PAGES]
+    if not all((DOCUMENTS / doc).is_file() for doc, *_ in PINNED_PAGES):
+        pytest.skip("MMLongBench-Doc PDFs absent from the mirror")
+    run = best_of_interleaved([current()], pages, 1)[0]
+    for got, (doc, page, ce, cn, we, wn) in zip(run["pages"], PINNED_PAGES):
+        assert (got["document"], got["page"], got["chars"], got["words"]) == (doc, page, cn, wn)  # the layer side is exact
+        assert abs(got["char_errors"] - ce) <= 0.01 * cn and abs(got["word_errors"] - we) <= 0.02 * wn
+    summary = summarise(run["pages"])
+    assert summary["pages"] == 3 and summary["cer"]["denominator"] == 5961
+    assert summary["cer"]["value"] == pytest.approx(549 / 5961, abs=0.01)  # 9.2 %
+    assert summary["wer"]["value"] == pytest.approx(55 / 1097, abs=0.02)  # 5.0 %

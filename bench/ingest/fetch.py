@@ -40,35 +40,37 @@ folder path (``<name>/``) in the pins file.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import secrets
 import shutil
-import socket
-import stat
-import tempfile
-import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.ingest.archive import read_member
+from bench.ingest.download import download, network_available  # noqa: F401 - re-exported for callers
+from bench.ingest.place import (  # noqa: F401 - re-exported: callers and tests import them from here
+    CHUNK,
+    NOT_A_FILE,
+    NotRegularFile,
+    StoreFolders,
+    copy_hashed,
+    hash_file,
+    link_tree,
+    place_link,
+    remove_orphans,
+    replace_tree,
+)
 from bench.ingest.store import (  # the store layout, shared with extraction
     hash_tree,
     local_path,
     stored_path,  # noqa: F401 - re-exported: callers and tests import it from here
-    tree_files,
     tree_path,
 )
-from bench.io import _umask, atomic_writer, make_readable
+from bench.io import atomic_writer
 from bench.modalities.base import CorpusFile, Dataset
 
-CHUNK = 1 << 20
 FETCH_WORKERS = os.cpu_count() or 1
 
 
@@ -78,253 +80,151 @@ class FetchLog:
     problems: list[str] = field(default_factory=list)
 
 
-def copy_hashed(src: Path, dest: Path) -> tuple[str, int, Path]:
-    """Copy src to a temp file beside dest; return (sha256, bytes, temp path).
+@dataclass
+class _Target:
+    """One file being fetched: where it goes, what it must hash to, and its manifest row."""
 
-    The caller renames the temp file over dest only once the hash is accepted.
-    """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    remove_orphans(dest)
-    h = hashlib.sha256()
-    size = 0
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    ds: Dataset
+    cf: CorpusFile
+    store: Path
+    log: FetchLog
+    folders: StoreFolders
+    pins: dict
+    pin_sha: str | None
+    dest: Path
+    row: dict
+    dest_exists: bool = False
+    folder: str | None = None
+    tree_dest: Path | None = None
+    tree_pin: tuple | None = None
+
+    def accept(self, sha: str, size: int) -> dict:
+        self.row.update(sha256=sha, bytes=size, status="present")
+        return self.row
+
+    def accept_tree(self, sha: str, size: int, count: int) -> dict:
+        self.row.update(sha256=sha, bytes=size, status="present", form="tree", files=count)
+        return self.row
+
+
+def _target(ds: Dataset, cf: CorpusFile, store: Path, log: FetchLog, folders: StoreFolders) -> _Target:
+    pins = ds.pins()
+    pin = pins.get(cf.path)
+    pin_sha = cf.sha256 or (pin[0] if pin else None)
+    row = {
+        "source_id": cf.source_id,
+        "dataset": ds.name,
+        "key": ds.key,
+        "revision": ds.revision,
+        "path": cf.path,
+        "sha256": pin_sha,
+        "bytes": cf.bytes if cf.bytes is not None else (pin[1] if pin else None),
+        "url": ds.url(cf.path),
+        "status": "unavailable",
+    }
+    t = _Target(ds, cf, store, log, folders, pins, pin_sha, local_path(store, ds.key, cf.path), row)
+    t.folder = tree_path(cf.path)
+    t.tree_dest = store / ds.key / t.folder.rstrip("/") if t.folder else None
+    t.tree_pin = pins.get(t.folder) if t.folder else None
+    return t
+
+
+def _from_store(t: _Target) -> dict | None:
+    """1. Already in the store with the right hash (a rerun resumes here), or its unpacked tree."""
     try:
-        with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
-            for block in iter(lambda: fin.read(CHUNK), b""):
-                h.update(block)
-                size += len(block)
-                fout.write(block)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return h.hexdigest(), size, Path(tmp)
+        sha, size = hash_file(t.dest)
+        t.dest_exists = True
+    except NOT_A_FILE:
+        t.dest_exists = False
+    if t.dest_exists:
+        if t.pin_sha is None or sha == t.pin_sha:
+            return t.accept(sha, size)
+        t.log.problems.append(f"{t.ds.key}/{t.cf.path}: stored copy has sha256 {sha}, pin {t.pin_sha}: fetched again")
+    if t.tree_dest is not None and not t.dest_exists and t.tree_dest.is_dir():
+        sha, size, count = hash_tree(t.tree_dest)
+        if t.tree_pin is None or sha == t.tree_pin[0]:
+            return t.accept_tree(sha, size, count)
+        t.log.problems.append(f"{t.ds.key}/{t.folder}: stored tree has digest {sha}, pin {t.tree_pin[0]}: fetched again")
+    return None
 
 
-def _remove(entries: list[os.DirEntry]) -> None:
-    """Delete temp copies (files, or tree folders) a killed run left behind."""
-    for orphan in entries:
-        if orphan.is_dir(follow_symlinks=False):
-            shutil.rmtree(orphan.path, ignore_errors=True)
+def _from_archive(t: _Target, outer_sha: str | None) -> dict:
+    """2. An archive member: unpacked from the fetched outer archive (never from a rejected one)."""
+    outer, member = t.cf.path.split("!/", 1)
+    outer_local = t.store / t.ds.key / outer
+    if not outer_local.is_file():
+        return t.row
+    outer_pin = t.pins.get(outer)
+    # the caller passes the outer archive's hash when it has just fetched it (hash each file once)
+    outer_hash = outer_sha if outer_sha is not None else (hash_file(outer_local)[0] if outer_pin else None)
+    if outer_pin and outer_hash != outer_pin[0]:
+        t.log.problems.append(f"{t.ds.key}/{t.cf.path}: archive {outer} differs from its pin: member not used")
+        return t.row
+    data = read_member(outer_local, member)
+    sha = hashlib.sha256(data).hexdigest()
+    if t.pin_sha and sha != t.pin_sha:
+        t.log.quarantined.append(f"{t.cf.path}: member sha256 {sha} differs from pin {t.pin_sha}")
+        return t.row
+    t.folders.ready(os.path.dirname(t.dest))
+    with atomic_writer(t.dest, "wb") as fh:
+        fh.write(data)
+    return t.accept(sha, len(data))
+
+
+def _from_mirror(t: _Target, mirror_roots: Sequence[Path]) -> dict | None:
+    """3. The mirror roots, in order: the mirror file is hashed in place, then linked."""
+    for root in mirror_roots:
+        mirror_file = os.path.join(root, t.ds.mirror_key, t.cf.path)
+        try:
+            sha, size = hash_file(mirror_file)
+        except NOT_A_FILE:
             continue
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(orphan.path)
-
-
-def remove_orphans(dest: Path) -> None:
-    """Temp copies (files or tree folders) a killed run left beside `dest` (never the resumable '.download' part)."""
-    prefix = f".{dest.name}."
-    try:
-        entries = [e for e in os.scandir(dest.parent) if e.name.startswith(prefix) and e.name.endswith(".part")
-                   and len(e.name) > len(prefix) + len(".part")]
-    except FileNotFoundError:
-        return
-    _remove(entries)
-
-
-def link_tree(src: Path, dest: Path) -> tuple[str, int, int, Path]:
-    """Hard-link the regular files of `src` into a temp folder beside `dest`, hashing them.
-
-    Returns (tree digest, bytes, files, temp folder); the caller renames the folder
-    over `dest` once the digest is accepted. Falls back to a copy per file where a
-    hard link cannot be made.
-    """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    remove_orphans(dest)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
-        digest = hashlib.sha256()
-        total = 0
-        files = tree_files(src)
-        for rel, full in files:
-            target = tmp / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(full, target)
-            except OSError:
-                shutil.copyfile(full, target)
-            sha, size = hash_file(target)
-            digest.update(f"{sha}  {rel}\n".encode())
-            total += size
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return digest.hexdigest(), total, len(files), tmp
-
-
-def replace_tree(tmp: Path, dest: Path) -> None:
-    """Put a finished temp folder at `dest`, removing an earlier (rejected or stale) copy."""
-    if dest.is_dir():
-        old = dest.with_name(f".{dest.name}.old.part")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(dest, old)
-        os.replace(tmp, dest)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, dest)
-
-
-_buffers = threading.local()
-
-
-def _buffer() -> tuple[bytearray, memoryview]:
-    """This thread's read buffer (allocating and zeroing 1 MiB per file cost more than hashing a small one)."""
-    buf = getattr(_buffers, "buf", None)
-    if buf is None:
-        buf = bytearray(CHUNK)
-        _buffers.buf = buf
-        _buffers.view = memoryview(buf)
-    return buf, _buffers.view
-
-
-class NotRegularFile(OSError):
-    """The path exists but is not a regular file (a folder, a FIFO, a device ...)."""
-
-
-#: what "no such regular file" looks like when a file is opened where it may be absent
-NOT_A_FILE = (FileNotFoundError, NotADirectoryError, IsADirectoryError, NotRegularFile)
-
-
-def hash_file(path: str | os.PathLike) -> tuple[str, int]:
-    """(sha256, bytes) of a regular file, read once through this thread's reused buffer.
-
-    Opened without blocking (a FIFO must not hang the run) and checked to be a regular
-    file on the open descriptor, so no separate stat is needed: a path that is absent
-    raises FileNotFoundError, one that is not a regular file `NotRegularFile`.
-    """
-    h = hashlib.sha256()
-    size = 0
-    buf, view = _buffer()
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotRegularFile(f"not a regular file: {path}")
-    except BaseException:
-        os.close(fd)
-        raise
-    with open(fd, "rb", buffering=0) as fh:
-        while n := fh.readinto(buf):
-            h.update(view[:n])
-            size += n
-    return h.hexdigest(), size
-
-
-class StoreFolders:
-    """Store folders this run has made or swept: each is created at most once and
-    cleared of a killed run's temp files at most once (a fresh folder has none)."""
-
-    def __init__(self) -> None:
-        self._ready: set[str] = set()
-        self._lock = threading.Lock()
-
-    def ready(self, folder: str) -> None:
-        if folder in self._ready:
-            return
-        with self._lock:
-            if folder in self._ready:
-                return
-            try:
-                os.mkdir(folder)
-            except FileExistsError:
-                _sweep(folder)
-            except FileNotFoundError:
-                os.makedirs(folder, exist_ok=True)  # parents made here are new: nothing to sweep
-            self._ready.add(folder)
-
-
-def _sweep(folder: str) -> None:
-    """Remove every temp copy (file or tree folder) a killed run left in `folder`
-    (``.<name>.<random>.part``; never a resumable '.download' part)."""
-    try:
-        entries = [e for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".part")]
-    except FileNotFoundError:
-        return
-    _remove(entries)
-
-
-def place_link(src: str, dest: Path, dest_exists: bool, sha: str, folders: StoreFolders) -> bool:
-    """Put the already hashed mirror file `src` at `dest` by a hard link; False (and
-    nothing placed) when a copy, made where no link is possible, came out different.
-
-    No stored file at `dest`: one ``link`` (atomic: the name appears whole or not at
-    all). An older copy there: link under a temp name, then rename over it. Where no
-    link can be made: copy with the hash taken again from the copy's bytes.
-    """
-    folders.ready(os.path.dirname(dest))
-    if not dest_exists:
-        try:
-            os.link(src, dest)
-            return True
-        except FileExistsError:
-            pass  # appeared meanwhile: replace it like an older copy
-        except OSError:
-            return _place_copy(src, dest, sha)
-    for _ in range(100):
-        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.part")
-        try:
-            os.link(src, tmp)
-        except FileExistsError:
+        if t.pin_sha and sha != t.pin_sha:
+            t.log.quarantined.append(f"{t.ds.mirror_key}/{t.cf.path}: sha256 {sha} differs from pin {t.pin_sha}: not used")
             continue
-        except OSError:
-            return _place_copy(src, dest, sha)
-        os.replace(tmp, dest)
-        return True
-    return _place_copy(src, dest, sha)
+        if not place_link(mirror_file, t.dest, t.dest_exists, sha, t.folders):
+            t.log.problems.append(f"{t.ds.mirror_key}/{t.cf.path}: changed while it was copied: not used")
+            continue
+        return t.accept(sha, size)
+    return None
 
 
-def _place_copy(src: str, dest: Path, sha: str) -> bool:
-    got, _size, tmp = copy_hashed(Path(src), dest)
-    if got != sha:
-        tmp.unlink()
-        return False
-    make_readable(tmp)
-    os.replace(tmp, dest)
-    return True
+def _from_mirror_tree(t: _Target, mirror_roots: Sequence[Path]) -> dict | None:
+    """3b. Mirror roots holding the archive unpacked (see the module docstring)."""
+    if t.folder is None or t.tree_dest is None:
+        return None
+    for root in mirror_roots:
+        candidate = root / t.ds.mirror_key / t.folder
+        if not candidate.is_dir():
+            continue
+        # the folder's first use in this run sweeps it: before link_tree puts its temp folder there
+        t.folders.ready(os.path.dirname(t.tree_dest))
+        sha, size, count, tmp_dir = link_tree(candidate, t.tree_dest)
+        if t.tree_pin and sha != t.tree_pin[0]:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+            t.log.quarantined.append(f"{t.ds.mirror_key}/{t.folder}: tree digest {sha} differs from pin {t.tree_pin[0]}: not used")
+            continue
+        replace_tree(tmp_dir, t.tree_dest)
+        return t.accept_tree(sha, size, count)
+    return None
 
 
-def download(url: str, dest: Path, attempts: int = 3, timeout: float = 20.0, backoff: float = 1.0) -> Path:
-    """Download to a '.download' part beside dest (resuming it if present); return the part path.
-
-    A body shorter than its Content-Length (a dropped connection) is an error: the
-    next attempt, after a backoff, resumes the part with a Range request. A whole part
-    left by a run killed before the rename answers 416 and is returned as it is.
-    """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(f".{dest.name}.download")
-    last: Exception | None = None
-    for attempt in range(attempts):
-        try:
-            have = part.stat().st_size if part.exists() else 0
-            req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                mode = "ab" if have and resp.status == 206 else "wb"
-                expected = resp.headers.get("Content-Length")
-                with open(part, mode) as fh:
-                    before = fh.tell()
-                    shutil.copyfileobj(resp, fh, CHUNK)
-                    got = fh.tell() - before
-                # a dropped connection ends the body early without an error: check the length
-                if expected is not None and expected.isdigit() and got != int(expected):
-                    raise OSError(f"connection closed after {got} of {expected} bytes")
-            return part
-        except urllib.error.HTTPError as exc:
-            if exc.code == 416 and have:  # the part is already whole (a run killed before the rename)
-                return part
-            last = exc
-            time.sleep(backoff * (2**attempt))
-        except Exception as exc:  # network errors of any kind: retry with backoff
-            last = exc
-            time.sleep(backoff * (2**attempt))
-    raise OSError(f"download failed after {attempts} attempts: {url}: {last}")
-
-
-def network_available(host: str = "raw.githubusercontent.com", port: int = 443, timeout: float = 3.0) -> bool:
+def _from_url(t: _Target, downloader: Callable[[str, Path], Path]) -> dict:
+    """4. The upstream URL; a download that differs from its pin is quarantined."""
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+        part = downloader(str(t.row["url"]), t.dest)
+    except OSError as exc:
+        t.log.problems.append(str(exc))
+        return t.row
+    sha, size = hash_file(part)
+    if t.pin_sha and sha != t.pin_sha:
+        qdir = t.store / ".quarantine" / t.ds.key
+        qdir.mkdir(parents=True, exist_ok=True)
+        os.replace(part, qdir / t.dest.name)
+        t.log.quarantined.append(f"{t.row['url']}: sha256 {sha} differs from pin {t.pin_sha}: quarantined")
+        return t.row
+    os.replace(part, t.dest)
+    return t.accept(sha, size)
 
 
 def fetch_file(
@@ -338,130 +238,25 @@ def fetch_file(
     outer_sha: str | None = None,
     folders: StoreFolders | None = None,
 ) -> dict:
-    """Fetch one file and return its manifest row.
+    """Fetch one file and return its manifest row (the steps in order: the store, an
+    archive member's outer archive, the mirror roots, their unpacked trees, the URL).
 
     `outer_sha`: for an archive member, the sha256 of its stored outer archive when the
     caller has just fetched (and so hashed) it; otherwise the archive is hashed here.
     `folders`: the run's record of store folders made and swept (one per call if None).
     """
-    folders = folders if folders is not None else StoreFolders()
-    pins = ds.pins()
-    pin = pins.get(cf.path)
-    pin_sha = cf.sha256 or (pin[0] if pin else None)
-    dest = local_path(store, ds.key, cf.path)
-    row = {
-        "source_id": cf.source_id,
-        "dataset": ds.name,
-        "key": ds.key,
-        "revision": ds.revision,
-        "path": cf.path,
-        "sha256": pin_sha,
-        "bytes": cf.bytes if cf.bytes is not None else (pin[1] if pin else None),
-        "url": ds.url(cf.path),
-        "status": "unavailable",
-    }
-
-    def accept(sha: str, size: int) -> dict:
-        row.update(sha256=sha, bytes=size, status="present")
-        return row
-
-    # 1. already in the store with the right hash: nothing to do (a rerun resumes here)
-    try:
-        sha, size = hash_file(dest)
-        dest_exists = True
-    except NOT_A_FILE:
-        dest_exists = False
-    if dest_exists:
-        if pin_sha is None or sha == pin_sha:
-            return accept(sha, size)
-        log.problems.append(f"{ds.key}/{cf.path}: stored copy has sha256 {sha}, pin {pin_sha}: fetched again")
-
-    folder = tree_path(cf.path)
-    tree_dest = store / ds.key / folder.rstrip("/") if folder else None
-    tree_pin = pins.get(folder) if folder else None
-
-    def accept_tree(sha: str, size: int, count: int) -> dict:
-        row.update(sha256=sha, bytes=size, status="present", form="tree", files=count)
-        return row
-
-    # 1b. the unpacked tree already in the store with the right digest
-    if tree_dest is not None and not dest_exists and tree_dest.is_dir():
-        sha, size, count = hash_tree(tree_dest)
-        if tree_pin is None or sha == tree_pin[0]:
-            return accept_tree(sha, size, count)
-        log.problems.append(f"{ds.key}/{folder}: stored tree has digest {sha}, pin {tree_pin[0]}: fetched again")
-
-    # 2. archive member: unpack from the fetched outer archive
+    t = _target(ds, cf, store, log, folders if folders is not None else StoreFolders())
+    found = _from_store(t)
+    if found is not None:
+        return found
     if "!/" in cf.path:
-        outer, member = cf.path.split("!/", 1)
-        outer_local = store / ds.key / outer
-        if not outer_local.is_file():
-            return row
-        outer_pin = pins.get(outer)
-        # the caller passes the outer archive's hash when it has just fetched it (hash each file once)
-        outer_hash = outer_sha if outer_sha is not None else (hash_file(outer_local)[0] if outer_pin else None)
-        if outer_pin and outer_hash != outer_pin[0]:
-            # the stored archive was rejected (its row is unavailable): never read from it
-            log.problems.append(f"{ds.key}/{cf.path}: archive {outer} differs from its pin: member not used")
-            return row
-        data = read_member(outer_local, member)
-        sha = hashlib.sha256(data).hexdigest()
-        if pin_sha and sha != pin_sha:
-            log.quarantined.append(f"{cf.path}: member sha256 {sha} differs from pin {pin_sha}")
-            return row
-        folders.ready(os.path.dirname(dest))
-        with atomic_writer(dest, "wb") as fh:
-            fh.write(data)
-        return accept(sha, len(data))
-
-    # 3. mirror roots, in order: the mirror file is hashed in place, then linked
-    for root in mirror_roots:
-        mirror_file = os.path.join(root, ds.mirror_key, cf.path)
-        try:
-            sha, size = hash_file(mirror_file)
-        except NOT_A_FILE:
-            continue
-        if pin_sha and sha != pin_sha:
-            log.quarantined.append(f"{ds.mirror_key}/{cf.path}: sha256 {sha} differs from pin {pin_sha}: not used")
-            continue
-        if not place_link(mirror_file, dest, dest_exists, sha, folders):
-            log.problems.append(f"{ds.mirror_key}/{cf.path}: changed while it was copied: not used")
-            continue
-        return accept(sha, size)
-
-    # 3b. mirror roots holding the archive unpacked (see the module docstring)
-    if folder is not None and tree_dest is not None:
-        for root in mirror_roots:
-            candidate = root / ds.mirror_key / folder
-            if not candidate.is_dir():
-                continue
-            # the folder's first use in this run sweeps it: before link_tree puts its temp folder there
-            folders.ready(os.path.dirname(tree_dest))
-            sha, size, count, tmp_dir = link_tree(candidate, tree_dest)
-            if tree_pin and sha != tree_pin[0]:
-                shutil.rmtree(tmp_dir, ignore_errors=True)
-                log.quarantined.append(f"{ds.mirror_key}/{folder}: tree digest {sha} differs from pin {tree_pin[0]}: not used")
-                continue
-            replace_tree(tmp_dir, tree_dest)
-            return accept_tree(sha, size, count)
-
-    # 4. upstream URL
-    if allow_download:
-        try:
-            part = downloader(str(row["url"]), dest)
-        except OSError as exc:
-            log.problems.append(str(exc))
-            return row
-        sha, size = hash_file(part)
-        if pin_sha and sha != pin_sha:
-            qdir = store / ".quarantine" / ds.key
-            qdir.mkdir(parents=True, exist_ok=True)
-            os.replace(part, qdir / dest.name)
-            log.quarantined.append(f"{row['url']}: sha256 {sha} differs from pin {pin_sha}: quarantined")
-            return row
-        os.replace(part, dest)
-        return accept(sha, size)
-    return row
+        return _from_archive(t, outer_sha)
+    found = _from_mirror(t, mirror_roots)
+    if found is None:
+        found = _from_mirror_tree(t, mirror_roots)
+    if found is not None:
+        return found
+    return _from_url(t, downloader) if allow_download else t.row
 
 
 #: threads for archive members: their work is mostly the fsync of each unpacked file,

@@ -7,7 +7,10 @@ Offline: the rapidocr wheel (3.x) ships its default ONNX models (PP-OCRv6 det/re
 small, ch_ppocr_mobile cls) inside the package, so no download happens at run time
 (checked by running it in a network namespace without network: ``unshare -rn``).
 
-Determinism: fixed parameters (OCR_PARAMS), onnxruntime limited to one thread per
+Engine: OpenVINO (rapidocr's ``openvino`` engine type) on the ONNX model files bundled
+in the wheel; onnxruntime was the engine before (its settings stay for a switch back).
+
+Determinism: fixed parameters (OCR_PARAMS), the engine limited to one thread per
 process (parallel float reductions can differ between runs), the 180-degree text
 direction classifier is off (screenshots and photos are upright; it also cost a
 third of the time), and box coordinates are rounded to 0.01 px.
@@ -22,13 +25,19 @@ Cache by content (``use_cache(folder)``, set by the extract stage): every result
 stored as a small JSON file under the folder, keyed by the sha256 of
 - the image: the sha256 of the image file's bytes, or for a rendered PDF page the
   sha256 of the PDF file, the page index, the render scale and the pdfium build;
-- the engine: the rapidocr and onnxruntime versions and the sha256 of every model
+- the engine: the rapidocr, onnxruntime (and openvino, when used) versions and the sha256 of every model
   file shipped in the rapidocr wheel;
 - the settings: OCR_PARAMS.
 A new engine, new models or new settings give new keys, so stale results are never
 read (old files simply stay unused). Lookups and writes happen in the calling
 process (writes are atomic, bench.io); only misses go to the worker pool. Hits and
 misses are counted per cache (`cache_stats()`).
+
+Every entry verifies itself: beside the result it stores the sha256 of its key and
+its content (`entry_digest`), checked at every read. An entry that cannot be parsed
+or whose digest does not match (a poisoned or damaged file, even one of the same
+size) is counted as ``bad``, named in one line on stderr, OCR'd again and rewritten;
+it never reaches a segment.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,15 +55,22 @@ from typing import Any
 from bench import progress
 
 #: every parameter that differs from rapidocr's config.yaml defaults
+#: (the OpenVINO engine on the same bundled model files: same text on the measured pages,
+#: faster per core; docs/performance.md, benchmarks/ocr_candidates.py)
 OCR_PARAMS: dict[str, Any] = {
     "Global.log_level": "error",
     "Global.use_cls": False,
     "Global.text_score": 0.5,
+    "Det.engine_type": "openvino",
+    "Rec.engine_type": "openvino",
+    "Cls.engine_type": "openvino",
+    "EngineConfig.openvino.inference_num_threads": 1,
     "EngineConfig.onnxruntime.intra_op_num_threads": 1,
     "EngineConfig.onnxruntime.inter_op_num_threads": 1,
 }
 #: bump when the stored result format or the meaning of a key changes
-CACHE_FORMAT = 1
+#: (2: every entry stores its own digest, `entry_digest`)
+CACHE_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -93,11 +110,17 @@ class PageImage:
 OcrJob = str | Path | PageImage
 
 
+def make_engine(params: dict[str, Any]) -> Any:
+    """A RapidOCR engine with `params` (OCR_PARAMS form; an ``*.engine_type`` is a name such as
+    ``onnxruntime`` or ``openvino``, kept as text so the cache key stays plain JSON)."""
+    from rapidocr import EngineType, RapidOCR
+
+    return RapidOCR(params={k: EngineType(v) if k.endswith(".engine_type") else v for k, v in params.items()})
+
+
 @functools.cache
 def _engine_of(pid: int) -> Any:
-    from rapidocr import RapidOCR
-
-    return RapidOCR(params=dict(OCR_PARAMS))
+    return make_engine(OCR_PARAMS)
 
 
 def _engine() -> Any:
@@ -121,7 +144,10 @@ def engine_fingerprint() -> dict[str, Any]:
         hashes[model.name] = h.hexdigest()
     from importlib.metadata import version
 
-    return {"rapidocr": version("rapidocr"), "onnxruntime": onnxruntime.__version__, "models": hashes}
+    engines = {"onnxruntime": onnxruntime.__version__}
+    if any(k.endswith(".engine_type") and v == "openvino" for k, v in OCR_PARAMS.items()):
+        engines["openvino"] = version("openvino")
+    return {"rapidocr": version("rapidocr"), **engines, "models": hashes}
 
 
 @functools.cache
@@ -194,6 +220,27 @@ def _describe(job: OcrJob) -> str:
     return f"{job.pdf} page {job.index + 1}" if isinstance(job, PageImage) else str(job)
 
 
+# -- measured accuracy ------------------------------------------------------------------
+
+#: CER/WER of the engine against PDF text layers (written by `python -m benchmarks.ocr_accuracy`)
+ACCURACY_FILE = Path(__file__).resolve().parents[2] / "reports" / "ocr_accuracy.json"
+
+
+def accuracy_line(path: Path = ACCURACY_FILE) -> str | None:
+    """One sentence citing the measured OCR accuracy (engine, settings, CER/WER, n, intervals), or None."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        cer, wer = doc["cer"], doc["wer"]
+        changed = {k: v for k, v in doc["params"].items() if k != "Global.log_level"}
+        return (f"OCR accuracy against PDF text layers ({doc['engine']}, {json.dumps(changed)}, render scale "
+                f"{doc['render_scale']}): CER {cer['value']:.1%} (95 % CI {cer['ci95'][0]:.1%}–{cer['ci95'][1]:.1%}), "
+                f"bag-of-words WER {wer['value']:.1%} ({wer['ci95'][0]:.1%}–{wer['ci95'][1]:.1%}) over n = "
+                f"{doc['pages']} pages of {doc['documents']} documents ({cer['denominator']} characters, "
+                f"{wer['denominator']} words; bootstrap over pages; `reports/ocr_accuracy.json`, docs/performance.md).")
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
 # -- cache by content ---------------------------------------------------------------------
 
 
@@ -204,6 +251,8 @@ class OcrCache:
     folder: Path
     hits: int = 0
     misses: int = 0
+    #: entries found but refused (unparsable, or content not matching its digest); also misses
+    bad: int = 0
     _file_sha: dict[str, str] = field(default_factory=dict, repr=False)
 
     def _sha_of_file(self, path: str) -> str:
@@ -220,22 +269,47 @@ class OcrCache:
         return self.folder / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> OcrResult | None:
+        """The stored result of `key`, or None when absent or bad (then counted and reported)."""
+        path = self._path(key)
         try:
-            doc = json.loads(self._path(key).read_text(encoding="utf-8"))
-            result = OcrResult(int(doc["width"]), int(doc["height"]), tuple(OcrBox(*b) for b in doc["boxes"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # absent or unreadable: OCR again and write it anew
-        return result
+            raw = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            self._reject(path, f"unreadable ({exc.__class__.__name__})")
+            return None
+        try:
+            doc = json.loads(raw)
+            boxes = [[float(b[0]), float(b[1]), float(b[2]), float(b[3]), str(b[4]), float(b[5])] for b in doc["boxes"]]
+            width, height, stored = int(doc["width"]), int(doc["height"]), str(doc["sha256"])
+        except (ValueError, KeyError, TypeError, IndexError):
+            self._reject(path, "not a cache entry (unparsable JSON or missing fields)")
+            return None
+        if stored != entry_digest(key, width, height, boxes):
+            self._reject(path, "content does not match its stored digest")
+            return None
+        return OcrResult(width, height, tuple(OcrBox(*b) for b in boxes))  # type: ignore[arg-type]
+
+    def _reject(self, path: Path, why: str) -> None:
+        self.bad += 1
+        print(f"ocr cache: {path}: bad entry, {why}; OCR again and rewritten", file=sys.stderr)
 
     def put(self, key: str, result: OcrResult) -> None:
         from bench.io import write_text
 
-        doc = {"width": result.width, "height": result.height,
-               "boxes": [[b.x0, b.y0, b.x1, b.y1, b.text, b.score] for b in result.boxes]}
+        boxes = [[b.x0, b.y0, b.x1, b.y1, b.text, b.score] for b in result.boxes]
+        doc = {"width": result.width, "height": result.height, "boxes": boxes,
+               "sha256": entry_digest(key, result.width, result.height, boxes)}
         write_text(self._path(key), json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
 
     def stats(self) -> dict[str, int]:
-        return {"hits": self.hits, "misses": self.misses}
+        return {"hits": self.hits, "misses": self.misses, "bad": self.bad}
+
+
+def entry_digest(key: str, width: int, height: int, boxes: list[list[Any]]) -> str:
+    """sha256 of a cache entry's key and content, stored in the entry and checked on read."""
+    doc = {"key": key, "width": width, "height": height, "boxes": boxes}
+    return hashlib.sha256(json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
 def job_key(job: OcrJob, content_sha: str) -> str:
@@ -258,7 +332,7 @@ def use_cache(folder: Path | None) -> OcrCache | None:
 
 
 def cache_stats() -> dict[str, int] | None:
-    """Hits and misses of the cache set by `use_cache` since it was set (None: no cache)."""
+    """Hits, misses and bad entries of the cache set by `use_cache` since it was set (None: no cache)."""
     cache = _active["cache"]
     return cache.stats() if cache is not None else None
 

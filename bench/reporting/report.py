@@ -9,6 +9,7 @@ import pandas as pd
 from bench.evaluation.measures import by_name, measures
 from bench.modalities import unreadable_gold_lines
 from bench.modalities.derived import is_derived
+from bench.modalities.ocr import accuracy_line
 
 UNANSWERABLE_TARGET = 0.15
 MET, NOT_MET, NOT_MEASURABLE = "met", "not met", "not measurable"
@@ -336,6 +337,7 @@ def text_source_section(atom_stats: dict[str, Any], textless: dict[str, Any] | N
     by the modalities' `unreadable_gold_lines`)."""
     out = ["## Text sources (text layer or OCR)", "",
            "Screenshot and photo text is OCR; PDF pages whose text layer is (nearly) empty are rendered and OCR'd.", "",
+           *([line, ""] if (line := accuracy_line()) else []),
            "| modality | atoms | empty text | share | OCR text | share |", "|---|---:|---:|---:|---:|---:|"]
     for modality, st in sorted(atom_stats.items()):
         if "ocr_text" not in st:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path
 
 def test_cold_run_misses_and_stores_one_file_per_image(first_run):
     folder, _, results, stats = first_run
-    assert stats == {"hits": 0, "misses": 2}
+    assert stats == {"hits": 0, "misses": 2, "bad": 0}
     files = sorted(folder.rglob("*.json"))
     assert len(files) == 2
     assert not list(folder.rglob("*.tmp"))  # atomic writes leave no temp files
@@ -47,7 +48,7 @@ def test_second_run_is_all_hits_with_identical_boxes(first_run):
     folder, images, results, _ = first_run
     cache = OcrCache(folder)  # a new process would start from the files alone
     again = ocr_many(images, workers=2, cache=cache)
-    assert cache.stats() == {"hits": 2, "misses": 0}
+    assert cache.stats() == {"hits": 2, "misses": 0, "bad": 0}
     assert again == results  # every box, text and score, exactly
 
 
@@ -72,7 +73,7 @@ def test_key_follows_content_not_path(first_run, tmp_path):
     copy.write_bytes(images[1].read_bytes())
     cache = OcrCache(folder)
     assert ocr_many([copy], cache=cache) == [results[1]]
-    assert cache.stats() == {"hits": 1, "misses": 0}
+    assert cache.stats() == {"hits": 1, "misses": 0, "bad": 0}
 
 
 def test_unreadable_cache_file_is_a_miss_and_is_rewritten(first_run, tmp_path):
@@ -84,9 +85,51 @@ def test_unreadable_cache_file_is_a_miss_and_is_rewritten(first_run, tmp_path):
     target.parent.mkdir(parents=True)
     target.write_text("{not json")
     assert ocr_many([images[1]], cache=cache) == [results[1]]
-    assert cache.stats() == {"hits": 0, "misses": 1}
+    assert cache.stats() == {"hits": 0, "misses": 1, "bad": 1}
     doc = json.loads(target.read_text())
     assert (doc["width"], doc["height"]) == (results[1].width, results[1].height)
+
+
+def _swap_one_letter(text: str) -> str:
+    """The text with its first ASCII letter replaced by another one (same length in bytes)."""
+    for i, ch in enumerate(text):
+        if ch.isascii() and ch.isalpha():
+            return text[:i] + ("x" if ch != "x" else "y") + text[i + 1:]
+    raise AssertionError("no ASCII letter to change")
+
+
+def test_poisoned_entry_of_the_same_size_is_refused_reported_and_re_ocred(first_run, tmp_path, capsys):
+    folder, images, results, _ = first_run
+    work = tmp_path / "cache"
+    shutil.copytree(folder, work)  # a real cached entry written by a cold run
+    cache = OcrCache(work)
+    key = cache.key(images[0])
+    entry = work / key[:2] / f"{key}.json"
+    before = entry.read_bytes()
+    doc = json.loads(before)
+    doc["boxes"][0][4] = _swap_one_letter(doc["boxes"][0][4])  # the poisoning: one letter changed
+    poisoned = json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
+    entry.write_text(poisoned, encoding="utf-8")
+    assert entry.stat().st_size == len(before) and entry.read_bytes() != before  # size kept, text changed
+    assert cache.get(key) is None  # the digest catches it
+    capsys.readouterr()
+    again = ocr_many(images, workers=1, cache=OcrCache(work))
+    assert again == results  # the poisoned text reached no result: OCR'd again
+    err = capsys.readouterr().err
+    assert f"ocr cache: {entry}: bad entry, content does not match its stored digest" in err
+    assert entry.read_bytes() == before  # rewritten with the true result
+    fresh = OcrCache(work)
+    assert ocr_many(images, cache=fresh) == results and fresh.stats() == {"hits": 2, "misses": 0, "bad": 0}
+
+
+def test_entry_moved_under_another_key_is_refused(first_run, tmp_path):
+    folder, images, _, _ = first_run
+    work = tmp_path / "cache"
+    shutil.copytree(folder, work)
+    cache = OcrCache(work)
+    shot, photo = (cache.key(p) for p in images)
+    (work / photo[:2] / f"{photo}.json").write_bytes((work / shot[:2] / f"{shot}.json").read_bytes())
+    assert cache.get(shot) is not None and cache.get(photo) is None and cache.bad == 1
 
 
 def test_page_keys_depend_on_page_scale_and_pdf():
@@ -105,9 +148,9 @@ def test_rendered_pdf_page_through_the_cache(tmp_path):
     cache = ocr.use_cache(tmp_path / "pdf")
     try:
         first = ocr_many([job])
-        assert ocr.cache_stats() == {"hits": 0, "misses": 1}
+        assert ocr.cache_stats() == {"hits": 0, "misses": 1, "bad": 0}
         second = ocr_many([job])
-        assert ocr.cache_stats() == {"hits": 1, "misses": 1}
+        assert ocr.cache_stats() == {"hits": 1, "misses": 1, "bad": 0}
         assert cache is not None and second == first
         assert (first[0].width, first[0].height) == (1440, 810)  # 720 x 405 pt at scale 2
         assert "US SPACE TRAVEL" in first[0].text
