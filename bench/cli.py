@@ -209,9 +209,16 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     from bench.evaluation.compare import compare as run_compare
     from bench.evaluation.compare import markdown as compare_md
     from bench.io import write_json
+    from bench.params import ParamsError, check_block
 
-    root = find_root()
-    metrics = config(Layout(root)).metrics
+    root, layout = find_root(), Layout(find_root())
+    # only the metrics block matters here: a folder whose params.yaml holds no more is compared too
+    # (k: each run's dev.json names its own; 10 only for tables without one)
+    written = (read_params(layout).get("metrics") or {}) if layout.params.is_file() else {}
+    try:
+        metrics = check_block("metrics", {"k": 10, **written})
+    except ParamsError as exc:
+        raise click.ClickException(str(exc)) from None
     try:
         ra, rb = (load_run(spec, root, PER_QUERY, DEV_METRICS) for spec in (a, b))
         result = run_compare(ra.per_query, rb.per_query, k=common_k(ra, rb, metrics.k), resamples=resamples or metrics.bootstrap_resamples,
