@@ -46,7 +46,8 @@ for line in sys.stdin:
 
 def _evaluate(work: Path, env: dict, args: str) -> dict:
     params = yaml.safe_load((work / "params.yaml").read_text())
-    params["system"].update(name="keyword-scaled", adapter="command", entry=f"{{python}} scaled_keyword.py examples/keyword_system.py {{atoms}} {args}", warmup=2)
+    params["system"].update(name="keyword-scaled", adapter="command", entry=f"{{python}} scaled_keyword.py examples/keyword_system.py {{atoms}} {args}", warmup=2,
+                             code=["scaled_keyword.py", "examples/keyword_system.py"])  # both files the wrapper runs: declared
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run(["dvc", "repro"], work, env)
     return json.loads((work / "reports/metrics/dev.json").read_text())
