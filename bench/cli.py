@@ -211,7 +211,8 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     from bench.io import write_json
     from bench.params import ParamsError, check_block
 
-    root, layout = find_root(), Layout(find_root())
+    root = find_root()
+    layout = Layout(root)
     # only the metrics block matters here: a folder whose params.yaml holds no more is compared too
     # (k: each run's dev.json names its own; 10 only for tables without one)
     written = (read_params(layout).get("metrics") or {}) if layout.params.is_file() else {}

@@ -74,9 +74,6 @@ class Modality:
     #: `text_source` of its atoms when the chunker sets none: "layer" (the source's own
     #: text) or "ocr" (the harness's OCR read it)
     text_source: ClassVar[str] = "layer"
-    #: whether a source's upstream file is the medium itself, shown to a command system as
-    #: is (False: the upstream file also holds annotations; the system sees parsed text)
-    raw_file: ClassVar[bool] = False
 
     def check_region_shape(self, region: Any) -> str | None:
         """Return a one-line problem with the region's shape or types, or None."""

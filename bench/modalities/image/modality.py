@@ -38,7 +38,6 @@ class ImageModality(Modality):
     region_forms = (frozenset(),)
     strategies = ("whole",)
     text_source = "ocr"
-    raw_file = True
 
     def check_region_in_corpus(self, region: dict, segments: pd.DataFrame) -> str | None:
         if segments.empty:

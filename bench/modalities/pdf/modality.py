@@ -52,7 +52,6 @@ class PdfModality(Modality):
     chunk_options = {"window_tokens": Option(200, high=1_000_000, low=1), "overlap_tokens": Option(50, high=1_000_000)}
     windows = (("window_tokens", "overlap_tokens"),)
     extraction_options = {"ocr_min_chars": Option(MIN_LAYER_CHARS, high=1_000_000)}  # 0: no page OCR
-    raw_file = True
 
     def check_region_values(self, region: dict) -> str | None:
         if not is_int(region["page"]):

@@ -61,7 +61,6 @@ class UiScreenshotModality(Modality):
                      "line_v_tol": Option(DEFAULTS["line_v_tol"], high=100, low_open=True, whole=False),
                      "line_h_gap": Option(DEFAULTS["line_h_gap"], high=100, whole=False)}
     text_source = "ocr"
-    raw_file = True
 
     def check_region_values(self, region: dict) -> str | None:
         bbox = region["bbox"]
