@@ -83,8 +83,7 @@ def accept(show_status: bool) -> None:
     if show_status:
         sys.exit(_accept_status(root))
     try:
-        cfg = read_params(Layout(root))
-        reason = acc.preflight(root, os.environ, set_files(layout=Layout(root)), cfg)
+        reason = acc.preflight(root, os.environ, set_files(layout=Layout(root)), config(Layout(root)))
     except (RuntimeError, LineError, ValueError) as exc:
         reason = str(exc)
     if reason:

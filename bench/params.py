@@ -23,6 +23,7 @@ in core, docs/scale.md) and the atoms a chunking may make (bench.ingest.chunking
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import math
@@ -159,9 +160,18 @@ def option_check(option: Option) -> Check:
     return number(low=option.low, low_open=option.low_open, high=option.high)
 
 
-def _key(check: Check, default: Any = dataclasses.MISSING) -> Any:
-    """A dataclass field that is a params key: its check and its default (none: required)."""
-    return field(default=default, metadata={"check": check})
+def _key(check: Check, default: Any = dataclasses.MISSING, normal: Callable[[Any], Any] | None = None) -> Any:
+    """A dataclass field that is a params key: its check, its default (none: required) and the
+    function that gives a checked value its one form (e.g. float seconds; None: as written)."""
+    return field(default=default, metadata={"check": check, "normal": normal})
+
+
+def _off(value: Any) -> str:
+    return "off" if value is False else str(value)  # YAML reads a bare `off` as false
+
+
+def _paths(value: Any) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 @dataclass(frozen=True)
@@ -177,20 +187,20 @@ class SystemParams:
     entry: str | None = _key(text(nullable=True), None)
     atoms: str | None = _key(text(nullable=True), None)
     depth: int = _key(whole(1, high=MAX_DEPTH), 100)
-    timeout_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 30.0)
+    timeout_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 30.0, float)
     concurrency: int = _key(whole(1, high=MAX_CONCURRENCY), 1)
     warmup: int = _key(whole(0, high=MAX_WARMUP), 10)
-    startup_timeout_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 600.0)
+    startup_timeout_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 600.0, float)
     #: auto | required | off (YAML reads a bare `off` as false: both mean off)
-    sandbox: str | bool = _key(sandbox_mode(), "auto")
+    sandbox: str = _key(sandbox_mode(), "auto", _off)
     #: the system's own code shown to it (bench/systems/declared.py); null: what the entry names
-    code: str | tuple[str, ...] | None = _key(code_paths(), None)
+    code: tuple[str, ...] | None = _key(code_paths(), None, _paths)
 
 
 @dataclass(frozen=True)
 class MetricsParams:
     k: int = _key(whole(1, high=MAX_DEPTH))
-    calibration_recall: float = _key(number(low=0, low_open=True, high=1), 0.9)
+    calibration_recall: float = _key(number(low=0, low_open=True, high=1), 0.9, float)
     bootstrap_resamples: int = _key(whole(1, high=MAX_RESAMPLES), 1000)
     bootstrap_seed: int = _key(whole(0, high=MAX_SEED), 0)
 
@@ -222,6 +232,9 @@ class Params:
     system: SystemParams
     metrics: MetricsParams
     executor: ExecutorParams
+    #: the chunking block as params.yaml writes it: what a run records (dev.json's run block)
+    #: and the acceptance compares with, so a default added later changes no record
+    chunking_written: dict[str, Any] = field(default_factory=dict)
 
 
 BLOCKS: dict[str, type] = {"fetch": FetchParams, "system": SystemParams, "metrics": MetricsParams, "executor": ExecutorParams}
@@ -261,12 +274,15 @@ def check_block(name: str, value: Any) -> Any:
     cls = BLOCKS[name]
     fields = dataclasses.fields(cls)
     block = _mapping(name, {} if value is None else value, [f.name for f in fields])
+    values = {}
     for f in fields:
         if f.name in block:
             f.metadata["check"](f"{name}.{f.name}", block[f.name])
+            value, normal = block[f.name], f.metadata["normal"]
+            values[f.name] = normal(value) if normal is not None and value is not None else tuple(value) if isinstance(value, list) else value
         elif f.default is dataclasses.MISSING:
             raise ParamsError(f"{name}.{f.name}", "missing key")
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in block.items()})
+    return cls(**values)
 
 
 def check_executor(block: Any) -> ExecutorParams:
@@ -367,7 +383,7 @@ def check_params(doc: Any, modalities: Mapping[str, Modality], registered: set[s
     params = Params(datasets=datasets if isinstance(datasets, str) else tuple(datasets), local_datasets=tuple(doc.get("local_datasets") or ()),
                     chunking={m: check_chunking(chunking.get(m), mod) for m, mod in sorted(modalities.items())},
                     extraction={m: check_extraction(extraction, mod) for m, mod in sorted(modalities.items()) if mod.extraction_options},
-                    **blocks)
+                    chunking_written=copy.deepcopy(chunking), **blocks)
     if memory_bytes is not None:
         check_memory_bounds(params, memory_bytes)
     return params

@@ -14,14 +14,18 @@ back only where people or other tools read them: the TREC files
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "served_ids", "to_codes", "with_atom_ids"]
+if TYPE_CHECKING:
+    from bench.ingest.partitions import Partition
+
+__all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "partition_ids", "served_ids", "to_codes", "with_atom_ids"]
 
 #: the code column of runs and gold (bench.evaluation.encoding.ATOM_CODE)
 ATOM_CODE = "atom"
@@ -64,6 +68,25 @@ def decode(codes: np.ndarray | pd.Series, table: pa.Array) -> pd.Series:
     if len(arr) and (arr.min() < 0 or arr.max() >= len(table)):
         raise AtomCodeError(f"atom codes outside the {len(table)} served atoms: {arr[(arr < 0) | (arr >= len(table))][:5].tolist()}")
     return pd.Series(table.take(pa.array(arr)).to_pandas(types_mapper=None), dtype="str", name="atom_id")
+
+
+def partition_ids(codes: np.ndarray | pd.Series, served: Sequence[Partition]) -> pd.Series:
+    """Atom-id strings of `codes`, read partition by partition (the ``atom_id`` column alone)
+    from the served partitions that hold them: for a writer that does not hold the served table."""
+    import pyarrow.parquet as pq
+
+    arr = np.asarray(codes, dtype=np.int64)
+    out = np.empty(len(arr), dtype=object)
+    done = np.zeros(len(arr), dtype=bool)
+    for part in served:
+        mine = np.flatnonzero((arr >= part.offset) & (arr < part.offset + part.rows))
+        if len(mine):
+            ids = pq.read_table(part.path, columns=["atom_id"]).column("atom_id").combine_chunks()
+            out[mine] = ids.take(pa.array(arr[mine] - part.offset)).to_pylist()
+            done[mine] = True
+    if not done.all():
+        raise AtomCodeError(f"atom codes outside the served partitions: {arr[~done][:5].tolist()}")
+    return pd.Series(out, dtype="str", name="atom_id")
 
 
 def to_codes(frame: pd.DataFrame, table: pa.Array, what: str) -> pd.DataFrame:

@@ -116,6 +116,26 @@ class Modality:
         """The region as (part, x0, x1, y0, y1) in the atoms' coordinates, or None if it cannot be placed."""
         raise NotImplementedError
 
+    # -- gold regions as typed columns, placed (bench/evaluation/resolve.py) ------------------
+    #: a region's typed columns in data/resolved/regions.parquet: name -> pandas dtype, all
+    #: nullable (a key a region form leaves out is <NA>); by default the region's keys
+    region_columns: ClassVar[dict[str, str]] = {}
+
+    def region_table(self, regions: list[dict]) -> dict[str, Any]:
+        """The `region_columns` of each region, one array per column, row for row."""
+        return {name: pd.array([r.get(name) for r in regions], dtype=dtype) for name, dtype in self.region_columns.items()}
+
+    def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Each region as a box in its atoms' coordinates, row for row: columns part, x0,
+        x1, y0, y1 (part "" and a NaN box where `region_extent` gives None).
+
+        `regions` has source_id, region (the region dict) and the `region_columns`;
+        `segments` the segments of (at least) the regions' sources, none of them without
+        segments. Modalities override this with a vectorised version giving the same
+        boxes; this default calls `region_extent` once per region.
+        """
+        return place_regions_per_region(self, regions, segments)
+
     def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         """Every (region_row, atom_row) pair that overlaps, by the modality's `overlap`.
 
@@ -331,6 +351,36 @@ def overlap_pairs_per_region(modality: Modality, regions: pd.DataFrame, atoms: p
     if not r_out:
         return pairs_frame([], [])
     return pairs_frame(np.concatenate(r_out), np.concatenate(a_out))
+
+
+PLACED = ["part", "x0", "x1", "y0", "y1"]
+
+
+def placed_frame(part: Any, x0: Any, x1: Any, y0: Any, y1: Any) -> pd.DataFrame:
+    """`Modality.place_regions`' frame from its columns (scalars broadcast)."""
+    x0 = np.asarray(x0, dtype=float)
+    n = len(x0)
+    return pd.DataFrame({"part": np.broadcast_to(np.asarray(part, dtype=object), (n,)).copy(), "x0": x0,
+                         "x1": np.broadcast_to(np.asarray(x1, dtype=float), (n,)).copy(),
+                         "y0": np.broadcast_to(np.asarray(y0, dtype=float), (n,)).copy(),
+                         "y1": np.broadcast_to(np.asarray(y1, dtype=float), (n,)).copy()}, columns=PLACED)
+
+
+def placed_spans(found: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> pd.DataFrame:
+    """Boxes of 1-D regions [lo, hi) on the line y = [0, 1) (part ""), NaN where not `found`."""
+    nan = np.where(found, 0.0, np.nan)
+    return placed_frame("", np.where(found, lo, np.nan), np.where(found, hi, np.nan), nan, nan + 1.0)
+
+
+def place_regions_per_region(modality: Modality, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+    """Reference placement: `modality.region_extent` called once per region on its source's segments."""
+    by_source = segments.groupby("source_id", sort=False).indices if len(segments) else {}
+    rows = []
+    for sid, region in zip(regions["source_id"].tolist(), regions["region"].tolist(), strict=True):
+        pos = by_source.get(sid)
+        box = modality.region_extent(region, segments.iloc[pos]) if pos is not None and len(pos) else None
+        rows.append(("", np.nan, np.nan, np.nan, np.nan) if box is None else (str(box[0]), *(float(v) for v in box[1:])))
+    return pd.DataFrame(rows, columns=PLACED).astype({"x0": float, "x1": float, "y0": float, "y1": float})
 
 
 def extent_ints(extent: dict, keys: tuple[str, ...], minimum: int) -> list[int]:

@@ -9,6 +9,7 @@ Pure functions: :func:`drilldown` builds the drill-down rows from frames,
 from __future__ import annotations
 
 import html
+import json
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,6 @@ def drilldown(
     per_query: pd.DataFrame,
     run: pd.DataFrame,
     gold: pd.DataFrame,
-    region_ext: pd.DataFrame,
     regions: pd.DataFrame,
     atoms: pd.DataFrame,
     *,
@@ -65,16 +65,17 @@ def drilldown(
 
     Order: answerable queries by recall@k then coverage@k ascending (misses first),
     then unanswerable queries with a false recall, then the other unanswerable ones;
-    ties by query_id. ``atoms``: atom_id, text, extent (JSON) and ``amount`` (extent
-    in the modality's unit). Returns {"modalities": {m: {"total", "shown", "queries"}}}.
+    ties by query_id. ``run`` and ``gold`` name atoms by atom_id; ``regions``: query_id,
+    gold_idx, source_id, extent, n_atoms (bench.evaluation.resolved), each region's own
+    object shown as the entry gives it. ``atoms``: atom_id, text, extent (JSON) and
+    ``amount`` (extent in the modality's unit). Returns {"modalities": {m: {"total", "shown", "queries"}}}.
     """
     ent = {e["query_id"]: e for e in entries}
     pq = per_query.assign(query_id=per_query["query_id"].astype(str))
     top = run.loc[run["rank"].astype(int) <= k].astype({"query_id": str, "atom_id": str})
     top_by_q = {q: g.sort_values("rank") for q, g in top.groupby("query_id", sort=False)}
     gold_sets = gold.astype({"query_id": str, "atom_id": str}).groupby("query_id")["atom_id"].agg(set).to_dict()
-    reg = regions.astype({"query_id": str}).merge(region_ext[["query_id", "gold_idx", "extent"]].astype({"query_id": str}),
-                                                  on=["query_id", "gold_idx"], how="left")
+    reg = regions[["query_id", "gold_idx", "source_id", "extent", "n_atoms"]].astype({"query_id": str})
     reg_by_q = {q: g.sort_values("gold_idx") for q, g in reg.groupby("query_id", sort=False)}
     info = atoms.set_index("atom_id")
     rc, cc = f"recall@{k}", f"coverage@{k}"
@@ -107,8 +108,9 @@ def drilldown(
                 "failed": bool(r.get("failed", False)),
                 "metrics": {c: r.get(c) for c in (rc, cc, f"precision@{k}", f"iou@{k}", "mrr", "false_recall") if c in r},
                 "gold": [] if g is None else [
-                    {"source_id": x.source_id, "region": x.region, "extent": None if pd.isna(x.extent) else float(x.extent),
-                     "n_atoms": int(x.n_atoms)} for x in g.itertuples(index=False)],
+                    {"source_id": x.source_id, "region": json.dumps(e["gold"][x.gold_idx]["region"], sort_keys=True),
+                     "extent": None if pd.isna(x.extent) else float(x.extent), "n_atoms": int(x.n_atoms)}
+                    for x in g.itertuples(index=False)],
                 "top": rows,
             })
         out[str(modality)] = {"total": int(len(grp)), "shown": len(queries), "queries": queries}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
@@ -312,8 +313,10 @@ def markdown(
     out.append(f"{len(missed)} of {len(regions)} gold regions of dev entries.")
     if len(missed):
         out += ["", "| query_id | source_id | region | future atoms |", "|---|---|---|---:|"]
+        gold = {e["query_id"]: e["gold"] for e in entries}  # each region as its entry gives it
         for r in missed.head(50).itertuples(index=False):
-            out.append(f"| {r.query_id} | {r.source_id} | `{r.region}` | {r.n_future_atoms} |")
+            region = json.dumps(gold[r.query_id][r.gold_idx]["region"], sort_keys=True)
+            out.append(f"| {r.query_id} | {r.source_id} | `{region}` | {r.n_future_atoms} |")
         if len(missed) > 50:
             out.append(f"| … {len(missed) - 50} more in `data/resolved/regions.parquet` | | | |")
     out.append("")

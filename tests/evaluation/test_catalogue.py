@@ -11,11 +11,12 @@ import pytest
 
 from bench.evaluation.compare import compare, compared
 from bench.evaluation.evaluate import EvalOptions, RunDescription, per_query_table
+from bench.evaluation.in_memory import evaluate_entries
 from bench.evaluation.measures import CATALOGUE, by_name, measures
 from bench.evaluation.measures.base import Bar, Mean, Measure, counted
 from bench.evaluation.measures.latency import Percentile
 from bench.evaluation.per_query import query_measures
-from bench.evaluation.steps import evaluate_entries
+from bench.params import MetricsParams
 from bench.reporting.report import bar_legend, verdict
 
 K = 10
@@ -72,7 +73,7 @@ def test_the_denominator_rule_by_hand() -> None:
 
 @pytest.fixture(scope="module")
 def real_eval(real_run: dict) -> dict:
-    """The acceptance's evaluation step (bench.evaluation.steps.evaluate_entries) over the real run."""
+    """The acceptance's evaluation step (bench.evaluation.in_memory.evaluate_entries) over the real run."""
     params, segments, checked, entries = real_run["params"], real_run["segments"], real_run["checked"], real_run["entries"]
     served, cfg, adapter, ran = real_run["served"], real_run["cfg"], real_run["adapter"], real_run["ran"]
     # real queries marked failed (as a timeout leaves them: no ranking, no response)
@@ -81,7 +82,7 @@ def real_eval(real_run: dict) -> dict:
     failed = set(ans + una)
     run = ran.run.loc[~ran.run["query_id"].astype(str).isin(failed)]
     responses = ran.latency.loc[~ran.latency["query_id"].astype(str).isin(failed)]
-    options = EvalOptions(k=K, bootstrap_resamples=200, abstains=bool(getattr(adapter, "abstains", False)))
+    options = EvalOptions.from_params(MetricsParams(k=K, bootstrap_resamples=200), abstains=bool(getattr(adapter, "abstains", False)))
     description = RunDescription(system=cfg.name, depth=cfg.depth, chunking=params["chunking"], concurrency=1, warm=False,
                                  adapter=cfg.adapter, warmup_queries=0, timeout_s=cfg.timeout_s, latency=None)
     result = evaluate_entries(entries, [r for r in checked.invalid if r["split"] == "dev"], run, responses,

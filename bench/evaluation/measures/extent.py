@@ -53,13 +53,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.evaluation.atom_codes import ATOM_CODE as ATOM
 from bench.evaluation.measures.base import Mean, Measure
 from bench.evaluation.measures.latency import Percentile
-from bench.evaluation.placement import BOX
 from bench.modalities import modalities
 
 __all__ = ["COSTS", "MEASURES", "RATIOS", "amount_columns", "atom_extents", "atom_statistics", "box_measure", "extent_columns"]
 
+#: a box's columns, in atom extents and in resolved regions (bench.evaluation.resolved)
+BOX = ["x0", "x1", "y0", "y1"]
+#: row i is the atom of code i (bench.evaluation.atom_codes)
 ATOM_EXTENT_COLUMNS = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
 
 #: the share measures, computed per query by :func:`extent_columns`
@@ -98,7 +101,8 @@ def amount_columns(k: int) -> list[str]:
 
 
 def atom_extents(atoms: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Extent box and amount of every atom (modality -> atoms frame, as data/atoms holds)."""
+    """Extent box and amount of every atom (modality -> atoms frame, as data/served holds),
+    row i the atom of code i (modalities in name order, rows in frame order)."""
     frames = []
     mods = modalities()
     for modality, frame in sorted(atoms.items()):
@@ -210,7 +214,7 @@ def extent_columns(
     entries: pd.DataFrame,
     run: pd.DataFrame,
     gold: pd.DataFrame,
-    region_ext: pd.DataFrame,
+    regions: pd.DataFrame,
     atom_ext: pd.DataFrame,
     *,
     k: int = 10,
@@ -218,9 +222,10 @@ def extent_columns(
 ) -> pd.DataFrame:
     """One row per entry (sorted by query_id) with the chunk-fair metrics (module docstring).
 
-    ``entries``: query_id, unanswerable. ``run``: query_id, atom_id, rank.
-    ``gold``: query_id, gold_idx, atom_id (resolved). ``region_ext``: output of
-    :func:`region_extents`. ``atom_ext``: output of :func:`atom_extents`.
+    ``entries``: query_id, unanswerable. ``run``: query_id, atom (code), rank.
+    ``gold``: query_id, gold_idx, atom (code; resolved). ``regions``: query_id,
+    source_id and the placement (part, x0, x1, y0, y1) of every gold region
+    (bench.evaluation.resolved). ``atom_ext``: :func:`atom_extents`, row i the atom of code i.
     """
     k = int(k)
     if k < 1:
@@ -232,19 +237,21 @@ def extent_columns(
     out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=cols)
 
     # top-k atoms in rank order per query, whatever order the rows come in (a block of a run read out of core)
-    top = run.loc[run["rank"].astype(int) <= k, ["query_id", "atom_id", "rank"]].astype({"query_id": str, "atom_id": str})
+    top = run.loc[run["rank"].to_numpy() <= k, ["query_id", ATOM, "rank"]]
+    top = top.assign(query_id=top["query_id"].astype(str))
     top = top.loc[top["query_id"].isin(qids)].sort_values(["query_id", "rank"], kind="stable")
-    top_by_q = top.groupby("query_id", sort=False)["atom_id"].agg(list).to_dict()
-    gold_s = gold.assign(query_id=gold["query_id"].astype(str), atom_id=gold["atom_id"].astype(str))
-    gold_s = gold_s.loc[gold_s["query_id"].isin(qids)]
-    gold_by_q = gold_s.groupby("query_id", sort=False)["atom_id"].agg(lambda s: sorted(set(s))).to_dict()
-    # only the atoms these queries name: a lookup over every atom would cost O(atoms) per block
-    named_atoms = atom_ext.loc[atom_ext["atom_id"].astype(str).isin(set(top["atom_id"]) | set(gold_s["atom_id"]))].set_index("atom_id")
-    atom_position = {a: i for i, a in enumerate(named_atoms.index)}
-    atom_space = list(zip(named_atoms["source_id"].tolist(), named_atoms["part"].tolist(), strict=True))
-    atom_boxes = named_atoms[BOX].to_numpy(float)
-    atom_area = named_atoms["extent"].to_numpy(float)
-    reg = region_ext.loc[region_ext["query_id"].astype(str).isin(qids)].dropna(subset=BOX)
+    top_by_q = top.groupby("query_id", sort=False)[ATOM].agg(list).to_dict()
+    gold_q = gold.assign(query_id=gold["query_id"].astype(str))
+    gold_q = gold_q.loc[gold_q["query_id"].isin(qids)]
+    gold_by_q = gold_q.groupby("query_id", sort=False)[ATOM].agg(lambda s: sorted(set(s))).to_dict()
+    # only the atoms these queries name: the whole table's arrays would cost O(atoms) per block
+    named = np.unique(np.concatenate([top[ATOM].to_numpy(np.int64), gold_q[ATOM].to_numpy(np.int64)]))
+    atoms = atom_ext.take(named)
+    atom_position = {int(a): i for i, a in enumerate(named)}
+    atom_space = list(zip(atoms["source_id"].tolist(), atoms["part"].tolist(), strict=True))
+    atom_boxes = atoms[BOX].to_numpy(float)
+    atom_area = atoms["extent"].to_numpy(float)
+    reg = regions.loc[regions["query_id"].astype(str).isin(qids)].dropna(subset=BOX)
     reg_by_q: dict[str, list[tuple[Any, np.ndarray]]] = {}
     for q, s, p, b in zip(reg["query_id"].astype(str), reg["source_id"].astype(str), reg["part"].astype(str),
                           reg[BOX].to_numpy(float), strict=True):
@@ -261,19 +268,19 @@ def extent_columns(
 
 
 def _query_extents(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, atom_position: dict, atom_space: list,
-                atom_boxes: np.ndarray, atom_area: np.ndarray, k: int) -> list[float]:
+                   atom_boxes: np.ndarray, atom_area: np.ndarray, k: int) -> list[float]:
     gold_boxes = reg_by_q.get(qid, [])
-    cand_ids = [a for a in gold_by_q.get(qid, []) if a in atom_position]
-    cand = [(atom_space[atom_position[a]], atom_boxes[atom_position[a]]) for a in cand_ids]
+    cand_atoms = gold_by_q.get(qid, [])
+    cand = [(atom_space[atom_position[a]], atom_boxes[atom_position[a]]) for a in cand_atoms]
     cells, mg, mc = box_measure(gold_boxes, cand)
     g_ext = float(cells[mg].sum())
-    retrieved = [a for a in top_by_q.get(qid, []) if a in atom_position]
+    retrieved = top_by_q.get(qid, [])
     paid_top = float(sum(atom_area[atom_position[a]] for a in retrieved))
-    cand_index = {a: i for i, a in enumerate(cand_ids)}
+    cand_index = {a: i for i, a in enumerate(cand_atoms)}
     hit = [cand_index[a] for a in retrieved if a in cand_index]
     covered = float(cells[mg & mc[hit].any(axis=0)].sum()) if hit else 0.0
     union = g_ext + paid_top - covered
-    paid_cand = np.array([atom_area[atom_position[a]] for a in cand_ids], dtype=float)
+    paid_cand = np.array([atom_area[atom_position[a]] for a in cand_atoms], dtype=float)
     return [
         g_ext,
         covered,

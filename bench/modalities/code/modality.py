@@ -149,6 +149,34 @@ class CodeModality(Modality):
         keep = (l0[a] <= g_hi[r]) & (l1[a] >= g_lo[r])
         return pairs_frame(placed[r[keep]], a[keep])
 
+    region_columns: ClassVar[dict[str, str]] = {"path": "string", "symbol": "string", "line": "Int64"}
+
+    def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """`region_extent` of many regions: spans by `region_spans`, each file's line offsets computed once."""
+        from bench.modalities.base import placed_frame
+
+        spans = region_spans(regions, segments)
+        wanted = {(sid, s[0]) for sid, s in zip(regions["source_id"].tolist(), spans, strict=True) if s is not None}
+        texts: dict[tuple[str, str], str] = {}
+        if wanted:
+            files = segments.loc[segments["path"].isin({p for _, p in wanted}), ["source_id", "path", "text"]]
+            for sid, path, text in zip(files["source_id"].tolist(), files["path"].tolist(), files["text"].tolist(), strict=True):
+                texts.setdefault((sid, path), text)  # the source's first segment of the path, as region_extent reads it
+        offsets: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+        part, lo, hi = [], np.full(len(spans), np.nan), np.full(len(spans), np.nan)
+        for i, (sid, span) in enumerate(zip(regions["source_id"].tolist(), spans, strict=True)):
+            if span is None:
+                part.append("")
+                continue
+            path, first, last = span
+            if (sid, path) not in offsets:
+                offsets[(sid, path)] = line_offsets(texts[(sid, path)])
+            starts, ends = offsets[(sid, path)]
+            part.append(path)
+            lo[i], hi[i] = starts[first - 1], ends[last - 1] + 1
+        unplaced = np.isnan(lo)
+        return placed_frame(np.asarray(part, dtype=object), lo, hi, np.where(unplaced, np.nan, 0.0), np.where(unplaced, np.nan, 1.0))
+
     def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
         """{"path": "...", "line_start": a, "line_end": b} or {"path": "...", "line": n}."""
         path = extent.get("path")

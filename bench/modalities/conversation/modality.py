@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int
-from bench.modalities.textspan import layout
+from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int, placed_spans
+from bench.modalities.textspan import key_spans, layout, layout_codes, source_codes
 
 
 class ConversationModality(Modality):
@@ -79,6 +79,15 @@ class ConversationModality(Modality):
         r, a = candidate_pairs(regions["source_id"], turn, turn, atoms["source_id"], t0, t1)
         keep = (t0[a] <= turn[r]) & (t1[a] >= turn[r])
         return pairs_frame(r[keep], a[keep])
+
+    region_columns: ClassVar[dict[str, str]] = {"turn": "Int64"}
+
+    def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Vectorised `region_extent`: each turn's character span in its session's layout."""
+        laid = layout_codes(segments[["source_id", "seq", "text", "turn"]], ("turn",))
+        turn = regions["turn"].to_numpy(dtype=np.int64)
+        found, lo, hi = key_spans(laid, ("turn",), source_codes(laid, regions["source_id"]), (turn,), np.arange(len(turn)))
+        return placed_spans(found, lo, hi + 1)
 
     # Extents are characters of the session's joined text, each turn owning the
     # newline after it ([char_start, char_end + 1)), so turns tile the session.

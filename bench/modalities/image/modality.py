@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, interval_extents, short, source_size
+from bench.modalities.base import Modality, extent_json, interval_extents, placed_frame, short, source_size
 
 ATOM_IMAGE_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -93,6 +93,10 @@ class ImageModality(Modality):
         return photo_pictures(query, files, self.name)
 
     extent_unit: ClassVar[str] = "image"
+
+    def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Vectorised `region_extent`: the whole image."""
+        return placed_frame("", np.zeros(len(regions)), 1.0, 0.0, 1.0)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(np.zeros(len(atoms)), np.ones(len(atoms)))

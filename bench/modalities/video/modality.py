@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, Option, extent_json, interval_extents, is_number
+from bench.modalities.base import Modality, Option, extent_json, interval_extents, is_number, placed_frame
 
 #: seconds a region may end after the video's last cue (see module docstring)
 DURATION_TOLERANCE = 2.0
@@ -157,6 +157,11 @@ class VideoModality(Modality):
         return timeline_pictures(query, segments)
 
     extent_unit: ClassVar[str] = "seconds"
+    region_columns: ClassVar[dict[str, str]] = {"t_start": "Float64", "t_end": "Float64"}
+
+    def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Vectorised `region_extent`: the region's own seconds."""
+        return placed_frame("", regions["t_start"].to_numpy(dtype=float), regions["t_end"].to_numpy(dtype=float), 0.0, 1.0)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(atoms["t_start"].to_numpy(dtype=float), atoms["t_end"].to_numpy(dtype=float))
