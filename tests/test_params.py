@@ -83,6 +83,25 @@ def test_every_default_is_filled_in_once():
     assert cfg.extraction == written["extraction"]
 
 
+def test_the_system_block_has_one_typed_form():
+    """The stages read `system` only through SystemParams: YAML's bare `off` is "off", one code path a tuple,
+    seconds floats; bench.systems.config.check_system adds the systems' own rules and no default of its own;
+    the chunking block as written is what a run records."""
+    from bench.systems.config import check_system
+
+    block = yaml.safe_load("name: x\nadapter: command\nentry: '{python} s.py'\nsandbox: off\ncode: s.py\ntimeout_s: 5\n")
+    cfg = check(with_("system", block))
+    assert (cfg.system.sandbox, cfg.system.code, cfg.system.timeout_s, cfg.system.depth) == ("off", ("s.py",), 5.0, 100)
+    assert isinstance(cfg.system.timeout_s, float) and check_system(cfg.system) is cfg.system
+    with pytest.raises(ParamsError, match=r"^params.yaml: system.entry: the command adapter needs an entry"):
+        check_system(cfg.system.__class__(name="x", adapter="command"))
+    with pytest.raises(ParamsError, match=r"^params.yaml: system.name: unknown built-in system 'bm26'"):
+        check_system({"name": "bm26"})
+    written = with_("chunking", {"image": None, "pdf": {"strategy": "window"}})
+    assert check(written).chunking_written == {"image": None, "pdf": {"strategy": "window"}}
+    assert check(written).chunking["pdf"]["window_tokens"] == 200  # the typed block: defaults filled in
+
+
 def test_nan_and_inf_refused():
     # YAML `.nan` / `.inf` parse to float nan / inf
     for text in (".nan", ".inf", "-.inf"):

@@ -1,15 +1,16 @@
-"""Integer atom codes: how runs and resolved gold name atoms on disk.
+"""Integer atom codes: how runs and resolved gold name atoms from retrieve to the cells.
 
 The served atoms (data/served/<modality>/<dataset>.parquet: modalities in name order,
 then data sets in key order, rows in file order; bench.ingest.partitions) form one
-table; an atom's *code* is its row in that table. The retrieve
-stage writes the run with codes (column ``atom``, int32) instead of atom-id strings,
-the resolve stage writes the gold the same way, and both write query ids as a
-categorical column (one dictionary of ids plus an integer per row). So the metrics
-never hash millions of id strings: they index arrays by code
-(bench.evaluation.encoding accepts ``atom`` in place of ``atom_id``). Strings come
-back only where people or other tools read them: the TREC files
-(reports/runs/dev.run, dev.qrels) and the reports, through :func:`decode`.
+table; an atom's *code* is its row in that table. The retrieve stage writes the run
+with codes (column ``atom``, int32) instead of atom-id strings (:func:`to_codes`), the
+resolve stage writes the gold the same way, and both write query ids as a categorical
+column (one dictionary of ids plus an integer per row). The evaluation reads codes
+only: the metrics index arrays by code, the extent measures and the curves join on
+codes. Strings come back only in the writers, where people or other tools read them:
+the TREC qrels (:func:`partition_ids`, stages/resolve.py), the HTML drill-down
+(:func:`with_atom_ids`, bench.reporting.outputs); the TREC run is written from the
+system's own ids before they are encoded.
 """
 
 from __future__ import annotations

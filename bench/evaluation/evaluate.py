@@ -1,12 +1,13 @@
 """One evaluation of a split's ranked results, for the dev stage (stages/evaluate.py) and
 the acceptance stage (stages/accept.py) alike.
 
-:func:`evaluate` takes what a run produced (the system's rankings, responses and
-failures, the resolved gold, the served atoms) and returns the metrics document
-(dev.json / test.json: every measure's cell with n, denominator and ci95, the run
-block, atom statistics, ties) and the per-query frames behind it. It reads nothing and
-writes nothing; the stages read their inputs (the loaders at the end take the paths
-they are given) and write the results with bench.io's atomic helpers.
+:func:`evaluate_run` takes what a run produced (the system's rankings, responses and
+failures, the resolved gold and regions, the served atoms) and returns the metrics
+document (dev.json / test.json: every measure's cell with n, denominator and ci95, the
+run block, atom statistics, ties) and the per-query frames behind it. Atoms are integer
+codes throughout (bench.evaluation.atom_codes) and query ids stay as the stages write
+them; nothing here turns a code back into an atom id. It reads nothing and writes
+nothing: the stages read their inputs and write the results with bench.io's atomic helpers.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Resolve gold regions into the atom ids that overlap them now (spec 2.2).
+"""Resolve gold regions into the atoms that overlap them now (spec 2.2), and place them.
 
 Gold is "source + region"; atoms depend on the chunking strategy. At run time each
 gold region of each dev entry becomes the set of atoms of its source that overlap it
@@ -8,9 +8,18 @@ overlaps stays in the entry's denominator as a miss and is listed.
 
 `resolve` joins all regions of one modality with that modality's atoms at once
 (`Modality.overlap_pairs`: a sorted-array interval join over (source, span) that
-applies the modality's own overlap rule to the candidate pairs). `resolve_per_region`
-is the plain reference, one `Modality.overlap` call per region; both give the same
-frames, row for row (tests/evaluation/test_resolve.py checks it on random cases).
+applies the modality's own overlap rule to the candidate pairs). In the same pass each
+region becomes a typed row: its own keys in its modality's columns
+(`Modality.region_columns`, `region_table`) and its box in the atoms' coordinates
+(`Modality.place_regions`), which the extent measures read. `resolve_per_region` is
+the plain reference, one `Modality.overlap` and one `Modality.region_extent` call per
+region; both give the same frames, row for row (tests/evaluation/test_resolve.py
+checks it on random cases).
+
+`resolve_files` is the resolve stage's step: the same over partitions on disk, keeping
+only the gold sources' rows, and it hands on the gold sources' segments it read (the
+evaluation's report reads no others) with the entries whose gold has no text to find
+(bench.evaluation.resolved).
 """
 
 from __future__ import annotations
