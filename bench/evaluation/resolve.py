@@ -159,7 +159,7 @@ def resolve_files(entries: list[dict], served: list[Partition], segments_dir: Pa
         join_parts.append(_Part(part.modality, atoms, codes, gold_segments))
     with _gc_paused():
         gold, regions = _resolve(flat, join_parts, gold_segments)
-    return Resolved(regions, gold_segments, unreadable_gold(entries, gold_segments), gold)
+    return Resolved(regions=regions, segments=gold_segments, unreadable=unreadable_gold(entries, gold_segments), gold=gold)
 
 
 def resolve_frames(entries: list[dict], served: dict[str, pd.DataFrame], segments: pd.DataFrame) -> Resolved:
@@ -167,7 +167,7 @@ def resolve_frames(entries: list[dict], served: dict[str, pd.DataFrame], segment
     gold, regions = resolve(entries, served, segments)
     wanted = set(regions["source_id"].astype(str))
     gold_segments = segments.loc[segments["source_id"].astype(str).isin(wanted)] if len(segments) else segments
-    return Resolved(regions, gold_segments, unreadable_gold(entries, gold_segments), gold)
+    return Resolved(regions=regions, segments=gold_segments, unreadable=unreadable_gold(entries, gold_segments), gold=gold)
 
 
 def _resolve(flat: pd.DataFrame, parts: Iterable[_Part], segments: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -375,10 +375,13 @@ def placed_spans(found: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> pd.DataFr
 def place_regions_per_region(modality: Modality, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
     """Reference placement: `modality.region_extent` called once per region on its source's segments."""
     by_source = segments.groupby("source_id", sort=False).indices if len(segments) else {}
+    frames: dict[str, pd.DataFrame] = {}  # each source's segments, cut once
     rows = []
     for sid, region in zip(regions["source_id"].tolist(), regions["region"].tolist(), strict=True):
         pos = by_source.get(sid)
-        box = modality.region_extent(region, segments.iloc[pos]) if pos is not None and len(pos) else None
+        if pos is not None and sid not in frames:
+            frames[sid] = segments.iloc[pos]
+        box = modality.region_extent(region, frames[sid]) if pos is not None and len(pos) else None
         rows.append(("", np.nan, np.nan, np.nan, np.nan) if box is None else (str(box[0]), *(float(v) for v in box[1:])))
     return pd.DataFrame(rows, columns=PLACED).astype({"x0": float, "x1": float, "y0": float, "y1": float})
 

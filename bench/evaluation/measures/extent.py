@@ -40,7 +40,8 @@ Per answerable query (k = cut-off, top-k = run rows with rank <= k)
                        modality (denominator: its answerable entries); no pooled
                        ``overall`` value, since each modality has its own unit.
 Candidates for the oracle are the query's resolved gold atoms (any other atom only
-adds paid extent). The oracle is the chunker's ceiling: the gap between it and the
+adds paid extent), in atom-id order (the ranking's tie rule), so where overlapping
+candidates tie, the oracle's pick does not depend on the atoms' codes. The oracle is the chunker's ceiling: the gap between it and the
 run's value is what the retriever lost, the gap between it and 1 what the chunker
 lost. Unanswerable and failed queries get NaN; a cell counts a failed query as 0.
 """
@@ -52,6 +53,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from bench.evaluation.atom_codes import ATOM_CODE as ATOM
 from bench.evaluation.measures.base import Mean, Measure
@@ -243,11 +246,15 @@ def extent_columns(
     top_by_q = top.groupby("query_id", sort=False)[ATOM].agg(list).to_dict()
     gold_q = gold.assign(query_id=gold["query_id"].astype(str))
     gold_q = gold_q.loc[gold_q["query_id"].isin(qids)]
-    gold_by_q = gold_q.groupby("query_id", sort=False)[ATOM].agg(lambda s: sorted(set(s))).to_dict()
     # only the atoms these queries name: the whole table's arrays would cost O(atoms) per block
     named = np.unique(np.concatenate([top[ATOM].to_numpy(np.int64), gold_q[ATOM].to_numpy(np.int64)]))
     atoms = atom_ext.take(named)
     atom_position = {int(a): i for i, a in enumerate(named)}
+    # a query's candidates in atom-id order (the ranking's tie rule), whatever the atoms' codes: the
+    # oracle's choice among equally good overlapping atoms must not depend on the served table's order
+    by_id = pc.sort_indices(pa.array(atoms["atom_id"].astype(str), type=pa.large_string())).to_numpy()  # UTF-8 order: code points
+    id_rank = dict(zip(named[by_id].tolist(), range(len(named)), strict=True))
+    gold_by_q = gold_q.groupby("query_id", sort=False)[ATOM].agg(lambda s: sorted(set(s), key=id_rank.__getitem__)).to_dict()
     atom_space = list(zip(atoms["source_id"].tolist(), atoms["part"].tolist(), strict=True))
     atom_boxes = atoms[BOX].to_numpy(float)
     atom_area = atoms["extent"].to_numpy(float)
