@@ -217,49 +217,50 @@ def _resolve(flat: pd.DataFrame, parts: Iterable[_Part], segments: pd.DataFrame)
 
 def _regions_frame(flat: pd.DataFrame, segments: pd.DataFrame, n_atoms: np.ndarray, n_future: np.ndarray, place: Place) -> pd.DataFrame:
     """One row per gold region (:func:`_flatten`'s order): its modality's typed columns
-    (`Modality.region_table`), its box in the atoms' coordinates (`place`; a region whose
-    source has no segments is not placed: part "", NaN box, extent 0), n_atoms, n_future_atoms."""
+    (`Modality.region_table`), its box in the atoms' coordinates (`place`, over segments of
+    at least the regions' sources; a region whose source has no segments is not placed:
+    part "", NaN box, extent 0), n_atoms, n_future_atoms."""
     mods = modalities()
     n = len(flat)
     dtypes = region_columns()
-    typed = {name: np.full(n, None, dtype=object) for name in dtypes}
+    typed: dict[str, list[tuple[np.ndarray, pd.api.extensions.ExtensionArray]]] = {name: [] for name in dtypes}
     part = np.full(n, "", dtype=object)
     box = np.full((n, 4), np.nan)
     modality = flat["modality"].to_numpy(dtype=object)
-    # every source id once: the segments' as codes of one dictionary, each region's looked up in it (-1: no segments)
-    seg_code, sources = _codes(segments["source_id"] if len(segments) else pd.Series([], dtype="str"))
-    region_code = pc.index_in(pa.array(flat["source_id"], type=pa.string(), from_pandas=True), value_set=sources).fill_null(-1)
-    region_code = region_code.to_numpy(zero_copy_only=False).astype(np.int64)
+    # the regions whose source has segments (the others are not placed)
+    sources = pc.unique(pa.array(segments["source_id"], type=pa.string(), from_pandas=True)) if len(segments) else pa.array([], pa.string())
+    with_segments = pc.is_in(pa.array(flat["source_id"], type=pa.string(), from_pandas=True), value_set=sources)
+    with_segments = with_segments.to_numpy(zero_copy_only=False).astype(bool)
     for name in sorted(set(modality)):
         rows = np.flatnonzero(modality == name)
         mine = flat.iloc[rows].reset_index(drop=True)[["source_id", "region"]]
         table = mods[name].region_table(mine["region"].tolist())
         for column, values in table.items():
-            typed[column][rows] = np.asarray(values, dtype=object)
-        has = region_code[rows] >= 0
+            typed[column].append((rows, pd.array(values, dtype=dtypes[column])))
+        has = with_segments[rows]
         if not has.any():
             continue
-        wanted = np.zeros(len(sources), dtype=bool)
-        wanted[region_code[rows[has]]] = True
-        placed = place(mods[name], mine.assign(**table).loc[has].reset_index(drop=True), segments.take(np.flatnonzero(wanted[seg_code])))
+        placed = place(mods[name], mine.assign(**table).loc[has].reset_index(drop=True), segments)
         part[rows[has]] = placed["part"].to_numpy(dtype=object)
         box[rows[has]] = placed[PLACED[1:]].to_numpy(dtype=float)
     x0, x1, y0, y1 = box.T
     extent = np.where(np.isnan(x0), 0.0, np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None))
     columns = {"query_id": flat["query_id"].to_numpy(dtype=object), "modality": modality,
                "gold_idx": flat["gold_idx"].to_numpy(dtype=np.int64), "source_id": flat["source_id"].to_numpy(dtype=object),
-               **{name: pd.array(values, dtype=dtypes[name]) for name, values in typed.items()},
+               **{name: _spread(pieces, n, dtypes[name]) for name, pieces in typed.items()},
                "part": part, "x0": x0, "x1": x1, "y0": y0, "y1": y1, "extent": extent, "n_atoms": n_atoms, "n_future_atoms": n_future}
     out = pd.DataFrame(columns)
     return out[[*RESOLVED_REGION_COLUMNS[:4], *typed, *RESOLVED_REGION_COLUMNS[4:]]].astype(
         {"query_id": "str", "modality": "str", "source_id": "str", "part": "str"})
 
 
-def _codes(values: pd.Series) -> tuple[np.ndarray, pa.Array]:
-    """`values` (strings) as integer codes into a dictionary of their distinct values (pyarrow, in C)."""
-    encoded = pc.dictionary_encode(pa.array(values, type=pa.string(), from_pandas=True))
-    encoded = encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
-    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary
+def _spread(pieces: list[tuple[np.ndarray, pd.api.extensions.ExtensionArray]], n: int, dtype: str) -> pd.api.extensions.ExtensionArray:
+    """A column of `n` rows holding each piece's values at its rows, <NA> elsewhere (one take)."""
+    values = pd.concat([pd.Series(v) for _, v in pieces], ignore_index=True).array if pieces else pd.array([], dtype=dtype)
+    index = np.full(n, -1, dtype=np.int64)
+    if pieces:
+        index[np.concatenate([rows for rows, _ in pieces])] = np.arange(len(values))
+    return values.take(index, allow_fill=True)
 
 
 def resolve_per_region(entries: list[dict], atoms: dict[str, pd.DataFrame], segments: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -129,10 +129,11 @@ class Modality:
         """Each region as a box in its atoms' coordinates, row for row: columns part, x0,
         x1, y0, y1 (part "" and a NaN box where `region_extent` gives None).
 
-        `regions` has source_id, region (the region dict) and the `region_columns`;
-        `segments` the segments of (at least) the regions' sources, none of them without
-        segments. Modalities override this with a vectorised version giving the same
-        boxes; this default calls `region_extent` once per region.
+        `regions` has source_id, region (the region dict) and the `region_columns`, each
+        region's source with segments; `segments` holds those of (at least) the regions'
+        sources (other rows, of any modality, are ignored). Modalities override this with
+        a vectorised version giving the same boxes; this default calls `region_extent`
+        once per region.
         """
         return place_regions_per_region(self, regions, segments)
 

@@ -165,7 +165,10 @@ class CodeModality(Modality):
         if len(placed):
             found = pd.DataFrame({"source_id": regions["source_id"].to_numpy(dtype=object)[placed],
                                   "path": [spans[i][0] for i in placed]})
-            firsts = np.flatnonzero(~segments.duplicated(["source_id", "path"], keep="first").to_numpy())
+            named = pc.and_(pc.is_in(pa.array(segments["source_id"], from_pandas=True), value_set=pa.array(found["source_id"].unique())),
+                            pc.is_in(pa.array(segments["path"], from_pandas=True), value_set=pa.array(found["path"].unique())))
+            candidates = np.flatnonzero(named.fill_null(False).to_numpy(zero_copy_only=False))
+            firsts = candidates[~segments[["source_id", "path"]].take(candidates).duplicated(keep="first").to_numpy()]
             files = segments[["source_id", "path"]].take(firsts).assign(segment=firsts)
             needed = found.drop_duplicates().merge(files, on=["source_id", "path"])  # only the files regions name
             row = found.merge(needed.assign(row=np.arange(len(needed))), on=["source_id", "path"], how="left")["row"].to_numpy()

@@ -11,6 +11,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int, placed_spans
 from bench.modalities.textspan import key_spans, layout, layout_codes, source_codes
@@ -84,7 +86,10 @@ class ConversationModality(Modality):
 
     def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         """Vectorised `region_extent`: each turn's character span in its session's layout."""
-        laid = layout_codes(segments[["source_id", "seq", "text", "turn"]], ("turn",))
+        sources = pa.array(regions["source_id"], from_pandas=True)
+        wanted = pc.is_in(pa.array(segments["source_id"], from_pandas=True), value_set=pc.unique(sources))
+        rows = np.flatnonzero(wanted.to_numpy(zero_copy_only=False))  # the regions' sessions only
+        laid = layout_codes(segments[["source_id", "seq", "text", "turn"]].take(rows), ("turn",))
         turn = regions["turn"].to_numpy(dtype=np.int64)
         found, lo, hi = key_spans(laid, ("turn",), source_codes(laid, regions["source_id"]), (turn,), np.arange(len(turn)))
         return placed_spans(found, lo, hi + 1)
