@@ -51,25 +51,19 @@ Place = Callable[[Modality, pd.DataFrame, pd.DataFrame], pd.DataFrame]
 
 def _flatten(entries: list[dict]) -> pd.DataFrame:
     """One row per gold region, in entry order then gold order."""
-    qid: list[str] = []
-    mod: list[str] = []
-    idx: list[int] = []
-    sid: list[str] = []
-    reg: list[dict] = []
-    as_of: list[str] = []
-    for entry in entries:
-        gold = entry["gold"]
-        k = len(gold)
-        qid += [entry["query_id"]] * k
-        mod += [entry["modality"]] * k
-        idx += range(k)
-        as_of += [entry["as_of"]] * k
-        for g in gold:
-            sid.append(g["source_id"])
-            reg.append(g["region"])
+    golds = [entry["gold"] for entry in entries]
+    counts = np.fromiter(map(len, golds), dtype=np.int64, count=len(golds))
+    flat = [g for gold in golds for g in gold]
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+
+    def per_entry(key: str) -> np.ndarray:
+        return np.repeat(np.asarray([entry[key] for entry in entries], dtype=object), counts)
+
     return pd.DataFrame(
-        {"query_id": qid, "modality": mod, "gold_idx": np.asarray(idx, dtype=np.int64), "source_id": sid,
-         "region": reg, "as_of": as_of},
+        {"query_id": per_entry("query_id"), "modality": per_entry("modality"),
+         "gold_idx": np.arange(len(flat), dtype=np.int64) - starts,
+         "source_id": np.asarray([g["source_id"] for g in flat], dtype=object),
+         "region": pd.Series([g["region"] for g in flat], dtype=object), "as_of": per_entry("as_of")},
     )
 
 
