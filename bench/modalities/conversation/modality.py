@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int
+from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int, leading_interval
 from bench.modalities.textspan import layout
 
 
@@ -88,6 +88,11 @@ class ConversationModality(Modality):
         return {"turn_start": a, "turn_end": b, "char_start": -1, "char_end": -1, "extent": {"turn_start": a, "turn_end": b}}
 
     extent_unit: ClassVar[str] = "chars"
+    budget: ClassVar[Option | None] = Option(2_000, high=100_000_000, low=0, low_open=True, whole=False)  # TODO budget
+
+    def cut(self, boxes: np.ndarray, amounts: np.ndarray) -> np.ndarray | None:
+        """The leading characters in turn order (a session atom: its first turns)."""
+        return leading_interval(boxes, amounts)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(atoms["char_start"].to_numpy(), atoms["char_end"].to_numpy() + 1)

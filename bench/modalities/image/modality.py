@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, interval_extents, short, source_size
+from bench.modalities.base import Modality, Option, extent_json, interval_extents, short, source_size
 
 ATOM_IMAGE_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -93,6 +93,7 @@ class ImageModality(Modality):
         return photo_pictures(query, files, self.name)
 
     extent_unit: ClassVar[str] = "image"
+    budget: ClassVar[Option | None] = Option(10, high=1_000_000, low=0, low_open=True, whole=False)  # TODO budget
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(np.zeros(len(atoms)), np.ones(len(atoms)))

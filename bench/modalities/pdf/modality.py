@@ -32,7 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int
+from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int, leading_interval
 from bench.modalities.textspan import (
     intersects,
     joined_text,
@@ -215,6 +215,11 @@ class PdfModality(Modality):
     # it: segment i spans [char_start, char_end + 1), so the pages tile the document
     # and a page without a text layer still has extent 1 (it can be covered and paid).
     extent_unit: ClassVar[str] = "chars"
+    budget: ClassVar[Option | None] = Option(20_000, high=100_000_000, low=0, low_open=True, whole=False)  # TODO budget
+
+    def cut(self, boxes: np.ndarray, amounts: np.ndarray) -> np.ndarray | None:
+        """The leading characters in document order (a whole-document atom: its first pages)."""
+        return leading_interval(boxes, amounts)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(atoms["char_start"].to_numpy(), atoms["char_end"].to_numpy() + 1)

@@ -168,6 +168,7 @@ class UiScreenshotModality(Modality):
         return screenshot_pictures(query, files)
 
     extent_unit: ClassVar[str] = "px^2"
+    budget: ClassVar[Option | None] = Option(100_000, high=10**12, low=0, low_open=True, whole=False)  # TODO budget
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({

@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, Option, extent_json, interval_extents, is_number
+from bench.modalities.base import Modality, Option, extent_json, interval_extents, is_number, leading_interval
 
 #: seconds a region may end after the video's last cue (see module docstring)
 DURATION_TOLERANCE = 2.0
@@ -157,6 +157,11 @@ class VideoModality(Modality):
         return timeline_pictures(query, segments)
 
     extent_unit: ClassVar[str] = "seconds"
+    budget: ClassVar[Option | None] = Option(600, high=86_400 * 100, low=0, low_open=True, whole=False)  # TODO budget
+
+    def cut(self, boxes: np.ndarray, amounts: np.ndarray) -> np.ndarray | None:
+        """The leading seconds in time order."""
+        return leading_interval(boxes, amounts)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(atoms["t_start"].to_numpy(dtype=float), atoms["t_end"].to_numpy(dtype=float))
