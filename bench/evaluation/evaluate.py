@@ -28,6 +28,7 @@ from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column, tied_positions
 from bench.evaluation.per_query import finish_per_query, query_block
 from bench.evaluation.placement import region_extents
+from bench.evaluation.power import mde_block
 from bench.evaluation.uncertainty import add_intervals
 from bench.ingest.partitions import scan_files
 from bench.ingest.store import segment_files
@@ -227,7 +228,7 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     run_block = _run_block(description, options, per_query, entries, inputs.failures)
     run_block["budget"] = budget_record(budget, entries["modality"])
     doc = metrics_document(report, inputs.invalid, inputs.sha256, run_block)
-    doc.update({"atom_stats": atom_statistics(atom_ext, inputs.regions), "ties": tie_summary})
+    doc.update({"atom_stats": atom_statistics(atom_ext, inputs.regions), "ties": tie_summary, "mde": mde_block(table, k)})
     return EvalResult(doc, per_query, table, atom_ext, region_ext, hits, source.block_count)
 
 

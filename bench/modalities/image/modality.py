@@ -93,7 +93,9 @@ class ImageModality(Modality):
         return photo_pictures(query, files, self.name)
 
     extent_unit: ClassVar[str] = "image"
-    budget: ClassVar[Option | None] = Option(10, high=1_000_000, low=0, low_open=True, whole=False)  # TODO budget
+    # The reader's budget: ten median gold regions of the dev set (a whole photo on COCO):
+    # ten photos. An image is never cut (`cut` is None).
+    budget: ClassVar[Option | None] = Option(10, high=1_000_000, low=0, low_open=True, whole=False)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(np.zeros(len(atoms)), np.ones(len(atoms)))
