@@ -12,8 +12,11 @@ values (the measure's contributions by the denominator rule: a failed query coun
 worst case):
 
 ``fewest``       the smallest effect any change can be seen at: a change that moves
-                 entries one way only, from 0 to 1 (the variance of d is then
-                 delta(1 - delta) for an effect delta): delta = z^2 / (n + z^2).
+                 entries one way only, each from 0 to 1 with probability delta. The
+                 sign-flip test then gives p = 2 / 2^X for X moved entries, so it
+                 rejects when X >= x = ceil(log2(2 / alpha)) (6 for alpha 0.05), and
+                 delta is the smallest with P(Binomial(n, delta) >= x) >= power: exact
+                 for the test bench compare runs, no normal approximation.
 ``independent``  two runs whose per-query values are unrelated (another system): the
                  variance of d is twice the baseline's variance, sd(d) = sqrt(2 var).
                  Real pairs agree on more entries, so this is an upper bound.
@@ -37,7 +40,7 @@ import pandas as pd
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted
 
-__all__ = ["ALPHA", "POWER", "mde", "mde_block", "mde_measures", "mde_of", "z_total"]
+__all__ = ["ALPHA", "POWER", "fewest", "mde", "mde_block", "mde_measures", "mde_of", "z_total"]
 
 ALPHA = 0.05
 POWER = 0.80
@@ -55,13 +58,32 @@ def mde(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float 
     return float(z_total(alpha, power) * sd / math.sqrt(n))
 
 
+def _tail(n: int, p: float, x: int) -> float:
+    """P(Binomial(n, p) >= x)."""
+    below = sum(math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) + j * math.log(p)
+                         + (n - j) * math.log1p(-p)) for j in range(x))
+    return 1.0 - below
+
+
+def fewest(n: int, alpha: float = ALPHA, power: float = POWER) -> float | None:
+    """The one-way MDE (module docstring): the smallest delta whose X ~ Binomial(n, delta)
+    moved entries reach the sign-flip test's rejection count with probability `power`."""
+    x = math.ceil(math.log2(2 / alpha) - 1e-12)
+    if n < x:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(60):  # bisection: the tail grows with delta
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if _tail(n, mid, x) >= power else (mid, hi)
+    return hi
+
+
 def mde_of(values: np.ndarray, alpha: float = ALPHA, power: float = POWER, typical_sd: float | None = None) -> dict[str, Any]:
     """n and the ``fewest`` / ``independent`` (and, given ``typical_sd``, ``typical``) MDE
     of one group's per-query contributions (module docstring)."""
     x = np.asarray(values, dtype=float)
     n = len(x)
-    z = z_total(alpha, power)
-    out: dict[str, Any] = {"n": n, "fewest": float(z * z / (n + z * z)) if n else None,
+    out: dict[str, Any] = {"n": n, "fewest": fewest(n, alpha, power),
                            "independent": mde(float(np.sqrt(2 * x.var(ddof=1))), n, alpha, power) if n > 1 else None}
     if typical_sd is not None:
         out["typical"] = mde(typical_sd, n, alpha, power)

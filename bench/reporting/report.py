@@ -127,7 +127,7 @@ def _range(cell: dict[str, Any] | None) -> str:
     return f"{cell['fewest']:.3f}–{'—' if upper is None else format(upper, '.3f')}"
 
 
-def test_markdown(doc: dict[str, Any], acceptance: int, commit: str | None) -> str:
+def acceptance_markdown(doc: dict[str, Any], acceptance: int, commit: str | None) -> str:
     """reports/test.md: the acceptance's verdict on the test split (the rules of dev.md's)."""
     run = doc["run"]
     chunking = ", ".join(f"{m}={c.get('strategy')}" for m, c in sorted(run.get("chunking", {}).items()))
