@@ -19,7 +19,8 @@ worst case):
                  for the test bench compare runs, no normal approximation.
 ``independent``  two runs whose per-query values are unrelated (another system): the
                  variance of d is twice the baseline's variance, sd(d) = sqrt(2 var).
-                 Real pairs agree on more entries, so this is an upper bound.
+                 Real pairs agree on more entries, so this is an upper bound. None when
+                 the baseline's values do not vary (two such runs tell nothing apart).
 ``typical``      the discordance of a typical pair of the runs at hand: the median, over
                  the runs compared with the baseline (``bench leaderboard``), of the
                  standard deviation of their per-query differences from it.
@@ -84,7 +85,7 @@ def mde_of(values: np.ndarray, alpha: float = ALPHA, power: float = POWER, typic
     x = np.asarray(values, dtype=float)
     n = len(x)
     out: dict[str, Any] = {"n": n, "fewest": fewest(n, alpha, power),
-                           "independent": mde(float(np.sqrt(2 * x.var(ddof=1))), n, alpha, power) if n > 1 else None}
+                           "independent": mde(float(np.sqrt(2 * x.var(ddof=1))), n, alpha, power) if n > 1 and x.var() > 0 else None}
     if typical_sd is not None:
         out["typical"] = mde(typical_sd, n, alpha, power)
     return out

@@ -58,6 +58,7 @@ def test_a_one_way_change_is_detected_at_the_fewest_effect_by_the_sign_flip_test
 
     assert 0.74 <= power(effect) <= 0.86
     assert power(effect / 2) < 0.45
+    assert mde_of(np.zeros(n))["independent"] is None  # a baseline that never varies says nothing of unrelated runs
     assert fewest(3) is None and mde(0.5, 1) is None and mde(0.5, 100) == pytest.approx(z_total() * 0.05)
 
 
