@@ -237,8 +237,8 @@ def _group(group: str, frames: list[pd.DataFrame], runs: Sequence[RunData], base
     for i, (run, f) in enumerate(zip(runs, frames, strict=True)):
         values = {name: (None if c is None or not len(c) else float(c.mean())) for name, c in contributions[i].items()}
         rows.append({"run": run.label, "values": values, "false_recall_rule": rules[i], **_costs(f, k, group == "overall")})
-    ranked = [c[rank_by] for c in contributions]
-    if all(c is not None and len(c) for c in ranked):
+    ranked = [c for row in contributions if (c := row[rank_by]) is not None and len(c)]
+    if len(ranked) == len(contributions):
         point, interval = _rank_interval(np.stack(ranked, axis=1), known[rank_by].higher_is_better, resamples,
                                          rng_for(seed, "rank", group, rank_by))
         for row, p, (lo, hi) in zip(rows, point, interval, strict=True):
@@ -247,7 +247,7 @@ def _group(group: str, frames: list[pd.DataFrame], runs: Sequence[RunData], base
     for i, run in enumerate(runs):
         if i == base:
             continue
-        for name, m in known.items():
+        for m in known.values():
             d = _row(group, m, frames[base], frames[i], resamples, permutations, seed)
             if d is not None:
                 diffs.append({"run": run.label, **d})

@@ -240,7 +240,7 @@ def test_pack_stops_when_the_budget_is_spent() -> None:
 def real_budget(real_run: dict) -> dict:
     """The real run (bm25, page/turn atoms) evaluated at k = depth with an unlimited
     budget and with the default budgets."""
-    params, segments, checked, entries = real_run["params"], real_run["segments"], real_run["checked"], real_run["entries"]
+    params, segments, entries = real_run["params"], real_run["segments"], real_run["entries"]
     served, cfg, ran = real_run["served"], real_run["cfg"], real_run["ran"]
     description = RunDescription(system=cfg.name, depth=cfg.depth, chunking=params["chunking"], concurrency=1, warm=False,
                                  adapter=cfg.adapter, warmup_queries=0, timeout_s=cfg.timeout_s, latency=None)
