@@ -124,96 +124,103 @@ def budget_columns(
     out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=[BUDGET_COLUMN, *(m.column for m in MEASURES)])
     amounts = rows["modality"].astype(str).map(lambda m: budget.get(m)).astype(float).to_numpy()
     out[BUDGET_COLUMN] = amounts
-
-    wanted = set(qids)
-    ranked = run.loc[run["query_id"].astype(str).isin(wanted), ["query_id", "atom_id", "rank"]]
-    ranked = ranked.astype({"query_id": str, "atom_id": str}).sort_values(["query_id", "rank"], kind="stable")
-    ranked_by_q = ranked.groupby("query_id", sort=False)["atom_id"].agg(list).to_dict()
-    g = gold.loc[gold["query_id"].astype(str).isin(wanted), ["query_id", "gold_idx", "atom_id"]]
-    g = g.astype({"query_id": str, "atom_id": str})
-    gold_by_q: dict[str, dict[str, set[int]]] = {}
-    for q, idx, a in zip(g["query_id"], g["gold_idx"].astype(int), g["atom_id"], strict=True):
-        gold_by_q.setdefault(q, {}).setdefault(a, set()).add(int(idx))
-    named = set(ranked["atom_id"])
-    atoms = atom_ext.loc[atom_ext["atom_id"].astype(str).isin(named)]
-    atom_info = {a: (str(m), (str(s), str(p)), b, float(e)) for a, m, s, p, b, e in zip(
-        atoms["atom_id"].astype(str), atoms["modality"], atoms["source_id"], atoms["part"], atoms[BOX].to_numpy(float),
-        atoms["extent"], strict=True)}
-    reg = region_ext.loc[region_ext["query_id"].astype(str).isin(wanted)]
-    regions_by_q: dict[str, dict[int, tuple[tuple[str, str], np.ndarray]]] = {}
-    for q, idx, s, p, b in zip(reg["query_id"].astype(str), reg["gold_idx"].astype(int), reg["source_id"].astype(str),
-                               reg["part"].astype(str), reg[BOX].to_numpy(float), strict=True):
-        regions_by_q.setdefault(q, {})[int(idx)] = ((s, p), b)
-
-    mods = modalities()
-    answerable = ~rows["unanswerable"].to_numpy(dtype=bool)
-    n_regions = rows["n_regions"].to_numpy(dtype=float)
-    values: dict[str, tuple[float, float]] = {}
-    for i, (qid, modality) in enumerate(zip(qids, rows["modality"].astype(str), strict=True)):
-        if not answerable[i] or qid in failed_ids or np.isnan(amounts[i]):
-            continue
-        packed = pack([a for a in ranked_by_q.get(qid, []) if a in atom_info and atom_info[a][0] == modality],
-                      atom_info, float(amounts[i]), mods[modality] if modality in mods else None)
-        values[qid] = _scores(packed, gold_by_q.get(qid, {}), regions_by_q.get(qid, {}), atom_info, n_regions[i])
-    if values:
-        cols = [m.column for m in MEASURES]
-        out.loc[list(values), cols] = np.array(list(values.values()), dtype=float)
+    scored = ~rows["unanswerable"].to_numpy(dtype=bool) & ~rows["query_id"].isin(failed_ids).to_numpy() & ~np.isnan(amounts)
+    if not scored.any():
+        return out.reset_index()
+    which = pd.DataFrame({"query_id": np.asarray(qids, dtype=object)[scored], "entry_modality": rows["modality"].astype(str).to_numpy()[scored],
+                          "amount": amounts[scored], "n_regions": rows["n_regions"].to_numpy(dtype=float)[scored]})
+    packed = packed_atoms(run, atom_ext, which)
+    found, cand = _gold_hits(packed, gold, region_ext)
+    recall = which.set_index("query_id")["n_regions"].to_frame().join(found.groupby("query_id").size().rename("found"))
+    recall = (recall["found"].fillna(0) / recall["n_regions"]).where(recall["n_regions"] > 0, 0.0)
+    out.loc[recall.index, MEASURES[0].column] = recall.to_numpy(dtype=float)
+    out.loc[which["query_id"], MEASURES[1].column] = 0.0
+    coverage = _coverage(cand, region_ext)
+    out.loc[list(coverage), MEASURES[1].column] = list(coverage.values())
     return out.reset_index()
 
 
-def pack(ranked: list[str], atom_info: dict[str, tuple], amount: float, modality: Any) -> list[tuple[str, np.ndarray, bool]]:
-    """The cartridge: (atom_id, packed box, whole) of each packed atom, in rank order
-    (module docstring, *Packing*). ``atom_info``: atom_id -> (modality, space, box, extent)."""
-    packed: list[tuple[str, np.ndarray, bool]] = []
-    left = float(amount)
-    for a in ranked:
-        if left <= 0:
-            break
-        _, _, box, extent = atom_info[a]
-        if extent <= left:
-            packed.append((a, box, True))
-            left -= extent
-            continue
-        cut = None if modality is None else modality.cut(box.reshape(1, 4), np.array([left]))
-        if cut is not None:  # the boundary atom: its leading part, or nothing when it cannot be cut
-            packed.append((a, np.asarray(cut, dtype=float).reshape(4), False))
-        break  # the budget is spent
-    return packed
+def packed_atoms(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame) -> pd.DataFrame:
+    """The cartridges (module docstring, *Packing*): one row per packed atom of the queries
+    of `which` (query_id, entry_modality, amount), with its packed box (cut for the
+    boundary atom) and ``whole``, in (query, rank) order."""
+    r = run.loc[run["query_id"].astype(str).isin(set(which["query_id"])), ["query_id", "atom_id", "rank"]]
+    r = r.astype({"query_id": str, "atom_id": str})
+    ext = atom_ext[["atom_id", "modality", "source_id", "part", *BOX, "extent"]].astype({"atom_id": str})
+    r = r.merge(ext, on="atom_id").merge(which[["query_id", "entry_modality", "amount"]], on="query_id")
+    r = r.loc[r["modality"].astype(str) == r["entry_modality"]].sort_values(["query_id", "rank"], kind="stable").reset_index(drop=True)
+    spent = r.groupby("query_id", sort=False)["extent"].cumsum().to_numpy(dtype=float)
+    before = spent - r["extent"].to_numpy(dtype=float)
+    amount = r["amount"].to_numpy(dtype=float)
+    whole = (before < amount) & (spent <= amount)
+    boundary = (before < amount) & (spent > amount)
+    keep = whole.copy()
+    mods = modalities()
+    r["whole"] = whole
+    for name in sorted(set(r.loc[boundary, "modality"].astype(str))):
+        at = np.flatnonzero(boundary & (r["modality"].astype(str) == name).to_numpy())
+        mod = mods.get(name)
+        cut = None if mod is None else mod.cut(r.loc[at, BOX].to_numpy(dtype=float), amount[at] - before[at])
+        if cut is not None:  # the boundary atom's leading part; one that cannot be cut is left out
+            r.loc[at, BOX] = np.asarray(cut, dtype=float).reshape(-1, 4)
+            keep[at] = True
+    return r.loc[keep].reset_index(drop=True)
 
 
-def _touches(part: np.ndarray, region: np.ndarray) -> bool:
-    """A cut atom's packed part still overlaps the region: on each axis a positive
-    overlap, or, where the region has zero length, the region's coordinate inside the part."""
+def _gold_hits(packed: pd.DataFrame, gold: pd.DataFrame, region_ext: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the distinct (query_id, gold_idx) a packed atom counts for; the packed gold atoms
+    with their packed boxes, one row per (query, atom))."""
+    g = gold[["query_id", "gold_idx", "atom_id"]].astype({"query_id": str, "atom_id": str, "gold_idx": int})
+    hits = packed.merge(g, on=["query_id", "atom_id"])
+    cut = hits.loc[~hits["whole"].to_numpy(dtype=bool)]
+    if len(cut):
+        reg = region_ext[["query_id", "gold_idx", "source_id", "part", *BOX]].astype({"query_id": str, "gold_idx": int})
+        reg = reg.rename(columns={c: f"r_{c}" for c in ["source_id", "part", *BOX]})
+        cut = cut.merge(reg, on=["query_id", "gold_idx"], how="left")
+        same = (cut["source_id"].astype(str) == cut["r_source_id"].astype(str)) & (cut["part"].astype(str) == cut["r_part"].astype(str))
+        region = cut[[f"r_{c}" for c in BOX]].to_numpy(dtype=float)
+        ok = same.to_numpy() & ~np.isnan(region).any(axis=1) & touches(cut[BOX].to_numpy(dtype=float), region)
+        cut = cut.loc[ok]
+    found = pd.concat([hits.loc[hits["whole"].to_numpy(dtype=bool), ["query_id", "gold_idx"]], cut[["query_id", "gold_idx"]]])
+    cand = hits.drop_duplicates(["query_id", "atom_id"])
+    return found.drop_duplicates(), cand
+
+
+def touches(part: np.ndarray, region: np.ndarray) -> np.ndarray:
+    """Row by row: a cut atom's packed part (x0, x1, y0, y1) still overlaps the region: on
+    each axis a positive overlap, or, where the region has zero length, its coordinate
+    inside the part."""
+    ok = np.ones(len(part), dtype=bool)
     for lo, hi in ((0, 1), (2, 3)):
-        if region[hi] > region[lo]:
-            if min(part[hi], region[hi]) - max(part[lo], region[lo]) <= 0:
-                return False
-        elif not part[lo] <= region[lo] < part[hi]:
-            return False
-    return True
+        positive = region[:, hi] > region[:, lo]
+        overlap = np.minimum(part[:, hi], region[:, hi]) - np.maximum(part[:, lo], region[:, lo]) > 0
+        inside = (part[:, lo] <= region[:, lo]) & (region[:, lo] < part[:, hi])
+        ok &= np.where(positive, overlap, inside)
+    return ok
 
 
-def _scores(packed: list[tuple[str, np.ndarray, bool]], gold_atoms: dict[str, set[int]],
-            regions: dict[int, tuple[tuple[str, str], np.ndarray]], atom_info: dict[str, tuple], n_regions: float) -> tuple[float, float]:
-    """(recall@budget, coverage@budget) of one query's cartridge."""
-    found: set[int] = set()
-    cand: list[tuple[Any, np.ndarray]] = []
-    for a, box, whole in packed:
-        idx = gold_atoms.get(a)
-        if not idx:
+def _coverage(cand: pd.DataFrame, region_ext: pd.DataFrame) -> dict[str, float]:
+    """coverage@budget of each query with a packed gold atom (the others: 0)."""
+    if not len(cand):
+        return {}
+    reg = region_ext.loc[region_ext["query_id"].astype(str).isin(set(cand["query_id"]))].dropna(subset=BOX)
+    gold_by_q: dict[str, list[tuple[Any, np.ndarray]]] = {}
+    for q, s_, p_, b in zip(reg["query_id"].astype(str), reg["source_id"].astype(str), reg["part"].astype(str),
+                            reg[BOX].to_numpy(dtype=float), strict=True):
+        gold_by_q.setdefault(q, []).append(((s_, p_), b))
+    c = cand.sort_values("query_id", kind="stable")
+    qs = c["query_id"].astype(str).to_numpy()
+    spaces = list(zip(c["source_id"].astype(str).tolist(), c["part"].astype(str).tolist(), strict=True))
+    boxes = c[BOX].to_numpy(dtype=float)
+    starts = np.flatnonzero(np.r_[True, qs[1:] != qs[:-1]])
+    out = {}
+    for a, b in zip(starts, [*starts[1:], len(qs)], strict=True):  # one query's packed gold atoms: rows a..b
+        q = str(qs[a])
+        gold = gold_by_q.get(q, [])
+        if not gold:
+            out[q] = 0.0
             continue
-        space = atom_info[a][1]
-        cand.append((space, box))
-        for g in idx:
-            if whole:
-                found.add(g)
-            elif g in regions and regions[g][0] == space and not np.isnan(regions[g][1]).any() and _touches(box, regions[g][1]):
-                found.add(g)
-    recall = len(found) / n_regions if n_regions > 0 else 0.0
-    gold_boxes = [(s, b) for s, b in regions.values() if not np.isnan(b).any()]
-    if not gold_boxes:
-        return recall, 0.0
-    cells, mg, mc = box_measure(gold_boxes, cand)
-    gold_extent = float(cells[mg].sum())
-    covered = float(cells[mg & mc.any(axis=0)].sum()) if len(cand) else 0.0
-    return recall, covered / gold_extent if gold_extent > 0 else 0.0
+        cells, mg, mc = box_measure(gold, list(zip(spaces[a:b], boxes[a:b], strict=True)))
+        total = float(cells[mg].sum())
+        out[q] = float(cells[mg & mc.any(axis=0)].sum()) / total if total > 0 else 0.0
+    return out

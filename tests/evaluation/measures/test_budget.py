@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.evaluation.evaluate import EvalOptions, RunDescription
-from bench.evaluation.measures.budget import MEASURES, budget_columns, budgets, no_budget, pack
+from bench.evaluation.measures.budget import MEASURES, budget_columns, budgets, no_budget, packed_atoms
 from bench.evaluation.steps import evaluate_entries
 from bench.modalities import modalities
 from bench.modalities.base import leading_interval
@@ -152,7 +152,7 @@ def cases(draw: st.DrawFn, two_d: bool) -> tuple[dict, list[str], list[tuple], i
     return atoms, list(ranking), regions, draw(st.integers(0, 60))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(two_d=False))
 def test_a_line_agrees_with_the_character_by_character_reference(case) -> None:
     atoms, ranking, regions, amount = case
@@ -160,7 +160,7 @@ def test_a_line_agrees_with_the_character_by_character_reference(case) -> None:
     assert got == pytest.approx(reference(atoms, ranking, regions, amount, cuttable=True))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(two_d=True))
 def test_boxes_agree_with_the_pixel_by_pixel_reference(case) -> None:
     atoms, ranking, regions, amount = case
@@ -171,7 +171,7 @@ def test_boxes_agree_with_the_pixel_by_pixel_reference(case) -> None:
 # --------------------------------------------------------------------------- properties
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(cases(two_d=False))
 def test_an_unlimited_budget_gives_recall_at_depth_and_a_zero_budget_gives_zero(case) -> None:
     atoms, ranking, regions, _ = case
@@ -195,7 +195,7 @@ def _boundary(atoms: dict, ranking: list[str], amount: float) -> str | None:
     return None
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(two_d=True), st.data())
 def test_cutting_an_atom_moves_coverage_only_at_the_boundary(case, data) -> None:
     """An atom cut into two pieces that take its place in the ranking (in either order):
@@ -226,11 +226,13 @@ def test_cutting_an_atom_moves_coverage_only_at_the_boundary(case, data) -> None
             assert abs(after - before) <= inside / total + 1e-12, (modality, victim)
 
 
-def test_pack_stops_when_the_budget_is_spent() -> None:
-    info = {a: ("m", ("s", ""), np.array([float(i * 10), float(i * 10 + 10), 0.0, 1.0]), 10.0) for i, a in enumerate("abc")}
-    assert [a for a, _, _ in pack(["a", "b", "c"], info, 20, modalities()[LINE])] == ["a", "b"]
-    cut = pack(["a", "b", "c"], info, 25, modalities()[LINE])
-    assert [(a, whole) for a, _, whole in cut] == [("a", True), ("b", True), ("c", False)] and cut[-1][1][1] == 25.0
+def test_the_cartridges_are_prefixes_of_the_rankings() -> None:
+    atoms = {a: ("s", i * 10, i * 10 + 10, 0, 1) for i, a in enumerate("abc")}
+    f = frames(atoms, ["a", "b", "c"], [("s", 0, 30, 0, 1)], LINE)
+    which = pd.DataFrame({"query_id": ["q"], "entry_modality": [LINE], "amount": [20.0]})
+    assert packed_atoms(f["run"], f["atom_ext"], which)["atom_id"].tolist() == ["a", "b"]
+    cut = packed_atoms(f["run"], f["atom_ext"], which.assign(amount=25.0))
+    assert cut["whole"].tolist() == [True, True, False] and cut[["x0", "x1"]].iloc[-1].tolist() == [20.0, 25.0]
 
 
 # --------------------------------------------------------------------------- the real run
