@@ -266,7 +266,8 @@ def _mde(contributions: list[dict[str, np.ndarray | None]], base: int, k: int) -
         own = contributions[base].get(m.name)
         if own is None or len(own) < 2:
             continue
-        sds = [float(np.std(c - own, ddof=1)) for i, row in enumerate(contributions) if i != base and (c := row.get(m.name)) is not None]
+        sds = [sd for i, row in enumerate(contributions)
+               if i != base and (c := row.get(m.name)) is not None and (sd := float(np.std(c - own, ddof=1))) > 0]
         out[m.name] = mde_of(own, typical_sd=float(np.median(sds)) if sds else None)
     return out
 

@@ -22,8 +22,11 @@ worst case):
                  Real pairs agree on more entries, so this is an upper bound. None when
                  the baseline's values do not vary (two such runs tell nothing apart).
 ``typical``      the discordance of a typical pair of the runs at hand: the median, over
-                 the runs compared with the baseline (``bench leaderboard``), of the
-                 standard deviation of their per-query differences from it.
+                 the runs compared with the baseline (``bench leaderboard``) that differ
+                 from it on some entry, of the standard deviation of their per-query
+                 differences from it; never below ``fewest`` (the normal approximation
+                 undershoots when few entries differ, and no change smaller than
+                 ``fewest`` is seen).
 
 A one-point change (0.01) is invisible on a set whose ``fewest`` MDE is above 0.01.
 """
@@ -87,7 +90,8 @@ def mde_of(values: np.ndarray, alpha: float = ALPHA, power: float = POWER, typic
     out: dict[str, Any] = {"n": n, "fewest": fewest(n, alpha, power),
                            "independent": mde(float(np.sqrt(2 * x.var(ddof=1))), n, alpha, power) if n > 1 and x.var() > 0 else None}
     if typical_sd is not None:
-        out["typical"] = mde(typical_sd, n, alpha, power)
+        normal = mde(typical_sd, n, alpha, power)
+        out["typical"] = None if normal is None else max(normal, out["fewest"] or 0.0)
     return out
 
 
