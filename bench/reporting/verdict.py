@@ -49,7 +49,8 @@ class Bought:
 
     def names(self, k: int) -> tuple[str, str]:
         """(measure, by) as dev.json names them at cut-off k."""
-        return tuple(next(m.at(k).name for m in CATALOGUE if m.name == n) for n in (self.measure, self.by))  # type: ignore[return-value]
+        at = {m.name: m.at(k).name for m in CATALOGUE}
+        return at[self.measure], at[self.by]
 
 
 def _count(cell: dict[str, Any]) -> str:
