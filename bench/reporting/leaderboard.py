@@ -76,14 +76,16 @@ def markdown(board: dict[str, Any]) -> str:
         f"({board['permutations']} sign flips), p_holm Holm-corrected over each table's {n_diffs} differences (runs × "
         f"metrics); {MARK_BETTER}/{MARK_WORSE} significantly better/worse (p_holm < {board['alpha']}).",
         "",
+        f"- Baseline: {next((r['describe'] for r in board['runs'] if r['label'] == board['baseline']), board['baseline'])}.",
+        "",
         "## Runs",
         "",
-        "| run | changed params | described |",
-        "|---|---|---|",
+        "| run | changed params |",
+        "|---|---|",
     ]
     for r in board["runs"]:
         name = f"{r['label']} (baseline)" if r["label"] == board["baseline"] else r["label"]
-        out.append(f"| {name} | {_changed(r['changed'])} | {r['describe']} |")
+        out.append(f"| {name} | {_changed(r['changed'])} |")
     out.append("")
     for g in board["groups"]:
         n = next((d["n"] for d in g["diffs"] if d["metric"] == metrics[0]), None) if metrics else None
