@@ -40,8 +40,9 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
-from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file, write_json
-from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, MANIFEST_FILE, SUMMARY, TEST_METRICS
+from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file, write_json, write_text
+from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, MANIFEST_FILE, SUMMARY, TEST_METRICS, TEST_REPORT
+from bench.reporting.report import acceptance_markdown
 
 if TYPE_CHECKING:
     from bench.params import Params
@@ -424,5 +425,6 @@ def record_acceptance(root: Path, doc: dict, *, summary: dict, test_entries: int
                     params_sha256=sha256_file(params_path), sha256=summary["sha256"], dev_metrics_sha256=sha256_file(root / DEV_METRICS),
                     doc=doc, test_entries=test_entries, prev_sha256=last_line_sha256(audit))
     write_json(root / TEST_METRICS, doc)
+    write_text(root / TEST_REPORT, acceptance_markdown(doc, row["acceptance"], row["git_commit"]))
     append_audit(audit, row)
     return row

@@ -153,6 +153,22 @@ def code_paths() -> Check:
     return check
 
 
+def amounts() -> Check:
+    """metrics.budget as `bench compare` reads it (no registry): null, or a mapping of
+    names to positive finite numbers; `check_params` checks each against its modality."""
+    positive = number(low=0, low_open=True)
+
+    def check(key: str, value: Any) -> None:
+        if value is None:
+            return
+        if not isinstance(value, dict):
+            raise ParamsError(key, f"must be a mapping of modality -> amount, got {_shown(value)}")
+        for name, amount in value.items():
+            positive(f"{key}.{name}", amount)
+
+    return check
+
+
 def option_check(option: Option) -> Check:
     """The check of a modality's declared option (bench.modalities.base.Option)."""
     if option.whole:
@@ -203,6 +219,9 @@ class MetricsParams:
     calibration_recall: float = _key(number(low=0, low_open=True, high=1), 0.9, float)
     bootstrap_resamples: int = _key(whole(1, high=MAX_RESAMPLES), 1000)
     bootstrap_seed: int = _key(whole(0, high=MAX_SEED), 0)
+    #: modality -> what a reader is handed per query, in its extent unit (recall@budget); check_params
+    #: fills in each modality's default (`Modality.budget`); None there: it declares none
+    budget: dict[str, float | None] | None = _key(amounts(), None)
 
 
 @dataclass(frozen=True)
@@ -334,6 +353,21 @@ def check_chunking(block: Any, modality: Modality) -> dict[str, Any]:
     return out
 
 
+def check_budget(block: Any, modalities: Mapping[str, Modality]) -> dict[str, float | None]:
+    """`metrics.budget`: an amount per modality within its `Modality.budget` bounds, the
+    modality's default where the block leaves it out (None: the modality declares none)."""
+    given = _mapping("metrics.budget", {} if block is None else block, list(modalities))
+    out: dict[str, float | None] = {}
+    for name, mod in sorted(modalities.items()):
+        option = mod.budget
+        if name in given:
+            (option_check(option) if option is not None else number(low=0, low_open=True))(f"metrics.budget.{name}", given[name])
+            out[name] = float(given[name])
+        else:
+            out[name] = None if option is None else float(option.default)
+    return out
+
+
 def _datasets(doc: dict[str, Any], registered: set[str] | None) -> None:
     local = doc.get("local_datasets") or []
     if doc["datasets"] == [] and not local:
@@ -379,6 +413,7 @@ def check_params(doc: Any, modalities: Mapping[str, Modality], registered: set[s
         raise ParamsError("metrics.k", f"{blocks['metrics'].k} is more than system.depth ({blocks['system'].depth}): "
                           "recall@k would count atoms never retrieved")
     _datasets(doc, registered)
+    blocks["metrics"] = dataclasses.replace(blocks["metrics"], budget=check_budget(blocks["metrics"].budget, modalities))
     datasets = doc["datasets"]
     params = Params(datasets=datasets if isinstance(datasets, str) else tuple(datasets), local_datasets=tuple(doc.get("local_datasets") or ()),
                     chunking={m: check_chunking(chunking.get(m), mod) for m, mod in sorted(modalities.items())},

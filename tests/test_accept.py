@@ -25,7 +25,7 @@ pytestmark = pytest.mark.e2e
 
 POISON = "ZQXPOISONQZX"
 #: beyond the usual: earlier acceptances and lock files of the working tree
-SKIP = ("acceptance.jsonl", "test.json", "dvc.lock")
+SKIP = ("acceptance.jsonl", "test.json", "test.md", "dvc.lock")
 SITECUSTOMIZE = '''
 import os, sys
 _LOG = os.environ.get("BENCH_AUDIT_LOG")
@@ -206,6 +206,10 @@ def test_accept_on_real_data_and_again_on_the_same_commit(project):
     n_test = sum(1 for key in ("mmlongbench", "locomo") for line in (work / f"bench/sets/{key}.jsonl").read_text().splitlines() if '"split": "test"' in line)
     assert test["overall"]["temporal_correctness"]["denominator"] + test["invalid_entries"] == n_test
     assert test["overall"]["recall@10"]["value"] is not None
+    # the acceptance's report: the verdict of test.json under dev.md's rules
+    report = (work / "reports/test.md").read_text()
+    assert report.startswith("# Acceptance report (test split)") and f"Acceptance #1 on commit `{head[:12]}`" in report
+    assert "## Verdict" in report and "met only by atom size" in report and "recall@budget" in report
     # the accept stage is the one reader (positive control of the audit hook); `bench accept`
     # itself (cli.py) opens the sets only to hash them against the dev run's record
     assert {prog for prog, _ in audit_lines(work)} == {"accept.py", "cli.py"}

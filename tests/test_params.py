@@ -81,6 +81,23 @@ def test_every_default_is_filled_in_once():
     for name, block in written["chunking"].items():
         assert check(doc).chunking[name] == {**check(doc).chunking[name], **block}, name
     assert cfg.extraction == written["extraction"]
+    assert cfg.metrics.budget == {name: mod.budget.default for name, mod in modalities().items()}
+    assert written["metrics"]["budget"] == cfg.metrics.budget  # written out in params.yaml, as the modalities declare
+
+
+def test_the_budget_is_checked_per_modality():
+    """metrics.budget: a positive amount per registered modality, in its bounds; the others keep their default."""
+    some = next(iter(modalities()))
+    cfg = check(with_("metrics.budget", {some: 123.5}))
+    assert cfg.metrics.budget[some] == 123.5 and len(cfg.metrics.budget) == len(modalities())
+    assert refused(with_("metrics.budget", {"pfd": 1})).startswith("params.yaml: metrics.budget.pfd: unknown key (did you mean 'pdf'?)")
+    assert refused(with_("metrics.budget", {some: 0})) == f"params.yaml: metrics.budget.{some}: must be > 0, got 0"
+    assert refused(with_("metrics.budget", {some: "lots"})) == f"params.yaml: metrics.budget.{some}: must be a number, got 'lots'"
+    assert refused(with_("metrics.budget", [1])) == "params.yaml: metrics.budget: must be a mapping of modality -> amount, got [1]"
+    high = modalities()[some].budget.high
+    over = high * 10
+    assert refused(with_("metrics.budget", {some: over})) == (f"params.yaml: metrics.budget.{some}: must be <= {high:g}, "
+                                                            f"got {str(over) if isinstance(over, float) else repr(over)}")
 
 
 def test_the_system_block_has_one_typed_form():
@@ -167,7 +184,7 @@ def test_check_executor_fills_in_core_rows():
 
 def test_a_key_no_code_reads_is_unknown():
     assert refused(with_("metrics.strong_score", 12.0)) == (
-        "params.yaml: metrics.strong_score: unknown key; known here: k, calibration_recall, bootstrap_resamples, bootstrap_seed")
+        "params.yaml: metrics.strong_score: unknown key; known here: k, calibration_recall, bootstrap_resamples, bootstrap_seed, budget")
 
 
 def test_the_extract_stage_checks_its_own_block():

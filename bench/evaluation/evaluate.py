@@ -23,11 +23,14 @@ from bench.evaluation.atom_codes import ATOM_CODE
 from bench.evaluation.blocks import BlockSource, FrameBlocks, query_positions
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.measures import measures
+from bench.evaluation.measures.budget import budget_columns, budgets
 from bench.evaluation.measures.extent import amount_columns, atom_extents, atom_statistics, extent_columns
 from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column, tied_positions
 from bench.evaluation.per_query import finish_per_query, query_block
+from bench.evaluation.power import mde_block
 from bench.evaluation.uncertainty import add_intervals
+from bench.modalities import modalities
 from bench.reporting.report import metrics_document
 
 if TYPE_CHECKING:
@@ -78,12 +81,18 @@ class EvalOptions:
     abstains: bool = False  # the system declared abstention
     #: per modality the dev run's calibrated top-1 threshold; given (the acceptance), no calibration
     thresholds: dict[str, float | None] | None = None
+    #: params `metrics.budget` as written (modality -> amount); a modality left out: its `Modality.budget`
+    budget: Mapping[str, float | None] | None = None
 
     @classmethod
     def from_params(cls, metrics: MetricsParams, **given: Any) -> EvalOptions:
         """The typed `metrics` block and the `given` fields (abstains, thresholds)."""
         return cls(k=metrics.k, bootstrap_resamples=metrics.bootstrap_resamples, bootstrap_seed=metrics.bootstrap_seed,
-                   calibration_recall=metrics.calibration_recall, **given)
+                   calibration_recall=metrics.calibration_recall, budget=metrics.budget, **given)
+
+    def budgets(self) -> dict[str, float | None]:
+        """Every modality's budget (bench.evaluation.measures.budget.budgets)."""
+        return budgets(self.budget)
 
 
 @dataclass(frozen=True)
@@ -193,14 +202,16 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     atoms = pd.concat([inputs.served[m][PER_QUERY_ATOM_COLUMNS] for m in sorted(inputs.served)], ignore_index=True)
     atom_ext = atom_extents(inputs.served)
     source = inputs.blocks()
+    budget = options.budgets()
     parts = [evaluate_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, atom_ext, inputs.regions, k=k, failed=failed,
-                            responses=inputs.responses)
+                            responses=inputs.responses, budget=budget)
              for b in source.blocks(entries["query_id"].astype(str).tolist())]
     per_query = finish_per_query(_concat([p[0] for p in parts]), k=k, abstains=options.abstains,
                                  calibration_recall=options.calibration_recall, thresholds=options.thresholds)
-    extents, ties, hits = (_concat([p[i] for p in parts]) for i in (1, 2, 3))
+    extents, ties, hits, budgeted = (_concat([p[i] for p in parts]) for i in (1, 2, 3, 4))
 
     table = per_query.merge(extents, on="query_id", how="left").merge(ties, on="query_id", how="left")
+    table = table.merge(budgeted, on="query_id", how="left")
     table[tied_column(k)] = table[tied_column(k)].fillna(0).astype(int)
     latency = inputs.responses
     latency_by_query = latency.assign(query_id=latency["query_id"].astype(str)).set_index("query_id")["latency_ms"]
@@ -212,19 +223,24 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     for m, g in [*table.groupby("modality", sort=True), ("overall", table)]:
         t = g[tied_column(k)]
         tie_summary[str(m)] = {"tied_positions": int(t.sum()), "queries_with_ties": int((t > 0).sum()), "queries": int(len(t))}
-    doc = metrics_document(report, inputs.invalid, inputs.sha256, _run_block(description, options, per_query, entries, inputs.failures))
-    doc.update({"atom_stats": atom_statistics(atom_ext, inputs.regions), "ties": tie_summary})
+    run_block = _run_block(description, options, per_query, entries, inputs.failures)
+    run_block["budget"] = budget_record(budget, entries["modality"])
+    doc = metrics_document(report, inputs.invalid, inputs.sha256, run_block)
+    doc.update({"atom_stats": atom_statistics(atom_ext, inputs.regions), "ties": tie_summary, "mde": mde_block(table, k)})
     return EvalResult(doc, per_query, table, atom_ext, hits, source.block_count)
 
 
 def evaluate_block(entries: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, atoms: pd.DataFrame, atom_ext: pd.DataFrame,
-                   regions: pd.DataFrame, *, k: int, failed: list[str], responses: pd.DataFrame) -> tuple[pd.DataFrame, ...]:
+                   regions: pd.DataFrame, *, k: int, failed: list[str], responses: pd.DataFrame,
+                   budget: Mapping[str, float | None] | None = None) -> tuple[pd.DataFrame, ...]:
     """The per-query work of one block of entries (:func:`entries_frame` rows) and its run
-    and gold rows (atoms as codes): (per_query.query_block rows, extent rows, ties, curve hits)."""
+    and gold rows (atoms as codes): (per_query.query_block rows, extent rows, ties, curve hits,
+    budget rows). ``budget``: modality -> amount (None: the modalities' defaults)."""
     part = query_block(entries, run, gold, atoms, k=k, failed=failed, responses=responses)
     extents = extent_columns(entries, run, gold, regions, atom_ext, k=k, failed=failed)
+    budgeted = budget_columns(entries, run, gold, regions, atom_ext, budget=budgets() if budget is None else budget, failed=failed)
     ties = tied_positions(run, k)
-    return part, extents, ties, curve_hits(run, gold, failed)
+    return part, extents, ties, curve_hits(run, gold, failed), budgeted
 
 
 def curve_hits(run: pd.DataFrame, gold: pd.DataFrame, failed: list[str]) -> pd.DataFrame:
@@ -242,6 +258,13 @@ def curve_hits(run: pd.DataFrame, gold: pd.DataFrame, failed: list[str]) -> pd.D
     return pd.DataFrame({"query_id": pd.Series(ids.to_numpy(dtype=object)[q_gold[rows]], dtype="str"),
                          "gold_idx": gold["gold_idx"].to_numpy(np.int64)[rows], ATOM_CODE: a_gold[rows],
                          "rank": run["rank"].to_numpy()[pos], "score": run["score"].to_numpy(float)[pos]})
+
+
+def budget_record(budget: Mapping[str, float | None], modality: pd.Series) -> dict[str, dict[str, Any]]:
+    """dev.json's ``run.budget``: the budget of each modality of the entries, with its unit."""
+    mods = modalities()
+    return {m: {"amount": budget.get(m), "unit": mods[m].extent_unit if m in mods else "units"}
+            for m in sorted(set(modality.astype(str)))}
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:

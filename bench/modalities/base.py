@@ -137,6 +137,18 @@ class Modality:
         """
         return place_regions_per_region(self, regions, segments)
 
+    # -- the reader's budget (recall@budget, bench/evaluation/measures/budget.py) ----------------
+    #: params.yaml `metrics.budget.<name>`: what a reader is handed per query, in `extent_unit`
+    #: (its default and bounds); None: no default, the budget measures of the modality then
+    #: have no value unless params.yaml names one
+    budget: ClassVar[Option | None] = None
+
+    def cut(self, boxes: np.ndarray, amounts: np.ndarray) -> np.ndarray | None:
+        """The leading part of each atom box (rows x0, x1, y0, y1, as `atom_extents` gives)
+        worth ``amounts`` of `extent_unit`, in the modality's reading order; None when its
+        atoms cannot be cut (the default: an atom then counts only whole, when it fits)."""
+        return None
+
     def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         """Every (region_row, atom_row) pair that overlaps, by the modality's `overlap`.
 
@@ -316,6 +328,15 @@ def assign_splits(groups: list[str], salt: str, test_share: float = TEST_SHARE) 
     n_test = round(test_share * len(unique))
     test = set(order[:n_test])
     return {g: ("test" if g in test else "dev") for g in unique}
+
+
+def leading_interval(boxes: np.ndarray, amounts: np.ndarray) -> np.ndarray:
+    """1-D atoms cut to their leading part: [x0, min(x1, x0 + amount)) of each box (the
+    cut of every modality whose extent runs along a line: characters in document order,
+    seconds in time order)."""
+    out = np.array(boxes, dtype=float, copy=True).reshape(-1, 4)
+    out[:, 1] = np.minimum(out[:, 1], out[:, 0] + np.clip(np.asarray(amounts, dtype=float), 0, None))
+    return out
 
 
 def interval_extents(x0: Any, x1: Any, part: Any = "") -> pd.DataFrame:

@@ -110,10 +110,11 @@ def test_markdown_report_opens_with_the_verdict():
     lines = verdict_markdown(doc)
     assert lines[0] == "## Verdict"
     pdf = next(line for line in lines if line.startswith("| pdf |")).split(" | ")
-    assert pdf[1] == "0.9500 (20/21) **met**"
-    assert pdf[4] == "0.5000 (20/21) abstention **NOT met**"
-    assert pdf[7] == "— (20/21) *not measurable*"
-    assert pdf[5] == "—"  # no abstention_rate cell at all
+    assert pdf[1] == "0.9500 (20/21) **met**"  # no recall@budget cell: nothing says the bar was bought
+    assert pdf[2] == "— *not measurable*"
+    assert pdf[5] == "0.5000 (20/21) abstention **NOT met**"
+    assert pdf[8] == "— (20/21) *not measurable*"
+    assert pdf[6] == "—"  # no abstention_rate cell at all
 
 
 def test_figures_are_deterministic():

@@ -46,7 +46,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int
+from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int, leading_interval
 from bench.modalities.code.symbols import (
     line_char_spans,
     line_offsets,
@@ -199,6 +199,13 @@ class CodeModality(Modality):
     # newline ([line start, line end + 1)), so lines tile the file and a blank line
     # still has extent 1.
     extent_unit: ClassVar[str] = "chars"
+    # The reader's budget: ten median gold regions of the dev set (a function: 243 characters
+    # on CoSQA), rounded: 2,400 characters, about 600 tokens (~4 characters a token).
+    budget: ClassVar[Option | None] = Option(2_400, high=1_000_000_000, low=0, low_open=True, whole=False)
+
+    def cut(self, boxes: np.ndarray, amounts: np.ndarray) -> np.ndarray | None:
+        """The leading characters in line order of the atom's file (a file atom: its first lines)."""
+        return leading_interval(boxes, amounts)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(atoms["char_start"].to_numpy(), atoms["char_end"].to_numpy() + 1,

@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int, placed_spans
+from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int, leading_interval, placed_spans
 from bench.modalities.textspan import key_spans, layout, layout_codes, source_codes
 
 
@@ -102,6 +102,13 @@ class ConversationModality(Modality):
         return {"turn_start": a, "turn_end": b, "char_start": -1, "char_end": -1, "extent": {"turn_start": a, "turn_end": b}}
 
     extent_unit: ClassVar[str] = "chars"
+    # The reader's budget: ten median gold regions of the dev set (a turn: 173 characters on
+    # LoCoMo), rounded: 1,700 characters, about 425 tokens (~4 characters a token).
+    budget: ClassVar[Option | None] = Option(1_700, high=1_000_000_000, low=0, low_open=True, whole=False)
+
+    def cut(self, boxes: np.ndarray, amounts: np.ndarray) -> np.ndarray | None:
+        """The leading characters in turn order (a session atom: its first turns)."""
+        return leading_interval(boxes, amounts)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(atoms["char_start"].to_numpy(), atoms["char_end"].to_numpy() + 1)

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, interval_extents, placed_frame, short, source_size
+from bench.modalities.base import Modality, Option, extent_json, interval_extents, placed_frame, short, source_size
 
 ATOM_IMAGE_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -93,6 +93,9 @@ class ImageModality(Modality):
         return photo_pictures(query, files, self.name)
 
     extent_unit: ClassVar[str] = "image"
+    # The reader's budget: ten median gold regions of the dev set (a whole photo on COCO):
+    # ten photos. An image is never cut (`cut` is None).
+    budget: ClassVar[Option | None] = Option(10, high=1_000_000, low=0, low_open=True, whole=False)
 
     def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         """Vectorised `region_extent`: the whole image."""

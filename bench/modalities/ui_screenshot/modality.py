@@ -180,6 +180,11 @@ class UiScreenshotModality(Modality):
         x0, y0, x1, y1 = (regions[f"bbox_{c}"].to_numpy(dtype=float) for c in ("x0", "y0", "x1", "y1"))
         return placed_frame("", x0, x1, y0, y1)
 
+    # The reader's budget: ten median gold regions of the dev set (an element's box: 6,048 px²
+    # on ScreenAgent), rounded: 60,000 px², a 245 x 245 crop (under a quarter of a 512 x 512
+    # tile, the unit vision models price an image in). Boxes are never cut (`cut` is None).
+    budget: ClassVar[Option | None] = Option(60_000, high=10**12, low=0, low_open=True, whole=False)
+
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({
             "part": np.full(len(atoms), "", dtype=object),

@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, Option, extent_json, interval_extents, is_number, placed_frame
+from bench.modalities.base import Modality, Option, extent_json, interval_extents, is_number, leading_interval, placed_frame
 
 #: seconds a region may end after the video's last cue (see module docstring)
 DURATION_TOLERANCE = 2.0
@@ -162,6 +162,15 @@ class VideoModality(Modality):
     def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         """Vectorised `region_extent`: the region's own seconds."""
         return placed_frame("", regions["t_start"].to_numpy(dtype=float), regions["t_end"].to_numpy(dtype=float), 0.0, 1.0)
+
+    # The reader's budget: ten median gold regions of the dev set (an answer span: 32 s on
+    # TutorialVQA, 47 s on MedVidQA; 32 s pooled), rounded: 320 s, about five minutes of
+    # transcript (~800 spoken words, ~1,000 tokens).
+    budget: ClassVar[Option | None] = Option(320, high=10_000_000, low=0, low_open=True, whole=False)
+
+    def cut(self, boxes: np.ndarray, amounts: np.ndarray) -> np.ndarray | None:
+        """The leading seconds in time order."""
+        return leading_interval(boxes, amounts)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(atoms["t_start"].to_numpy(dtype=float), atoms["t_end"].to_numpy(dtype=float))
