@@ -2,7 +2,7 @@
 
     system:
       name: bm25          # a built-in (bench.systems.BUILTINS) or a label for an external system
-      adapter: builtin    # builtin | python | command | http
+      adapter: builtin    # builtin | python | command | http | langchain | llamaindex
       entry: null         # python: "module:callable"; command: a command line; http: a loopback URL
       atoms: null         # the system's own atoms (JSONL or Parquet); null: the harness's chunks
       depth: 100          # k sent with every query
@@ -25,9 +25,10 @@ from typing import Any
 
 from bench.systems import BUILTINS, build_system, load_entry_point
 from bench.systems.adapters import Adapter, CommandAdapter, HttpAdapter, PythonAdapter, loopback_url
+from bench.systems.frameworks import FRAMEWORKS, framework_adapter
 from bench.systems.isolation import Launch
 
-ADAPTERS = ("builtin", "python", "command", "http")
+ADAPTERS = ("builtin", "python", "command", "http", *FRAMEWORKS)
 DEFAULTS: dict[str, Any] = {
     "adapter": "builtin", "entry": None, "atoms": None, "depth": 100,
     "timeout_s": 30.0, "concurrency": 1, "warmup": 10, "startup_timeout_s": 600.0, "sandbox": "auto", "code": None,
@@ -80,7 +81,8 @@ def system_config(block: dict[str, Any]) -> SystemConfig:
         if name not in BUILTINS:
             raise ValueError(f"system.name: unknown built-in system {name!r}; built in: {', '.join(BUILTINS)}")
     elif not isinstance(entry, str) or not entry.strip():
-        raise ValueError(f"system.entry: the {adapter} adapter needs an entry (python: 'module:callable', command: a command line, http: a URL)")
+        raise ValueError(f"system.entry: the {adapter} adapter needs an entry (python, langchain, llamaindex: "
+                         "'module:callable', command: a command line, http: a URL)")
     if adapter == "http":
         loopback_url(entry)  # raises on a non-loopback URL
     atoms = merged["atoms"]
@@ -89,12 +91,12 @@ def system_config(block: dict[str, Any]) -> SystemConfig:
     sandbox = "off" if merged["sandbox"] is False else merged["sandbox"]  # YAML reads a bare `off` as false
     if sandbox not in SANDBOX_MODES:
         raise ValueError(f"system.sandbox: {sandbox!r} is not one of {list(SANDBOX_MODES)}")
-    if sandbox == "required" and adapter in ("python", "http"):
+    if sandbox == "required" and adapter in ("python", "http", *FRAMEWORKS):
         raise ValueError(
             f"system.sandbox: required, but the {adapter} adapter cannot be sandboxed"
             + (" (it runs in the harness's process); run it through the command adapter: "
                "entry: \"{python} -m bench.systems.serve module:callable --atoms {atoms}\""
-               if adapter == "python" else " (it is your own server)")
+               if adapter == "python" else " (it is your own server)" if adapter == "http" else " (it runs in the harness's process)")
         )
     return SystemConfig(
         name=name,
@@ -143,6 +145,8 @@ def make_adapter(cfg: SystemConfig, atoms: Any, launch: Launch | None = None) ->
         adapter.name = cfg.name
         adapter.abstains = declares_abstention(system, load_entry_point(entry))
         return adapter
+    if cfg.adapter in FRAMEWORKS:
+        return framework_adapter(cfg.adapter, str(cfg.entry), cfg.name, atoms)
     if cfg.adapter == "command":
         if launch is None:
             raise ValueError("a command system needs its launch (working folder and environment)")
