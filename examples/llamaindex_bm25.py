@@ -11,7 +11,9 @@ carries its `atom_id` (what the llamaindex adapter reads, docs/systems.md) and i
 A question is answered from its holder's memory as it stood at `as_of`: the holder and
 `as_of` come from `bench.systems.frameworks.current_query()`, and nodes observed later
 are masked out with BM25Retriever's own weight mask (what its `filters` argument
-builds), so they never reach the ranking. Scores are BM25's own.
+builds), so they never reach the ranking. Scores are BM25's own. The mask hides later
+nodes from the ranking, not from the index's statistics (IDF, average length), which
+are the holder's whole memory's, as for the built-in `bm25-scoped`.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 import time
 
 import pytest
@@ -234,3 +235,58 @@ def test_a_raising_retriever_fails_its_query_and_a_slow_one_times_out(fakes):
     assert kinds == {"locomo:conv-1:q0": "crash", "locomo:conv-1:q1": "timeout"}
     assert "the langchain retriever raised KeyError: 'index gone'" in result.failures["message"].iloc[0]
     assert result.run["query_id"].tolist() == ["locomo:conv-1:q2"]
+
+
+# --------------------------------------------------------------------------- the step's one line
+
+
+def step(cfg_block: dict, tmp_path) -> str:
+    """The one line the retrieve stage prints (after `error: `) when opening the system fails."""
+    from bench.evaluation.retrieve_step import StepError, SystemPlaces, run_system
+    from bench.systems.sandbox import protected_paths
+    from tests.conftest import ROOT
+
+    places = SystemPlaces(root=ROOT, store=tmp_path / "store", temp_root=tmp_path / "systems", protected=protected_paths(ROOT), host_env={})
+    with pytest.raises(StepError) as info:
+        run_system(system_config({"name": "fw", **cfg_block}), entries("apples?"), {"conversation": make_atoms()}, places=places,
+                   segments=None, manifest_rows=[])
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+def test_the_stage_names_the_missing_extra_and_the_bad_factory(monkeypatch, tmp_path):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llama_index" else real(name, *a))
+    assert step({"adapter": "llamaindex", "entry": "examples.llamaindex_bm25:build"}, tmp_path) == (
+        "params.yaml system: the llamaindex adapter needs the optional extra 'llamaindex' (llama_index.core is not installed): "
+        "pip install -e '.[llamaindex]'  (llama-index-core)")
+    monkeypatch.undo()
+    need(LANGCHAIN, "langchain_core")
+    assert step({"adapter": "langchain", "entry": "tests.systems.framework_fakes:not_a_retriever"}, tmp_path) == (
+        "system 'fw': system.entry: tests.systems.framework_fakes:not_a_retriever returned a dict, not a "
+        "langchain_core.retrievers.BaseRetriever (the langchain adapter calls the retriever the factory returns)")
+
+
+@pytest.mark.parametrize(("entry", "blocked", "extra"), [
+    ("examples.llamaindex_bm25:build", "llama_index.retrievers.bm25", "example-llamaindex-bm25"),
+    ("examples.qdrant_memory:build", "qdrant_client", "example-qdrant"),
+])
+def test_an_example_without_its_packages_names_its_extra(entry, blocked, extra, monkeypatch, tmp_path):
+    need(f"{LANGCHAIN} and {LLAMAINDEX}", "langchain_core", "llama_index.core")
+    monkeypatch.setitem(sys.modules, blocked, None)  # as if not installed
+    monkeypatch.delitem(sys.modules, entry.partition(":")[0], raising=False)
+    adapter = "llamaindex" if "llamaindex" in entry else "langchain"
+    message = step({"adapter": adapter, "entry": entry}, tmp_path)
+    assert message.startswith(f"params.yaml system: examples/{entry.partition(':')[0].split('.')[1]}.py needs {blocked}: "
+                              f"pip install -e '.[{extra}]'"), message
+
+
+def test_rank_derived_scores_leave_false_recall_not_measurable(fakes):
+    """No scores, no confidence: every top-1 is 1, so no threshold can be calibrated (never a fake 0)."""
+    from bench.evaluation.measures.false_recall import NOT_MEASURABLE, calibrate
+
+    cfg = system_config({"name": "lc", "adapter": "langchain", "entry": "tests.systems.framework_fakes:langchain_keyword"})
+    result = run_queries(make_adapter(cfg, make_atoms()), entries("turn 1 apples", "pears number 2", "turn 4"), 5, known_atoms=KNOWN)
+    top1 = result.run.groupby("query_id", observed=True)["score"].max().to_numpy()
+    rule = calibrate(top1, 0.9)
+    assert len(top1) == 3 and rule.rule == NOT_MEASURABLE and "top-1 scores do not separate" in str(rule.reason)
