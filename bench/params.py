@@ -199,7 +199,7 @@ class FetchParams:
 @dataclass(frozen=True)
 class SystemParams:
     name: str = _key(text())
-    adapter: str = _key(choice("builtin", "python", "command", "http"), "builtin")
+    adapter: str = _key(choice("builtin", "python", "command", "http", "langchain", "llamaindex"), "builtin")
     entry: str | None = _key(text(nullable=True), None)
     atoms: str | None = _key(text(nullable=True), None)
     depth: int = _key(whole(1, high=MAX_DEPTH), 100)

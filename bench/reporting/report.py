@@ -222,7 +222,7 @@ ISOLATION_WORDS = {
     "bwrap": "isolated (bubblewrap: the system saw only its declared code, the runtime and its atoms; no network, its own /proc)",
     "landlock": "isolated (Landlock: the system could read only its declared code, the runtime and its atoms; no TCP, no other process's /proc)",
     "process": "NOT ISOLATED (system.sandbox: off): the system could read every file this user can, the sets and the gold included",
-    "none": "NOT ISOLATED: a builtin or python system runs in the harness's process and an http system is your own server; "
+    "none": "NOT ISOLATED: a builtin, python, langchain or llamaindex system runs in the harness's process and an http system is your own server; "
             "it could read every file this user can, the sets and the gold included",
 }
 

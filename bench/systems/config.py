@@ -2,7 +2,7 @@
 
     system:
       name: bm25          # a built-in (bench.systems.BUILTINS) or a label for an external system
-      adapter: builtin    # builtin | python | command | http
+      adapter: builtin    # builtin | python | command | http | langchain | llamaindex
       entry: null         # python: "module:callable"; command: a command line; http: a loopback URL
       atoms: null         # the system's own atoms (JSONL or Parquet); null: the harness's chunks
       depth: 100          # k sent with every query
@@ -30,6 +30,7 @@ from typing import Any
 from bench.params import ParamsError, SystemParams, check_block
 from bench.systems import BUILTINS, build_system, load_entry_point
 from bench.systems.adapters import Adapter, CommandAdapter, HttpAdapter, PythonAdapter, loopback_url
+from bench.systems.frameworks import FRAMEWORKS, framework_adapter
 from bench.systems.isolation import Launch
 
 
@@ -41,20 +42,21 @@ def check_system(system: SystemParams | Mapping[str, Any]) -> SystemParams:
         if cfg.name not in BUILTINS:
             raise ParamsError("system.name", f"unknown built-in system {cfg.name!r}; built in: {', '.join(BUILTINS)}")
     elif cfg.entry is None:
-        raise ParamsError("system.entry", f"the {cfg.adapter} adapter needs an entry (python: 'module:callable', "
-                          "command: a command line, http: a URL)")
+        raise ParamsError("system.entry", f"the {cfg.adapter} adapter needs an entry (python, langchain, llamaindex: "
+                          "'module:callable', command: a command line, http: a URL)")
     if cfg.adapter == "http":
         try:
             loopback_url(str(cfg.entry))
         except ValueError as exc:  # its message names the key
             raise ParamsError("system.entry", str(exc).removeprefix("system.entry: ")) from None
-    if cfg.sandbox == "required" and cfg.adapter in ("python", "http"):
+    if cfg.sandbox == "required" and cfg.adapter in ("python", "http", *FRAMEWORKS):
         raise ParamsError(
             "system.sandbox",
             f"required, but the {cfg.adapter} adapter cannot be sandboxed"
             + (" (it runs in the harness's process); run it through the command adapter: "
                "entry: \"{python} -m bench.systems.serve module:callable --atoms {atoms}\""
-               if cfg.adapter == "python" else " (it is your own server)"),
+               if cfg.adapter == "python" else " (it is your own server)" if cfg.adapter == "http"
+               else " (it runs in the harness's process)"),
         )
     return cfg
 
@@ -82,6 +84,8 @@ def make_adapter(cfg: SystemParams, atoms: Any, launch: Launch | None = None) ->
         adapter.name = cfg.name
         adapter.abstains = declares_abstention(system, load_entry_point(entry))
         return adapter
+    if cfg.adapter in FRAMEWORKS:
+        return framework_adapter(cfg.adapter, str(cfg.entry), cfg.name, atoms)
     if cfg.adapter == "command":
         if launch is None:
             raise ValueError("a command system needs its launch (working folder and environment)")

@@ -242,7 +242,7 @@ def test_every_result_states_its_isolation():
     from bench.reporting.report import isolation_heading
 
     assert isolation_heading({"isolation": "process"}).startswith("**Isolation: process** — NOT ISOLATED (system.sandbox: off)")
-    assert isolation_heading({"isolation": "none"}).startswith("**Isolation: none** — NOT ISOLATED: a builtin or python system runs in the harness's process")
+    assert isolation_heading({"isolation": "none"}).startswith("**Isolation: none** — NOT ISOLATED: a builtin, python, langchain or llamaindex system runs in the harness's process")
     assert isolation_heading({"isolation": "bwrap"}).startswith("**Isolation: bwrap** — isolated (bubblewrap")
     assert isolation_heading({"isolation": "landlock"}).startswith("**Isolation: landlock** — isolated (Landlock")
     assert isolation_heading({}).startswith("**Isolation: not recorded**")
