@@ -13,7 +13,7 @@ import pytest
 
 from bench.evaluation.retrieve import run_queries
 from bench.systems import MissingExtra
-from bench.systems.config import make_adapter, system_config
+from bench.systems.config import check_system, make_adapter
 from bench.systems.frameworks import FRAMEWORKS, FrameworkAdapter, Item, ScoreMode, current_query, hit_of, wire_hits
 from bench.systems.protocol import MalformedResponse
 from tests.extras import need
@@ -71,7 +71,7 @@ def malformed(adapter, answer_entries=None) -> str:
 def test_entries_run_through_both_adapters_with_scope_and_rank_or_native_scores(fakes):
     atoms = make_atoms()
     for adapter, factory in (("langchain", "langchain_keyword"), ("llamaindex", "llamaindex_keyword")):
-        cfg = system_config({"name": f"{adapter}-kw", "adapter": adapter, "entry": f"tests.systems.framework_fakes:{factory}"})
+        cfg = check_system({"name": f"{adapter}-kw", "adapter": adapter, "entry": f"tests.systems.framework_fakes:{factory}"})
         built = make_adapter(cfg, atoms)
         assert (built.kind, built.name, built.isolation, built.abstains) == (adapter, f"{adapter}-kw", "none", False)
         result = run_queries(built, entries("turn 3 about apples", "pears number 5"), 4, warmup=1, known_atoms=KNOWN)
@@ -96,11 +96,11 @@ def test_adapter_names_are_accepted_and_cannot_be_required_in_a_sandbox():
 
     for adapter in FRAMEWORKS:
         assert check_block("system", {"name": "x", "adapter": adapter, "entry": "m:f"}).adapter == adapter  # params.yaml's check
-        assert system_config({"name": "x", "adapter": adapter, "entry": "m:f"}).adapter == adapter
+        assert check_system({"name": "x", "adapter": adapter, "entry": "m:f"}).adapter == adapter
         with pytest.raises(ValueError, match=f"system.sandbox: required, but the {adapter} adapter cannot be sandboxed"):
-            system_config({"name": "x", "adapter": adapter, "entry": "m:f", "sandbox": "required"})
+            check_system({"name": "x", "adapter": adapter, "entry": "m:f", "sandbox": "required"})
         with pytest.raises(ValueError, match="needs an entry"):
-            system_config({"name": "x", "adapter": adapter})
+            check_system({"name": "x", "adapter": adapter})
 
 
 @pytest.mark.parametrize("adapter", list(FRAMEWORKS))
@@ -108,7 +108,7 @@ def test_missing_extra_is_one_line_naming_the_pip_command(adapter, monkeypatch):
     real = importlib.util.find_spec
     module = FRAMEWORKS[adapter].module.partition(".")[0]
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
-    cfg = system_config({"name": "x", "adapter": adapter, "entry": "tests.systems.framework_fakes:langchain_keyword"})
+    cfg = check_system({"name": "x", "adapter": adapter, "entry": "tests.systems.framework_fakes:langchain_keyword"})
     with pytest.raises(MissingExtra) as info:
         make_adapter(cfg, make_atoms())
     assert str(info.value) == (f"the {adapter} adapter needs the optional extra '{adapter}' ({FRAMEWORKS[adapter].module} is not installed): "
@@ -117,7 +117,7 @@ def test_missing_extra_is_one_line_naming_the_pip_command(adapter, monkeypatch):
 
 def test_a_factory_that_returns_no_retriever_is_refused(fakes):
     for adapter in FRAMEWORKS:
-        cfg = system_config({"name": "x", "adapter": adapter, "entry": "tests.systems.framework_fakes:not_a_retriever"})
+        cfg = check_system({"name": "x", "adapter": adapter, "entry": "tests.systems.framework_fakes:not_a_retriever"})
         with pytest.raises(ValueError) as info:
             make_adapter(cfg, make_atoms())
         assert str(info.value) == (f"system.entry: tests.systems.framework_fakes:not_a_retriever returned a dict, not a "
@@ -248,7 +248,7 @@ def step(cfg_block: dict, tmp_path) -> str:
 
     places = SystemPlaces(root=ROOT, store=tmp_path / "store", temp_root=tmp_path / "systems", protected=protected_paths(ROOT), host_env={})
     with pytest.raises(StepError) as info:
-        run_system(system_config({"name": "fw", **cfg_block}), entries("apples?"), {"conversation": make_atoms()}, places=places,
+        run_system(check_system({"name": "fw", **cfg_block}), entries("apples?"), {"conversation": make_atoms()}, places=places,
                    segments=None, manifest_rows=[])
     assert "\n" not in str(info.value)
     return str(info.value)
@@ -285,7 +285,7 @@ def test_rank_derived_scores_leave_false_recall_not_measurable(fakes):
     """No scores, no confidence: every top-1 is 1, so no threshold can be calibrated (never a fake 0)."""
     from bench.evaluation.measures.false_recall import NOT_MEASURABLE, calibrate
 
-    cfg = system_config({"name": "lc", "adapter": "langchain", "entry": "tests.systems.framework_fakes:langchain_keyword"})
+    cfg = check_system({"name": "lc", "adapter": "langchain", "entry": "tests.systems.framework_fakes:langchain_keyword"})
     result = run_queries(make_adapter(cfg, make_atoms()), entries("turn 1 apples", "pears number 2", "turn 4"), 5, known_atoms=KNOWN)
     top1 = result.run.groupby("query_id", observed=True)["score"].max().to_numpy()
     rule = calibrate(top1, 0.9)
