@@ -261,6 +261,9 @@ def accuracy_line(path: Path = ACCURACY_FILE) -> str | None:
                 f"bag-of-words WER {wer['value']:.1%} ({wer['ci95'][0]:.1%}–{wer['ci95'][1]:.1%}) over n = "
                 f"{doc['pages']} pages of {doc['documents']} documents ({cer['denominator']} characters, "
                 f"{wer['denominator']} words; bootstrap over pages; `reports/ocr_accuracy.json`, docs/performance.md).")
+        if doc.get("partial"):
+            line += f" Partial: {doc['pages']} of the sample's {doc['sample']['of']} pages (the run was stopped early)."
+
         old = doc.get("compared_with")
         if old:
             d = old["cer_change"]
