@@ -17,10 +17,9 @@ process (parallel float reductions can differ between runs), the 180-degree text
 direction classifier is off (screenshots and photos are upright; it also cost a
 third of the time), and box coordinates are rounded to 0.01 px.
 
-Speed (2 CPU cores): about 1.5 s per 1024x768 screenshot in one process, so OCR of
-many images runs in single-threaded worker processes (bench.executor)
-(measured: 208 ScreenAgent screenshots in 250 s, 79 COCO photos in 24 s). Pool and
-serial runs give identical boxes. Results depend on the rapidocr version (its
+Speed: OCR of many images runs in single-threaded worker processes (bench.executor),
+one per core; recognition is about 80 % of a page's time, detection most of the rest
+(docs/performance.md, "OCR"). Pool and serial runs give identical boxes. Results depend on the rapidocr version (its
 bundled models): pin it.
 
 Cache by content (``use_cache(folder)``, set by the extract stage): every result is
