@@ -58,17 +58,16 @@ from bench import progress
 #: every parameter that differs from rapidocr's config.yaml defaults: the one place for the
 #: engine's settings (the cache key names them, so a change misses cleanly). Chosen by
 #: `python -m benchmarks.ocr_candidates` (docs/performance.md, "OCR"): onnxruntime (f32 on every
-#: CPU), one thread per process, the detector's input downscaled to at most DET_MAX_SIDE px
-#: (`limit_type: max`; recognition still crops the full-resolution image), one text line per
-#: recognition call (no padding of short lines to the longest of a batch), onnxruntime's memory
-#: arena on (no allocation per call for the varying input shapes).
-DET_MAX_SIDE = 736
+#: CPU), one thread per process, one text line per recognition call (no padding of short lines
+#: to the longest of a batch; a line's text no longer depends on its neighbours), onnxruntime's
+#: memory arena on (no allocation per call for the varying input shapes). The detector keeps
+#: rapidocr's `limit_type: min` (it never downscales): a `max` limit (`Det.limit_type: max`)
+#: was faster but lost small print, e.g. 468 -> 116 characters on a text-less slide
+#: (tests/modalities/test_pdf.py::test_textless_pages_are_rendered_and_ocrd).
 OCR_PARAMS: dict[str, Any] = {
     "Global.log_level": "error",
     "Global.use_cls": False,
     "Global.text_score": 0.5,
-    "Det.limit_type": "max",
-    "Det.limit_side_len": DET_MAX_SIDE,
     "Rec.rec_batch_num": 1,
     "EngineConfig.onnxruntime.intra_op_num_threads": 1,
     "EngineConfig.onnxruntime.inter_op_num_threads": 1,
