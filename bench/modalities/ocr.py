@@ -260,7 +260,7 @@ def accuracy_line(path: Path = ACCURACY_FILE) -> str | None:
                 f"{doc['pages']} pages of {doc['documents']} documents ({cer['denominator']} characters, "
                 f"{wer['denominator']} words; bootstrap over pages; `reports/ocr_accuracy.json`, docs/performance.md).")
         if doc.get("partial"):
-            line += f" Partial: {doc['pages']} of the sample's {doc['sample']['of']} pages (the run was stopped early)."
+            line += f" Partial: {doc['partial']}."
 
         old = doc.get("compared_with")
         if old:
