@@ -13,6 +13,7 @@ import click
 import pandas as pd
 
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate_run, gold_segments, no_failures, per_query_table
+from bench.evaluation.memory_report import load_memory_inputs
 from bench.evaluation.steps import run_blocks
 from bench.ingest.corpus import Manifest
 from bench.ingest.partitions import read_modalities
@@ -56,9 +57,10 @@ def main() -> None:
     failures = RUNS / "failures.parquet"
     # false recall: the system's own abstention, else a threshold calibrated on these dev entries
     options = EvalOptions.from_params(cfg["metrics"], abstains=bool(system.get("abstains", False)))
-    with run_blocks(RUNS / "dev.parquet", RESOLVED / "gold.parquet", served, len(entries), in_core_rows) as run:
+    memories = load_memory_inputs(RESOLVED)  # memory hits: codes after the served atoms' (bench/evaluation/memory_report.py)
+    with run_blocks(RUNS / "dev.parquet", RESOLVED / "gold.parquet", served, len(entries), in_core_rows, memory_ids=memories.ids) as run:
         inputs = EvalInputs(entries=entries, run=None, gold=None, regions=regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
-                            failures=pd.read_parquet(failures) if failures.exists() else no_failures(), served=served,
+                            failures=pd.read_parquet(failures) if failures.exists() else no_failures(), served=served, memories=memories,
                             gold_segments=gold_segments(regions, SEGMENTS), invalid=invalid, sha256=summary["sha256"], source=run.source)
         result = evaluate_run(inputs, options, RunDescription.from_record(system, cfg["chunking"]))
         report = dev_report(result, inputs, k=options.k, max_k=int(cfg["system"].get("depth", 100)),

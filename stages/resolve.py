@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import click
 
+from bench.evaluation.memory_gold import read_memories, with_memories
 from bench.evaluation.resolve import resolve_partitions
 from bench.evaluation.retrieve import trec_qrels
 from bench.ingest.partitions import partitions
 from bench.io import iter_jsonl, write_json, write_parquet, write_text
-from bench.project.layout import REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
+from bench.project.layout import MEMORIES, REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
 
 
 @click.command()
@@ -23,12 +24,18 @@ def main() -> None:
     # the atoms the system under test serves (its own, or the harness chunks): see stages/retrieve.py
     served = partitions(SERVED)
     found = resolve_partitions(entries, served, SEGMENTS)
-    gold, regions = found.gold, found.regions
-    write_parquet(RESOLVED / "gold.parquet", gold)  # atoms as codes into data/served (bench/evaluation/atom_codes.py)
+    # the run's memory hits resolve by their provenance (bench/evaluation/memory_gold.py)
+    memories, units, hits, replay = read_memories(MEMORIES)
+    with_mem = with_memories(entries, found.gold, found.gold_atom_ids, found.gold_segments, memories, units, hits,
+                             given_atoms=replay.get("given_atoms", True))
+    gold, regions = with_mem.gold, found.regions
+    write_parquet(RESOLVED / "gold.parquet", gold)  # atoms as codes into data/served, memories after (bench/evaluation/atom_codes.py)
     write_parquet(RESOLVED / "regions.parquet", regions)
+    for name, frame in (("memories", with_mem.memories), ("memory_units", with_mem.units), ("memory_boxes", with_mem.boxes), ("memory_hits", hits)):
+        write_parquet(RESOLVED / f"{name}.parquet", frame)
     # answerable entries whose gold has no text to find (e.g. a text-less PDF page): the report lists them
     write_json(RESOLVED / "unreadable_gold.json", found.unreadable)
-    write_text(REPORTS / "runs" / "dev.qrels", trec_qrels(gold.assign(atom_id=found.gold_atom_ids.to_numpy(), query_id=gold["query_id"].astype(str))))
+    write_text(REPORTS / "runs" / "dev.qrels", trec_qrels(gold.assign(atom_id=with_mem.atom_ids.to_numpy(), query_id=gold["query_id"].astype(str))))
     missed = int((regions["n_atoms"] == 0).sum())
     click.echo(
         f"resolve: {len(regions)} gold regions of {len(entries)} entries -> {len(gold)} (region, atom) pairs "

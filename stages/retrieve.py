@@ -21,7 +21,7 @@ import click
 from bench.evaluation.retrieve_step import RetrievePaths, StepError, SystemPlaces, retrieve
 from bench.io import iter_jsonl
 from bench.params import ParamsError, check_executor
-from bench.project.layout import ATOMS, MANIFEST, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
+from bench.project.layout import ATOMS, MANIFEST, MEMORIES, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
 from bench.project.selection import checked_params, mirror_roots
 from bench.systems.config import system_config
 
@@ -40,7 +40,8 @@ def main() -> None:
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
     places = SystemPlaces.of_project(ROOT, STORE, os.environ, mirror_roots(doc["fetch"]["mirror_dirs"], os.environ, ROOT),
                                      doc.get("local_datasets") or [])
-    paths = RetrievePaths(atoms=ATOMS, segments=SEGMENTS, manifest=MANIFEST, served=SERVED, runs=RUNS, dev_run=REPORTS / "runs" / "dev.run")
+    paths = RetrievePaths(atoms=ATOMS, segments=SEGMENTS, manifest=MANIFEST, served=SERVED, runs=RUNS, dev_run=REPORTS / "runs" / "dev.run",
+                          memories=MEMORIES)
     try:
         click.echo(retrieve(cfg, entries, paths=paths, places=places, where=where))
     except StepError as exc:

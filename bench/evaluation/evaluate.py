@@ -25,6 +25,7 @@ from bench.evaluation.measures import measures
 from bench.evaluation.measures.extent import amount_columns, atom_extents, atom_statistics, extent_columns
 from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column, tied_positions
+from bench.evaluation.memory_report import MemoryInputs, memory_block
 from bench.evaluation.per_query import finish_per_query, query_block
 from bench.evaluation.placement import region_extents
 from bench.evaluation.uncertainty import add_intervals
@@ -58,6 +59,8 @@ class EvalInputs:
     sha256: dict[str, Any]  # manifest, sets and split lock the run used
     #: where run and gold are read block by block (bench.evaluation.blocks); None: `run` and `gold` as one block
     source: BlockSource | None = None
+    #: the run's memories (bench.evaluation.memory_report): more rows of the atom table, after the served atoms
+    memories: MemoryInputs | None = None
 
     def blocks(self) -> BlockSource:
         if self.source is not None:
@@ -102,6 +105,8 @@ class RunDescription:
     latency: Mapping[str, Any] | None  # bench.evaluation.retrieve.latency_percentiles
     isolation: str | None = None  # the sandbox's isolation, when the run recorded it
     split: str | None = None  # "test" for the acceptance
+    #: a replayed run: events sent and ingest_ms percentiles per modality (bench.evaluation.retrieve_step.replay_record)
+    replay: Mapping[str, Any] | None = None
 
     @classmethod
     def from_record(cls, system: Mapping[str, Any], chunking: Mapping[str, Any]) -> RunDescription:
@@ -110,7 +115,8 @@ class RunDescription:
         return cls(system=system["name"], depth=system["depth"], chunking=chunking, concurrency=system.get("concurrency", 1),
                    warm=system.get("warm", True), adapter=system.get("adapter", "builtin"),
                    warmup_queries=system.get("warmup_queries", 0), timeout_s=system.get("timeout_s"),
-                   latency=system.get("latency"), isolation=system.get("isolation"))
+                   latency=system.get("latency"), isolation=system.get("isolation"),
+                   replay={"events": system.get("events", 0), "ingest_ms": system.get("ingest", {})} if system.get("replay") else None)
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,8 @@ def _run_block(d: RunDescription, options: EvalOptions, table: pd.DataFrame, ent
         out["isolation"] = d.isolation
     if d.split is not None:
         out["split"] = d.split
+    if d.replay is not None:  # temporal correctness is 1.0 by construction for what it was sent (docs/systems.md, Replay)
+        out["replay"] = dict(d.replay)
     out["bootstrap"] = {"resamples": options.bootstrap_resamples, "seed": options.bootstrap_seed, "method": "percentile",
                         "confidence": 0.95, "over": "queries"}
     return out
@@ -192,7 +200,10 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     failed = inputs.failures["query_id"].astype(str).tolist()
     # row i = atom code i (bench.evaluation.atom_codes: modalities in name order)
     atoms = pd.concat([inputs.served[m][PER_QUERY_ATOM_COLUMNS] for m in sorted(inputs.served)], ignore_index=True)
-    atom_ext = atom_extents(inputs.served)
+    served_ext = atom_ext = atom_extents(inputs.served)
+    if inputs.memories:  # memory codes follow the served atoms' (bench.evaluation.provenance)
+        atoms = pd.concat([atoms, inputs.memories.atoms()], ignore_index=True)
+        atom_ext = pd.concat([atom_ext, inputs.memories.extents()], ignore_index=True)
     region_ext = region_extents(inputs.regions)  # placed once by resolve (bench.evaluation.placement): no decoding here
     source = inputs.blocks()
     parts = [evaluate_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, atom_ext, region_ext, k=k, failed=failed,
@@ -215,7 +226,9 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
         t = g[tied_column(k)]
         tie_summary[str(m)] = {"tied_positions": int(t.sum()), "queries_with_ties": int((t > 0).sum()), "queries": int(len(t))}
     doc = metrics_document(report, inputs.invalid, inputs.sha256, _run_block(description, options, per_query, entries, inputs.failures))
-    doc.update({"atom_stats": atom_statistics(atom_ext, inputs.regions), "ties": tie_summary})
+    doc.update({"atom_stats": atom_statistics(served_ext, inputs.regions), "ties": tie_summary})
+    if inputs.memories:
+        doc["memories"] = memory_block(inputs.memories, entries, k)
     return EvalResult(doc, per_query, table, atom_ext, region_ext, hits, source.block_count)
 
 

@@ -142,6 +142,19 @@ class Modality:
         """
         raise ValueError(f"the {self.name} modality does not take system-provided atoms")
 
+    # -- replay and memory citations (bench/systems/replay.py, bench/evaluation/provenance.py)
+    def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:
+        """One source's events for a replay, in order: its finest units (a turn, a page, a
+        cue, a file, a screenshot, a photo) as :func:`unit_frame` rows."""
+        raise NotImplementedError
+
+    def cited_units(self, extent: dict, segments: pd.DataFrame) -> pd.DataFrame:
+        """The units a memory's citation of `extent` (atom-extent terms) covers in one source,
+        as :func:`unit_frame` rows; each unit's extent is also a region of the modality (its
+        support is judged on its own text). Raises ValueError (one line) when the extent is
+        malformed or does not lie within the source."""
+        raise NotImplementedError
+
     # -- the report ----------------------------------------------------------------------
     def unreadable_gold(self, entries: list[dict], segments: pd.DataFrame) -> dict[str, Any] | None:
         """Answerable entries of this modality whose gold holds nothing to retrieve by text,
@@ -366,3 +379,15 @@ def source_size(segments: pd.DataFrame | None) -> tuple[int, int]:
     if segments is None or not len(segments) or "width" not in segments:
         return -1, -1
     return int(segments["width"].iloc[0]), int(segments["height"].iloc[0])
+
+
+UNIT_COLUMNS = ["extent", "text", "observed_at"]
+
+
+def unit_frame(extents: list[dict[str, Any]], texts: Any, observed: Any) -> pd.DataFrame:
+    """Units of one source (Modality.replay_units, cited_units): extent (a dict in atom-extent
+    terms, also a region), text, observed_at."""
+    frame = pd.DataFrame({"extent": pd.Series(extents, dtype=object), "text": [str(t) for t in texts]})
+    frame["observed_at"] = pd.to_datetime(pd.Series(list(observed), dtype=object), utc=True) if len(frame) else pd.Series(
+        [], dtype="datetime64[ns, UTC]")
+    return frame[UNIT_COLUMNS]

@@ -240,7 +240,10 @@ def extent_columns(
     gold_by_q = gold_s.groupby("query_id", sort=False)["atom_id"].agg(lambda s: sorted(set(s))).to_dict()
     # only the atoms these queries name: a lookup over every atom would cost O(atoms) per block
     named_atoms = atom_ext.loc[atom_ext["atom_id"].astype(str).isin(set(top["atom_id"]) | set(gold_s["atom_id"]))].set_index("atom_id")
-    atom_position = {a: i for i, a in enumerate(named_atoms.index)}
+    # an atom's rows: one box each (a memory has one per credited unit, bench.evaluation.memory_gold; its paid extent on one of them)
+    atom_position: dict[str, list[int]] = {}
+    for i, a in enumerate(named_atoms.index):
+        atom_position.setdefault(a, []).append(i)
     atom_space = list(zip(named_atoms["source_id"].tolist(), named_atoms["part"].tolist(), strict=True))
     atom_boxes = named_atoms[BOX].to_numpy(float)
     atom_area = named_atoms["extent"].to_numpy(float)
@@ -264,16 +267,18 @@ def _query_extents(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, at
                 atom_boxes: np.ndarray, atom_area: np.ndarray, k: int) -> list[float]:
     gold_boxes = reg_by_q.get(qid, [])
     cand_ids = [a for a in gold_by_q.get(qid, []) if a in atom_position]
-    cand = [(atom_space[atom_position[a]], atom_boxes[atom_position[a]]) for a in cand_ids]
-    cells, mg, mc = box_measure(gold_boxes, cand)
+    rows = [i for a in cand_ids for i in atom_position[a]]
+    cells, mg, mc_rows = box_measure(gold_boxes, [(atom_space[i], atom_boxes[i]) for i in rows])
+    mc = np.zeros((len(cand_ids), len(cells)), dtype=bool)  # each candidate's rows merged
+    np.logical_or.at(mc, np.repeat(np.arange(len(cand_ids)), [len(atom_position[a]) for a in cand_ids]), mc_rows)
     g_ext = float(cells[mg].sum())
     retrieved = [a for a in top_by_q.get(qid, []) if a in atom_position]
-    paid_top = float(sum(atom_area[atom_position[a]] for a in retrieved))
+    paid_top = float(sum(atom_area[i] for a in retrieved for i in atom_position[a]))
     cand_index = {a: i for i, a in enumerate(cand_ids)}
     hit = [cand_index[a] for a in retrieved if a in cand_index]
     covered = float(cells[mg & mc[hit].any(axis=0)].sum()) if hit else 0.0
     union = g_ext + paid_top - covered
-    paid_cand = np.array([atom_area[atom_position[a]] for a in cand_ids], dtype=float)
+    paid_cand = np.array([sum(atom_area[i] for i in atom_position[a]) for a in cand_ids], dtype=float)
     return [
         g_ext,
         covered,
