@@ -10,6 +10,7 @@ from bench.evaluation.measures import by_name, measures
 from bench.modalities import unreadable_gold_lines
 from bench.modalities.derived import is_derived
 from bench.modalities.ocr import accuracy_line
+from bench.reporting.memories import memory_sections
 
 UNANSWERABLE_TARGET = 0.15
 MET, NOT_MET, NOT_MEASURABLE = "met", "not met", "not measurable"
@@ -288,6 +289,7 @@ def markdown(
          "A failed query stays in every denominator and counts as the worst case."),
         "",
         *system_section(run),
+        *memory_sections(doc),
         *false_recall_section(run),
         "## Overall",
         "",

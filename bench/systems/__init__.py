@@ -14,8 +14,8 @@ built-in systems are Python entry points listed in `BUILTINS`.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import pandas as pd
