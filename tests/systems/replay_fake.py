@@ -60,8 +60,9 @@ def main() -> int:
             ok = "REFUSE" not in (event.get("text") or "")
             if ok:
                 system.observe(event)
-                source = open(event["source_file"], encoding="utf-8").read() if event.get("source_file") else ""
-                print("RECORD " + json.dumps({"event": event, "file_lines": source.count("\n")}), file=sys.stderr, flush=True)
+                with open(event["source_file"], "rb") as fh:  # a parsed source holds the events sent of it; a raw medium is whole
+                    lines = fh.read().count(b"\n")
+                print("RECORD " + json.dumps({"event": event, "file_lines": lines}), file=sys.stderr, flush=True)
             print(json.dumps({"event": event["event"], "ok": ok}), flush=True)
             continue
         print("RECORD " + json.dumps({"query": request["question"], "as_of": request["as_of"]}), file=sys.stderr, flush=True)
