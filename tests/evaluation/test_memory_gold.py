@@ -134,3 +134,30 @@ def test_memory_rows_count_citations_and_units():
     rows = memory_rows(memories, judge_units(memories, table))
     assert rows[["citations", "citations_supported", "units", "units_judged", "units_supported", "units_credited"]].iloc[0].tolist() == [
         1, 1, 3, 3, 1, 1]
+
+
+def test_the_evaluation_reads_a_memory_as_an_atom_of_its_holder_and_time():
+    """Through evaluate_entries (the acceptance's path): a memory citing a region observed after the question is a
+    temporal violation, one citing another holder's source a holder leak, an honest one a gold hit."""
+    from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
+    from bench.evaluation.retrieve import RunResult
+    from bench.evaluation.steps import evaluate_entries
+
+    seg = segments()
+    served = chunk_all(seg, {"conversation": {"strategy": "turn"}})
+    entries = [entry("q1", [("c:h1:s1", 1)]), entry("q2", [("c:h1:s1", 1)], as_of="2023-05-15T00:00:00+00:00"),
+               entry("q3", [("c:h1:s1", 1)])]
+    hits = [hit("q1", 1, "pixel", "Ann: I adopted a grey cat named Pixel yesterday", [("c:h1:s1", {"turn": 1})]),
+            hit("q2", 1, "pixel-all", PIXEL, CITES),  # cites s2, observed on 1 June: after q2's 15 May
+            hit("q3", 1, "mix", PIXEL + " and Cid trains for the Berlin marathon", [*CITES, ("c:h2:s9", {"turn": 1})])]
+    ran = RunResult(pd.DataFrame([(h[0], h[1], h[2], 1.0) for h in hits], columns=["query_id", "rank", "atom_id", "score"]),
+                    pd.DataFrame({"query_id": ["q1", "q2", "q3"], "latency_ms": 1.0, "n_returned": 1, "abstain": False, "confidence": np.nan}),
+                    no_failures(), {"given_atoms": True}, pd.DataFrame(hits, columns=MEMORY_COLUMNS))
+    desc = RunDescription(system="m", depth=10, chunking={}, concurrency=1, warm=False, adapter="python", warmup_queries=0, timeout_s=1,
+                          latency=None)
+    result = evaluate_entries(entries, [], ran, ran.latency, no_failures(), served, seg, EvalOptions(k=10, bootstrap_resamples=10), desc,
+                              in_core_rows=10**6, sha256={})
+    table = result.per_query.set_index("query_id")
+    assert table["recall@10"].tolist() == [1.0, 1.0, 1.0]  # q2: turn 1 of s1 (observed 1 May) is credited, s2 is not
+    assert table["temporal_ok"].tolist() == [1.0, 0.0, 1.0] and table["holder_ok"].tolist() == [1.0, 1.0, 0.0]
+    assert result.document["memories"]["overall"]["memory_hits"] == 3

@@ -60,8 +60,10 @@ def main() -> int:
             ok = "REFUSE" not in (event.get("text") or "")
             if ok:
                 system.observe(event)
-                with open(event["source_file"], "rb") as fh:  # a parsed source holds the events sent of it; a raw medium is whole
-                    lines = fh.read().count(b"\n")
+                lines = None
+                if event.get("source_file"):  # a parsed source holds the events sent of it; a raw medium is whole
+                    with open(event["source_file"], "rb") as fh:
+                        lines = fh.read().count(b"\n")
                 print("RECORD " + json.dumps({"event": event, "file_lines": lines}), file=sys.stderr, flush=True)
             print(json.dumps({"event": event["event"], "ok": ok}), flush=True)
             continue
