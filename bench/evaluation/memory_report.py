@@ -58,7 +58,8 @@ class MemoryInputs:
                              "modality": [m.split(",")[0] for m in self.rows["modalities"].astype(str)],
                              "source_id": "memory:" + self.rows["memory_id"].astype(str), "part": "",
                              "x0": 0.0, "x1": 0.0, "y0": 0.0, "y1": 0.0, "extent": self.rows["text_chars"].to_numpy(dtype=float)})
-        boxes = self.boxes.assign(atom_id=self.boxes["atom"].map(ids).astype(str), modality="", extent=0.0, part=self.boxes["part"].astype(str))
+        boxes = self.boxes.assign(atom_id=self.boxes["atom"].map(ids).astype(str), modality="", extent=0.0,
+                                  part=self.boxes["part"].astype(str))
         cols = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
         return pd.concat([paid[cols], boxes[cols]], ignore_index=True) if len(boxes) else paid[cols]
 
@@ -70,8 +71,8 @@ def load_memory_inputs(resolved: Path) -> MemoryInputs:
         path = resolved / name
         return pd.read_parquet(path) if path.is_file() else pd.DataFrame(columns=columns)
 
-    rows = frame("memories.parquet", MEMORY_ROW_COLUMNS)
-    return MemoryInputs(rows.sort_values("atom", kind="stable").reset_index(drop=True), frame("memory_boxes.parquet", ["atom", "source_id", "part", *BOX]),
+    rows = frame("memories.parquet", MEMORY_ROW_COLUMNS).sort_values("atom", kind="stable").reset_index(drop=True)
+    return MemoryInputs(rows, frame("memory_boxes.parquet", ["atom", "source_id", "part", *BOX]),
                         frame("memory_hits.parquet", ["query_id", "rank", "atom"]))
 
 

@@ -19,7 +19,11 @@ Robustness rules (docs/systems.md):
   timeout on every remaining query;
 * warm-up: before the timed run the first `warmup` queries are sent once each
   (spread over the channels), their answers checked and thrown away, their time
-  not recorded. Then every query is sent and timed.
+  not recorded. Then every query is sent and timed;
+* a memory hit's citations are checked against the corpus as the answers come
+  (bench.evaluation.provenance.CitationCheck): a malformed memory stops the run too;
+* a system that asked for replay is sent the corpus as events interleaved with the
+  queries, over one channel, without warm-up (bench.evaluation.replayed).
 
 Latency is the wall clock around the adapter call only (send, wait, receive and
 decode), measured by the harness; checking the answer is not timed. The index
