@@ -10,10 +10,11 @@ with memory hits that cite where each memory came from (*Memory hits*). Two kind
   a new unit shares no content word with it. Its text is its units' text, verbatim (a turn
   keeps its "Speaker: ..." prefix); its provenance is one citation of the range it spans.
 * **facts** -- per holder and topic word (a capitalised word inside a sentence: a place,
-  a name, a brand), the units that mention it, across sessions, once at least two do
-  ("Caroline · LGBTQ: [8 May 2023] ... [25 May 2023] ..."). Its text is those units,
-  verbatim, each after its date; its provenance cites each unit separately, so a fact
-  drawn from turn 3 of session 1 and turn 17 of session 4 cites exactly those two.
+  a name, a brand; not a speaker's name), the latest ``FACT_UNITS`` units that mention it,
+  across sessions, once at least two do ("LGBTQ: [8 May 2023] ... [25 May 2023] ...").
+  Its text is those units, verbatim, each after its date; its provenance cites each unit
+  separately, so a fact drawn from turn 3 of session 1 and turn 17 of session 4 cites
+  exactly those two.
 
 The provenance is honest by construction: every cited unit's text is in the memory's
 text, so the harness's support rule (bench/evaluation/support.py) credits all of it.
@@ -39,6 +40,7 @@ from datetime import datetime
 from typing import Any
 
 EPISODE_UNITS = 4
+FACT_UNITS = 6
 K1, B = 1.2, 0.75
 WORD = re.compile(r"\w\w+")
 TOPIC = re.compile(r"(?<=[a-z,;:] )([A-Z][A-Za-z]{2,})")
@@ -105,6 +107,7 @@ class ConsolidatingMemory:
         for topic in sorted(set(TOPIC.findall(text)) - self.speakers):
             units = self.topics[(holder, topic)]
             units.append({**unit, "source_id": sid})
+            del units[:-FACT_UNITS]  # a fact keeps its latest mentions
             if len(units) >= 2:
                 self._store(f"fact:{holder}:{topic}", holder, f"{topic}:\n" + "\n".join(f"[{u['day']}] {u['text']}" for u in units),
                             [{"source_id": u["source_id"], "extent": u["extent"]} for u in units])
