@@ -27,7 +27,7 @@ def main() -> None:
     # the run's memory hits resolve by their provenance (bench/evaluation/memory_gold.py)
     memories, units, hits, replay = read_memories(MEMORIES)
     with_mem = with_memories(entries, found.gold, found.gold_atom_ids, found.gold_segments, memories, units, hits,
-                             given_atoms=replay.get("given_atoms", True))
+                             given_atoms=not replay.get("replay", False))
     gold, regions = with_mem.gold, found.regions
     write_parquet(RESOLVED / "gold.parquet", gold)  # atoms as codes into data/served, memories after (bench/evaluation/atom_codes.py)
     write_parquet(RESOLVED / "regions.parquet", regions)

@@ -183,8 +183,8 @@ def read_memories(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFram
 def with_memories(entries: list[dict], gold: pd.DataFrame, atom_ids: pd.Series, gold_segments: pd.DataFrame, memories: pd.DataFrame,
                   units: pd.DataFrame, hits: pd.DataFrame, given_atoms: bool = True) -> Resolution:
     """The served atoms' `gold` (and the ids of its rows) with the memory hits' gold added.
-    A system not given the served atoms (replayed) can name none: their rows are dropped,
-    so its gold is the gold of what it can name (its memories)."""
+    A replayed system (`given_atoms` False) was given no atoms and can name none: their rows
+    are dropped, so its gold is the gold of what it can name (its memories)."""
     from bench.evaluation.atom_codes import CODE_DTYPE
 
     judged = judge_units(memories, units)

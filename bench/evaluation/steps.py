@@ -109,6 +109,6 @@ def memory_inputs(ran: Any, entries: list[dict], found: ResolvedGold, served: di
     coded, tables = coded_run(ran.run, ran.memories, table, CitationCheck(lambda: segments))
     hits = coded.loc[coded[ATOM_CODE].to_numpy() >= len(table), ["query_id", "rank", ATOM_CODE]].astype({"query_id": str})
     res = with_memories(entries, found.gold, found.gold_atom_ids, found.gold_segments, tables.memories, tables.units, hits,
-                        given_atoms=bool(ran.info.get("given_atoms", True)))
+                        given_atoms=not ran.info.get("replay", False))
     rows = res.memories.sort_values(ATOM_CODE, kind="stable").reset_index(drop=True)
     return coded, res.gold, MemoryInputs(rows, res.boxes, hits)
