@@ -38,10 +38,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file, write_json
-from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, MANIFEST_FILE, SUMMARY, TEST_METRICS
+from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file, write_json, write_text
+from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, MANIFEST_FILE, SUMMARY, TEST_METRICS, TEST_REPORT
+from bench.reporting.report import acceptance_markdown
+
+if TYPE_CHECKING:
+    from bench.params import Params
 
 #: environment variable and token file through which `bench accept` calls the stage
 TOKEN_ENV = "BENCH_ACCEPT_TOKEN"
@@ -256,13 +260,13 @@ def audit_problem(root: Path) -> str | None:
     return chain_problem(current) or history_problem(root, current) or last_row_problem(root, current)
 
 
-def dev_run_problem(dev_doc: dict, cfg: Mapping[str, Any]) -> str | None:
+def dev_run_problem(dev_doc: dict, cfg: Params) -> str | None:
     """The dev run's recorded chunking and system must be the params' (the acceptance
     evaluates the atoms the dev run served)."""
     run = dev_doc.get("run", {}) if isinstance(dev_doc.get("run"), dict) else {}
-    if run.get("chunking") != cfg.get("chunking"):
+    if run.get("chunking") != cfg.chunking_written:
         return f"{DEV_METRICS} was made with other chunking than params.yaml's: run `dvc repro` and commit"
-    name = (cfg.get("system") or {}).get("name")
+    name = cfg.system.name
     if run.get("system") != name:
         return f"{DEV_METRICS} was made with system {run.get('system')!r}, params.yaml names {name!r}: run `dvc repro` and commit"
     return None
@@ -350,7 +354,7 @@ def last_line_sha256(path: Path) -> str | None:
     return line_sha256(lines[-1]) if lines else None
 
 
-def preflight(root: Path, env: Mapping[str, str], set_paths: Sequence[Path], cfg: Mapping[str, Any] | None = None, *, in_stage: bool = False) -> str | None:
+def preflight(root: Path, env: Mapping[str, str], set_paths: Sequence[Path], cfg: Params | None = None, *, in_stage: bool = False) -> str | None:
     """The first reason to refuse an acceptance, or None (checks in the README's order).
 
     `bench accept` runs it, and the acceptance stage runs it again itself
@@ -421,5 +425,6 @@ def record_acceptance(root: Path, doc: dict, *, summary: dict, test_entries: int
                     params_sha256=sha256_file(params_path), sha256=summary["sha256"], dev_metrics_sha256=sha256_file(root / DEV_METRICS),
                     doc=doc, test_entries=test_entries, prev_sha256=last_line_sha256(audit))
     write_json(root / TEST_METRICS, doc)
+    write_text(root / TEST_REPORT, acceptance_markdown(doc, row["acceptance"], row["git_commit"]))
     append_audit(audit, row)
     return row

@@ -6,9 +6,11 @@ import json
 import sys
 from datetime import UTC
 from pathlib import Path
+from typing import Any
 
 import click
 
+from bench.evaluation.gate import MAX_LATENCY_RATIO
 from bench.io import LineError
 from bench.modalities import names as modality_names
 from bench.project.layout import AUDIT, DEV_METRICS, PER_QUERY, TEST_METRICS, Layout, find_root, read_params
@@ -83,8 +85,7 @@ def accept(show_status: bool) -> None:
     if show_status:
         sys.exit(_accept_status(root))
     try:
-        cfg = read_params(Layout(root))
-        reason = acc.preflight(root, os.environ, set_files(layout=Layout(root)), cfg)
+        reason = acc.preflight(root, os.environ, set_files(layout=Layout(root)), config(Layout(root)))
     except (RuntimeError, LineError, ValueError) as exc:
         reason = str(exc)
     if reason:
@@ -209,17 +210,9 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     from bench.evaluation.compare import compare as run_compare
     from bench.evaluation.compare import markdown as compare_md
     from bench.io import write_json
-    from bench.params import ParamsError, check_block
 
     root = find_root()
-    layout = Layout(root)
-    # only the metrics block matters here: a folder whose params.yaml holds no more is compared too
-    # (k: each run's dev.json names its own; 10 only for tables without one)
-    written = (read_params(layout).get("metrics") or {}) if layout.params.is_file() else {}
-    try:
-        metrics = check_block("metrics", {"k": 10, **written})
-    except ParamsError as exc:
-        raise click.ClickException(str(exc)) from None
+    metrics = _metrics_block(root)
     try:
         ra, rb = (load_run(spec, root, PER_QUERY, DEV_METRICS) for spec in (a, b))
         result = run_compare(ra.per_query, rb.per_query, k=common_k(ra, rb, metrics.k), resamples=resamples or metrics.bootstrap_resamples,
@@ -231,6 +224,130 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     if json_out:
         write_json(json_out, result)
     click.echo(json.dumps(result, indent=2) if fmt == "json" else compare_md(result, ra.describe(), rb.describe()))
+
+
+def _metrics_block(root: Path) -> Any:
+    """params `metrics` of the project at `root`, checked (compare, leaderboard, gate): only that
+    block matters, so a folder whose params.yaml holds no more works too (k: each run's
+    dev.json names its own; 10 only for tables without one)."""
+    from bench.params import ParamsError, check_block
+
+    layout = Layout(root)
+    written = (read_params(layout).get("metrics") or {}) if layout.params.is_file() else {}
+    try:
+        return check_block("metrics", {"k": 10, **written})
+    except ParamsError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _run_params(spec: str, root: Path) -> dict[str, Any]:
+    """params.yaml of a run (a folder's own, or the commit's of a revision or experiment); {} without one."""
+    import yaml
+
+    from bench.evaluation.compare import _exp_commit, _git
+
+    path = Path(spec)
+    if path.exists():
+        folder = path if path.is_dir() else path.parent.parent.parent  # reports/per_query/dev.parquet -> the project
+        data = (folder / "params.yaml").read_bytes() if (folder / "params.yaml").is_file() else None
+    else:
+        rev = spec if _git(root, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}") is not None else _exp_commit(root, spec)
+        data = _git(root, "show", f"{rev}:params.yaml") if rev else None
+    try:
+        doc = yaml.safe_load(data) if data else {}
+    except yaml.YAMLError:
+        raise click.ClickException(f"{spec}: params.yaml is not readable YAML") from None
+    return doc if isinstance(doc, dict) else {}
+
+
+def _stats_options(f: Any) -> Any:
+    """The options leaderboard and gate share with compare."""
+    for option in reversed((
+        click.option("--resamples", type=click.IntRange(1, 1_000_000), default=None, help="bootstrap resamples (default params metrics.bootstrap_resamples)"),
+        click.option("--permutations", type=click.IntRange(1, 1_000_000), default=10000, show_default=True, help="sign flips of the randomization test"),
+        click.option("--seed", type=int, default=None, help="default params metrics.bootstrap_seed"),
+        click.option("--alpha", type=click.FloatRange(0, 1), default=0.05, show_default=True, help="significance level after Holm correction"),
+        click.option("--max-unpaired", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+                     help="share of all queries that may be missing from a run (then only shared queries are compared)"),
+    )):
+        f = option(f)
+    return f
+
+
+@cli.command()
+@click.argument("runs", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="every experiment of HEAD (what `dvc exp show` lists)")
+@click.option("--baseline", default="HEAD", show_default=True, help="the run the others are compared with")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="also write the leaderboard as JSON here")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None, help="also write an HTML page with the quality-against-cost pictures")
+@click.option("--rank-by", default="recall@budget", show_default=True, help="the measure the runs are ranked by")
+@_stats_options
+def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str | None, html_out: str | None, rank_by: str,
+                resamples: int | None, permutations: int, seed: int | None, alpha: float, max_unpaired: float) -> None:
+    """One table that decides a sweep: RUNs (folders, git revisions, DVC experiments) against a baseline.
+
+    Per modality and overall: changed params, recall@k, recall@budget, MRR, nDCG@k, false
+    recall, abstention rate, latency p50, cartridge@k; paired intervals and Holm-corrected
+    p-values against the baseline; rank intervals; the Pareto frontier. See docs/comparing.md.
+    """
+    from bench.evaluation.compare import CompareError, load_run
+    from bench.evaluation.leaderboard import experiment_names
+    from bench.evaluation.leaderboard import leaderboard as board
+    from bench.io import write_json, write_text
+    from bench.reporting.leaderboard import markdown, page
+
+    root = find_root()
+    metrics = _metrics_block(root)
+    try:
+        names = list(dict.fromkeys([baseline, *runs, *(experiment_names(root) if every else [])]))
+        if len(names) < 2:
+            raise CompareError("no run to rank besides the baseline: name RUNs or pass --all (are there experiments of HEAD?)")
+        loaded = [load_run(name, root, PER_QUERY, DEV_METRICS) for name in names]
+        result = board(loaded, base=0, params=[_run_params(name, root) for name in names], k=loaded[0].k or metrics.k,
+                       resamples=resamples or metrics.bootstrap_resamples, permutations=permutations,
+                       seed=metrics.bootstrap_seed if seed is None else seed, alpha=alpha, max_unpaired=max_unpaired, rank_by=rank_by)
+    except CompareError as exc:
+        raise click.ClickException(str(exc)) from None
+    if json_out:
+        write_json(json_out, result)
+    if html_out:
+        write_text(html_out, page(result))
+    click.echo(markdown(result))
+
+
+@cli.command()
+@click.argument("base")
+@click.option("--min-effect", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="a difference of at most this much never fails the gate")
+@click.option("--max-latency-ratio", type=click.FloatRange(1, None), default=MAX_LATENCY_RATIO, show_default=True,
+              help="latency p50 / p95 may grow by at most this factor")
+@_stats_options
+def gate(base: str, min_effect: float, max_latency_ratio: float, resamples: int | None, permutations: int, seed: int | None,
+         alpha: float, max_unpaired: float) -> None:
+    """Regression gate: exit 1 when a verdict metric of this folder's run is significantly worse than BASE's.
+
+    BASE is a folder, git revision or DVC experiment. Exit 0: passed; 1: worse (one line
+    per reason); 2: the two runs cannot be compared (one line). See docs/comparing.md.
+    """
+    from bench.evaluation.compare import CompareError, common_k, load_run
+    from bench.evaluation.gate import gate as run_gate
+    from bench.evaluation.gate import summary
+
+    root = find_root()
+    metrics = _metrics_block(root)
+    try:
+        before, now = load_run(base, root, PER_QUERY, DEV_METRICS), load_run(str(root), root, PER_QUERY, DEV_METRICS)
+        result = run_gate(before, now, k=common_k(before, now, metrics.k), alpha=alpha, min_effect=min_effect,
+                          max_latency_ratio=max_latency_ratio, resamples=resamples or metrics.bootstrap_resamples,
+                          permutations=permutations, seed=metrics.bootstrap_seed if seed is None else seed, max_unpaired=max_unpaired)
+    except CompareError as exc:
+        click.echo(f"gate: refused: {exc}", err=True)
+        sys.exit(2)
+    for line in result.reasons:
+        click.echo(line)
+    if not result.passed:
+        sys.exit(1)
+    click.echo(summary(result, base, alpha, min_effect, max_latency_ratio))
 
 
 @cli.command("eval")

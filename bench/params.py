@@ -23,6 +23,7 @@ in core, docs/scale.md) and the atoms a chunking may make (bench.ingest.chunking
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import math
@@ -152,6 +153,22 @@ def code_paths() -> Check:
     return check
 
 
+def amounts() -> Check:
+    """metrics.budget as `bench compare` reads it (no registry): null, or a mapping of
+    names to positive finite numbers; `check_params` checks each against its modality."""
+    positive = number(low=0, low_open=True)
+
+    def check(key: str, value: Any) -> None:
+        if value is None:
+            return
+        if not isinstance(value, dict):
+            raise ParamsError(key, f"must be a mapping of modality -> amount, got {_shown(value)}")
+        for name, amount in value.items():
+            positive(f"{key}.{name}", amount)
+
+    return check
+
+
 def option_check(option: Option) -> Check:
     """The check of a modality's declared option (bench.modalities.base.Option)."""
     if option.whole:
@@ -159,9 +176,18 @@ def option_check(option: Option) -> Check:
     return number(low=option.low, low_open=option.low_open, high=option.high)
 
 
-def _key(check: Check, default: Any = dataclasses.MISSING) -> Any:
-    """A dataclass field that is a params key: its check and its default (none: required)."""
-    return field(default=default, metadata={"check": check})
+def _key(check: Check, default: Any = dataclasses.MISSING, normal: Callable[[Any], Any] | None = None) -> Any:
+    """A dataclass field that is a params key: its check, its default (none: required) and the
+    function that gives a checked value its one form (e.g. float seconds; None: as written)."""
+    return field(default=default, metadata={"check": check, "normal": normal})
+
+
+def _off(value: Any) -> str:
+    return "off" if value is False else str(value)  # YAML reads a bare `off` as false
+
+
+def _paths(value: Any) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 @dataclass(frozen=True)
@@ -173,26 +199,29 @@ class FetchParams:
 @dataclass(frozen=True)
 class SystemParams:
     name: str = _key(text())
-    adapter: str = _key(choice("builtin", "python", "command", "http"), "builtin")
+    adapter: str = _key(choice("builtin", "python", "command", "http", "langchain", "llamaindex"), "builtin")
     entry: str | None = _key(text(nullable=True), None)
     atoms: str | None = _key(text(nullable=True), None)
     depth: int = _key(whole(1, high=MAX_DEPTH), 100)
-    timeout_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 30.0)
+    timeout_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 30.0, float)
     concurrency: int = _key(whole(1, high=MAX_CONCURRENCY), 1)
     warmup: int = _key(whole(0, high=MAX_WARMUP), 10)
-    startup_timeout_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 600.0)
+    startup_timeout_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 600.0, float)
     #: auto | required | off (YAML reads a bare `off` as false: both mean off)
-    sandbox: str | bool = _key(sandbox_mode(), "auto")
+    sandbox: str = _key(sandbox_mode(), "auto", _off)
     #: the system's own code shown to it (bench/systems/declared.py); null: what the entry names
-    code: str | tuple[str, ...] | None = _key(code_paths(), None)
+    code: tuple[str, ...] | None = _key(code_paths(), None, _paths)
 
 
 @dataclass(frozen=True)
 class MetricsParams:
     k: int = _key(whole(1, high=MAX_DEPTH))
-    calibration_recall: float = _key(number(low=0, low_open=True, high=1), 0.9)
+    calibration_recall: float = _key(number(low=0, low_open=True, high=1), 0.9, float)
     bootstrap_resamples: int = _key(whole(1, high=MAX_RESAMPLES), 1000)
     bootstrap_seed: int = _key(whole(0, high=MAX_SEED), 0)
+    #: modality -> what a reader is handed per query, in its extent unit (recall@budget); check_params
+    #: fills in each modality's default (`Modality.budget`); None there: it declares none
+    budget: dict[str, float | None] | None = _key(amounts(), None)
 
 
 @dataclass(frozen=True)
@@ -222,6 +251,9 @@ class Params:
     system: SystemParams
     metrics: MetricsParams
     executor: ExecutorParams
+    #: the chunking block as params.yaml writes it: what a run records (dev.json's run block)
+    #: and the acceptance compares with, so a default added later changes no record
+    chunking_written: dict[str, Any] = field(default_factory=dict)
 
 
 BLOCKS: dict[str, type] = {"fetch": FetchParams, "system": SystemParams, "metrics": MetricsParams, "executor": ExecutorParams}
@@ -261,12 +293,15 @@ def check_block(name: str, value: Any) -> Any:
     cls = BLOCKS[name]
     fields = dataclasses.fields(cls)
     block = _mapping(name, {} if value is None else value, [f.name for f in fields])
+    values = {}
     for f in fields:
         if f.name in block:
             f.metadata["check"](f"{name}.{f.name}", block[f.name])
+            value, normal = block[f.name], f.metadata["normal"]
+            values[f.name] = normal(value) if normal is not None and value is not None else tuple(value) if isinstance(value, list) else value
         elif f.default is dataclasses.MISSING:
             raise ParamsError(f"{name}.{f.name}", "missing key")
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in block.items()})
+    return cls(**values)
 
 
 def check_executor(block: Any) -> ExecutorParams:
@@ -318,6 +353,21 @@ def check_chunking(block: Any, modality: Modality) -> dict[str, Any]:
     return out
 
 
+def check_budget(block: Any, modalities: Mapping[str, Modality]) -> dict[str, float | None]:
+    """`metrics.budget`: an amount per modality within its `Modality.budget` bounds, the
+    modality's default where the block leaves it out (None: the modality declares none)."""
+    given = _mapping("metrics.budget", {} if block is None else block, list(modalities))
+    out: dict[str, float | None] = {}
+    for name, mod in sorted(modalities.items()):
+        option = mod.budget
+        if name in given:
+            (option_check(option) if option is not None else number(low=0, low_open=True))(f"metrics.budget.{name}", given[name])
+            out[name] = float(given[name])
+        else:
+            out[name] = None if option is None else float(option.default)
+    return out
+
+
 def _datasets(doc: dict[str, Any], registered: set[str] | None) -> None:
     local = doc.get("local_datasets") or []
     if doc["datasets"] == [] and not local:
@@ -363,11 +413,12 @@ def check_params(doc: Any, modalities: Mapping[str, Modality], registered: set[s
         raise ParamsError("metrics.k", f"{blocks['metrics'].k} is more than system.depth ({blocks['system'].depth}): "
                           "recall@k would count atoms never retrieved")
     _datasets(doc, registered)
+    blocks["metrics"] = dataclasses.replace(blocks["metrics"], budget=check_budget(blocks["metrics"].budget, modalities))
     datasets = doc["datasets"]
     params = Params(datasets=datasets if isinstance(datasets, str) else tuple(datasets), local_datasets=tuple(doc.get("local_datasets") or ()),
                     chunking={m: check_chunking(chunking.get(m), mod) for m, mod in sorted(modalities.items())},
                     extraction={m: check_extraction(extraction, mod) for m, mod in sorted(modalities.items()) if mod.extraction_options},
-                    **blocks)
+                    chunking_written=copy.deepcopy(chunking), **blocks)
     if memory_bytes is not None:
         check_memory_bounds(params, memory_bytes)
     return params

@@ -5,8 +5,8 @@ bench.evaluation.blocks), each in a fresh process (peak RSS: VmHWM, benchmarks.c
 The synthetic run is case_metrics.make_codes's (100 atoms a query, 10 % unanswerable,
 realistic gold), written as the retrieve and resolve stages write it: atom codes, query
 ids categorical. The work measured is what the evaluate stage does with the run: read
-it, add the atom-id strings (bench.evaluation.atom_codes.with_atom_ids), per-query
-metrics, ties and the curves' hits per block, then the cross-query steps and the cells.
+it (atoms stay codes), per-query metrics, ties and the curves' hits per block, then the
+cross-query steps and the cells.
 The chunk-fair metrics are left out (their cost is per top-k row and per query, not
 per run row). The figure gives the bytes of peak RSS per run row in core: what
 params executor.in_core_rows is set from (docs/scale.md).
@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from benchmarks.common import ROOT, figure, peak_rss_kib
 
@@ -50,7 +49,6 @@ def work(folder: Path, in_core_rows: int | None) -> dict[str, Any]:
     in core when `in_core_rows` is None, else blocks of about that many run rows from DuckDB."""
     import time
 
-    from bench.evaluation.atom_codes import with_atom_ids
     from bench.evaluation.blocks import DuckDBBlocks, FrameBlocks, parquet_rows, queries_per_block
     from bench.evaluation.cells import aggregate
     from bench.evaluation.evaluate import curve_hits
@@ -60,7 +58,6 @@ def work(folder: Path, in_core_rows: int | None) -> dict[str, Any]:
     entries = pd.read_parquet(folder / "entries.parquet").sort_values("query_id").reset_index(drop=True)
     atoms = pd.read_parquet(folder / "atoms.parquet")
     latency = pd.read_parquet(folder / "latency.parquet")
-    table = pa.array(atoms["atom_id"].astype(str), type=pa.large_string())
     ids = entries["query_id"].astype(str).tolist()
     base = peak_rss_kib()
     t = time.perf_counter()
@@ -68,11 +65,10 @@ def work(folder: Path, in_core_rows: int | None) -> dict[str, Any]:
     per_block = None if in_core_rows is None else queries_per_block(rows, len(ids), in_core_rows)
     with tempfile.TemporaryDirectory() as spill:
         if per_block is None:
-            source: Any = FrameBlocks(with_atom_ids(pd.read_parquet(folder / "run.parquet"), table),
-                                      with_atom_ids(pd.read_parquet(folder / "gold.parquet"), table))
+            source: Any = FrameBlocks(pd.read_parquet(folder / "run.parquet"), pd.read_parquet(folder / "gold.parquet"))
         else:
             source = DuckDBBlocks(folder / "run.parquet", folder / "gold.parquet", per_block, temp_dir=Path(spill),
-                                  memory_limit="1GB", prepare=lambda f: with_atom_ids(f, table)).__enter__()
+                                  memory_limit="1GB").__enter__()
         parts, ties, hits = [], [], []
         for b in source.blocks(ids):
             parts.append(query_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, k=K, failed=[], responses=latency))

@@ -62,21 +62,48 @@ def _ort_threads(params: dict[str, Any], n: int) -> dict[str, Any]:
     return {**params, "EngineConfig.onnxruntime.intra_op_num_threads": n}
 
 
+def _ov(**extra: Any) -> dict[str, Any]:
+    """The OpenVINO setting of main before this measurement, with `extra` changes."""
+    return {**BASE_PARAMS, **OPENVINO, **extra}
+
+
+#: the setting extraction used before this change: OpenVINO, scale 2.0, detector `limit_type: min`
+PREVIOUS = Setting("openvino, scale 2.0 (before this change)", _ov())
+
+
+ARENA = {"EngineConfig.onnxruntime.enable_cpu_mem_arena": True}
+DET_MAX_960 = {"Det.limit_type": "max", "Det.limit_side_len": 960}
+REC_BATCH_1 = {"Rec.rec_batch_num": 1}
+
+
 def candidates() -> list[Setting]:
-    """Today's setting first, then one change at a time, then combinations."""
-    ov = {**BASE_PARAMS, **OPENVINO}
+    """Today's setting first, then one change at a time, then combinations. Every candidate
+    computes in f32 (onnxruntime, or OpenVINO with the f32 hint) except PREVIOUS: OpenVINO's
+    default bf16 on a CPU with AVX512_BF16 gives other text than on a CPU without it."""
     return [
         TODAY,
-        Setting("openvino engine", ov),
+        PREVIOUS,
+        Setting("openvino f32", _ov(), extra={"openvino_f32": True}),
+        Setting("cpu memory arena on", {**BASE_PARAMS, **ARENA}),
+        Setting("det limit max 960", {**BASE_PARAMS, **DET_MAX_960}),
+        Setting("rec batch 1 (6 today)", {**BASE_PARAMS, **REC_BATCH_1}),
+        Setting("det limit max 960, rec batch 1, arena", {**BASE_PARAMS, **DET_MAX_960, **REC_BATCH_1, **ARENA}),
+        Setting("det limit max 736, rec batch 1, arena",
+                {**BASE_PARAMS, "Det.limit_type": "max", "Det.limit_side_len": 736, **REC_BATCH_1, **ARENA}),
         Setting("det limit_side_len 640 (736 today)", {**BASE_PARAMS, "Det.limit_side_len": 640}),
-        Setting("det limit_side_len 512", {**BASE_PARAMS, "Det.limit_side_len": 512}),
         Setting("direction classifier on", {**BASE_PARAMS, "Global.use_cls": True}),
-        Setting("rec batch 16 (6 today)", {**BASE_PARAMS, "Rec.rec_batch_num": 16}),
         Setting("render scale 1.5", BASE_PARAMS, scale=1.5),
         Setting("1 process x 2 threads", _ort_threads(BASE_PARAMS, 2), processes=1, threads=2),
-        Setting("openvino, det limit_side_len 640", {**ov, "Det.limit_side_len": 640}),
-        Setting("openvino, render scale 1.5", ov, scale=1.5),
     ]
+
+
+def _openvino_f32() -> None:
+    """Make every OpenVINO engine built later in this process compute in f32 (exploration only:
+    rapidocr's openvino config has no key for the precision hint)."""
+    from rapidocr.inference_engine.openvino import device_config
+
+    get = device_config.CPUConfig.get_config
+    device_config.CPUConfig.get_config = lambda self: {**get(self), "INFERENCE_PRECISION_HINT": "f32"}  # type: ignore[method-assign]
 
 
 _worker: dict[str, Any] = {}
@@ -205,12 +232,88 @@ def best_of_interleaved(settings: Sequence[Setting], pages: Sequence[tuple[str, 
     return results
 
 
+# -- the mix the pipeline OCRs, timed by CPU time in sharded processes ---------------------
+
+
+def pipeline_mix(every: int) -> dict[str, list[tuple[str, int]]]:
+    """Every `every`-th item of each kind the pipeline OCRs (sorted, so the same set each run):
+    the text-less MMLongBench-Doc pages (index >= 0), the ScreenAgent screenshots and the COCO
+    photos of the mirror (index -1: an image file)."""
+    from benchmarks.case_ocr import PHOTOS, SCREENS
+    from benchmarks.case_scale import DOCS, textless_pages
+
+    pages = textless_pages(sorted(DOCS.glob("*.pdf")) if DOCS.is_dir() else [], 1 << 30)
+    screens = sorted(SCREENS.glob("*/images/*.jpg")) if SCREENS.is_dir() else []
+    photos = sorted(PHOTOS.glob("*.jpg")) if PHOTOS.is_dir() else []
+    full = {"text-less pdf pages": [(str(p), i) for p, i in pages], "screenshots": [(str(p), -1) for p in screens],
+            "photos": [(str(p), -1) for p in photos]}
+    return {kind: items[::every] for kind, items in full.items()} | {"_counts": [(k, len(v)) for k, v in full.items()]}
+
+
+#: a JSON-lines file each finished item of `measure_cpu` is appended to (None: none)
+LOG: str | None = os.environ.get("OCR_CANDIDATES_LOG")
+
+
+def _shard(args: tuple[Sequence[Setting], Sequence[tuple[str, int]], int, int]) -> list[list[Any]]:
+    """Per item of shard `k` of `n`: per setting (CPU s, wall s, boxes); settings interleaved
+    item by item, their order rotated by one per item (no setting always runs first)."""
+    from bench.modalities.ocr import PageImage, image_size, make_engine, render_page, to_boxes
+
+    settings, items, k, n = args
+    if any(s.extra.get("openvino_f32") for s in settings):
+        _openvino_f32()
+    engines = [make_engine(s.params) for s in settings]
+    for engine in engines:  # models load at first use: outside the timing
+        engine(render_page(PageImage(items[0][0], max(0, items[0][1]), 1.0)) if items[0][1] >= 0 else items[0][0])
+    out: list[list[Any]] = []
+    for m, (path, i) in enumerate(items[k::n]):
+        row: list[Any] = [None] * len(settings)
+        for j in range(len(settings)):
+            q = (j + m) % len(settings)
+            s, engine = settings[q], engines[q]
+            cpu, wall = time.process_time(), time.perf_counter()
+            if i < 0:
+                width, height = image_size(path)
+                r = engine(path)
+            else:
+                pixels = render_page(PageImage(path, i, s.scale))
+                height, width = int(pixels.shape[0]), int(pixels.shape[1])
+                r = engine(pixels)
+            boxes = to_boxes(r.boxes, r.txts, r.scores, width, height)
+            row[q] = (time.process_time() - cpu, time.perf_counter() - wall,
+                      [(b.x0, b.y0, b.x1, b.y1, b.text, b.score) for b in boxes])
+        out.append(row)
+        if LOG is not None:  # every finished item, so an interrupted run keeps what it measured
+            with open(LOG, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"item": [path, i], "settings": [s.name for s in settings], "row": row}) + "\n")
+        print(f"ocr settings: shard {k + 1}/{n}: item {m + 1}: " +
+              ", ".join(f"{c[0]:.2f}" for c in row) + " CPU s", file=sys.stderr, flush=True)
+    return out
+
+
+def measure_cpu(settings: Sequence[Setting], items: Sequence[tuple[str, int]], processes: int = 2) -> list[list[Any]]:
+    """Per item (input order), per setting: (CPU s, wall s, boxes) of rendering and OCR, the
+    items split over `processes` forked processes that each build one single-thread engine
+    per setting. CPU time of a one-thread engine hardly moves with other work on the machine
+    (wall time does); a one-thread setting's throughput on 2 cores is 2 / (CPU s per item)."""
+    processes = max(1, min(processes, len(items)))
+    with get_context("fork").Pool(processes) as pool:
+        shards = pool.map(_shard, [(settings, items, k, processes) for k in range(processes)], chunksize=1)
+    rows: list[list[Any]] = [[] for _ in items]
+    for k, shard in enumerate(shards):
+        for m, row in enumerate(shard):
+            rows[k + m * processes] = row
+    return rows
+
+
 @click.command()
 @click.option("--every", default=4, show_default=True, help="take every K-th page of the accuracy sample")
 @click.option("--rounds", default=4, show_default=True, help="interleaved chunks (module doc of run_settings)")
 @click.option("--only", multiple=True, help="run only settings whose name starts with this (today always runs)")
 @click.option("--best-of", "best", default=0, help="instead of pools: best of N per page in this process, interleaved")
-def main(every: int, rounds: int, only: tuple[str, ...], best: int) -> None:
+@click.option("--cpu", "mix_every", default=0, help="instead: CPU time per item in sharded processes on the accuracy "
+              "pages and every K-th item of the pipeline's mix (`measure_cpu`)")
+def main(every: int, rounds: int, only: tuple[str, ...], best: int, mix_every: int) -> None:
     """Measure the candidate settings on the same pages; print and write reports/ocr_candidates.json."""
     from benchmarks.ocr_accuracy import doc_kinds, sample_pages, summarise
 
@@ -220,6 +323,9 @@ def main(every: int, rounds: int, only: tuple[str, ...], best: int) -> None:
     from bench.io import write_json
 
     chosen = [s for s in candidates() if s is TODAY or not only or any(s.name.startswith(o) for o in only)]
+    if mix_every:
+        _main_cpu([s for s in chosen if s.threads == 1], pages, every, mix_every, kinds, load)
+        return
     if best:
         _main_best(chosen, pages, best, kinds, load)
         return
@@ -260,6 +366,47 @@ def _main_best(chosen: Sequence[Setting], pages: Sequence[tuple[str, int]], best
     write_json(ROOT / "reports" / "ocr_candidates.json",
                {"method": "best of N per page, one process, settings interleaved (best_of_interleaved)", "best_of": best,
                 "load_average_at_start": load, "load_average_at_end": [round(x, 2) for x in os.getloadavg()], "rows": rows})
+
+
+def _main_cpu(chosen: Sequence[Setting], pages: Sequence[tuple[str, int]], every: int, mix_every: int, kinds: dict[str, str],
+              load: list[float]) -> None:
+    from bench.io import write_json
+    from bench.modalities.ocr import OcrBox
+    from benchmarks.ocr_accuracy import page_scores, summarise
+
+    mix = pipeline_mix(mix_every)
+    counts = dict(mix.pop("_counts"))  # type: ignore[arg-type]
+    items = list(pages) + [it for kind in counts for it in mix[kind]]
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    rows_in = measure_cpu(chosen, items)
+    spans, start = {}, len(pages)
+    for kind in counts:
+        spans[kind] = (start, start + len(mix[kind]))
+        start += len(mix[kind])
+    rows = []
+    for q, s in enumerate(chosen):
+        scored = [page_scores(pdf, i, [OcrBox(*b) for b in rows_in[n][q][2]], s.scale) for n, (pdf, i) in enumerate(pages)]
+        summary = summarise(scored, kinds)
+        per_kind = {kind: {"sampled": b - a, "of": counts[kind],
+                           "cpu_s_per_item": sum(rows_in[n][q][0] for n in range(a, b)) / max(1, b - a)}
+                    for kind, (a, b) in spans.items()}
+        mix_cpu = sum(v["cpu_s_per_item"] * v["of"] for v in per_kind.values())
+        rows.append({**setting_doc(s), "accuracy_pages_cpu_s_per_page": sum(rows_in[n][q][0] for n in range(len(pages))) / len(pages),
+                     "mix": per_kind, "mix_cpu_s": mix_cpu, "mix_wall_s_on_2_cores_est": mix_cpu / 2,
+                     **{k: summary[k] for k in ("pages", "documents", "cer", "wer", "wer_ordered")}, "per_page": scored})
+    for row in rows:
+        base, prev = rows[0], rows[min(1, len(rows) - 1)]
+        click.echo(f"{row['setting']}: mix {row['mix_cpu_s']:.0f} CPU s ({base['mix_cpu_s'] / row['mix_cpu_s']:.2f}x the first, "
+                   f"{prev['mix_cpu_s'] / row['mix_cpu_s']:.2f}x the second), pages {row['accuracy_pages_cpu_s_per_page']:.2f} CPU s/page, "
+                   f"CER {row['cer']['value']:.4f} ({row['cer']['value'] - base['cer']['value']:+.4f}), "
+                   f"WER {row['wer']['value']:.4f}", err=True)
+    write_json(ROOT / "reports" / "ocr_candidates.json",
+               {"method": "CPU time per item, settings interleaved item by item in 2 forked processes, one "
+                          "single-thread engine per setting in each (measure_cpu); the mix's time is the sampled "
+                          "items' mean CPU s per kind x the kind's count", "started": started,
+                "command": f"python -m benchmarks.ocr_candidates --every {every} --cpu {mix_every}",
+                "load_average_at_start": load, "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+                "rows": rows})
 
 
 if __name__ == "__main__":

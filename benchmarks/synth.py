@@ -15,8 +15,10 @@ and future atoms are exercised too.
 documents, turn windows, zero-length cues, time windows, big boxes): the equality
 test uses it to check the vectorised join against the per-region reference.
 
-Everything is numpy-vectorised (1M atoms build in a few seconds); the atom text is
-empty (gold resolution never reads it).
+Segments: the pdf blocks, the conversation turns, the code files, one row per video
+(about 1 in 50 without any: its regions cannot be placed), per screenshot and per
+image, as placement reads them. Everything is numpy-vectorised (1M atoms build in a
+few seconds); the atom text is empty (gold resolution never reads it).
 """
 
 from __future__ import annotations
@@ -84,11 +86,21 @@ def _sizes(rng: np.random.Generator, total: int, lo: int, hi: int) -> np.ndarray
     return rng.integers(lo, hi + 1, size=n)
 
 
+def _segments(src: np.ndarray, modality: str, **columns: np.ndarray) -> pd.DataFrame:
+    """Segments of `src` (one row each, in source order) with the common columns."""
+    seg = pd.DataFrame({"source_id": np.asarray(src, dtype=object), **columns})
+    seg["seq"] = seg.groupby("source_id", sort=False).cumcount()
+    if "text" not in seg:
+        seg["text"] = ""
+    seg["dataset"], seg["modality"], seg["holder"], seg["observed_at"] = f"synth-{modality}", modality, "owner", OBSERVED
+    return seg
+
+
 def _names(prefix: str, n: int) -> np.ndarray:
     return np.asarray([f"{prefix}:{i}" for i in range(n)], dtype=object)
 
 
-# -- one generator per modality: (atoms, segments or None, regions [(source_id, region)]) --
+# -- one generator per modality: (atoms, segments, regions [(source_id, region)]) --
 
 
 def _pdf(rng, n_atoms, n_regions, mixed):
@@ -169,9 +181,11 @@ def _conversation(rng, n_atoms, n_regions, mixed):
     atoms = _frame(_common(src, keys, "conversation", rng),
                    {"turn_start": t0, "turn_end": t1, "char_start": t0 * 80, "char_end": t1 * 80 + 60},
                    ATOM_CONVERSATION_COLUMNS)
+    seg = _segments(np.repeat(sessions, turns), "conversation", turn=t,
+                    text=np.asarray(["y" * int(n) for n in rng.integers(5, 200, size=len(t))], dtype=object))
     r_s = rng.integers(0, len(sessions), size=n_regions)
     r_t = (rng.random(n_regions) * (turns[r_s] + 2)).astype(int) + 1  # a few past the last turn
-    return atoms, None, [(sessions[s], {"turn": int(x)}) for s, x in zip(r_s, r_t, strict=True)]
+    return atoms, seg, [(sessions[s], {"turn": int(x)}) for s, x in zip(r_s, r_t, strict=True)]
 
 
 def _code(rng, n_atoms, n_regions, mixed):
@@ -262,7 +276,8 @@ def _video(rng, n_atoms, n_regions, mixed):
     length = cues[r_v] * 3.5
     r0 = np.round(rng.random(n_regions) * length, 1)
     r1 = r0 + np.round(rng.uniform(5, 60, size=n_regions), 1)
-    return atoms, None, [(videos[v], {"t_start": float(a), "t_end": float(b)}) for v, a, b in zip(r_v, r0, r1, strict=True)]
+    seg = _segments(videos[rng.random(len(videos)) < 0.98], "video")  # a few videos without cues: not placed
+    return atoms, seg, [(videos[v], {"t_start": float(a), "t_end": float(b)}) for v, a, b in zip(r_v, r0, r1, strict=True)]
 
 
 def _ui(rng, n_atoms, n_regions, mixed):
@@ -285,7 +300,8 @@ def _ui(rng, n_atoms, n_regions, mixed):
     r_s = rng.integers(0, len(shots), size=n_regions)
     gx0, gy0 = rng.uniform(0, 900, n_regions).round(), rng.uniform(0, 700, n_regions).round()
     gx1, gy1 = gx0 + rng.uniform(10, 120, n_regions).round() + 1, gy0 + rng.uniform(10, 60, n_regions).round() + 1
-    return atoms, None, [
+    seg = _segments(shots, "ui_screenshot", width=np.full(len(shots), 1024), height=np.full(len(shots), 768))
+    return atoms, seg, [
         (shots[s], {"bbox": [float(a), float(b), float(c), float(d)]})
         for s, a, b, c, d in zip(r_s, gx0, gy0, gx1, gy1, strict=True)
     ]
@@ -296,7 +312,8 @@ def _image(rng, n_atoms, n_regions, mixed):
     atoms = _frame(_common(images, np.full(len(images), "whole", dtype=object), "image", rng),
                    {"width": np.full(len(images), 640), "height": np.full(len(images), 480)}, ATOM_IMAGE_COLUMNS)
     r_i = rng.integers(0, int(len(images) * 1.02) + 1, size=n_regions)  # a few images without atoms
-    return atoms, None, [(f"synth-image:{i}", {}) for i in r_i]
+    seg = _segments(images, "image", width=np.full(len(images), 640), height=np.full(len(images), 480))
+    return atoms, seg, [(f"synth-image:{i}", {}) for i in r_i]
 
 
 GENERATORS = {"code": _code, "conversation": _conversation, "image": _image, "pdf": _pdf,

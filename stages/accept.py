@@ -2,7 +2,7 @@
 
 Only `bench accept`'s single-use token opens it (never `dvc exp run`); every check `bench accept` made is
 made again. The dev stages' steps run the system (retrieve_step.run_system: the same sandbox) over the valid
-test entries on the atoms the dev run served and resolve and evaluate them (steps.evaluate_entries). Writes reports/metrics/test.json and appends one row to
+test entries on the atoms the dev run served and resolve and evaluate them (in_memory.evaluate_entries). Writes reports/metrics/test.json and appends one row to
 reports/acceptance.jsonl (`persist` outputs: a refused or failed run leaves the previous ones)."""
 
 from __future__ import annotations
@@ -16,16 +16,15 @@ import click
 from bench import accept as acceptance
 from bench.annotations.splits import load_lock
 from bench.evaluation.evaluate import EvalOptions, RunDescription
+from bench.evaluation.in_memory import evaluate_entries
 from bench.evaluation.retrieve import latency_percentiles
 from bench.evaluation.retrieve_step import StepError, SystemPlaces, run_system
-from bench.evaluation.steps import evaluate_entries
 from bench.ingest.corpus import Manifest, load_segments
 from bench.ingest.partitions import read_modalities
 from bench.io import LineError
-from bench.params import ParamsError, check_executor
 from bench.project.layout import DEV_METRICS, MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, STORE, SUMMARY, fail, read_json
-from bench.project.selection import checked_params, mirror_roots, set_files
-from bench.systems.config import system_config
+from bench.project.selection import config, mirror_roots, set_files
+from bench.systems.config import check_system
 from bench.validate_sets import format_table, validate
 
 T = TypeVar("T")
@@ -48,7 +47,7 @@ def main() -> None:
     token_file = ROOT / acceptance.TOKEN_FILE
     _refuse(acceptance.stage_refusal(os.environ, token_file, ROOT))
     token_file.unlink()  # single use
-    cfg, paths = checked_params(), set_files()
+    cfg, paths = config(), set_files()
     # every check `bench accept` made, made again here: a hand-made token opens nothing
     _refuse(_or_fail(lambda: acceptance.preflight(ROOT, os.environ, paths, cfg, in_stage=True), (RuntimeError, LineError, ValueError),
                      lambda exc: f"accept: refused: {exc}"))
@@ -64,26 +63,25 @@ def main() -> None:
         fail(f"{len(result.errors)} problems in {result.errors['file'].nunique()} file(s); nothing written")
     if not (test := result.split("test")):
         fail("no valid test entries in the enabled sets; nothing to accept")
-    sys_cfg = _or_fail(lambda: system_config(cfg["system"]), ValueError, lambda exc: f"params.yaml {exc}")
+    sys_cfg = _or_fail(lambda: check_system(cfg.system), ValueError)
     if not (served := read_modalities(SERVED)):  # the atoms the dev run served (data/served)
         fail("no served atoms in data/served; run the dev pipeline (`dvc repro`) first")
-    places = SystemPlaces.of_project(ROOT, STORE, os.environ, mirror_roots(cfg["fetch"]["mirror_dirs"], os.environ, ROOT),
-                                     cfg.get("local_datasets") or [])
+    places = SystemPlaces.of_project(ROOT, STORE, os.environ, mirror_roots(list(cfg.fetch.mirror_dirs), os.environ, ROOT),
+                                     list(cfg.local_datasets))
     # the dev retrieve stage's step: the same sandbox, declared code and refusals (bench/evaluation/retrieve_step.py)
     ran_system = _or_fail(lambda: run_system(sys_cfg, test, served, places=places, segments=segments, manifest_rows=list(manifest.rows)),
                           StepError)
     ran, isolation = ran_system.result, ran_system.info["isolation"]
-    in_core_rows = _or_fail(lambda: check_executor(cfg.get("executor")).in_core_rows, ParamsError)
     abstains, thresholds = acceptance.dev_thresholds(dev_doc)  # the dev run's false-recall rule: never recalibrated on test
-    description = RunDescription(system=sys_cfg.name, depth=sys_cfg.depth, chunking=cfg["chunking"], concurrency=sys_cfg.concurrency,
+    description = RunDescription(system=sys_cfg.name, depth=sys_cfg.depth, chunking=cfg.chunking_written, concurrency=sys_cfg.concurrency,
                                  warm=ran.info["warm"], adapter=sys_cfg.adapter, warmup_queries=ran.info["warmup_queries"],
                                  timeout_s=sys_cfg.timeout_s, latency=latency_percentiles(ran.latency["latency_ms"]), split="test",
                                  isolation=isolation)
     doc = evaluate_entries(test, [r for r in result.invalid if r["split"] == "test"], ran, ran.latency, ran.failures, served, segments,
-                           EvalOptions.from_params(cfg["metrics"], abstains=abstains, thresholds=thresholds), description,
-                           in_core_rows=in_core_rows, sha256=summary["sha256"]).document
+                           EvalOptions.from_params(cfg.metrics, abstains=abstains, thresholds=thresholds), description,
+                           in_core_rows=cfg.executor.in_core_rows, sha256=summary["sha256"]).document
     row = _or_fail(lambda: acceptance.record_acceptance(ROOT, doc, summary=summary, test_entries=len(test), params_path=PARAMS), ValueError)
-    click.echo(f"accept: {acceptance.describe(row, int(cfg['metrics']['k']))}")
+    click.echo(f"accept: {acceptance.describe(row, cfg.metrics.k)}")
 
 
 if __name__ == "__main__":

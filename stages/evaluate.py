@@ -1,8 +1,9 @@
 """DVC stage evaluate: metrics per modality (reports/metrics/dev.json), reports/dev.md,
 reports/dev.html, the per-query table and the plot tables.
 
-Reads the dev run's files, hands them to the evaluation step (bench.evaluation.steps.run_blocks,
-bench.evaluation.evaluate.evaluate_run: the same as the acceptance stage's) and writes the results."""
+Reads the dev run's files and the resolve stage's (bench.evaluation.resolved), hands them to
+the evaluation step (bench.evaluation.steps.run_blocks, bench.evaluation.evaluate.evaluate_run:
+the same as the acceptance stage's) and writes the results."""
 
 from __future__ import annotations
 
@@ -12,29 +13,15 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate_run, gold_segments, no_failures, per_query_table
+from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate_run, no_failures, per_query_table
 from bench.evaluation.memory_report import load_memory_inputs
+from bench.evaluation.resolved import GOLD_FILE, read_regions
 from bench.evaluation.steps import run_blocks
 from bench.ingest.corpus import Manifest
 from bench.ingest.partitions import read_modalities
 from bench.io import atomic_outputs, iter_jsonl, write_json, write_parquet, write_text
-from bench.params import ParamsError, check_executor
-from bench.project.layout import (
-    ATOMS,
-    MANIFEST,
-    REPORTS,
-    RESOLVED,
-    ROOT,
-    RUNS,
-    SEGMENTS,
-    SERVED,
-    SETS_DIR,
-    STORE,
-    VALID_DIR,
-    fail,
-    read_json,
-)
-from bench.project.selection import checked_params, local_datasets
+from bench.project.layout import ATOMS, MANIFEST, REPORTS, RESOLVED, ROOT, RUNS, SERVED, SETS_DIR, STORE, VALID_DIR, fail, read_json
+from bench.project.selection import config, local_datasets
 from bench.reporting.outputs import dev_report
 from bench.reporting.report import markdown
 from bench.reporting.thumbnails import CorpusFiles
@@ -42,29 +29,26 @@ from bench.reporting.thumbnails import CorpusFiles
 
 @click.command()
 def main() -> None:
-    cfg = checked_params()
-    try:
-        in_core_rows = check_executor(cfg.get("executor")).in_core_rows  # not a DVC param: it never changes a result
-    except ParamsError as exc:
-        fail(str(exc))
+    cfg = config()
+    in_core_rows = cfg.executor.in_core_rows  # not a DVC param: it never changes a result
     local_datasets()  # pictures of local data sets come from their files in data/corpus/
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
     invalid = [r for _, r in iter_jsonl(VALID_DIR / "invalid.jsonl")]
     summary = read_json(VALID_DIR / "summary.json")
-    regions = pd.read_parquet(RESOLVED / "regions.parquet")
-    system = read_json(RUNS / "system.json")
+    resolved = read_regions(RESOLVED)  # typed and placed regions, the gold sources' segments, unreadable gold
     served = read_modalities(SERVED)  # row i of the modalities in name order is atom code i
     failures = RUNS / "failures.parquet"
+    description = RunDescription.from_record(read_json(RUNS / "system.json"), cfg.chunking_written)
     # false recall: the system's own abstention, else a threshold calibrated on these dev entries
-    options = EvalOptions.from_params(cfg["metrics"], abstains=bool(system.get("abstains", False)))
+    options = EvalOptions.from_params(cfg.metrics, abstains=description.abstains)
     memories = load_memory_inputs(RESOLVED)  # memory hits: codes after the served atoms' (bench/evaluation/memory_report.py)
-    with run_blocks(RUNS / "dev.parquet", RESOLVED / "gold.parquet", served, len(entries), in_core_rows, memory_ids=memories.ids) as run:
-        inputs = EvalInputs(entries=entries, run=None, gold=None, regions=regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
+    with run_blocks(RUNS / "dev.parquet", RESOLVED / GOLD_FILE, len(entries), in_core_rows) as run:
+        inputs = EvalInputs(entries=entries, run=None, gold=None, regions=resolved.regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
                             failures=pd.read_parquet(failures) if failures.exists() else no_failures(), served=served, memories=memories,
-                            gold_segments=gold_segments(regions, SEGMENTS), invalid=invalid, sha256=summary["sha256"], source=run.source)
-        result = evaluate_run(inputs, options, RunDescription.from_record(system, cfg["chunking"]))
-        report = dev_report(result, inputs, k=options.k, max_k=int(cfg["system"].get("depth", 100)),
-                            calibration_recall=options.calibration_recall, corpus=CorpusFiles.from_manifest(Manifest.load(MANIFEST), STORE))
+                            gold_segments=resolved.segments_by_source(), invalid=invalid, sha256=summary["sha256"], source=run.source)
+        result = evaluate_run(inputs, options, description)
+        report = dev_report(result, inputs, k=options.k, max_k=cfg.system.depth, calibration_recall=options.calibration_recall,
+                            corpus=CorpusFiles.from_manifest(Manifest.load(MANIFEST), STORE))
         if (line := run.describe(in_core_rows)) is not None:
             click.echo(f"evaluate: {line} (DuckDB)", err=True)
     doc, k = result.document, options.k
@@ -74,9 +58,8 @@ def main() -> None:
         write_json(REPORTS / "metrics" / "dev.json", doc)
         imports = {p.stem: read_json(p) for p in sorted((SETS_DIR / "imports").glob("*.json"))}
         enabled = {Path(p).stem for p in summary["sha256"]["sets"]}
-        textless = read_json(RESOLVED / "unreadable_gold.json")  # found by the resolve stage (Modality.unreadable_gold)
-        write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, regions, {key: v for key, v in imports.items() if key in enabled},
-                                                summary, read_json(ATOMS / "stats.json"), textless))
+        write_text(REPORTS / "dev.md", markdown(doc, entries, invalid, resolved.regions, {key: v for key, v in imports.items() if key in enabled},
+                                                summary, read_json(ATOMS / "stats.json"), resolved.unreadable))
         write_parquet(REPORTS / "per_query" / "dev.parquet", per_query_table(result.query_table, k))
         for name, text in report.plots.items():
             write_text(REPORTS / "plots" / name, text)

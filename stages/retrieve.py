@@ -20,30 +20,25 @@ import click
 
 from bench.evaluation.retrieve_step import RetrievePaths, StepError, SystemPlaces, retrieve
 from bench.io import iter_jsonl
-from bench.params import ParamsError, check_executor
 from bench.project.layout import ATOMS, MANIFEST, MEMORIES, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
-from bench.project.selection import checked_params, mirror_roots
-from bench.systems.config import system_config
+from bench.project.selection import config, mirror_roots
+from bench.systems.config import check_system
 
 
 @click.command()
 def main() -> None:
-    doc = checked_params()
+    cfg = config()
     try:
-        cfg = system_config(doc["system"])
+        system = check_system(cfg.system)
     except ValueError as exc:
-        fail(f"params.yaml {exc}")
-    try:
-        where = check_executor(doc.get("executor"))  # not a DVC param: it never changes a result
-    except ParamsError as exc:
         fail(str(exc))
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
-    places = SystemPlaces.of_project(ROOT, STORE, os.environ, mirror_roots(doc["fetch"]["mirror_dirs"], os.environ, ROOT),
-                                     doc.get("local_datasets") or [])
+    places = SystemPlaces.of_project(ROOT, STORE, os.environ, mirror_roots(list(cfg.fetch.mirror_dirs), os.environ, ROOT),
+                                     list(cfg.local_datasets))
     paths = RetrievePaths(atoms=ATOMS, segments=SEGMENTS, manifest=MANIFEST, served=SERVED, runs=RUNS, dev_run=REPORTS / "runs" / "dev.run",
                           memories=MEMORIES)
-    try:
-        click.echo(retrieve(cfg, entries, paths=paths, places=places, where=where))
+    try:  # where: params executor, not a DVC param (it never changes a result)
+        click.echo(retrieve(system, entries, paths=paths, places=places, where=cfg.executor))
     except StepError as exc:
         fail(str(exc))
 

@@ -99,3 +99,25 @@ def reproduced(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> Pat
     run(["git", "add", "-A"], work, env)
     run(["git", "commit", "-q", "-m", "baseline run"], work, env)
     return work
+
+
+@pytest.fixture(scope="session")
+def locomo_reproduced(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """LoCoMo alone (`datasets: [locomo]`, bm25, 200 bootstrap resamples), committed to a fresh
+    git repository and reproduced once per session. Tests that evaluate a system on LoCoMo
+    clone it (project_copy.clone_project): only the stages from retrieve on run again."""
+    import yaml
+
+    from tests.project_copy import copy_project, project_env, run
+
+    need_mirror("locomo")
+    work = copy_project(tmp_path_factory.mktemp("locomo-reproduced") / "project", datasets=["locomo"])
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["metrics"]["bootstrap_resamples"] = 200  # the tests that share it compare values, not interval widths
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = project_env(work.parent / "site-cache")
+    for args in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "copy"], ["dvc", "repro"]):
+        run(args, work, env)
+    run(["git", "add", "-A"], work, env)
+    run(["git", "commit", "-q", "-m", "baseline run"], work, env)
+    return work

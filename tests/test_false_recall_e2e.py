@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import need_mirror
-from tests.project_copy import copy_project, project_env, run
+from tests.project_copy import clone_project, project_env, run
 
 pytestmark = pytest.mark.e2e
 
@@ -65,18 +64,12 @@ def _without_latency(doc: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    need_mirror("locomo")
-    work = copy_project(tmp_path_factory.mktemp("false-recall") / "project", datasets=["locomo"])
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["metrics"]["bootstrap_resamples"] = 200  # intervals are compared too; fewer resamples keep it quick
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+def project(tmp_path_factory: pytest.TempPathFactory, locomo_reproduced: Path) -> tuple[Path, dict]:
+    """A clone of the session's reproduced LoCoMo project (conftest.locomo_reproduced, 200
+    bootstrap resamples) with the wrapper: each evaluation re-runs retrieve onwards only."""
+    work = clone_project(locomo_reproduced, tmp_path_factory.mktemp("false-recall") / "project")
     (work / "scaled_keyword.py").write_text(WRAPPER)
-    env = project_env(work.parent / "site-cache")
-    run(["git", "init", "-q"], work, env)
-    run(["git", "add", "-A"], work, env)
-    run(["git", "commit", "-q", "-m", "copy"], work, env)
-    return work, env
+    return work, project_env(work.parent / "site-cache")
 
 
 def test_scaling_or_shifting_scores_changes_no_metric(project):

@@ -81,6 +81,42 @@ def test_every_default_is_filled_in_once():
     for name, block in written["chunking"].items():
         assert check(doc).chunking[name] == {**check(doc).chunking[name], **block}, name
     assert cfg.extraction == written["extraction"]
+    assert cfg.metrics.budget == {name: mod.budget.default for name, mod in modalities().items()}
+    assert written["metrics"]["budget"] == cfg.metrics.budget  # written out in params.yaml, as the modalities declare
+
+
+def test_the_budget_is_checked_per_modality():
+    """metrics.budget: a positive amount per registered modality, in its bounds; the others keep their default."""
+    some = next(iter(modalities()))
+    cfg = check(with_("metrics.budget", {some: 123.5}))
+    assert cfg.metrics.budget[some] == 123.5 and len(cfg.metrics.budget) == len(modalities())
+    assert refused(with_("metrics.budget", {"pfd": 1})).startswith("params.yaml: metrics.budget.pfd: unknown key (did you mean 'pdf'?)")
+    assert refused(with_("metrics.budget", {some: 0})) == f"params.yaml: metrics.budget.{some}: must be > 0, got 0"
+    assert refused(with_("metrics.budget", {some: "lots"})) == f"params.yaml: metrics.budget.{some}: must be a number, got 'lots'"
+    assert refused(with_("metrics.budget", [1])) == "params.yaml: metrics.budget: must be a mapping of modality -> amount, got [1]"
+    high = modalities()[some].budget.high
+    over = high * 10
+    assert refused(with_("metrics.budget", {some: over})) == (f"params.yaml: metrics.budget.{some}: must be <= {high:g}, "
+                                                            f"got {str(over) if isinstance(over, float) else repr(over)}")
+
+
+def test_the_system_block_has_one_typed_form():
+    """The stages read `system` only through SystemParams: YAML's bare `off` is "off", one code path a tuple,
+    seconds floats; bench.systems.config.check_system adds the systems' own rules and no default of its own;
+    the chunking block as written is what a run records."""
+    from bench.systems.config import check_system
+
+    block = yaml.safe_load("name: x\nadapter: command\nentry: '{python} s.py'\nsandbox: off\ncode: s.py\ntimeout_s: 5\n")
+    cfg = check(with_("system", block))
+    assert (cfg.system.sandbox, cfg.system.code, cfg.system.timeout_s, cfg.system.depth) == ("off", ("s.py",), 5.0, 100)
+    assert isinstance(cfg.system.timeout_s, float) and check_system(cfg.system) is cfg.system
+    with pytest.raises(ParamsError, match=r"^params.yaml: system.entry: the command adapter needs an entry"):
+        check_system(cfg.system.__class__(name="x", adapter="command"))
+    with pytest.raises(ParamsError, match=r"^params.yaml: system.name: unknown built-in system 'bm26'"):
+        check_system({"name": "bm26"})
+    written = with_("chunking", {"image": None, "pdf": {"strategy": "window"}})
+    assert check(written).chunking_written == {"image": None, "pdf": {"strategy": "window"}}
+    assert check(written).chunking["pdf"]["window_tokens"] == 200  # the typed block: defaults filled in
 
 
 def test_nan_and_inf_refused():
@@ -148,7 +184,7 @@ def test_check_executor_fills_in_core_rows():
 
 def test_a_key_no_code_reads_is_unknown():
     assert refused(with_("metrics.strong_score", 12.0)) == (
-        "params.yaml: metrics.strong_score: unknown key; known here: k, calibration_recall, bootstrap_resamples, bootstrap_seed")
+        "params.yaml: metrics.strong_score: unknown key; known here: k, calibration_recall, bootstrap_resamples, bootstrap_seed, budget")
 
 
 def test_the_extract_stage_checks_its_own_block():

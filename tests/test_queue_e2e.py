@@ -1,12 +1,19 @@
 """Queued experiments (`dvc exp run --queue` + `dvc queue start`) run in a copy of the
 project under .dvc/tmp/exps/, where a relative mirror root does not resolve from the
 copy: the fetch stage resolves it against the original repository. The queued results
-differ from each other, and the non-default one equals a workspace run of the same params
-(latency aside: it is measured time)."""
+differ from each other, and a non-default one equals a workspace run of the same params
+(latency aside: it is measured time). Then the sweep is decided as a user would:
+`bench leaderboard --all` (ranks with intervals, Holm-corrected p-values, the Pareto
+frontier, in Markdown and JSON) and `bench gate` (exit 0 against the identical queued
+run, exit 1 against one the workspace run is significantly worse than).
+
+One test (one cold copy, three queued experiments, one workspace run) on MMLongBench-Doc
+(text layer: page OCR off in test copies) and LoCoMo, so the cost stays a few minutes."""
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +25,7 @@ from tests.project_copy import copy_project, project_env, run
 
 pytestmark = pytest.mark.e2e
 
-STRATEGIES = ("turn", "window")
+STRATEGIES = ("turn", "window", "session")  # chunking.conversation.strategy; pdf stays page
 
 
 def comparable(doc: dict) -> dict:
@@ -68,12 +75,12 @@ def experiments(show: list) -> dict[str, tuple[str, dict]]:
     return found
 
 
-def test_queued_sweep_equals_workspace_runs(tmp_path: Path) -> None:
-    need_mirror("locomo")
+def test_queued_sweep_equals_workspace_runs_and_is_decided_by_leaderboard_and_gate(tmp_path: Path) -> None:
+    need_mirror("locomo", "mmlongbench-doc")
     base = tmp_path / "e2e"
     (base / "shared").mkdir(parents=True)
     (base / "shared" / "mirror").symlink_to(MIRROR, target_is_directory=True)
-    work = copy_project(base / "project", datasets=["locomo"])
+    work = copy_project(base / "project", datasets=["mmlongbench", "locomo"])
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["fetch"]["mirror_dirs"] = ["../shared/mirror"]  # relative: as committed in the real project
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -97,8 +104,8 @@ def test_queued_sweep_equals_workspace_runs(tmp_path: Path) -> None:
     queued = experiments(show)
     assert set(queued) == set(STRATEGIES), (list(queued), show)
 
-    # the non-default params run in the workspace (one repro: the queue is what is under test)
-    for strategy in STRATEGIES[1:]:
+    # a non-default params run in the workspace (one repro: the queue is what is under test)
+    for strategy in STRATEGIES[1:2]:
         params["chunking"]["conversation"]["strategy"] = strategy
         (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         run(["dvc", "repro"], work, env)
@@ -112,3 +119,63 @@ def test_queued_sweep_equals_workspace_runs(tmp_path: Path) -> None:
         kept = numbers(comparable(shown))
         assert len(kept) > 50 and kept == {k: v for k, v in numbers(comparable(mine)).items() if k in kept}
     assert numbers(queued["turn"][1]) != numbers(queued["window"][1])  # the sweep changed something
+    decide(work, env, {strategy: name_of(show, rev) for strategy, (rev, _) in queued.items()}, tmp_path)
+
+
+def name_of(show: list, rev: str) -> str:
+    """The experiment name `dvc exp show --json` gives the commit `rev`."""
+    found: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if node.get("rev") == rev and node.get("name"):
+                found.append(node["name"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(show)
+    assert found, rev
+    return found[0]
+
+
+def decide(work: Path, env: dict, names: dict[str, str], tmp_path: Path) -> None:
+    """The workspace holds the window run (the repro above): the leaderboard of every
+    experiment against the turn experiment, and the gate."""
+    bench = [sys.executable, "-m", "bench.cli"]
+    board = run([*bench, "leaderboard", "--all", "--baseline", names["turn"], "--json", str(tmp_path / "board.json"),
+                 "--resamples", "200"], work, env).stdout
+    doc = json.loads((tmp_path / "board.json").read_text())
+    assert [r["label"] for r in doc["runs"]] == [names["turn"], *sorted(n for s, n in names.items() if s != "turn")]
+    assert {r["label"]: r["changed"] for r in doc["runs"]} == {
+        names["turn"]: {}, names["window"]: {"chunking.conversation.strategy": "window"},
+        names["session"]: {"chunking.conversation.strategy": "session"}}
+    groups = {g["group"]: g for g in doc["groups"]}
+    assert set(groups) == {"conversation", "pdf", "overall"}
+    conv = {r["run"]: r for r in groups["conversation"]["rows"]}
+    for row in conv.values():
+        lo, hi = row["rank_ci95"]
+        assert 1 <= lo <= row["rank"] <= hi <= 3 and row["values"]["recall@budget"] is not None
+        assert row["false_recall_rule"] == "abstention"
+    # sessions buy recall@10 with atom size: the top 10 costs more, and at equal cost they fall behind
+    assert conv[names["session"]]["values"]["recall@10"] > conv[names["turn"]]["values"]["recall@10"]
+    assert conv[names["session"]]["cartridge_p50@10"] > 5 * conv[names["turn"]]["cartridge_p50@10"]
+    assert conv[names["session"]]["values"]["recall@budget"] < conv[names["window"]]["values"]["recall@budget"]
+    assert conv[names["turn"]]["frontier"]  # the cheapest cartridge: nothing dominates it
+    diffs = groups["conversation"]["diffs"]
+    assert {d["run"] for d in diffs} == {names["window"], names["session"]}
+    assert all(d["p_holm"] >= d["p"] for d in diffs) and any(d["significant"] for d in diffs)
+    for needle in ("# Leaderboard: 3 runs against", "## conversation", "| rank (95%) |", "p_holm", "◆", "## Minimum detectable effects"):
+        assert needle in board, needle
+    assert set(doc["mde"]["conversation"]) == {"recall@10", "recall@budget"}
+
+    # the gate, in the workspace (its run: window): the identical queued run passes; against
+    # turn, window's false recall is significantly worse (it returns more strong evidence)
+    same = run([*bench, "gate", names["window"]], work, env, ok=False)
+    assert same.returncode == 0 and same.stdout.startswith("gate: passed"), same.stdout + same.stderr
+    worse = run([*bench, "gate", names["turn"]], work, env, ok=False)
+    assert worse.returncode == 1, worse.stdout + worse.stderr
+    lines = worse.stdout.strip().splitlines()
+    assert lines and all(line.startswith("gate: ") and " is worse: " in line for line in lines), lines

@@ -1,27 +1,32 @@
-"""Integer atom codes: how runs and resolved gold name atoms on disk.
+"""Integer atom codes: how runs and resolved gold name atoms from retrieve to the cells.
 
 The served atoms (data/served/<modality>/<dataset>.parquet: modalities in name order,
 then data sets in key order, rows in file order; bench.ingest.partitions) form one
-table; an atom's *code* is its row in that table. The retrieve
-stage writes the run with codes (column ``atom``, int32) instead of atom-id strings,
-the resolve stage writes the gold the same way, and both write query ids as a
-categorical column (one dictionary of ids plus an integer per row). So the metrics
-never hash millions of id strings: they index arrays by code
-(bench.evaluation.encoding accepts ``atom`` in place of ``atom_id``). Strings come
-back only where people or other tools read them: the TREC files
-(reports/runs/dev.run, dev.qrels) and the reports, through :func:`decode`.
+table; an atom's *code* is its row in that table. The retrieve stage writes the run
+with codes (column ``atom``, int32) instead of atom-id strings (:func:`to_codes`), the
+resolve stage writes the gold the same way, and both write query ids as a categorical
+column (one dictionary of ids plus an integer per row). The evaluation reads codes
+only: the metrics index arrays by code, the extent measures and the curves join on
+codes. Strings come back only in the writers, where people or other tools read them:
+the TREC qrels (:func:`partition_ids`, stages/resolve.py), the HTML drill-down
+(:func:`with_atom_ids`, bench.reporting.outputs); the TREC run is written from the
+system's own ids before they are encoded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "served_ids", "to_codes", "with_atom_ids"]
+if TYPE_CHECKING:
+    from bench.ingest.partitions import Partition
+
+__all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "partition_ids", "served_ids", "to_codes", "with_atom_ids"]
 
 #: the code column of runs and gold (bench.evaluation.encoding.ATOM_CODE)
 ATOM_CODE = "atom"
@@ -40,9 +45,13 @@ def _strings(values: pd.Series) -> pa.Array:
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
-def served_ids(frames: Mapping[str, pd.DataFrame]) -> pa.Array:
-    """Atom ids of the served table: modalities in name order, rows in frame order."""
+def served_ids(frames: Mapping[str, pd.DataFrame], memories: Sequence[str] = ()) -> pa.Array:
+    """Atom ids of the served table: modalities in name order, rows in frame order; then the
+    ids of a run's `memories` in code order (their codes follow the served atoms',
+    bench.evaluation.provenance)."""
     parts = [_strings(frames[m]["atom_id"]) for m in sorted(frames)]
+    if len(memories):
+        parts.append(pa.array(list(memories), type=pa.large_string()))
     return pa.concat_arrays(parts) if parts else pa.array([], type=pa.large_string())
 
 
@@ -64,6 +73,32 @@ def decode(codes: np.ndarray | pd.Series, table: pa.Array) -> pd.Series:
     if len(arr) and (arr.min() < 0 or arr.max() >= len(table)):
         raise AtomCodeError(f"atom codes outside the {len(table)} served atoms: {arr[(arr < 0) | (arr >= len(table))][:5].tolist()}")
     return pd.Series(table.take(pa.array(arr)).to_pandas(types_mapper=None), dtype="str", name="atom_id")
+
+
+def partition_ids(codes: np.ndarray | pd.Series, served: Sequence[Partition], memories: Sequence[str] = ()) -> pd.Series:
+    """Atom-id strings of `codes`, read partition by partition (the ``atom_id`` column alone)
+    from the served partitions that hold them: for a writer that does not hold the served
+    table. A code past the served atoms names the run's memory of that row of `memories`
+    (their ids in code order)."""
+    import pyarrow.parquet as pq
+
+    arr = np.asarray(codes, dtype=np.int64)
+    out = np.empty(len(arr), dtype=object)
+    done = np.zeros(len(arr), dtype=bool)
+    first = sum(part.rows for part in served)
+    mem = np.flatnonzero((arr >= first) & (arr < first + len(memories)))
+    if len(mem):
+        out[mem] = np.asarray(list(memories), dtype=object)[arr[mem] - first]
+        done[mem] = True
+    for part in served:
+        mine = np.flatnonzero((arr >= part.offset) & (arr < part.offset + part.rows))
+        if len(mine):
+            ids = pq.read_table(part.path, columns=["atom_id"]).column("atom_id").combine_chunks()
+            out[mine] = ids.take(pa.array(arr[mine] - part.offset)).to_pylist()
+            done[mine] = True
+    if not done.all():
+        raise AtomCodeError(f"atom codes outside the served partitions: {arr[~done][:5].tolist()}")
+    return pd.Series(out, dtype="str", name="atom_id")
 
 
 def to_codes(frame: pd.DataFrame, table: pa.Array, what: str) -> pd.DataFrame:

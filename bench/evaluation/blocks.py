@@ -30,7 +30,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,13 +38,11 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-__all__ = ["Block", "BlockSource", "DuckDBBlocks", "FrameBlocks", "block_bounds", "parquet_rows", "queries_per_block"]
+__all__ = ["Block", "BlockSource", "DuckDBBlocks", "FrameBlocks", "block_bounds", "parquet_rows", "queries_per_block", "query_positions"]
 
 #: the name under which a row's query position travels through DuckDB (dropped on reading)
 _POS = "_bench_query_pos"
 _BLOCK = "_bench_block"
-
-Prepare = Callable[[pd.DataFrame], pd.DataFrame]
 
 
 @dataclass(frozen=True)
@@ -99,8 +97,9 @@ def parquet_rows(path: Path) -> int:
     return int(pq.ParquetFile(path).metadata.num_rows)
 
 
-def _positions(column: pd.Series, queries: Sequence[str]) -> np.ndarray:
-    """Position of every row's query id among `queries` (sorted); -1 where absent."""
+def query_positions(column: pd.Series, queries: Sequence[str]) -> np.ndarray:
+    """Position of every row's query id among `queries`; -1 where absent (a categorical
+    column is looked up by its categories only)."""
     index = pd.Index(list(queries))
     if isinstance(column.dtype, pd.CategoricalDtype):
         pos = index.get_indexer(column.cat.categories.astype(str))
@@ -127,8 +126,8 @@ class FrameBlocks:
             self._count = 1
             yield Block(0, len(queries), self.run, self.gold)
             return
-        run_block = _positions(self.run["query_id"], queries) // int(self.per_block or 1)
-        gold_block = _positions(self.gold["query_id"], queries) // int(self.per_block or 1)
+        run_block = query_positions(self.run["query_id"], queries) // int(self.per_block or 1)
+        gold_block = query_positions(self.gold["query_id"], queries) // int(self.per_block or 1)
         run_rows = _group_rows(run_block, len(bounds))
         gold_rows = _group_rows(gold_block, len(bounds))
         for b, (start, stop) in enumerate(bounds):
@@ -201,16 +200,14 @@ class DuckDBBlocks:
     """Blocks of a run and gold read out of core by DuckDB; a context manager (the
     partitioned copy under ``temp_dir`` is removed on exit).
 
-    ``prepare``: applied to every frame handed out (e.g. adding atom ids to atom codes).
     Run rows come in (query, rank) order, gold rows in query order."""
 
     def __init__(self, run_path: Path, gold_path: Path, per_block: int, *, temp_dir: Path | None = None,
-                 memory_limit: str = "2GB", threads: int | None = None, prepare: Prepare | None = None) -> None:
+                 memory_limit: str = "2GB", threads: int | None = None) -> None:
         if per_block < 1:
             raise ValueError("per_block must be >= 1")
         self.run_path, self.gold_path, self.per_block = Path(run_path), Path(gold_path), int(per_block)
         self.memory_limit, self.threads = memory_limit, threads
-        self.prepare = prepare or (lambda f: f)
         self._parent = temp_dir
         self._dir: Path | None = None
         self._lock: int | None = None
@@ -267,7 +264,7 @@ class DuckDBBlocks:
                 frames = [self._read(con, out, b, empty, queries[start:stop], order)
                           for (out, empty), order in ((parts["run"], ", rank"), (parts["gold"], ""))]
                 self._count += 1
-                yield Block(start, stop, self.prepare(frames[0]), self.prepare(frames[1]))
+                yield Block(start, stop, frames[0], frames[1])
         finally:
             con.close()
 
@@ -292,7 +289,7 @@ class DuckDBBlocks:
                 frame = con.execute("SELECT r.* FROM read_parquet(?) r SEMI JOIN bench_wanted w ON CAST(r.query_id AS VARCHAR) = w.query_id "
                                     f"ORDER BY CAST(r.query_id AS VARCHAR){order}", [str(path)]).df()
                 empty = con.execute("SELECT * FROM read_parquet(?) LIMIT 0", [str(path)]).df()
-                frames.append(self.prepare(_like(frame, empty, wanted)))
+                frames.append(_like(frame, empty, wanted))
             return frames[0], frames[1]
         finally:
             con.close()

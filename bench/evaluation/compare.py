@@ -256,8 +256,10 @@ def compare(
     seed: int = 0,
     alpha: float = 0.05,
     max_unpaired: float = MAX_UNPAIRED,
+    tested: list[Measure] | None = None,
 ) -> dict[str, Any]:
-    """Paired comparison of two per-query tables evaluated at cut-off `k` (see the module docstring)."""
+    """Paired comparison of two per-query tables evaluated at cut-off `k` (see the module docstring);
+    ``tested``: the mean measures compared (default: those the catalogue marks ``compared``)."""
     check_table(a, "A", k)
     check_table(b, "B", k)
     check_values(a, b, k)
@@ -267,7 +269,7 @@ def compare(
     paired_a, paired_b = a.loc[common], b.loc[common]
     groups = [(str(m), paired_a.index[paired_a["modality"] == m]) for m in sorted(paired_a["modality"].astype(str).unique())]
     groups.append(("overall", paired_a.index))
-    rows = [row for group, idx in groups for m in compared(k)
+    rows = [row for group, idx in groups for m in (compared(k) if tested is None else tested)
             if (row := _row(group, m, paired_a.loc[idx], paired_b.loc[idx], resamples, permutations, seed)) is not None]
     if not rows:
         raise CompareError(f"no metric has a paired query in its denominator ({len(common)} paired queries): nothing to compare")

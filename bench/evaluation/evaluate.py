@@ -1,44 +1,47 @@
 """One evaluation of a split's ranked results, for the dev stage (stages/evaluate.py) and
 the acceptance stage (stages/accept.py) alike.
 
-:func:`evaluate` takes what a run produced (the system's rankings, responses and
-failures, the resolved gold, the served atoms) and returns the metrics document
-(dev.json / test.json: every measure's cell with n, denominator and ci95, the run
-block, atom statistics, ties) and the per-query frames behind it. It reads nothing and
-writes nothing; the stages read their inputs (the loaders at the end take the paths
-they are given) and write the results with bench.io's atomic helpers.
+:func:`evaluate_run` takes what a run produced (the system's rankings, responses and
+failures, the resolved gold and regions, the served atoms) and returns the metrics
+document (dev.json / test.json: every measure's cell with n, denominator and ci95, the
+run block, atom statistics, ties) and the per-query frames behind it. Atoms are integer
+codes throughout (bench.evaluation.atom_codes) and query ids stay as the stages write
+them; nothing here turns a code back into an atom id. It reads nothing and writes
+nothing: the stages read their inputs and write the results with bench.io's atomic helpers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from bench.evaluation.blocks import BlockSource, FrameBlocks
+from bench.evaluation.atom_codes import ATOM_CODE
+from bench.evaluation.blocks import BlockSource, FrameBlocks, query_positions
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.measures import measures
-from bench.evaluation.measures.extent import amount_columns, atom_extents, atom_statistics, extent_columns
+from bench.evaluation.measures.budget import budget_columns, budgets
+from bench.evaluation.measures.extent import MemoryExtents, amount_columns, atom_extents, atom_statistics, extent_columns
 from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column, tied_positions
 from bench.evaluation.memory_report import MemoryInputs, memory_block
 from bench.evaluation.per_query import finish_per_query, query_block
-from bench.evaluation.placement import region_extents
+from bench.evaluation.power import mde_block
 from bench.evaluation.uncertainty import add_intervals
-from bench.ingest.partitions import scan_files
-from bench.ingest.store import segment_files
+from bench.modalities import modalities
 from bench.reporting.report import metrics_document
 
+if TYPE_CHECKING:
+    from bench.params import MetricsParams
+
 __all__ = ["EvalInputs", "EvalOptions", "EvalResult", "RunDescription", "curve_hits", "entries_frame", "evaluate_block", "evaluate_run",
-           "failure_summary",
-           "gold_segments", "no_failures", "select_gold_segments", "per_query_table"]
+           "failure_summary", "no_failures", "per_query_table"]
 
 #: the atom columns the per-query table reads (who holds an atom and when it was observed)
-PER_QUERY_ATOM_COLUMNS = ["atom_id", "holder", "observed_at"]
+PER_QUERY_ATOM_COLUMNS = ["holder", "observed_at"]
 #: per-query columns kept in the committed table besides the measures' (small: a few bytes per query and column)
 TABLE_COLUMNS = ["query_id", "modality", "unanswerable", "failed", "n_regions", "n_returned", "first_hit_rank"]
 
@@ -48,13 +51,13 @@ class EvalInputs:
     """What one run over the valid entries of a split produced."""
 
     entries: list[dict[str, Any]]  # valid entries (schema b-2 rows)
-    run: pd.DataFrame | None  # query_id, atom_id, rank, score (None: read block by block from `source`)
-    gold: pd.DataFrame | None  # resolved gold: query_id, gold_idx, atom_id (None: from `source`)
-    regions: pd.DataFrame  # resolved regions (bench.evaluation.resolve)
+    run: pd.DataFrame | None  # query_id, atom (code), rank, score (None: read block by block from `source`)
+    gold: pd.DataFrame | None  # resolved gold: query_id, gold_idx, atom (code) (None: from `source`)
+    regions: pd.DataFrame  # resolved regions, typed and placed (bench.evaluation.resolved)
     responses: pd.DataFrame  # query_id, latency_ms, abstain, confidence of every answered query
     failures: pd.DataFrame  # query_id, kind (timeout, crash) of every failed query
-    served: dict[str, pd.DataFrame]  # modality -> the atoms the system was served
-    gold_segments: dict[str, pd.DataFrame]  # source_id -> segments of the gold sources (pictures in the reports only)
+    served: dict[str, pd.DataFrame]  # modality -> the atoms the system was served (row i of them in name order: code i)
+    gold_segments: dict[str, pd.DataFrame]  # source_id -> segments of the gold sources (the report's pictures only)
     invalid: list[dict[str, Any]]  # invalid entries of the split (counted apart)
     sha256: dict[str, Any]  # manifest, sets and split lock the run used
     #: where run and gold are read block by block (bench.evaluation.blocks); None: `run` and `gold` as one block
@@ -72,22 +75,27 @@ class EvalInputs:
 
 @dataclass(frozen=True)
 class EvalOptions:
-    """params `metrics` and how false recall is read; the defaults here are the only ones."""
+    """params `metrics` (their defaults: bench.params.MetricsParams) and how false recall is read."""
 
     k: int
-    bootstrap_resamples: int = 1000
-    bootstrap_seed: int = 0
+    bootstrap_resamples: int
+    bootstrap_seed: int
+    calibration_recall: float
     abstains: bool = False  # the system declared abstention
-    calibration_recall: float = 0.9
     #: per modality the dev run's calibrated top-1 threshold; given (the acceptance), no calibration
     thresholds: dict[str, float | None] | None = None
+    #: params `metrics.budget` as written (modality -> amount); a modality left out: its `Modality.budget`
+    budget: Mapping[str, float | None] | None = None
 
     @classmethod
-    def from_params(cls, metrics: Mapping[str, Any], **given: Any) -> EvalOptions:
-        """params `metrics` (k, calibration_recall, bootstrap_resamples, bootstrap_seed) and
-        `given` fields; a key params leave out keeps its default here."""
-        kinds = {"k": int, "calibration_recall": float, "bootstrap_resamples": int, "bootstrap_seed": int}
-        return cls(**{name: kind(metrics[name]) for name, kind in kinds.items() if name in metrics}, **given)
+    def from_params(cls, metrics: MetricsParams, **given: Any) -> EvalOptions:
+        """The typed `metrics` block and the `given` fields (abstains, thresholds)."""
+        return cls(k=metrics.k, bootstrap_resamples=metrics.bootstrap_resamples, bootstrap_seed=metrics.bootstrap_seed,
+                   calibration_recall=metrics.calibration_recall, budget=metrics.budget, **given)
+
+    def budgets(self) -> dict[str, float | None]:
+        """Every modality's budget (bench.evaluation.measures.budget.budgets)."""
+        return budgets(self.budget)
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,7 @@ class RunDescription:
     latency: Mapping[str, Any] | None  # bench.evaluation.retrieve.latency_percentiles
     isolation: str | None = None  # the sandbox's isolation, when the run recorded it
     split: str | None = None  # "test" for the acceptance
+    abstains: bool = False  # the system abstained or declared it can (the record's; false recall reads it)
     #: a replayed run: events sent and ingest_ms percentiles per modality (bench.evaluation.retrieve_step.replay_record)
     replay: Mapping[str, Any] | None = None
 
@@ -115,7 +124,7 @@ class RunDescription:
         return cls(system=system["name"], depth=system["depth"], chunking=chunking, concurrency=system.get("concurrency", 1),
                    warm=system.get("warm", True), adapter=system.get("adapter", "builtin"),
                    warmup_queries=system.get("warmup_queries", 0), timeout_s=system.get("timeout_s"),
-                   latency=system.get("latency"), isolation=system.get("isolation"),
+                   latency=system.get("latency"), isolation=system.get("isolation"), abstains=bool(system.get("abstains", False)),
                    replay={"events": system.get("events", 0), "ingest_ms": system.get("ingest", {})} if system.get("replay") else None)
 
 
@@ -125,9 +134,8 @@ class EvalResult:
     per_query: pd.DataFrame  # bench.evaluation.per_query.per_query's table
     #: every per-query column: per_query's, the extent measures and amounts, tied@k, latency_ms
     query_table: pd.DataFrame
-    atom_extents: pd.DataFrame
-    region_extents: pd.DataFrame
-    #: every run row that hits a gold atom, joined to its gold rows (query_id, gold_idx, atom_id, rank, score),
+    atom_extents: pd.DataFrame  # row i: the atom of code i
+    #: every run row that hits a gold atom, joined to its gold rows (query_id, gold_idx, atom, rank, score),
     #: failed queries left out: what the recall and threshold curves read of the run (O(gold rows))
     hits: pd.DataFrame
     blocks: int = 1  # query blocks the run was read in
@@ -201,19 +209,20 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     # row i = atom code i (bench.evaluation.atom_codes: modalities in name order)
     atoms = pd.concat([inputs.served[m][PER_QUERY_ATOM_COLUMNS] for m in sorted(inputs.served)], ignore_index=True)
     served_ext = atom_ext = atom_extents(inputs.served)
+    memories = None
     if inputs.memories:  # memory codes follow the served atoms' (bench.evaluation.provenance)
-        atoms = pd.concat([atoms, inputs.memories.atoms()], ignore_index=True)
-        atom_ext = pd.concat([atom_ext, inputs.memories.extents()], ignore_index=True)
-    region_ext = region_extents(inputs.regions)  # placed once by resolve (bench.evaluation.placement): no decoding here
+        atoms, atom_ext, memories = inputs.memories.joined(atoms, atom_ext)
     source = inputs.blocks()
-    parts = [evaluate_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, atom_ext, region_ext, k=k, failed=failed,
-                            responses=inputs.responses)
+    budget = options.budgets()
+    parts = [evaluate_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, atom_ext, inputs.regions, k=k, failed=failed,
+                            responses=inputs.responses, budget=budget, memories=memories)
              for b in source.blocks(entries["query_id"].astype(str).tolist())]
     per_query = finish_per_query(_concat([p[0] for p in parts]), k=k, abstains=options.abstains,
                                  calibration_recall=options.calibration_recall, thresholds=options.thresholds)
-    extents, ties, hits = (_concat([p[i] for p in parts]) for i in (1, 2, 3))
+    extents, ties, hits, budgeted = (_concat([p[i] for p in parts]) for i in (1, 2, 3, 4))
 
     table = per_query.merge(extents, on="query_id", how="left").merge(ties, on="query_id", how="left")
+    table = table.merge(budgeted, on="query_id", how="left")
     table[tied_column(k)] = table[tied_column(k)].fillna(0).astype(int)
     latency = inputs.responses
     latency_by_query = latency.assign(query_id=latency["query_id"].astype(str)).set_index("query_id")["latency_ms"]
@@ -225,30 +234,53 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     for m, g in [*table.groupby("modality", sort=True), ("overall", table)]:
         t = g[tied_column(k)]
         tie_summary[str(m)] = {"tied_positions": int(t.sum()), "queries_with_ties": int((t > 0).sum()), "queries": int(len(t))}
-    doc = metrics_document(report, inputs.invalid, inputs.sha256, _run_block(description, options, per_query, entries, inputs.failures))
-    doc.update({"atom_stats": atom_statistics(served_ext, inputs.regions), "ties": tie_summary})
+    run_block = _run_block(description, options, per_query, entries, inputs.failures)
+    run_block["budget"] = budget_record(budget, entries["modality"])
+    doc = metrics_document(report, inputs.invalid, inputs.sha256, run_block)
+    doc.update({"atom_stats": atom_statistics(served_ext, inputs.regions), "ties": tie_summary, "mde": mde_block(table, k)})
     if inputs.memories:
         doc["memories"] = memory_block(inputs.memories, entries, k)
-    return EvalResult(doc, per_query, table, atom_ext, region_ext, hits, source.block_count)
+    return EvalResult(doc, per_query, table, atom_ext, hits, source.block_count)
 
 
 def evaluate_block(entries: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, atoms: pd.DataFrame, atom_ext: pd.DataFrame,
-                   region_ext: pd.DataFrame, *, k: int, failed: list[str], responses: pd.DataFrame) -> tuple[pd.DataFrame, ...]:
+                   regions: pd.DataFrame, *, k: int, failed: list[str], responses: pd.DataFrame,
+                   budget: Mapping[str, float | None] | None = None, memories: MemoryExtents | None = None) -> tuple[pd.DataFrame, ...]:
     """The per-query work of one block of entries (:func:`entries_frame` rows) and its run
-    and gold rows: (per_query.query_block rows, extent rows, ties, curve hits)."""
+    and gold rows (atoms as codes): (per_query.query_block rows, extent rows, ties, curve hits,
+    budget rows). ``budget``: modality -> amount (None: the modalities' defaults);
+    ``memories``: the run's memories, their codes after the served atoms' (their rows of
+    `atoms` and `atom_ext` too)."""
     part = query_block(entries, run, gold, atoms, k=k, failed=failed, responses=responses)
-    extents = extent_columns(entries, run, gold, region_ext, atom_ext, k=k, failed=failed)
+    extents = extent_columns(entries, run, gold, regions, atom_ext, k=k, failed=failed, memories=memories)
+    budgeted = budget_columns(entries, run, gold, regions, atom_ext, budget=budgets() if budget is None else budget, failed=failed,
+                              memories=memories)
     ties = tied_positions(run, k)
-    return part, extents, ties, curve_hits(run, gold, failed)
+    return part, extents, ties, curve_hits(run, gold, failed), budgeted
 
 
 def curve_hits(run: pd.DataFrame, gold: pd.DataFrame, failed: list[str]) -> pd.DataFrame:
-    """Gold rows joined to the run rows of the same (query, atom), failed queries left out:
-    query_id, gold_idx, atom_id, rank, score (bench.reporting.plots' curves read only these)."""
-    r = run[["query_id", "atom_id", "rank", "score"]].astype({"query_id": str, "atom_id": str})
-    r = r.loc[~r["query_id"].isin(set(failed))]
-    g = gold[["query_id", "gold_idx", "atom_id"]].astype({"query_id": str, "atom_id": str})
-    return g.merge(r, on=["query_id", "atom_id"])
+    """Gold rows joined to the run rows of the same (query, atom code), failed queries left
+    out: query_id, gold_idx, atom, rank, score (bench.reporting.plots' curves read only these).
+    Joined on one integer key per (query, atom); only the gold's query ids become strings."""
+    ids = pd.Index(sorted(set(gold["query_id"].astype(str)) - {str(q) for q in failed}))
+    q_gold, q_run = query_positions(gold["query_id"], ids), query_positions(run["query_id"], ids)
+    a_gold, a_run = gold[ATOM_CODE].to_numpy(np.int64), run[ATOM_CODE].to_numpy(np.int64)
+    span = int(max(a_gold.max(initial=0), a_run.max(initial=0))) + 1
+    kept_gold, kept_run = np.flatnonzero(q_gold >= 0), np.flatnonzero(q_run >= 0)
+    both = pd.DataFrame({"key": q_gold[kept_gold] * span + a_gold[kept_gold], "row": kept_gold}).merge(
+        pd.DataFrame({"key": q_run[kept_run] * span + a_run[kept_run], "pos": kept_run}), on="key")
+    rows, pos = both["row"].to_numpy(), both["pos"].to_numpy()
+    return pd.DataFrame({"query_id": pd.Series(ids.to_numpy(dtype=object)[q_gold[rows]], dtype="str"),
+                         "gold_idx": gold["gold_idx"].to_numpy(np.int64)[rows], ATOM_CODE: a_gold[rows],
+                         "rank": run["rank"].to_numpy()[pos], "score": run["score"].to_numpy(float)[pos]})
+
+
+def budget_record(budget: Mapping[str, float | None], modality: pd.Series) -> dict[str, dict[str, Any]]:
+    """dev.json's ``run.budget``: the budget of each modality of the entries, with its unit."""
+    mods = modalities()
+    return {m: {"amount": budget.get(m), "unit": mods[m].extent_unit if m in mods else "units"}
+            for m in sorted(set(modality.astype(str)))}
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -264,24 +296,6 @@ def per_query_table(table: pd.DataFrame, k: int) -> pd.DataFrame:
     named = {m.column for m in measures(k) if m.family != "auroc"} | {*amount_columns(k), tied_column(k)}
     cols = [c for c in [*TABLE_COLUMNS, *(c for c in table.columns if c in named)] if c in table.columns]
     return table[list(dict.fromkeys(cols))].sort_values("query_id", kind="stable").reset_index(drop=True)
-
-
-# --------------------------------------------------------------------------- loaders (paths from the stage)
-
-
-def gold_segments(regions: pd.DataFrame, segments_dir: Path) -> dict[str, pd.DataFrame]:
-    """Segments of the gold sources only, scanned file by file (segments_dir: data/segments,
-    ``<modality>/<key>.parquet``) keeping only gold sources' rows (bench.ingest.partitions.scan_sources)."""
-    wanted = pa.array(sorted(set(regions["source_id"].astype(str))), type=pa.string())
-    return select_gold_segments(regions, [scan_files(segment_files(segments_dir), wanted)])
-
-
-def select_gold_segments(regions: pd.DataFrame, frames: Iterable[pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """source_id -> segments, for the gold sources of `regions`, out of segment frames."""
-    wanted = set(regions["source_id"].astype(str))
-    kept = [seg for f in frames if len(seg := f[f["source_id"].astype(str).isin(wanted)])]
-    seg = pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=["source_id"])
-    return {str(s): g for s, g in seg.groupby("source_id", sort=False)}
 
 
 def no_failures() -> pd.DataFrame:

@@ -29,18 +29,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.placement import BOX, region_extents
+from bench.evaluation.atom_codes import CODE_DTYPE
+from bench.evaluation.resolved import MEMORY_ROW_COLUMNS
 from bench.evaluation.support import credited, support_mask
 from bench.modalities import modalities
+from bench.modalities.boxes import PLACED
 
-__all__ = ["MEMORY_ROW_COLUMNS", "SEVERAL_HOLDERS", "MemoryGold", "Resolution", "judge_units", "memory_rows", "read_memories",
-           "resolve_memories", "with_memories"]
+__all__ = ["SEVERAL_HOLDERS", "MemoryGold", "Resolution", "judge_units", "memory_rows", "read_memories", "resolve_memories",
+           "with_memories", "write_memories"]
 
 #: the holder of a memory citing several holders' sources: equal to no query's holder
 SEVERAL_HOLDERS = "(several holders)"
-#: one row per memory (data/resolved/memories.parquet): what the evaluation and the report read
-MEMORY_ROW_COLUMNS = ["atom", "memory_id", "holder", "observed_at", "text_chars", "citations", "citations_supported", "units",
-                      "units_judged", "units_supported", "units_credited", "modalities"]
+BOX = PLACED[1:]  # x0, x1, y0, y1
 
 
 def judge_units(memories: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
@@ -68,6 +68,8 @@ def memory_rows(memories: pd.DataFrame, judged: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({
         "atom": memories["atom"].astype(np.int64).to_numpy(),
         "memory_id": memories["memory_id"].astype(str).to_numpy(),
+        "text": memories["text"].astype(str).to_numpy(),
+        "provenance": memories["provenance"].astype(str).to_numpy(),
         "text_chars": memories["text"].astype(str).str.len().to_numpy(dtype=np.int64),
         "citations": [len(json.loads(p)) for p in memories["provenance"]],
     }).set_index("atom", drop=False)
@@ -144,16 +146,25 @@ def resolve_memories(entries: list[dict], hits: pd.DataFrame, judged: pd.DataFra
 
 
 def _boxes(units: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
-    """Each distinct unit's box in its source (its extent placed as a region of its modality), by row (``unit``)."""
+    """Each distinct unit's box in its source (its extent placed as a region of its modality,
+    ``Modality.place_regions``), by row (``unit``); a unit whose source has no segments is not placed."""
     cols = ["unit", "source_id", "part", *BOX]
-    if not len(units):
+    sources = set(segments["source_id"].astype(str)) if len(segments) else set()
+    frames = []
+    mods = modalities()
+    for modality, rows in units.groupby(units["modality"].astype(str), sort=True).indices.items() if len(units) else []:
+        mine = units.iloc[rows]
+        mine = mine.loc[mine["source_id"].astype(str).isin(sources)]
+        if not len(mine):
+            continue
+        regions = [json.loads(e) for e in mine["extent"]]
+        frame = pd.DataFrame({"source_id": mine["source_id"].astype(str).to_numpy(), "region": pd.Series(regions, dtype=object)})
+        placed = mods[modality].place_regions(frame.assign(**mods[modality].region_table(regions)), segments)
+        frames.append(placed.assign(unit=mine.index.to_numpy(dtype=np.int64), source_id=frame["source_id"].to_numpy()))
+    if not frames:
         return pd.DataFrame({c: pd.Series(dtype=float if c in BOX else (np.int64 if c == "unit" else object)) for c in cols})
-    wanted = segments["source_id"].astype(str).isin(set(units["source_id"].astype(str)))
-    by_source = {str(s): g for s, g in segments.loc[wanted].groupby(segments.loc[wanted, "source_id"].astype(str), sort=False)}
-    frame = pd.DataFrame({"query_id": "unit", "gold_idx": np.arange(len(units)), "modality": units["modality"].to_numpy(),
-                          "source_id": units["source_id"].to_numpy(), "region": units["extent"].to_numpy()})
-    ext = region_extents(frame, lambda sid: by_source.get(sid, segments.iloc[0:0]))
-    return ext.assign(unit=ext["gold_idx"].astype(np.int64)).dropna(subset=BOX)[cols].reset_index(drop=True)
+    out = pd.concat(frames, ignore_index=True).astype({"part": str})
+    return out.dropna(subset=BOX)[cols].reset_index(drop=True)
 
 
 @dataclass(frozen=True)
@@ -161,10 +172,14 @@ class Resolution:
     """The resolve stage's gold with the run's memories in it (:func:`with_memories`)."""
 
     gold: pd.DataFrame  # query_id, gold_idx, atom: served atoms' and memories' codes
-    atom_ids: pd.Series  # the id of every gold row (atom id, or memory id), for the qrels
     memories: pd.DataFrame  # MEMORY_ROW_COLUMNS
     units: pd.DataFrame  # the judged units (judge_units)
     boxes: pd.DataFrame  # MemoryGold.boxes
+
+    @property
+    def ids(self) -> list[str]:
+        """The memory ids in code order (after the served atoms'): what the qrels' writer names them by."""
+        return self.memories.sort_values("atom", kind="stable")["memory_id"].astype(str).tolist()
 
 
 def read_memories(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict]:
@@ -180,25 +195,29 @@ def read_memories(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFram
             frame("hits.parquet", ["query_id", "rank", "atom"]), replay)
 
 
-def with_memories(entries: list[dict], gold: pd.DataFrame, atom_ids: pd.Series, gold_segments: pd.DataFrame, memories: pd.DataFrame,
-                  units: pd.DataFrame, hits: pd.DataFrame, given_atoms: bool = True) -> Resolution:
-    """The served atoms' `gold` (and the ids of its rows) with the memory hits' gold added.
-    A replayed system (`given_atoms` False) was given no atoms and can name none: their rows
-    are dropped, so its gold is the gold of what it can name (its memories)."""
-    from bench.evaluation.atom_codes import CODE_DTYPE
+def write_memories(folder: Path, found: Resolution, hits: pd.DataFrame) -> None:
+    """The memory files of data/resolved/ (bench.evaluation.memory_report.load_memory_inputs reads
+    them), each written atomically; written for every run (empty without memories)."""
+    from bench.io import write_parquet
 
+    for name, frame in (("memories", found.memories), ("memory_units", found.units), ("memory_boxes", found.boxes), ("memory_hits", hits)):
+        write_parquet(folder / f"{name}.parquet", frame)
+
+
+def with_memories(entries: list[dict], gold: pd.DataFrame, gold_segments: pd.DataFrame, memories: pd.DataFrame, units: pd.DataFrame,
+                  hits: pd.DataFrame, given_atoms: bool = True) -> Resolution:
+    """The served atoms' `gold` with the memory hits' gold added. A replayed system
+    (`given_atoms` False) was given no atoms and can name none: their rows are dropped, so
+    its gold is the gold of what it can name (its memories)."""
     judged = judge_units(memories, units)
     found = resolve_memories(entries, hits, judged, gold_segments)
     if given_atoms and not len(found.gold):  # the served atoms' gold as it was, row for row
-        return Resolution(gold, atom_ids.astype(str).rename("atom_id"), memory_rows(memories, judged), judged, found.boxes)
+        return Resolution(gold, memory_rows(memories, judged), judged, found.boxes)
     keep = np.ones(len(gold), dtype=bool) if given_atoms else np.zeros(len(gold), dtype=bool)
-    ids_of = dict(zip(memories["atom"].astype(np.int64).tolist(), memories["memory_id"].astype(str).tolist(), strict=True))
     mem = found.gold.assign(atom=found.gold["atom"].astype(CODE_DTYPE))
-    out = pd.concat([gold.loc[keep], mem], ignore_index=True)[list(gold.columns)]
-    ids = pd.concat([atom_ids.loc[keep].astype(str), mem["atom"].map(ids_of).astype(str)], ignore_index=True).rename("atom_id")
+    out = pd.concat([gold.loc[keep].astype({"query_id": str}), mem], ignore_index=True)[list(gold.columns)]
     # the resolve order: region by region (entries, then gold order), atoms by code
     region = {(str(e["query_id"]), i): n for n, (e, i) in enumerate((e, i) for e in entries for i in range(len(e["gold"])))}
     at = np.asarray([region[(str(q), int(i))] for q, i in zip(out["query_id"], out["gold_idx"], strict=True)], dtype=np.int64)
     order = np.lexsort((out["atom"].to_numpy(), at))
-    return Resolution(out.iloc[order].reset_index(drop=True), ids.iloc[order].reset_index(drop=True),
-                      memory_rows(memories, judged), judged, found.boxes)
+    return Resolution(out.iloc[order].reset_index(drop=True), memory_rows(memories, judged), judged, found.boxes)

@@ -5,7 +5,9 @@ Memory codes follow the served atoms' (bench.evaluation.provenance), so the eval
 reads a memory as one more row of its atom table: ``holder`` and ``observed_at`` as
 bench.evaluation.memory_gold sets them (the leak measures: a citation of another holder's
 source is a holder leak, of what was not yet observed a temporal violation), its paid
-extent its own text in characters, and the boxes of its credited units what it covers.
+extent its own text in characters, and the boxes of its credited units what it covers
+(where the question's modality counts characters: bench.evaluation.measures.extent and
+budget, *Memory hits*).
 
 The block, per modality of the queries (and overall), over the memory hits of the run:
 ``memory_hits`` (run rows naming a memory) and ``memory_hits_top_k``, ``memories``
@@ -18,6 +20,7 @@ supported citation, with n and denominator), and the median ``text_chars`` and c
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,15 +28,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.memory_gold import MEMORY_ROW_COLUMNS
-from bench.evaluation.placement import BOX
+from bench.evaluation.atom_codes import ATOM_CODE
+from bench.evaluation.measures.extent import ATOM_EXTENT_COLUMNS, BOX, MemoryExtents
+from bench.evaluation.resolved import MEMORY_ROW_COLUMNS
 
 __all__ = ["MemoryInputs", "load_memory_inputs", "memory_block"]
 
-
 @dataclass(frozen=True)
 class MemoryInputs:
-    rows: pd.DataFrame  # bench.evaluation.memory_gold.MEMORY_ROW_COLUMNS, by code
+    rows: pd.DataFrame  # MEMORY_ROW_COLUMNS, by code
     boxes: pd.DataFrame  # atom, source_id, part, x0, x1, y0, y1 (credited units in gold sources)
     hits: pd.DataFrame  # query_id, rank, atom: the run's memory hits
 
@@ -45,35 +48,39 @@ class MemoryInputs:
         """The memory ids in code order (after the served atoms' ids)."""
         return self.rows["memory_id"].astype(str).tolist()
 
-    def atoms(self) -> pd.DataFrame:
-        """atom_id, holder, observed_at of each memory, in code order."""
-        return pd.DataFrame({"atom_id": self.rows["memory_id"].astype(str).to_numpy(), "holder": self.rows["holder"].astype(str).to_numpy(),
+    def joined(self, atoms: pd.DataFrame, atom_ext: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, MemoryExtents]:
+        """The served atoms' rows (holder, observed_at) and extents (row i: code i) with the
+        memories' after them, and the memories as the extent measures read them. A memory's
+        extent row has no box and no modality, and its text's length as its extent (its cost)."""
+        first = len(atoms)
+        codes = self.rows[ATOM_CODE].to_numpy(np.int64)
+        if not np.array_equal(codes, np.arange(first, first + len(codes))):
+            raise ValueError(f"memory codes must follow the {first} served atoms' in order, got {codes[:5].tolist()}...")
+        mine = pd.DataFrame({"holder": self.rows["holder"].astype(str).to_numpy(),
                              "observed_at": pd.to_datetime(self.rows["observed_at"], utc=True).to_numpy()})
+        nan = np.full(len(codes), np.nan)
+        ext = pd.DataFrame({"atom_id": self.rows["memory_id"].astype(str).to_numpy(), "modality": "", "source_id": "", "part": "",
+                            "x0": nan, "x1": nan, "y0": nan, "y1": nan, "extent": self.rows["text_chars"].to_numpy(dtype=float)})
+        return (pd.concat([atoms, mine[list(atoms.columns)]], ignore_index=True),
+                pd.concat([atom_ext, ext[ATOM_EXTENT_COLUMNS]], ignore_index=True), MemoryExtents(first, self.boxes))
 
-    def extents(self) -> pd.DataFrame:
-        """Extent rows (measures.extent's ATOM_EXTENT_COLUMNS): a paid row per memory (its text, in a
-        space of its own that covers nothing) and one unpaid row per credited box."""
-        ids = dict(zip(self.rows["atom"].tolist(), self.rows["memory_id"].astype(str).tolist(), strict=True))
-        paid = pd.DataFrame({"atom_id": self.rows["memory_id"].astype(str).to_numpy(),
-                             "modality": [m.split(",")[0] for m in self.rows["modalities"].astype(str)],
-                             "source_id": "memory:" + self.rows["memory_id"].astype(str), "part": "",
-                             "x0": 0.0, "x1": 0.0, "y0": 0.0, "y1": 0.0, "extent": self.rows["text_chars"].to_numpy(dtype=float)})
-        boxes = self.boxes.assign(atom_id=self.boxes["atom"].map(ids).astype(str), modality="", extent=0.0,
-                                  part=self.boxes["part"].astype(str))
-        cols = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
-        return pd.concat([paid[cols], boxes[cols]], ignore_index=True) if len(boxes) else paid[cols]
+    def info(self) -> pd.DataFrame:
+        """atom_id, source_id, text, extent of each memory in code order, as the drill-down shows
+        an atom: its id, the sources it cites, its text and its provenance."""
+        cited = [",".join(dict.fromkeys(c["source_id"] for c in json.loads(p))) for p in self.rows["provenance"].astype(str)]
+        return pd.DataFrame({"atom_id": self.rows["memory_id"].astype(str).to_numpy(), "source_id": cited,
+                             "text": self.rows["text"].astype(str).to_numpy(), "extent": self.rows["provenance"].astype(str).to_numpy()})
 
 
 def load_memory_inputs(resolved: Path) -> MemoryInputs:
     """The resolve stage's memory rows, boxes and hits (data/resolved/memories.parquet, memory_boxes.parquet,
     memory_hits.parquet); empty for a run without memories."""
     def frame(name: str, columns: list[str]) -> pd.DataFrame:
-        path = resolved / name
+        path = resolved / f"{name}.parquet"
         return pd.read_parquet(path) if path.is_file() else pd.DataFrame(columns=columns)
 
-    rows = frame("memories.parquet", MEMORY_ROW_COLUMNS).sort_values("atom", kind="stable").reset_index(drop=True)
-    return MemoryInputs(rows, frame("memory_boxes.parquet", ["atom", "source_id", "part", *BOX]),
-                        frame("memory_hits.parquet", ["query_id", "rank", "atom"]))
+    rows = frame("memories", MEMORY_ROW_COLUMNS).sort_values("atom", kind="stable").reset_index(drop=True)
+    return MemoryInputs(rows, frame("memory_boxes", ["atom", "source_id", "part", *BOX]), frame("memory_hits", ["query_id", "rank", "atom"]))
 
 
 def _stats(hits: pd.DataFrame, rows: pd.DataFrame, k: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Resolve gold regions into the atom ids that overlap them now (spec 2.2).
+"""Resolve gold regions into the atoms that overlap them now (spec 2.2), and place them.
 
 Gold is "source + region"; atoms depend on the chunking strategy. At run time each
 gold region of each dev entry becomes the set of atoms of its source that overlap it
@@ -8,74 +8,62 @@ overlaps stays in the entry's denominator as a miss and is listed.
 
 `resolve` joins all regions of one modality with that modality's atoms at once
 (`Modality.overlap_pairs`: a sorted-array interval join over (source, span) that
-applies the modality's own overlap rule to the candidate pairs). `resolve_per_region`
-is the plain reference, one `Modality.overlap` call per region; both give the same
-frames, row for row (tests/evaluation/test_resolve.py checks it on random cases).
+applies the modality's own overlap rule to the candidate pairs). In the same pass each
+region becomes a typed row: its own keys in its modality's columns
+(`Modality.region_columns`, `region_table`) and its box in the atoms' coordinates
+(`Modality.place_regions`), which the extent measures read. `resolve_per_region` is
+the plain reference, one `Modality.overlap` and one `Modality.region_extent` call per
+region; both give the same frames, row for row (tests/evaluation/test_resolve.py
+checks it on random cases).
+
+`resolve_files` is the resolve stage's step: the same over partitions on disk, keeping
+only the gold sources' rows, and it hands on the gold sources' segments it read (the
+evaluation's report reads no others) with the entries whose gold has no text to find
+(bench.evaluation.resolved).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from bench.evaluation.atom_codes import ATOM_CODE, CODE_DTYPE, decode, served_ids
-from bench.evaluation.placement import place_regions
+from bench.evaluation.atom_codes import CODE_DTYPE
+from bench.evaluation.resolved import Resolved
 from bench.ingest.partitions import Partition, scan_files, scan_sources
 from bench.ingest.store import segment_files
-from bench.modalities import modalities, unreadable_gold
+from bench.modalities import RESOLVED_REGION_COLUMNS, modalities, region_columns, unreadable_gold
+from bench.modalities.base import PLACED, Modality, place_regions_per_region
 
 #: ``atom``: the atom's code, its row in the served table (bench.evaluation.atom_codes:
 #: the atom frames in modality-name order, concatenated)
 GOLD_COLUMNS = ["query_id", "gold_idx", "atom"]
-#: json.dumps(x, sort_keys=True), without building an encoder per call
-_REGION_JSON = json.JSONEncoder(sort_keys=True)
-# JSONEncoder.encode builds a C encoder on every call; build it once (same output)
-_REGION_C = (
-    c_make_encoder(None, _REGION_JSON.default, encode_basestring_ascii, None, ": ", ", ", True, False, True)
-    if c_make_encoder is not None else None
-)
-
-
-def _region_json(regions: list) -> list[str]:
-    """json.dumps(region, sort_keys=True) of each region."""
-    if _REGION_C is None:
-        return [_REGION_JSON.encode(x) for x in regions]
-    enc, join = _REGION_C, "".join
-    return [join(enc(x, 0)) for x in regions]
-REGION_COLUMNS = ["query_id", "modality", "gold_idx", "source_id", "region", "n_atoms", "n_future_atoms"]
+#: how a modality's regions are placed: its vectorised hook, or the per-region reference
+Place = Callable[[Modality, pd.DataFrame, pd.DataFrame], pd.DataFrame]
 
 
 def _flatten(entries: list[dict]) -> pd.DataFrame:
     """One row per gold region, in entry order then gold order."""
-    qid: list[str] = []
-    mod: list[str] = []
-    idx: list[int] = []
-    sid: list[str] = []
-    reg: list[dict] = []
-    as_of: list[str] = []
-    for entry in entries:
-        gold = entry["gold"]
-        k = len(gold)
-        qid += [entry["query_id"]] * k
-        mod += [entry["modality"]] * k
-        idx += range(k)
-        as_of += [entry["as_of"]] * k
-        for g in gold:
-            sid.append(g["source_id"])
-            reg.append(g["region"])
+    golds = [entry["gold"] for entry in entries]
+    counts = np.fromiter(map(len, golds), dtype=np.int64, count=len(golds))
+    flat = [g for gold in golds for g in gold]
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+
+    def per_entry(key: str) -> np.ndarray:
+        return np.repeat(np.asarray([entry[key] for entry in entries], dtype=object), counts)
+
     return pd.DataFrame(
-        {"query_id": qid, "modality": mod, "gold_idx": np.asarray(idx, dtype=np.int64), "source_id": sid,
-         "region": reg, "as_of": as_of},
+        {"query_id": per_entry("query_id"), "modality": per_entry("modality"),
+         "gold_idx": np.arange(len(flat), dtype=np.int64) - starts,
+         "source_id": np.asarray([g["source_id"] for g in flat], dtype=object),
+         "region": pd.Series([g["region"] for g in flat], dtype=object), "as_of": per_entry("as_of")},
     )
 
 
@@ -127,42 +115,32 @@ class _Part:
 
 
 def resolve(entries: list[dict], atoms: dict[str, pd.DataFrame], segments: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return (gold: query_id, gold_idx, atom code) and (regions: one row per gold region),
-    over atom frames held in memory (modality -> frame, the served table's order)."""
+    """Return (gold: query_id, gold_idx, atom code) and (regions: one row per gold region,
+    typed and placed), over atom frames held in memory (modality -> frame, the served
+    table's order) and segments of (at least) the gold sources."""
     offset = _code_offsets(atoms)
     parts = (_Part(m, f, offset[m] + np.arange(len(f), dtype=np.int64), segments) for m, f in atoms.items())
     with _gc_paused():
-        return _resolve(_flatten(entries), parts)
+        return _resolve(_flatten(entries), parts, segments)
 
 
-@dataclass(frozen=True)
-class ResolvedFiles:
-    """What :func:`resolve_files` found: the gold and regions of :func:`resolve`, the
-    segments of the gold sources, and the atom id of every gold row (for the qrels)."""
-
-    gold: pd.DataFrame
-    regions: pd.DataFrame
-    gold_segments: pd.DataFrame
-    gold_atom_ids: pd.Series
-
-
-def resolve_files(entries: list[dict], served: list[Partition], segments_dir: Path, batch_rows: int = 65_536) -> ResolvedFiles:
-    """:func:`resolve` over the served partitions on disk, one partition at a time.
+def resolve_files(entries: list[dict], served: list[Partition], segments_dir: Path, batch_rows: int = 65_536) -> Resolved:
+    """The resolve stage's step: :func:`resolve` over the served partitions on disk, one
+    partition at a time, and the gold sources' segments it read for it.
 
     Each partition ``<modality>/<dataset>.parquet``, and every segment file under
     `segments_dir`, is scanned in batches keeping only the rows of gold sources
     (bench.ingest.partitions.scan_sources), so memory holds one batch plus the gold
     sources' atoms and segments, whatever the corpus's size (`batch_rows` rows per
-    read). Same frames as
-    :func:`resolve` over the whole served table (tests/evaluation/test_resolve.py).
+    read). Same frames as :func:`resolve` over the whole served table
+    (tests/evaluation/test_resolve.py).
     """
     flat = _flatten(entries)
     wanted = pa.array(pd.unique(flat["source_id"].to_numpy(dtype=object)).tolist(), type=pa.string())
     # every segment file's gold-source rows, in the store's file order: what each modality's
-    # join needs (segments of at least its sources), the placement and the report
+    # join and placement need, and all the evaluation's report reads of the corpus text
     gold_segments = scan_files(segment_files(Path(segments_dir)), wanted, batch_rows)
     needed = set(flat["modality"])
-    id_frames: list[pd.DataFrame] = []
     join_parts: list[_Part] = []
     for part in served:
         if part.modality not in needed:
@@ -172,16 +150,21 @@ def resolve_files(entries: list[dict], served: list[Partition], segments_dir: Pa
             continue
         atoms = pd.concat([r for r, _ in rows], ignore_index=True) if len(rows) > 1 else rows[0][0]
         codes = part.offset + np.concatenate([pos.to_numpy() for _, pos in rows])
-        id_frames.append(pd.DataFrame({"atom": codes, "atom_id": atoms["atom_id"].to_numpy()}))
         join_parts.append(_Part(part.modality, atoms, codes, gold_segments))
     with _gc_paused():
-        gold, regions = _resolve(flat, join_parts)
-    ids = pd.concat(id_frames, ignore_index=True) if id_frames else pd.DataFrame({"atom": np.zeros(0, np.int64), "atom_id": []})
-    atom_ids = gold["atom"].map(pd.Series(ids["atom_id"].to_numpy(), index=ids["atom"].to_numpy())).astype(str).rename("atom_id")
-    return ResolvedFiles(gold, regions, gold_segments, atom_ids)
+        gold, regions = _resolve(flat, join_parts, gold_segments)
+    return Resolved(regions=regions, segments=gold_segments, unreadable=unreadable_gold(entries, gold_segments), gold=gold)
 
 
-def _resolve(flat: pd.DataFrame, parts: Iterable[_Part]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def resolve_frames(entries: list[dict], served: dict[str, pd.DataFrame], segments: pd.DataFrame) -> Resolved:
+    """:func:`resolve_files` over served atoms and segments in memory (the acceptance, the test fixtures)."""
+    gold, regions = resolve(entries, served, segments)
+    wanted = set(regions["source_id"].astype(str))
+    gold_segments = segments.loc[segments["source_id"].astype(str).isin(wanted)] if len(segments) else segments
+    return Resolved(regions=regions, segments=gold_segments, unreadable=unreadable_gold(entries, gold_segments), gold=gold)
+
+
+def _resolve(flat: pd.DataFrame, parts: Iterable[_Part], segments: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     mods = modalities()
     n = len(flat)
     as_of = _as_of_ns(flat["as_of"].tolist())
@@ -223,31 +206,68 @@ def _resolve(flat: pd.DataFrame, parts: Iterable[_Part]) -> tuple[pd.DataFrame, 
         },
         columns=GOLD_COLUMNS,
     )
-    regions_out = pd.DataFrame(
-        {
-            "query_id": flat["query_id"].tolist(),
-            "modality": flat["modality"].tolist(),
-            "gold_idx": flat["gold_idx"].tolist(),
-            "source_id": flat["source_id"].tolist(),
-            "region": _region_json(flat["region"].tolist()),
-            "n_atoms": n_atoms.tolist(),
-            "n_future_atoms": n_future.tolist(),
-        },
-        columns=REGION_COLUMNS,
-    )
-    return gold, regions_out
+    return gold, _regions_frame(flat, segments, n_atoms, n_future, lambda mod, regs, segs: mod.place_regions(regs, segs))
+
+
+def _regions_frame(flat: pd.DataFrame, segments: pd.DataFrame, n_atoms: np.ndarray, n_future: np.ndarray, place: Place) -> pd.DataFrame:
+    """One row per gold region (:func:`_flatten`'s order): its modality's typed columns
+    (`Modality.region_table`), its box in the atoms' coordinates (`place`, over segments of
+    at least the regions' sources; a region whose source has no segments is not placed:
+    part "", NaN box, extent 0), n_atoms, n_future_atoms."""
+    mods = modalities()
+    n = len(flat)
+    dtypes = region_columns()
+    typed: dict[str, list[tuple[np.ndarray, pd.api.extensions.ExtensionArray]]] = {name: [] for name in dtypes}
+    part = np.full(n, "", dtype=object)
+    box = np.full((n, 4), np.nan)
+    modality = flat["modality"].to_numpy(dtype=object)
+    # the regions whose source has segments (the others are not placed)
+    sources = pc.unique(pa.array(segments["source_id"], type=pa.string(), from_pandas=True)) if len(segments) else pa.array([], pa.string())
+    with_segments = pc.is_in(pa.array(flat["source_id"], type=pa.string(), from_pandas=True), value_set=sources)
+    with_segments = with_segments.to_numpy(zero_copy_only=False).astype(bool)
+    for name in sorted(set(modality)):
+        rows = np.flatnonzero(modality == name)
+        mine = flat.iloc[rows].reset_index(drop=True)[["source_id", "region"]]
+        table = mods[name].region_table(mine["region"].tolist())
+        for column, values in table.items():
+            typed[column].append((rows, pd.array(values, dtype=dtypes[column])))
+        has = with_segments[rows]
+        if not has.any():
+            continue
+        placed = place(mods[name], mine.assign(**table).loc[has].reset_index(drop=True), segments)
+        part[rows[has]] = placed["part"].to_numpy(dtype=object)
+        box[rows[has]] = placed[PLACED[1:]].to_numpy(dtype=float)
+    x0, x1, y0, y1 = box.T
+    extent = np.where(np.isnan(x0), 0.0, np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None))
+    columns = {"query_id": flat["query_id"].to_numpy(dtype=object), "modality": modality,
+               "gold_idx": flat["gold_idx"].to_numpy(dtype=np.int64), "source_id": flat["source_id"].to_numpy(dtype=object),
+               **{name: _spread(pieces, n, dtypes[name]) for name, pieces in typed.items()},
+               "part": part, "x0": x0, "x1": x1, "y0": y0, "y1": y1, "extent": extent, "n_atoms": n_atoms, "n_future_atoms": n_future}
+    out = pd.DataFrame(columns)
+    return out[[*RESOLVED_REGION_COLUMNS[:4], *typed, *RESOLVED_REGION_COLUMNS[4:]]].astype(
+        {"query_id": "str", "modality": "str", "source_id": "str", "part": "str"})
+
+
+def _spread(pieces: list[tuple[np.ndarray, pd.api.extensions.ExtensionArray]], n: int, dtype: str) -> pd.api.extensions.ExtensionArray:
+    """A column of `n` rows holding each piece's values at its rows, <NA> elsewhere (one take)."""
+    values = pd.concat([pd.Series(v) for _, v in pieces], ignore_index=True).array if pieces else pd.array([], dtype=dtype)
+    index = np.full(n, -1, dtype=np.int64)
+    if pieces:
+        index[np.concatenate([rows for rows, _ in pieces])] = np.arange(len(values))
+    return values.take(index, allow_fill=True)
 
 
 def resolve_per_region(entries: list[dict], atoms: dict[str, pd.DataFrame], segments: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The reference: one `Modality.overlap` call per gold region (slow; tests and benchmarks)."""
+    """The reference: one `Modality.overlap` and one `Modality.region_extent` call per gold
+    region (slow; tests and benchmarks)."""
     mods = modalities()
     atoms_by_source = {
         m: {sid: grp for sid, grp in frame.groupby("source_id", sort=False)} for m, frame in atoms.items()
     }
-    segs_by_source = {sid: grp for sid, grp in segments.groupby("source_id", sort=False)}
+    segs_by_source = {sid: grp for sid, grp in segments.groupby("source_id", sort=False)} if len(segments) else {}
     offset = _code_offsets(atoms)
     gold_rows: list[tuple[str, int, int]] = []
-    region_rows: list[dict] = []
+    counts: list[tuple[int, int]] = []
     empty = pd.DataFrame()
     for entry in entries:
         modality = entry["modality"]
@@ -264,17 +284,7 @@ def resolve_per_region(entries: list[dict], atoms: dict[str, pd.DataFrame], segm
                 rows = atoms[modality].index.get_indexer(cand.index[ok])  # position in its frame
                 n_atoms = len(rows)
                 gold_rows.extend((entry["query_id"], idx, offset[modality] + int(a)) for a in rows)
-            region_rows.append(
-                {
-                    "query_id": entry["query_id"],
-                    "modality": modality,
-                    "gold_idx": idx,
-                    "source_id": sid,
-                    "region": json.dumps(g["region"], sort_keys=True),
-                    "n_atoms": n_atoms,
-                    "n_future_atoms": n_future,
-                }
-            )
+            counts.append((n_atoms, n_future))
     gold = pd.DataFrame(
         {
             "query_id": np.asarray([r[0] for r in gold_rows], dtype=object),
@@ -283,44 +293,5 @@ def resolve_per_region(entries: list[dict], atoms: dict[str, pd.DataFrame], segm
         },
         columns=GOLD_COLUMNS,
     )
-    regions = pd.DataFrame(region_rows, columns=REGION_COLUMNS)
-    return gold, regions
-
-
-# --------------------------------------------------------------------------- the resolve step
-
-
-@dataclass(frozen=True)
-class ResolvedGold:
-    """Resolved gold: (query_id, gold_idx, atom code) rows, the regions with their
-    placement, the gold sources' segments and the answerable entries whose gold has no
-    text to find (Modality.unreadable_gold; None when no modality has the notion)."""
-
-    gold: pd.DataFrame
-    regions: pd.DataFrame
-    gold_segments: pd.DataFrame
-    unreadable: dict[str, Any] | None
-    gold_atom_ids: pd.Series  # the atom id of every gold row, for the qrels
-
-
-def resolve_partitions(entries: list[dict], served: list[Partition], segments_dir: Path) -> ResolvedGold:
-    """Resolve and place over the served partitions and segment files on disk (the resolve stage)."""
-    found = resolve_files(entries, served, segments_dir)
-    regions = _placed(found.regions, entries, found.gold_segments)
-    return ResolvedGold(found.gold, regions, found.gold_segments, unreadable_gold(entries, found.gold_segments), found.gold_atom_ids)
-
-
-def resolve_frames(entries: list[dict], served: dict[str, pd.DataFrame], segments: pd.DataFrame) -> ResolvedGold:
-    """Resolve and place over served atoms and segments in memory (the acceptance, the fixtures)."""
-    gold, regions = resolve(entries, served, segments)
-    gold_segments = segments.loc[segments["source_id"].astype(str).isin(set(regions["source_id"].astype(str)))]
-    return ResolvedGold(gold, _placed(regions, entries, gold_segments), gold_segments, unreadable_gold(entries, gold_segments),
-                        decode(gold[ATOM_CODE].to_numpy(), served_ids(served)))
-
-
-def _placed(regions: pd.DataFrame, entries: list[dict], segments: pd.DataFrame) -> pd.DataFrame:
-    """`regions` with each region's placement (bench.evaluation.placement), placed from the
-    entries' own region objects (the rows are in :func:`_flatten`'s order), so the JSON text
-    written for the file is never parsed back here."""
-    placed = place_regions(regions.assign(region=_flatten(entries)["region"].to_numpy()), segments)
-    return placed.assign(region=regions["region"].to_numpy())
+    n = np.asarray(counts, dtype=np.int64).reshape(-1, 2)
+    return gold, _regions_frame(_flatten(entries), segments, n[:, 0], n[:, 1], place_regions_per_region)

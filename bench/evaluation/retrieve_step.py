@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from bench.evaluation.retrieve import SYSTEM_COLUMNS, ReplayError, RunResult, latency_percentiles, run_queries, trec_run
-from bench.systems.config import SystemConfig
 
 if TYPE_CHECKING:
-    from bench.params import ExecutorParams
+    from bench.params import ExecutorParams, SystemParams
 
 
 class StepError(Exception):
@@ -64,7 +63,7 @@ class Ran:
     citations: Any = None  # the run's bench.evaluation.provenance.CitationCheck (memory hits' units)
 
 
-def run_system(cfg: SystemConfig, entries: list[dict], served: Mapping[str, pd.DataFrame], *, places: SystemPlaces,
+def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.DataFrame], *, places: SystemPlaces,
                segments: pd.DataFrame | Callable[[], pd.DataFrame | None] | None, manifest_rows: list[dict], executor: Any = None,
                isolation: Any = None) -> Ran:
     """Open `cfg`'s system over the served atoms and send it `entries` (timed); StepError on any refusal or fault.
@@ -117,7 +116,7 @@ def _loaded(corpus: Callable[[], pd.DataFrame | None]) -> pd.DataFrame:
     return seg
 
 
-def system_record(cfg: SystemConfig, result: RunResult, n_entries: int, n_atoms: int, sandbox: Mapping[str, Any],
+def system_record(cfg: SystemParams, result: RunResult, n_entries: int, n_atoms: int, sandbox: Mapping[str, Any],
                   declared: bool, build_s: float, run_s: float) -> dict[str, Any]:
     return {
         "name": cfg.name, "adapter": cfg.adapter, "entry": cfg.entry, "depth": cfg.depth, "atoms": n_atoms,
@@ -202,7 +201,7 @@ def write_served(parts: list[tuple[str, str, pd.DataFrame]] | None, paths: Retri
         write_partitions(paths.served, parts)
 
 
-def retrieve(cfg: SystemConfig, entries: list[dict], *, paths: RetrievePaths, places: SystemPlaces, where: ExecutorParams) -> str:
+def retrieve(cfg: SystemParams, entries: list[dict], *, paths: RetrievePaths, places: SystemPlaces, where: ExecutorParams) -> str:
     """The dev retrieve stage's step (`where`: params executor, checked); returns the summary line."""
     from bench.evaluation.atom_codes import AtomCodeError, served_ids
     from bench.evaluation.provenance import coded_run

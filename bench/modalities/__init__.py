@@ -62,6 +62,23 @@ def declared_datasets() -> dict[str, Dataset]:
     return _load()[1]
 
 
+#: the columns of a resolved region row that are not a region's own (bench.evaluation.resolve)
+RESOLVED_REGION_COLUMNS = ("query_id", "modality", "gold_idx", "source_id", "part", "x0", "x1", "y0", "y1", "extent",
+                           "n_atoms", "n_future_atoms")
+
+
+def region_columns() -> dict[str, str]:
+    """Every modality's `Modality.region_columns` (name -> dtype), in modality-name order; a
+    name two modalities share must have one dtype and no name may be a resolved row's own."""
+    out: dict[str, str] = {}
+    for name in sorted(modalities()):
+        for column, dtype in modalities()[name].region_columns.items():
+            if column in RESOLVED_REGION_COLUMNS or out.get(column, dtype) != dtype:
+                raise RuntimeError(f"modality {name!r}: region column {column!r} clashes with another column of a resolved region")
+            out[column] = dtype
+    return out
+
+
 def unreadable_gold(entries: list[dict], segments: pd.DataFrame) -> dict[str, Any] | None:
     """`Modality.unreadable_gold` of every modality, merged: {"answerable": n, "entries":
     [...]} over the modalities that have the notion, or None when none has it."""

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from bench.modalities.boxes import PLACED
 from bench.modalities.overlap import pairs_frame
 
 SEGMENT_COLUMNS = ["source_id", "dataset", "modality", "seq", "text", "holder", "observed_at"]
@@ -115,6 +116,39 @@ class Modality:
     def region_extent(self, region: dict, segments: pd.DataFrame) -> tuple[str, float, float, float, float] | None:
         """The region as (part, x0, x1, y0, y1) in the atoms' coordinates, or None if it cannot be placed."""
         raise NotImplementedError
+
+    # -- gold regions as typed columns, placed (bench/evaluation/resolve.py) ------------------
+    #: a region's typed columns in data/resolved/regions.parquet: name -> pandas dtype, all
+    #: nullable (a key a region form leaves out is <NA>); by default the region's keys
+    region_columns: ClassVar[dict[str, str]] = {}
+
+    def region_table(self, regions: list[dict]) -> dict[str, Any]:
+        """The `region_columns` of each region, one array per column, row for row."""
+        return {name: pd.array([r.get(name) for r in regions], dtype=dtype) for name, dtype in self.region_columns.items()}
+
+    def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Each region as a box in its atoms' coordinates, row for row: columns part, x0,
+        x1, y0, y1 (part "" and a NaN box where `region_extent` gives None).
+
+        `regions` has source_id, region (the region dict) and the `region_columns`, each
+        region's source with segments; `segments` holds those of (at least) the regions'
+        sources (other rows, of any modality, are ignored). Modalities override this with
+        a vectorised version giving the same boxes; this default calls `region_extent`
+        once per region.
+        """
+        return place_regions_per_region(self, regions, segments)
+
+    # -- the reader's budget (recall@budget, bench/evaluation/measures/budget.py) ----------------
+    #: params.yaml `metrics.budget.<name>`: what a reader is handed per query, in `extent_unit`
+    #: (its default and bounds); None: no default, the budget measures of the modality then
+    #: have no value unless params.yaml names one
+    budget: ClassVar[Option | None] = None
+
+    def cut(self, boxes: np.ndarray, amounts: np.ndarray) -> np.ndarray | None:
+        """The leading part of each atom box (rows x0, x1, y0, y1, as `atom_extents` gives)
+        worth ``amounts`` of `extent_unit`, in the modality's reading order; None when its
+        atoms cannot be cut (the default: an atom then counts only whole, when it fits)."""
+        return None
 
     def overlap_pairs(self, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         """Every (region_row, atom_row) pair that overlaps, by the modality's `overlap`.
@@ -310,14 +344,6 @@ def assign_splits(groups: list[str], salt: str, test_share: float = TEST_SHARE) 
     return {g: ("test" if g in test else "dev") for g in unique}
 
 
-def interval_extents(x0: Any, x1: Any, part: Any = "") -> pd.DataFrame:
-    """Extent boxes of 1-D atoms: [x0, x1) on the line y = [0, 1) of `part`."""
-    lo = np.asarray(x0, dtype=float)
-    hi = np.asarray(x1, dtype=float)
-    parts = np.broadcast_to(np.asarray(part, dtype=object), lo.shape)
-    return pd.DataFrame({"part": parts, "x0": lo, "x1": hi, "y0": np.zeros_like(lo), "y1": np.ones_like(lo)})
-
-
 # -- vectorised overlap (gold resolution, see bench/evaluation/resolve.py) ----------------------
 
 def overlap_pairs_per_region(modality: Modality, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
@@ -344,6 +370,20 @@ def overlap_pairs_per_region(modality: Modality, regions: pd.DataFrame, atoms: p
     if not r_out:
         return pairs_frame([], [])
     return pairs_frame(np.concatenate(r_out), np.concatenate(a_out))
+
+
+def place_regions_per_region(modality: Modality, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+    """Reference placement: `modality.region_extent` called once per region on its source's segments."""
+    by_source = segments.groupby("source_id", sort=False).indices if len(segments) else {}
+    frames: dict[str, pd.DataFrame] = {}  # each source's segments, cut once
+    rows = []
+    for sid, region in zip(regions["source_id"].tolist(), regions["region"].tolist(), strict=True):
+        pos = by_source.get(sid)
+        if pos is not None and sid not in frames:
+            frames[sid] = segments.iloc[pos]
+        box = modality.region_extent(region, frames[sid]) if pos is not None and len(pos) else None
+        rows.append(("", np.nan, np.nan, np.nan, np.nan) if box is None else (str(box[0]), *(float(v) for v in box[1:])))
+    return pd.DataFrame(rows, columns=PLACED).astype({"x0": float, "x1": float, "y0": float, "y1": float})
 
 
 def extent_ints(extent: dict, keys: tuple[str, ...], minimum: int) -> list[int]:

@@ -7,18 +7,19 @@ Offline: the rapidocr wheel (3.x) ships its default ONNX models (PP-OCRv6 det/re
 small, ch_ppocr_mobile cls) inside the package, so no download happens at run time
 (checked by running it in a network namespace without network: ``unshare -rn``).
 
-Engine: OpenVINO (rapidocr's ``openvino`` engine type) on the ONNX model files bundled
-in the wheel; onnxruntime was the engine before (its settings stay for a switch back).
+Engine: onnxruntime on the ONNX model files bundled in the wheel, in f32 on every CPU.
+OpenVINO was tried and is refused (`check_portable`): its CPU plugin computes in bf16 on a
+CPU with AVX512_BF16 and in f32 elsewhere, so the same image gave other text on another
+machine, and rapidocr has no key for its precision hint.
 
 Determinism: fixed parameters (OCR_PARAMS), the engine limited to one thread per
 process (parallel float reductions can differ between runs), the 180-degree text
 direction classifier is off (screenshots and photos are upright; it also cost a
 third of the time), and box coordinates are rounded to 0.01 px.
 
-Speed (2 CPU cores): about 1.5 s per 1024x768 screenshot in one process, so OCR of
-many images runs in single-threaded worker processes (bench.executor)
-(measured: 208 ScreenAgent screenshots in 250 s, 79 COCO photos in 24 s). Pool and
-serial runs give identical boxes. Results depend on the rapidocr version (its
+Speed: OCR of many images runs in single-threaded worker processes (bench.executor),
+one per core; recognition is about 80 % of a page's time, detection most of the rest
+(docs/performance.md, "OCR"). Pool and serial runs give identical boxes. Results depend on the rapidocr version (its
 bundled models): pin it.
 
 Cache by content (``use_cache(folder)``, set by the extract stage): every result is
@@ -54,20 +55,39 @@ from typing import Any
 
 from bench import progress
 
-#: every parameter that differs from rapidocr's config.yaml defaults
-#: (the OpenVINO engine on the same bundled model files: same text on the measured pages,
-#: faster per core; docs/performance.md, benchmarks/ocr_candidates.py)
+#: every parameter that differs from rapidocr's config.yaml defaults: the one place for the
+#: engine's settings (the cache key names them, so a change misses cleanly). Chosen by
+#: `python -m benchmarks.ocr_candidates` (docs/performance.md, "OCR"): onnxruntime (f32 on every
+#: CPU), one thread per process, one text line per recognition call (no padding of short lines
+#: to the longest of a batch; a line's text no longer depends on its neighbours), onnxruntime's
+#: memory arena on (no allocation per call for the varying input shapes). The detector keeps
+#: rapidocr's `limit_type: min` (it never downscales): a `max` limit (`Det.limit_type: max`)
+#: was faster but lost small print, e.g. 468 -> 116 characters on a text-less slide
+#: (tests/modalities/test_pdf.py::test_textless_pages_are_rendered_and_ocrd).
 OCR_PARAMS: dict[str, Any] = {
     "Global.log_level": "error",
     "Global.use_cls": False,
     "Global.text_score": 0.5,
-    "Det.engine_type": "openvino",
-    "Rec.engine_type": "openvino",
-    "Cls.engine_type": "openvino",
-    "EngineConfig.openvino.inference_num_threads": 1,
+    "Rec.rec_batch_num": 1,
     "EngineConfig.onnxruntime.intra_op_num_threads": 1,
     "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+    "EngineConfig.onnxruntime.enable_cpu_mem_arena": True,
 }
+#: engines that compute in f32 on every CPU (a cached result then does not depend on the machine
+#: beyond the last bits of its kernels): OpenVINO computes in bf16 on a CPU with
+#: AVX512_BF16 and in f32 elsewhere (other text from the same image), and rapidocr has no key for
+#: its precision hint, so it is refused (`check_portable`)
+PORTABLE_ENGINES = ("onnxruntime",)
+
+
+def check_portable(params: dict[str, Any]) -> None:
+    """Refuse settings whose OCR text would depend on the CPU (an engine outside PORTABLE_ENGINES)."""
+    for key, value in params.items():
+        if key.endswith(".engine_type") and str(value) not in PORTABLE_ENGINES:
+            raise ValueError(f"OCR_PARAMS {key}: {value!r} gives CPU-dependent text (bf16 on CPUs with "
+                             f"AVX512_BF16); use one of {', '.join(PORTABLE_ENGINES)}")
+
+
 #: bump when the stored result format or the meaning of a key changes
 #: (2: every entry stores its own digest, `entry_digest`)
 CACHE_FORMAT = 2
@@ -120,6 +140,7 @@ def make_engine(params: dict[str, Any]) -> Any:
 
 @functools.cache
 def _engine_of(pid: int) -> Any:
+    check_portable(OCR_PARAMS)
     return make_engine(OCR_PARAMS)
 
 
@@ -227,16 +248,27 @@ ACCURACY_FILE = Path(__file__).resolve().parents[2] / "reports" / "ocr_accuracy.
 
 
 def accuracy_line(path: Path = ACCURACY_FILE) -> str | None:
-    """One sentence citing the measured OCR accuracy (engine, settings, CER/WER, n, intervals), or None."""
+    """One sentence citing the measured OCR accuracy (engine, settings, CER/WER, n, intervals, and
+    the paired change from the setting before it when measured), or None."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
         cer, wer = doc["cer"], doc["wer"]
         changed = {k: v for k, v in doc["params"].items() if k != "Global.log_level"}
-        return (f"OCR accuracy against PDF text layers ({doc['engine']}, {json.dumps(changed)}, render scale "
+        line = (f"OCR accuracy against PDF text layers ({doc['engine']}, {json.dumps(changed)}, render scale "
                 f"{doc['render_scale']}): CER {cer['value']:.1%} (95 % CI {cer['ci95'][0]:.1%}–{cer['ci95'][1]:.1%}), "
                 f"bag-of-words WER {wer['value']:.1%} ({wer['ci95'][0]:.1%}–{wer['ci95'][1]:.1%}) over n = "
                 f"{doc['pages']} pages of {doc['documents']} documents ({cer['denominator']} characters, "
                 f"{wer['denominator']} words; bootstrap over pages; `reports/ocr_accuracy.json`, docs/performance.md).")
+        if doc.get("partial"):
+            line += f" Partial: {doc['partial']}."
+
+        old = doc.get("compared_with")
+        if old:
+            d = old["cer_change"]
+            line += (f" The setting before it ({old['setting']}) on the same pages: CER {old['cer']['value']:.1%}, "
+                     f"WER {old['wer']['value']:.1%}; CER change {100 * d['value']:+.2f} points "
+                     f"(95 % CI {100 * d['ci95'][0]:+.2f} to {100 * d['ci95'][1]:+.2f}).")
+        return line
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
 

@@ -24,6 +24,7 @@ SPLIT_LOCK_FILE = "bench/sets/splits.lock"
 LOCAL_FINGERPRINT_DIR = "bench/corpus/local"  # written by the `local` stage, read by fetch
 DEV_METRICS = "reports/metrics/dev.json"
 TEST_METRICS = "reports/metrics/test.json"
+TEST_REPORT = "reports/test.md"  # the acceptance's verdict, written beside test.json
 PER_QUERY = "reports/per_query/dev.parquet"
 SUMMARY = "data/sets/summary.json"
 AUDIT = "reports/acceptance.jsonl"  # the acceptance audit chain

@@ -43,13 +43,6 @@ def config(layout: Layout = HERE) -> Params:
         raise ProjectError(str(exc)) from None
 
 
-def checked_params(layout: Layout = HERE) -> dict[str, Any]:
-    """params.yaml as written, once `config` accepts it (the stages that read blocks as
-    mappings: evaluate, accept, retrieve)."""
-    config(layout)
-    return read_params(layout)
-
-
 def local_datasets(layout: Layout = HERE) -> list[Any]:
     """The folders of params `local_datasets` as LocalDataset objects, registered (docs/local-data.md)."""
     from bench.corpus_sources import datasets, register_local

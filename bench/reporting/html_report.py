@@ -9,6 +9,7 @@ Pure functions: :func:`drilldown` builds the drill-down rows from frames,
 from __future__ import annotations
 
 import html
+import json
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ code{font-size:.8rem}.muted{color:#666;font-size:.85rem}
 img.thumb{border:1px solid #ccc;display:block}svg.timeline{display:block;margin:.3rem 0}
 table.code pre{margin:0;font-size:.75rem;white-space:pre}table.code td{padding:0 .4rem}tr.hitline td{background:#ffe8e6}
 table.verdict td{text-align:right;font-variant-numeric:tabular-nums}table.verdict td.group{text-align:left;font-weight:600}
-td.met{background:#d9f7be;color:#135200}td.notmet{background:#ffccc7;color:#820014}td.nm{background:#f0f0f0;color:#595959;font-style:italic}
+td.met{background:#d9f7be;color:#135200}td.bought{background:#fff1b8;color:#614700}td.notmet{background:#ffccc7;color:#820014}td.nm{background:#f0f0f0;color:#595959;font-style:italic}
 td small{display:block;font-size:.72rem;opacity:.85}
 """
 
@@ -54,7 +55,6 @@ def drilldown(
     per_query: pd.DataFrame,
     run: pd.DataFrame,
     gold: pd.DataFrame,
-    region_ext: pd.DataFrame,
     regions: pd.DataFrame,
     atoms: pd.DataFrame,
     *,
@@ -65,16 +65,17 @@ def drilldown(
 
     Order: answerable queries by recall@k then coverage@k ascending (misses first),
     then unanswerable queries with a false recall, then the other unanswerable ones;
-    ties by query_id. ``atoms``: atom_id, text, extent (JSON) and ``amount`` (extent
-    in the modality's unit). Returns {"modalities": {m: {"total", "shown", "queries"}}}.
+    ties by query_id. ``run`` and ``gold`` name atoms by atom_id; ``regions``: query_id,
+    gold_idx, source_id, extent, n_atoms (bench.evaluation.resolved), each region's own
+    object shown as the entry gives it. ``atoms``: atom_id, text, extent (JSON) and
+    ``amount`` (extent in the modality's unit). Returns {"modalities": {m: {"total", "shown", "queries"}}}.
     """
     ent = {e["query_id"]: e for e in entries}
     pq = per_query.assign(query_id=per_query["query_id"].astype(str))
     top = run.loc[run["rank"].astype(int) <= k].astype({"query_id": str, "atom_id": str})
     top_by_q = {q: g.sort_values("rank") for q, g in top.groupby("query_id", sort=False)}
     gold_sets = gold.astype({"query_id": str, "atom_id": str}).groupby("query_id")["atom_id"].agg(set).to_dict()
-    reg = regions.astype({"query_id": str}).merge(region_ext[["query_id", "gold_idx", "extent"]].astype({"query_id": str}),
-                                                  on=["query_id", "gold_idx"], how="left")
+    reg = regions[["query_id", "gold_idx", "source_id", "extent", "n_atoms"]].astype({"query_id": str})
     reg_by_q = {q: g.sort_values("gold_idx") for q, g in reg.groupby("query_id", sort=False)}
     info = atoms.set_index("atom_id")
     rc, cc = f"recall@{k}", f"coverage@{k}"
@@ -107,8 +108,9 @@ def drilldown(
                 "failed": bool(r.get("failed", False)),
                 "metrics": {c: r.get(c) for c in (rc, cc, f"precision@{k}", f"iou@{k}", "mrr", "false_recall") if c in r},
                 "gold": [] if g is None else [
-                    {"source_id": x.source_id, "region": x.region, "extent": None if pd.isna(x.extent) else float(x.extent),
-                     "n_atoms": int(x.n_atoms)} for x in g.itertuples(index=False)],
+                    {"source_id": x.source_id, "region": json.dumps(e["gold"][x.gold_idx]["region"], sort_keys=True),
+                     "extent": None if pd.isna(x.extent) else float(x.extent), "n_atoms": int(x.n_atoms)}
+                    for x in g.itertuples(index=False)],
                 "top": rows,
             })
         out[str(modality)] = {"total": int(len(grp)), "shown": len(queries), "queries": queries}
@@ -120,12 +122,13 @@ def drilldown(
 
 def verdict_html(doc: dict[str, Any]) -> str:
     """The verdict matrix (bench.reporting.report.verdict): colour carries the verdict against the spec's bars."""
-    from bench.reporting.report import MET, NOT_MEASURABLE, NOT_MET, bar_legend, verdict
+    from bench.reporting.report import BOUGHT, MET, NOT_MEASURABLE, NOT_MET, bar_legend, verdict
+    from bench.reporting.verdict import rules_text
 
     rows = verdict(doc)
     if not rows:
         return ""
-    css = {MET: "met", NOT_MET: "notmet", NOT_MEASURABLE: "nm"}
+    css = {MET: "met", NOT_MET: "notmet", NOT_MEASURABLE: "nm", BOUGHT: "bought"}
     out = ["<table class=verdict><tr><th>modality</th>" + "".join(f"<th>{_e(c['heading'])}</th>" for c in rows[0]["cells"]) + "</tr>"]
     for row in rows:
         tds = [f"<td class=group>{_e(row['group'])}</td>"]
@@ -137,14 +140,37 @@ def verdict_html(doc: dict[str, Any]) -> str:
             sub = f"{c['n']}/{c['denominator']}" if c["n"] is not None else ""
             if c["rule"]:
                 sub += f" · {c['rule']}"
-            if c["status"]:
+            if c["bought"]:
+                sub += f" · {c['bought']}"
+                title = str(c["bought"])
+            elif c["status"]:
                 sub += f" · {c['status']}"
             tds.append(f"<td class='{cls}' title='{_e(title)}'>{_num(c['value'])}<small>{_e(sub)}</small></td>")
         out.append("<tr>" + "".join(tds) + "</tr>")
     out.append("</table>")
     k = doc.get("run", {}).get("k", 10)
-    out.append(f"<p class=muted>Green: meets the spec's bar; red: does not; grey: not measurable (hover for the reason). "
-               f"Bars: {_e(bar_legend(k))}; the other columns are reported. Each cell: value, n/denominator.</p>")
+    out.append(f"<p class=muted>Green: meets the spec's bar; red: does not; yellow: met only by what the bar does not look at; "
+               f"grey: not measurable (hover for the reason). Bars: {_e(bar_legend(k))}; the other columns are reported. "
+               f"Each cell: value, n/denominator. {_e(rules_text().replace('*', ''))}</p>")
+    out.append(mde_html(doc.get("mde")))
+    return "\n".join(out)
+
+
+def mde_html(block: dict[str, Any] | None) -> str:
+    """The minimum detectable effects beside the verdict (bench.evaluation.power)."""
+    if not block:
+        return ""
+    names = list(block["overall"])
+    out = [f"<p>Minimum detectable effect of a paired comparison (power {block['power']:.0%}, α {block['alpha']:g}) from this "
+           "run's per-query values: the smallest any change can be seen at (one that moves entries one way only) – the "
+           "largest, for two runs whose per-query values are unrelated.</p>",
+           "<table><tr><th>modality</th><th>n</th>" + "".join(f"<th>MDE {_e(n)}</th>" for n in names) + "</tr>"]
+    for group, row in [*block["by_modality"].items(), ("overall", block["overall"])]:
+        n = next((c["n"] for c in row.values()), 0)
+        cells = "".join(f"<td class=num>{_num(row.get(x, {}).get('fewest'), 3)}–{_num(row.get(x, {}).get('independent'), 3)}</td>"
+                        for x in names)
+        out.append(f"<tr><td>{_e(group)}</td><td class=num>{n}</td>{cells}</tr>")
+    out.append("</table>")
     return "\n".join(out)
 
 

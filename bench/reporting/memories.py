@@ -47,7 +47,8 @@ def memories_section(doc: dict[str, Any]) -> list[str]:
         "Each cited unit (turn, page, line, cue, OCR box) is supported when the memory's text holds most of the smaller of "
         "the two content-word sets (docs/systems.md, *Support*); a memory with fewer than half of its judged units supported "
         "is credited with its best-supported unit alone. A citation is supported when one of its units is. A memory costs "
-        "its own text (characters); its cited units are shown beside.",
+        "its own text (characters) where the question's modality counts characters (elsewhere the extent and budget measures "
+        "leave it out); its cited units are shown beside.",
         "",
         f"| modality | memory hits | in top {k} | memories | citations | supported | unsupported | units | supported units "
         "| credited units | no supported citation | median chars | median units |",

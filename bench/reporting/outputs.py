@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.evaluate import EvalInputs, EvalResult
 from bench.modalities import modalities
 from bench.reporting.html_report import drilldown, render
@@ -41,8 +42,8 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
     the pictures of gold sources are read from."""
     doc, full = result.document, result.query_table
     # the curves read only the run rows that hit a gold atom (collected block by block by the evaluation)
-    hit_run = result.hits[["query_id", "atom_id", "rank", "score"]].drop_duplicates(["query_id", "atom_id"])
-    hit_gold = result.hits[["query_id", "gold_idx", "atom_id"]]
+    hit_run = result.hits[["query_id", "atom", "rank", "score"]].drop_duplicates(["query_id", "atom"])
+    hit_gold = result.hits[["query_id", "gold_idx", "atom"]]
     curve = recall_curve(full, hit_run, hit_gold, max_k=max_k)
     thresholds = threshold_curve(full, hit_run, hit_gold, k)
     lat = latency_quantiles(full)
@@ -60,15 +61,19 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
         f"false recall and recall@{k} against the calibration share of a top-1 score threshold (grey: metrics.calibration_recall)":
             threshold_svg(thresholds.loc[thresholds["modality"] != "overall"], k, calibration_recall),
     }
-    atoms_info = pd.concat([a[["atom_id", "source_id", "text", "extent"]] for a in inputs.served.values()], ignore_index=True)
-    atoms_info = atoms_info.merge(result.atom_extents[["atom_id", "extent"]].rename(columns={"extent": "amount"}), on="atom_id", how="left")
-    # the drill-down's queries are chosen from the per-query table alone; then only their run and gold rows are read
+    # row i of the served atoms in modality-name order is atom code i, as of the atom extents; a run's memories after them
+    memories = inputs.memories if inputs.memories else None
+    atoms_info = pd.concat([*(inputs.served[m][["atom_id", "source_id", "text", "extent"]] for m in sorted(inputs.served)),
+                            *([memories.info()] if memories is not None else [])], ignore_index=True)
+    atoms_info["amount"] = result.atom_extents["extent"].to_numpy(float)
+    # the drill-down's queries are chosen from the per-query table alone; then only their run and gold rows are
+    # read, and their atom codes named (the one place the report decodes them)
     source = inputs.blocks()
-    shown = drilldown(inputs.entries, full, _no_rows(RUN_COLS), _no_rows(GOLD_COLS), result.region_extents, inputs.regions,
-                      atoms_info.iloc[:0], k=k)
+    shown = drilldown(inputs.entries, full, _no_rows(RUN_COLS), _no_rows(GOLD_COLS), inputs.regions, atoms_info.iloc[:0], k=k)
     wanted = [q["query_id"] for m in shown["modalities"].values() for q in m["queries"]]
-    run, gold = source.rows_of(wanted)
-    drill = drilldown(inputs.entries, full, run, gold, result.region_extents, inputs.regions, atoms_info, k=k)
+    table = served_ids(inputs.served, memories.ids if memories is not None else ())
+    run, gold = (with_atom_ids(rows, table) for rows in source.rows_of(wanted))
+    drill = drilldown(inputs.entries, full, run, gold, inputs.regions, atoms_info, k=k)
     pics = pictures(drill, corpus, inputs.gold_segments)
     return DevReport(plots, render(doc, figures, drill, pictures=pics))
 

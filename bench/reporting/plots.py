@@ -41,10 +41,12 @@ def _base(per_query: pd.DataFrame) -> pd.DataFrame:
 
 
 def _region_first_rank(run: pd.DataFrame, gold: pd.DataFrame, failed: set[str]) -> pd.DataFrame:
-    r = run[["query_id", "atom_id", "rank", "score"]].astype({"query_id": str, "atom_id": str})
+    """Gold rows joined to the run rows of the same query and atom (column ``atom``: its
+    code, bench.evaluation.atom_codes), failed queries left out."""
+    r = run[["query_id", "atom", "rank", "score"]].astype({"query_id": str})
     r = r.loc[~r["query_id"].isin(failed)]
-    g = gold[["query_id", "gold_idx", "atom_id"]].astype({"query_id": str, "atom_id": str})
-    return g.merge(r, on=["query_id", "atom_id"])
+    g = gold[["query_id", "gold_idx", "atom"]].astype({"query_id": str})
+    return g.merge(r, on=["query_id", "atom"])
 
 
 def recall_curve(per_query: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, max_k: int = 100) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
@@ -11,9 +12,11 @@ from bench.modalities import unreadable_gold_lines
 from bench.modalities.derived import is_derived
 from bench.modalities.ocr import accuracy_line
 from bench.reporting.memories import memory_sections
+from bench.reporting.verdict import bought, rules_text
 
 UNANSWERABLE_TARGET = 0.15
-MET, NOT_MET, NOT_MEASURABLE = "met", "not met", "not measurable"
+#: a bar's status; BOUGHT: met only by what the bar does not look at (bench.reporting.verdict)
+MET, NOT_MET, NOT_MEASURABLE, BOUGHT = "met", "not met", "not measurable", "bought"
 
 
 def bar_status(metric: str, cell: dict[str, Any] | None, k: int = 10) -> str | None:
@@ -29,7 +32,8 @@ def bar_status(metric: str, cell: dict[str, Any] | None, k: int = 10) -> str | N
 
 def verdict(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """The verdict matrix: one row per modality plus overall, one cell per declared
-    measure with a verdict heading: value, n, denominator, the bar's status and, for
+    measure with a verdict heading: value, n, denominator, the bar's status (BOUGHT with
+    what the cell says instead of "met", ``bought``: bench.reporting.verdict) and, for
     false recall, the rule that applied."""
     k = int(doc.get("run", {}).get("k", 10))
     rules = doc.get("run", {}).get("false_recall_rule", {})
@@ -39,13 +43,16 @@ def verdict(doc: dict[str, Any]) -> list[dict[str, Any]]:
         cells = []
         for m in columns:
             cell = block.get(m.name)
+            status = bar_status(m.name, cell, k)
+            instead = bought(block, m.name, k, lambda name, other: bar_status(name, other, k)) if status == MET else None
             cells.append({
                 "metric": m.name, "heading": m.heading,
                 "value": None if cell is None else cell.get("value"),
                 "n": None if cell is None else cell.get("n"),
                 "denominator": None if cell is None else cell.get("denominator"),
                 "reason": None if cell is None else cell.get("reason"),
-                "status": bar_status(m.name, cell, k),
+                "status": BOUGHT if instead else status,
+                "bought": instead,
                 "rule": rules.get(group, {}).get("rule") if m.name == "false_recall" else None,
             })
         rows.append({"group": group, "cells": cells})
@@ -68,7 +75,7 @@ def verdict_markdown(doc: dict[str, Any]) -> list[str]:
         "",
         (f"Each cell: value (n/denominator), marked against the spec's bars ({bar_legend(k)}) as "
          "**met**, **NOT met** or *not measurable*; columns without a bar are reported. "
-         "False recall names the rule that applied (README, *Metrics*)."),
+         "False recall names the rule that applied (README, *Metrics*). " + rules_text()),
         "",
         "| modality | " + " | ".join(head) + " |",
         "|---|" + "---:|" * len(head),
@@ -81,6 +88,9 @@ def verdict_markdown(doc: dict[str, Any]) -> list[str]:
                 text += f" {c['rule']}"
             if c["status"] == MET:
                 text += " **met**"
+            elif c["status"] == BOUGHT:
+                words, _, detail = str(c["bought"]).partition(": ")
+                text += f" **{words}**: {detail}"
             elif c["status"] == NOT_MET:
                 text += " **NOT met**"
             elif c["status"] == NOT_MEASURABLE:
@@ -88,7 +98,54 @@ def verdict_markdown(doc: dict[str, Any]) -> list[str]:
             texts.append(text)
         out.append(f"| {row['group']} | " + " | ".join(texts) + " |")
     out.append("")
+    return out + mde_markdown(doc.get("mde"))
+
+
+def mde_markdown(block: dict[str, Any] | None) -> list[str]:
+    """The minimum detectable effects beside the verdict (bench.evaluation.power)."""
+    if not block:
+        return []
+    names = list(block["overall"]) or next((list(r) for r in block["by_modality"].values()), [])
+    out = [
+        (f"**Can this set see a change?** The minimum detectable effect of a paired comparison (power {block['power']:.0%}, "
+         f"α {block['alpha']:g}; bench.evaluation.power) from this run's per-query values: the smallest any change can be seen "
+         "at (one that moves entries one way only) – the largest, for two runs whose per-query values are unrelated; a "
+         "typical pair of runs lies between (`bench leaderboard` measures it)."),
+        "",
+        "| modality | n | " + " | ".join(f"MDE {n}" for n in names) + " |",
+        "|---|---:|" + "---:|" * len(names),
+    ]
+    for group, row in [*block["by_modality"].items(), ("overall", block["overall"])]:
+        n = next((c["n"] for c in row.values()), 0)
+        out.append(f"| {group} | {n} | " + " | ".join(_range(row.get(name)) for name in names) + " |")
+    out.append("")
     return out
+
+
+def _range(cell: dict[str, Any] | None) -> str:
+    if not cell or cell.get("fewest") is None:
+        return "—"
+    upper = cell.get("independent")
+    return f"{cell['fewest']:.3f}–{'—' if upper is None else format(upper, '.3f')}"
+
+
+def acceptance_markdown(doc: dict[str, Any], acceptance: int, commit: str | None) -> str:
+    """reports/test.md: the acceptance's verdict on the test split (the rules of dev.md's)."""
+    run = doc["run"]
+    chunking = ", ".join(f"{m}={c.get('strategy')}" for m, c in sorted(run.get("chunking", {}).items()))
+    return "\n".join([
+        "# Acceptance report (test split)",
+        "",
+        f"Acceptance #{acceptance} on commit `{str(commit)[:12]}`: system `{run['system']}` (depth {run['depth']}), chunking: {chunking}. "
+        "The numbers are in `reports/metrics/test.json`; the audit row in `reports/acceptance.jsonl`.",
+        "",
+        isolation_heading(run),
+        "",
+        *verdict_markdown(doc),
+        ("A failed query stays in every denominator and counts as the worst case. False recall reuses the dev run's rule "
+         "and thresholds (never recalibrated on test)."),
+        "",
+    ])
 
 
 def false_recall_section(run: dict[str, Any]) -> list[str]:
@@ -166,7 +223,7 @@ ISOLATION_WORDS = {
     "bwrap": "isolated (bubblewrap: the system saw only its declared code, the runtime and its atoms; no network, its own /proc)",
     "landlock": "isolated (Landlock: the system could read only its declared code, the runtime and its atoms; no TCP, no other process's /proc)",
     "process": "NOT ISOLATED (system.sandbox: off): the system could read every file this user can, the sets and the gold included",
-    "none": "NOT ISOLATED: a builtin or python system runs in the harness's process and an http system is your own server; "
+    "none": "NOT ISOLATED: a builtin, python, langchain or llamaindex system runs in the harness's process and an http system is your own server; "
             "it could read every file this user can, the sets and the gold included",
 }
 
@@ -314,8 +371,10 @@ def markdown(
     out.append(f"{len(missed)} of {len(regions)} gold regions of dev entries.")
     if len(missed):
         out += ["", "| query_id | source_id | region | future atoms |", "|---|---|---|---:|"]
+        gold = {e["query_id"]: e["gold"] for e in entries}  # each region as its entry gives it
         for r in missed.head(50).itertuples(index=False):
-            out.append(f"| {r.query_id} | {r.source_id} | `{r.region}` | {r.n_future_atoms} |")
+            region = json.dumps(gold[r.query_id][r.gold_idx]["region"], sort_keys=True)
+            out.append(f"| {r.query_id} | {r.source_id} | `{region}` | {r.n_future_atoms} |")
         if len(missed) > 50:
             out.append(f"| … {len(missed) - 50} more in `data/resolved/regions.parquet` | | | |")
     out.append("")

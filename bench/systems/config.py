@@ -1,8 +1,8 @@
-"""The `system:` block of params.yaml, checked, and the adapter it asks for.
+"""The `system:` block of params.yaml checked against the systems, and the adapter it asks for.
 
     system:
       name: bm25          # a built-in (bench.systems.BUILTINS) or a label for an external system
-      adapter: builtin    # builtin | python | command | http
+      adapter: builtin    # builtin | python | command | http | langchain | llamaindex
       entry: null         # python: "module:callable"; command: a command line; http: a loopback URL
       atoms: null         # the system's own atoms (JSONL or Parquet); null: the harness's chunks
       depth: 100          # k sent with every query
@@ -10,119 +10,60 @@
       concurrency: 1      # queries in flight at once (one channel each)
       warmup: 10          # queries sent once, untimed, before the timed run
       sandbox: auto       # command systems: auto (bwrap, else Landlock, else stop) | required (bwrap) | off
-      code: null          # command systems: the system's own files/folders shown to it; null: the program the entry names
+      code: null          # command systems: the system's own files/folders shown to them; null: the program the entry names
 
-The stage reads params.yaml and passes the dict here; nothing here reads files.
+Its keys, types, bounds and defaults are bench.params.SystemParams (the typed
+configuration `bench.project.selection.config()` gives); :func:`check_system` adds
+the rules that need the systems themselves: a built-in name, an entry for the
+adapters that need one, a loopback URL, a sandbox the adapter can take. Nothing here
+reads files.
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench.params import ParamsError, SystemParams, check_block
 from bench.systems import BUILTINS, build_system, load_entry_point
 from bench.systems.adapters import Adapter, CommandAdapter, HttpAdapter, PythonAdapter, loopback_url
+from bench.systems.frameworks import FRAMEWORKS, framework_adapter
 from bench.systems.isolation import Launch
 
-ADAPTERS = ("builtin", "python", "command", "http")
-DEFAULTS: dict[str, Any] = {
-    "adapter": "builtin", "entry": None, "atoms": None, "depth": 100,
-    "timeout_s": 30.0, "concurrency": 1, "warmup": 10, "startup_timeout_s": 600.0, "sandbox": "auto", "code": None,
-}
-SANDBOX_MODES = ("auto", "required", "off")
 
-
-@dataclass(frozen=True)
-class SystemConfig:
-    name: str
-    adapter: str
-    entry: str | None
-    atoms: str | None
-    depth: int
-    timeout_s: float
-    concurrency: int
-    warmup: int
-    startup_timeout_s: float
-    sandbox: str = "auto"
-    code: tuple[str, ...] | None = None  # system.code; None: the program the entry names
-
-    @property
-    def command(self) -> list[str]:
-        return shlex.split(self.entry or "")
-
-
-def _positive(block: dict[str, Any], key: str, kind: type, minimum: float) -> Any:
-    value = block[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum or (kind is int and int(value) != value):
-        raise ValueError(f"system.{key}: must be a {'whole ' if kind is int else ''}number >= {minimum:g}, got {value!r}")
-    return kind(value)
-
-
-def system_config(block: dict[str, Any]) -> SystemConfig:
-    """Check the params block; a problem raises ValueError naming the key."""
-    if not isinstance(block, dict):
-        raise ValueError("system: must be a mapping")
-    unknown = sorted(set(block) - set(DEFAULTS) - {"name"})
-    if unknown:
-        raise ValueError(f"system: unknown key(s) {unknown}; known: name, {', '.join(DEFAULTS)}")
-    merged = {**DEFAULTS, **{k: v for k, v in block.items() if v is not None or k in ("entry", "atoms", "code")}}
-    name = merged.get("name")
-    if not isinstance(name, str) or not name:
-        raise ValueError("system.name: must be a non-empty string")
-    adapter = merged["adapter"]
-    if adapter not in ADAPTERS:
-        raise ValueError(f"system.adapter: {adapter!r} is not one of {list(ADAPTERS)}")
-    entry = merged["entry"]
-    if adapter == "builtin":
-        if name not in BUILTINS:
-            raise ValueError(f"system.name: unknown built-in system {name!r}; built in: {', '.join(BUILTINS)}")
-    elif not isinstance(entry, str) or not entry.strip():
-        raise ValueError(f"system.entry: the {adapter} adapter needs an entry (python: 'module:callable', command: a command line, http: a URL)")
-    if adapter == "http":
-        loopback_url(entry)  # raises on a non-loopback URL
-    atoms = merged["atoms"]
-    if atoms is not None and (not isinstance(atoms, str) or not atoms):
-        raise ValueError(f"system.atoms: must be a path or null, got {atoms!r}")
-    sandbox = "off" if merged["sandbox"] is False else merged["sandbox"]  # YAML reads a bare `off` as false
-    if sandbox not in SANDBOX_MODES:
-        raise ValueError(f"system.sandbox: {sandbox!r} is not one of {list(SANDBOX_MODES)}")
-    if sandbox == "required" and adapter in ("python", "http"):
-        raise ValueError(
-            f"system.sandbox: required, but the {adapter} adapter cannot be sandboxed"
+def check_system(system: SystemParams | Mapping[str, Any]) -> SystemParams:
+    """`system` (the typed block, or a mapping checked by bench.params first) when the
+    systems can run it; a problem raises ValueError naming the key."""
+    cfg = system if isinstance(system, SystemParams) else check_block("system", dict(system))
+    if cfg.adapter == "builtin":
+        if cfg.name not in BUILTINS:
+            raise ParamsError("system.name", f"unknown built-in system {cfg.name!r}; built in: {', '.join(BUILTINS)}")
+    elif cfg.entry is None:
+        raise ParamsError("system.entry", f"the {cfg.adapter} adapter needs an entry (python, langchain, llamaindex: "
+                          "'module:callable', command: a command line, http: a URL)")
+    if cfg.adapter == "http":
+        try:
+            loopback_url(str(cfg.entry))
+        except ValueError as exc:  # its message names the key
+            raise ParamsError("system.entry", str(exc).removeprefix("system.entry: ")) from None
+    if cfg.sandbox == "required" and cfg.adapter in ("python", "http", *FRAMEWORKS):
+        raise ParamsError(
+            "system.sandbox",
+            f"required, but the {cfg.adapter} adapter cannot be sandboxed"
             + (" (it runs in the harness's process); run it through the command adapter: "
                "entry: \"{python} -m bench.systems.serve module:callable --atoms {atoms}\""
-               if adapter == "python" else " (it is your own server)")
+               if cfg.adapter == "python" else " (it is your own server)" if cfg.adapter == "http"
+               else " (it runs in the harness's process)"),
         )
-    return SystemConfig(
-        name=name,
-        adapter=adapter,
-        entry=entry,
-        atoms=atoms,
-        depth=_positive(merged, "depth", int, 1),
-        timeout_s=_positive(merged, "timeout_s", float, 0.001),
-        concurrency=_positive(merged, "concurrency", int, 1),
-        warmup=_positive(merged, "warmup", int, 0),
-        startup_timeout_s=_positive(merged, "startup_timeout_s", float, 0.001),
-        sandbox=sandbox,
-        code=_code(merged["code"]),
-    )
+    return cfg
 
 
-def _code(value: Any) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list) or not items or not all(isinstance(x, str) and x for x in items):
-        raise ValueError(f"system.code: must be a path or a non-empty list of paths (the system's own files and folders), got {value!r}")
-    return tuple(items)
-
-
-def command_argv(cfg: SystemConfig, atoms_path: Path) -> list[str]:
+def command_argv(cfg: SystemParams, atoms_path: Path) -> list[str]:
     """The command line with {python} (this interpreter) and {atoms} (the served atoms as JSONL)."""
-    return [arg.replace("{atoms}", str(atoms_path)).replace("{python}", sys.executable) for arg in cfg.command]
+    return [arg.replace("{atoms}", str(atoms_path)).replace("{python}", sys.executable) for arg in shlex.split(cfg.entry or "")]
 
 
 def declares_abstention(*objects: Any) -> bool:
@@ -130,13 +71,13 @@ def declares_abstention(*objects: Any) -> bool:
     return any(getattr(o, "abstains", False) is True for o in objects)
 
 
-def names_atoms(cfg: SystemConfig) -> bool:
+def names_atoms(cfg: SystemParams) -> bool:
     """A command line that names {atoms} is given the served atoms and their media before it
     starts; one that does not starts with an empty corpus folder (a replayed system)."""
-    return any("{atoms}" in arg for arg in cfg.command)
+    return any("{atoms}" in arg for arg in shlex.split(cfg.entry or ""))
 
 
-def make_adapter(cfg: SystemConfig, atoms: Any, launch: Launch | None = None) -> Adapter:
+def make_adapter(cfg: SystemParams, atoms: Any, launch: Launch | None = None) -> Adapter:
     """Build the adapter `cfg` asks for. Python systems are built here (index build happens now).
 
     A python factory with ``replay = True`` is called with no atoms (an empty frame of the
@@ -158,6 +99,8 @@ def make_adapter(cfg: SystemConfig, atoms: Any, launch: Launch | None = None) ->
         adapter.name = cfg.name
         adapter.abstains = declares_abstention(system, factory)
         return adapter
+    if cfg.adapter in FRAMEWORKS:
+        return framework_adapter(cfg.adapter, str(cfg.entry), cfg.name, atoms)
     if cfg.adapter == "command":
         if launch is None:
             raise ValueError("a command system needs its launch (working folder and environment)")

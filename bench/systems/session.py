@@ -16,9 +16,10 @@ from typing import Any
 import pandas as pd
 
 from bench.io import write_jsonl
+from bench.params import SystemParams
 from bench.systems.adapters import Adapter
 from bench.systems.atoms import contract_rows
-from bench.systems.config import SystemConfig, command_argv, make_adapter, names_atoms
+from bench.systems.config import command_argv, make_adapter, names_atoms
 from bench.systems.declared import Forbidden
 from bench.systems.isolation import Isolation, choose_isolation, prepare_launch
 from bench.systems.replay import ReplayFiles
@@ -89,7 +90,7 @@ def atoms_rows(served: Mapping[str, pd.DataFrame], files: Mapping[str, SourceFil
 
 @contextlib.contextmanager
 def open_system(
-    cfg: SystemConfig,
+    cfg: SystemParams,
     served: Mapping[str, pd.DataFrame],
     atoms: pd.DataFrame,
     *,

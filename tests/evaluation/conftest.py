@@ -1,5 +1,5 @@
 """The real run the evaluation tests share: LoCoMo and MMLongBench-Doc dev entries, the
-built-in bm25 over the page/turn atoms, gold resolved and regions placed by the stages' step
+built-in bm25 over the page/turn atoms, gold resolved, regions typed and placed by the stages' step
 (bench.evaluation.resolve.resolve_frames)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import yaml
 from bench.evaluation.resolve import resolve_frames
 from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries
 from bench.ingest.chunking import chunk_all
-from bench.systems.config import make_adapter, system_config
+from bench.systems.config import check_system, make_adapter
 from bench.validate_sets import validate
 from tests.conftest import ROOT
 
@@ -21,7 +21,8 @@ from tests.conftest import ROOT
 @pytest.fixture(scope="session")
 def real_run(real_corpus: dict) -> dict[str, Any]:
     """params, checked sets, dev entries, served atoms, the system's config and adapter, its
-    run (RunResult), gold (atom codes) and placed regions. Read only: tests copy what they change."""
+    run (RunResult) and its resolved gold (bench.evaluation.resolved.Resolved: gold as atom codes, typed and
+    placed regions, the gold sources' segments). Read only: tests copy what they change."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     segments = real_corpus["segments"]
     sets = [ROOT / "bench" / "sets" / f"{key}.jsonl" for key in ("locomo", "mmlongbench")]
@@ -29,10 +30,10 @@ def real_run(real_corpus: dict) -> dict[str, Any]:
     entries = checked.split("dev")
     served = chunk_all(segments, params["chunking"])
     atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
-    cfg = system_config(params["system"])
+    cfg = check_system(params["system"])
     adapter = make_adapter(cfg, atoms)
     ran = run_queries(adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, warmup=0,
                       known_atoms=set(atoms["atom_id"].astype(str)))
     found = resolve_frames(entries, served, segments)  # the resolve stage's step
     return {"params": params, "segments": segments, "checked": checked, "entries": entries, "served": served,
-            "cfg": cfg, "adapter": adapter, "ran": ran, "gold": found.gold, "regions": found.regions, "resolved": found}
+            "cfg": cfg, "adapter": adapter, "ran": ran, "resolved": found}

@@ -95,3 +95,32 @@ def test_bad_codes_and_duplicates_are_reported() -> None:
         per_query(entries, dup, coded_gold, slim)
     with pytest.raises(ValueError, match="integer atom codes"):
         per_query(entries, coded_run.assign(atom=coded_run[ATOM_CODE].astype(float)), coded_gold, slim)
+
+
+#: the writers: where an atom code is turned back into its atom id (the HTML drill-down, the TREC qrels)
+WRITERS = {"bench/reporting/outputs.py", "stages/resolve.py"}
+DECODERS = {"decode", "partition_ids", "with_atom_ids"}
+
+
+def _decoding_modules() -> dict[str, set[str]]:
+    """Project modules (bench/, stages/) that import a decoder of bench.evaluation.atom_codes, with the names."""
+    import ast
+
+    from tests.conftest import ROOT
+
+    found: dict[str, set[str]] = {}
+    for path in sorted([*(ROOT / "bench").rglob("*.py"), *(ROOT / "stages").glob("*.py")]):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "bench.evaluation.atom_codes":
+                names = {a.name for a in node.names} & DECODERS
+                if names and rel != "bench/evaluation/atom_codes.py":
+                    found.setdefault(rel, set()).update(names)
+    return found
+
+
+def test_atom_ids_are_named_only_by_the_writers() -> None:
+    """From retrieve to the cells atoms are codes: only the writers decode them (issue 23)."""
+    found = _decoding_modules()
+    assert set(found) == WRITERS, found
+    assert found["bench/reporting/outputs.py"] == {"with_atom_ids"} and found["stages/resolve.py"] == {"partition_ids"}

@@ -17,10 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.evaluation.atom_codes import served_ids, to_codes, with_atom_ids
+from bench.evaluation.atom_codes import served_ids, to_codes
 from bench.evaluation.blocks import DuckDBBlocks, FrameBlocks, block_bounds, parquet_rows, queries_per_block
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate_run, per_query_table
 from bench.evaluation.steps import run_blocks
+from bench.params import MetricsParams
 from bench.reporting.outputs import dev_report
 from bench.reporting.thumbnails import CorpusFiles
 
@@ -30,8 +31,9 @@ FAILED_PER_KIND = 4
 
 @pytest.fixture(scope="module")
 def real(real_run: dict, real_corpus: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    params, segments, checked, entries = real_run["params"], real_run["segments"], real_run["checked"], real_run["entries"]
-    served, cfg, ran, gold, regions = real_run["served"], real_run["cfg"], real_run["ran"], real_run["gold"], real_run["regions"]
+    params, checked, entries = real_run["params"], real_run["checked"], real_run["entries"]
+    served, cfg, ran, resolved = real_run["served"], real_run["cfg"], real_run["ran"], real_run["resolved"]
+    gold, regions = resolved.gold, resolved.regions
     table = served_ids(served)
     # real queries marked failed, answerable and unanswerable, spread over both modalities
     ids = sorted(e["query_id"] for e in entries)
@@ -50,16 +52,15 @@ def real(real_run: dict, real_corpus: dict, tmp_path_factory: pytest.TempPathFac
     # the files as the retrieve and resolve stages write them: atom codes, categorical query ids
     to_codes(run, table, "run").to_parquet(folder / "run.parquet")
     gold.to_parquet(folder / "gold.parquet")  # resolve gives codes already
-    wanted = set(regions["source_id"].astype(str))
-    gold_segs = {str(s): g for s, g in segments[segments["source_id"].astype(str).isin(wanted)].groupby("source_id", sort=False)}
-    # read in core as the evaluate stage's step reads them (atom ids added beside the codes)
-    with run_blocks(folder / "run.parquet", folder / "gold.parquet", served, len(entries), in_core_rows=10**9) as blocks:
+    # read in core as the evaluate stage's step reads them (atoms stay codes)
+    with run_blocks(folder / "run.parquet", folder / "gold.parquet", len(entries), in_core_rows=10**9) as blocks:
         in_core = blocks.source
     assert isinstance(in_core, FrameBlocks) and blocks.per_block is None
     inputs = EvalInputs(entries=entries, run=in_core.run, gold=in_core.gold, regions=regions, responses=responses,
                         failures=pd.DataFrame({"query_id": sorted(failed), "kind": "timeout"}), served=served,
-                        gold_segments=gold_segs, invalid=[r for r in checked.invalid if r["split"] == "dev"], sha256={})
-    options = EvalOptions(k=K, bootstrap_resamples=100)
+                        gold_segments=resolved.segments_by_source(), invalid=[r for r in checked.invalid if r["split"] == "dev"],
+                        sha256={})
+    options = EvalOptions.from_params(MetricsParams(k=K, bootstrap_resamples=100))
     description = RunDescription(system=cfg.name, depth=cfg.depth, chunking=params["chunking"], concurrency=1, warm=False,
                                  adapter=cfg.adapter, warmup_queries=0, timeout_s=cfg.timeout_s, latency=None)
     corpus = CorpusFiles.from_manifest(real_corpus["manifest"], real_corpus["store"])
@@ -84,9 +85,8 @@ def _same(a: dict, b: dict) -> None:
 
 
 def _duckdb(real: dict, inputs: EvalInputs, per_block: int, tmp_path: Path) -> tuple[EvalInputs, DuckDBBlocks]:
-    folder, table = real["folder"], real["table"]
-    source = DuckDBBlocks(folder / "run.parquet", folder / "gold.parquet", per_block, temp_dir=tmp_path, memory_limit="256MB",
-                          threads=1, prepare=lambda f: with_atom_ids(f, table))
+    folder = real["folder"]
+    source = DuckDBBlocks(folder / "run.parquet", folder / "gold.parquet", per_block, temp_dir=tmp_path, memory_limit="256MB", threads=1)
     return replace(inputs, run=None, gold=None, source=source), source
 
 
@@ -139,14 +139,17 @@ def test_blocks_cover_every_row_once(real: dict, tmp_path: Path) -> None:
         few = [ids[3], ids[-2]]
         run_few, gold_few = source.rows_of(few)
     assert [(b.start, b.stop) for b in frames] == [(b.start, b.stop) for b in ducks] == block_bounds(len(ids), 11)
+    def named(frame: pd.DataFrame, key: list[str]) -> pd.DataFrame:  # categories differ: one per block in DuckDB's
+        return frame.astype({"query_id": str}).sort_values(key).reset_index(drop=True)
+
     for f, d in zip(frames, ducks, strict=True):
         mine = set(ids[f.start:f.stop])
         assert set(f.run["query_id"].astype(str)) <= mine and set(f.gold["query_id"].astype(str)) <= mine
+        assert list(d.run["query_id"].cat.categories) == ids[d.start:d.stop]  # categorical, as the stages write it
         key = ["query_id", "rank"]
-        pd.testing.assert_frame_equal(f.run.sort_values(key).reset_index(drop=True), d.run.reset_index(drop=True), check_dtype=False)
+        pd.testing.assert_frame_equal(named(f.run, key), named(d.run, key), check_dtype=False)
         gkey = ["query_id", "gold_idx", "atom"]
-        pd.testing.assert_frame_equal(f.gold.sort_values(gkey).reset_index(drop=True),
-                                      d.gold.sort_values(gkey).reset_index(drop=True), check_dtype=False)
+        pd.testing.assert_frame_equal(named(f.gold, gkey), named(d.gold, gkey), check_dtype=False)
     assert sum(len(b.run) for b in frames) == len(inputs.run) == parquet_rows(real["folder"] / "run.parquet")
     assert sum(len(b.gold) for b in ducks) == len(inputs.gold)
     assert set(run_few["query_id"]) <= set(few) and len(run_few) == int(inputs.run["query_id"].isin(few).sum())

@@ -20,11 +20,11 @@ from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
 from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries, trec_qrels, trec_run
-from bench.evaluation.steps import evaluate_entries, memory_inputs
+from bench.evaluation.in_memory import evaluate_entries, memory_inputs
 from bench.evaluation.trec_eval import evaluate as trec_evaluate
 from bench.evaluation.trec_eval import read_qrels, read_run
 from bench.ingest.chunking import chunk_all
-from bench.systems.config import make_adapter, system_config
+from bench.systems.config import check_system, make_adapter
 from bench.systems.replay import event_stream
 from bench.validate_sets import validate
 from tests.conftest import ROOT
@@ -51,7 +51,7 @@ def run(locomo: dict, entry: str) -> dict[str, Any]:
         return locomo["runs"][entry]
     seg, entries, served = locomo["segments"], locomo["entries"], locomo["served"]
     atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
-    adapter = make_adapter(system_config({"name": "memory", "adapter": "python", "entry": entry}), atoms)
+    adapter = make_adapter(check_system({"name": "memory", "adapter": "python", "entry": entry}), atoms)
     sources = sorted(seg["source_id"].unique())
     from bench.evaluation.provenance import CitationCheck
 
@@ -59,7 +59,7 @@ def run(locomo: dict, entry: str) -> dict[str, Any]:
                       events=lambda: event_stream(seg, sources), check_memory=CitationCheck(lambda: seg))
     desc = RunDescription(system="memory", depth=100, chunking={}, concurrency=1, warm=False, adapter="python", warmup_queries=0,
                           timeout_s=120, latency=None)
-    result = evaluate_entries(entries, [], ran, ran.latency, no_failures(), served, seg, EvalOptions(k=K, bootstrap_resamples=10), desc,
+    result = evaluate_entries(entries, [], ran, ran.latency, no_failures(), served, seg, EvalOptions(k=K, bootstrap_resamples=10, bootstrap_seed=0, calibration_recall=0.9), desc,
                               in_core_rows=10**8, sha256={})
     locomo["runs"][entry] = {"ran": ran, "result": result}
     return locomo["runs"][entry]
@@ -167,10 +167,7 @@ def test_bench_eval_on_the_run_and_qrels_gives_the_harness_numbers(locomo, real_
     ran, served, seg, entries = honest["ran"], locomo["served"], locomo["segments"], locomo["entries"]
     found = resolve_frames(entries, served, seg)
     coded, gold, mem = memory_inputs(ran, entries, found, served, seg)  # the resolve stage's gold, as dev.qrels is written from it
-    table = served_ids(served)
-    import pyarrow as pa
-
-    named = with_atom_ids(gold, pa.concat_arrays([table, pa.array(mem.ids, type=pa.large_string())]))
+    named = with_atom_ids(gold, served_ids(served, mem.ids))  # the memories' ids after the served atoms', as the writers name them
     (tmp_path / "dev.run").write_text(trec_run(ran.run, "memory"))
     (tmp_path / "dev.qrels").write_text(trec_qrels(named))
     ev = trec_evaluate(read_qrels(tmp_path / "dev.qrels"), read_run(tmp_path / "dev.run")).per_query

@@ -54,8 +54,8 @@ def resolved(hits: list[tuple], entries: list[dict], given_atoms: bool = True):
     coded, tables = coded_run(run, memories, table, CitationCheck(lambda: seg))
     found = resolve_frames(entries, served, seg)
     mine = coded.loc[coded["atom"] >= len(table), ["query_id", "rank", "atom"]].astype({"query_id": str})
-    return coded, tables, with_memories(entries, found.gold, found.gold_atom_ids, found.gold_segments, tables.memories, tables.units,
-                                        mine, given_atoms=given_atoms), len(table)
+    return coded, tables, with_memories(entries, found.gold, found.segments, tables.memories, tables.units, mine,
+                                        given_atoms=given_atoms), len(table)
 
 
 PIXEL = "Ann adopted Pixel, a grey cat, who sleeps on the keyboard and broke a vase"
@@ -68,7 +68,7 @@ def test_a_memory_across_sessions_finds_the_regions_its_supported_citations_over
     assert coded["atom"].tolist() == [n_served]  # the memory's code follows the served atoms'
     mem = res.gold.loc[res.gold["atom"] == n_served]
     assert sorted(mem["gold_idx"].tolist()) == [0, 1]  # turn 1 of s1 and turn 1 of s2; the cello turn (gold 2) is not cited
-    assert "pixel" in res.atom_ids.tolist()  # the qrels name the memory
+    assert res.ids == ["pixel"]  # the qrels' writer names the memory's code by its id
     row = res.memories.iloc[0]
     assert (row["citations"], row["citations_supported"], row["units"], row["units_credited"]) == (3, 3, 3, 3)
     assert row["holder"] == "c:h1" and row["observed_at"] == pd.Timestamp("2023-06-01T10:00:00Z")
@@ -141,7 +141,7 @@ def test_the_evaluation_reads_a_memory_as_an_atom_of_its_holder_and_time():
     temporal violation, one citing another holder's source a holder leak, an honest one a gold hit."""
     from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
     from bench.evaluation.retrieve import RunResult
-    from bench.evaluation.steps import evaluate_entries
+    from bench.evaluation.in_memory import evaluate_entries
 
     seg = segments()
     served = chunk_all(seg, {"conversation": {"strategy": "turn"}})
@@ -155,7 +155,7 @@ def test_the_evaluation_reads_a_memory_as_an_atom_of_its_holder_and_time():
                     no_failures(), {"given_atoms": True}, pd.DataFrame(hits, columns=MEMORY_COLUMNS))
     desc = RunDescription(system="m", depth=10, chunking={}, concurrency=1, warm=False, adapter="python", warmup_queries=0, timeout_s=1,
                           latency=None)
-    result = evaluate_entries(entries, [], ran, ran.latency, no_failures(), served, seg, EvalOptions(k=10, bootstrap_resamples=10), desc,
+    result = evaluate_entries(entries, [], ran, ran.latency, no_failures(), served, seg, EvalOptions(k=10, bootstrap_resamples=10, bootstrap_seed=0, calibration_recall=0.9), desc,
                               in_core_rows=10**6, sha256={})
     table = result.per_query.set_index("query_id")
     assert table["recall@10"].tolist() == [1.0, 1.0, 1.0]  # q2: turn 1 of s1 (observed 1 May) is credited, s2 is not

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -20,10 +21,11 @@ def test_vectorised_resolve_equals_per_region_reference(seed: int, mixed: bool) 
     ref_gold, ref_regions = resolve_per_region(case.entries, case.atoms, case.segments)
     pd.testing.assert_frame_equal(regions, ref_regions)
     pd.testing.assert_frame_equal(gold, ref_gold)
-    # the case exercises hits, misses and future atoms in every modality
+    # the case exercises hits, misses and future atoms in every modality, and placed regions
     for m in MODALITIES:
         mine = regions[regions["modality"] == m]
         assert (mine["n_atoms"] > 0).any() and (mine["n_atoms"] == 0).any(), m
+        assert (mine["extent"] > 0).any(), m
     assert regions["n_future_atoms"].sum() > 0
 
 
@@ -62,9 +64,9 @@ def _partitioned(case, folder: Path) -> tuple[dict[str, pd.DataFrame], Path]:
 @pytest.mark.parametrize("batch_rows", [7, 65_536])
 def test_resolve_files_streams_partitions_with_the_same_result(tmp_path: Path, batch_rows: int) -> None:
     """Partition by partition, only gold sources' rows kept, in batches of a few rows or
-    one: the frames of the in-memory resolve over the whole served table, and the atom
-    id of every gold row."""
-    from bench.evaluation.atom_codes import served_ids
+    one: the frames of the in-memory resolve over the whole served table; the qrels
+    writer names every gold atom from the partitions alone (atom_codes.partition_ids)."""
+    from bench.evaluation.atom_codes import partition_ids, served_ids
     from bench.ingest.partitions import partitions
 
     case = make_case(600, 6000, seed=4, mixed=True)
@@ -77,9 +79,9 @@ def test_resolve_files_streams_partitions_with_the_same_result(tmp_path: Path, b
     pd.testing.assert_frame_equal(found.gold, gold)
     assert len(gold) and regions["n_future_atoms"].sum() > 0
     ids = served_ids(atoms).to_pylist()
-    assert found.gold_atom_ids.tolist() == [ids[c] for c in gold["atom"]]
+    assert partition_ids(gold["atom"], served).tolist() == [ids[c] for c in gold["atom"]]
     # only gold sources' segments were kept, and all of them
-    assert set(found.gold_segments["source_id"]) == set(case.segments["source_id"]) & set(regions["source_id"])
+    assert set(found.segments["source_id"]) == set(case.segments["source_id"]) & set(regions["source_id"])
 
 
 def test_resolve_files_of_an_unserved_source_is_a_miss(tmp_path: Path) -> None:
@@ -88,3 +90,27 @@ def test_resolve_files_of_an_unserved_source_is_a_miss(tmp_path: Path) -> None:
     entry = {**case.entries[0], "gold": [{**case.entries[0]["gold"][0], "source_id": "nowhere:1"}]}
     found = resolve_files([entry], [], tmp_path / "segments")
     assert found.gold.empty and found.regions["n_atoms"].tolist() == [0]
+
+
+def test_regions_are_typed_columns_of_their_modality() -> None:
+    """Each region's own keys in its modality's typed columns (<NA> elsewhere), no JSON text;
+    its box beside them; a region whose source has no segments is not placed."""
+    from bench.modalities import RESOLVED_REGION_COLUMNS, region_columns
+
+    case = make_case(300, 3000, seed=6)
+    entries = [*case.entries, {"query_id": "lost:0", "modality": "video", "as_of": case.entries[0]["as_of"],
+                               "gold": [{"source_id": "nowhere:1", "region": {"t_start": 1, "t_end": 2.5}}]}]
+    _, regions = resolve(entries, case.atoms, case.segments)
+    typed = region_columns()
+    assert list(regions.columns) == [*RESOLVED_REGION_COLUMNS[:4], *typed, *RESOLVED_REGION_COLUMNS[4:]]
+    assert {c: str(regions[c].dtype) for c in typed} == typed and "region" not in regions.columns
+    flat = [(e["query_id"], i, g["region"]) for e in entries for i, g in enumerate(e["gold"])]
+    for (qid, idx, region), row in zip(flat, regions.itertuples(index=False), strict=True):
+        assert (row.query_id, row.gold_idx) == (qid, idx)
+        given = {c: getattr(row, c) for c in typed if not pd.isna(getattr(row, c))}
+        if "bbox" in region:
+            assert [given[f"bbox_{c}"] for c in ("x0", "y0", "x1", "y1")] == region["bbox"]
+        else:
+            assert given == region
+    lost = regions.iloc[-1]
+    assert lost["part"] == "" and np.isnan(lost["x0"]) and lost["extent"] == 0.0 and lost["t_end"] == 2.5

@@ -507,3 +507,37 @@ def test_swebench_entry_from_a_folder_mirror_is_valid_and_evaluated(tmp_path):
     assert code["recall@10"]["value"] is not None
     regions = pd.read_parquet(work / "data/resolved/regions.parquet")
     assert (regions[regions["query_id"] == dev[0]["query_id"]]["n_atoms"] > 0).all()
+
+
+def _split_offsets(text: str) -> tuple[list[int], list[int]]:
+    """Line starts and ends by splitting the text (the reference for the vectorised counts)."""
+    from bench.modalities.code.symbols import split_lines
+
+    starts, ends, at = [], [], 0
+    for line in split_lines(text):
+        starts.append(at)
+        ends.append(at + len(line))
+        at += len(line) + 1
+    return starts, ends
+
+
+def test_line_offsets_and_line_char_spans_count_code_points_as_splitting_does() -> None:
+    """Line offsets from newline positions (one text) and from UTF-8 bytes (many texts at
+    once, as placement counts them) equal splitting the text, non-ASCII and surrogates included."""
+    from bench.modalities.code.symbols import line_char_spans, line_offsets
+
+    rng = np.random.default_rng(23)
+    alphabet = ["a", "b", "\n", "é", "😀", "\t", "中"]
+    texts = ["", "\n", "a", "a\n", "\n\nx", *("".join(rng.choice(alphabet, size=int(rng.integers(0, 80)))) for _ in range(400))]
+    rows, first, last, expected = [], [], [], []
+    for i, text in enumerate(texts):
+        starts, ends = _split_offsets(text)
+        got = line_offsets(text)
+        assert (got[0].tolist(), got[1].tolist()) == (starts, ends), repr(text)
+        for _ in range(3 if starts else 0):
+            a = int(rng.integers(1, len(starts) + 1))
+            b = int(rng.integers(a, len(starts) + 1))
+            rows.append(i), first.append(a), last.append(b), expected.append((starts[a - 1], ends[b - 1]))
+    assert line_offsets("x\ud800\ny")[0].tolist() == [0, 3]  # a lone surrogate is one code point
+    lo, hi = line_char_spans(pd.Series(texts, dtype="str"), np.array(rows), np.array(first), np.array(last))
+    assert list(zip(lo.tolist(), hi.tolist(), strict=True)) == expected and len(expected) > 500

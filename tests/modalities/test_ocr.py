@@ -158,3 +158,41 @@ def test_rendered_pdf_page_through_the_cache(tmp_path):
     finally:
         ocr.use_cache(None)
     assert ocr.cache_stats() is None
+
+
+def test_engine_settings_are_portable_and_an_openvino_engine_is_refused() -> None:
+    """OpenVINO computes in bf16 on a CPU with AVX512_BF16 (other text than elsewhere): refused."""
+    ocr.check_portable(OCR_PARAMS)  # the chosen setting: onnxruntime, f32 on every CPU
+    assert not any(k.endswith(".engine_type") and v != "onnxruntime" for k, v in OCR_PARAMS.items())
+    with pytest.raises(ValueError, match=r"OCR_PARAMS Rec\.engine_type: 'openvino' gives CPU-dependent text"):
+        ocr.check_portable({**OCR_PARAMS, "Rec.engine_type": "openvino"})
+
+
+def test_detector_reads_a_page_at_full_resolution() -> None:
+    """The detector keeps rapidocr's `limit_type: min`: a page rendered at scale 2 is never
+    downscaled for detection (a `max` limit lost small print on text-less slides)."""
+    from bench.modalities.pdf.modality import RENDER_SCALE
+
+    real(PDF)
+    assert "Det.limit_type" not in OCR_PARAMS and "Det.limit_side_len" not in OCR_PARAMS
+    engine = ocr.make_engine(OCR_PARAMS)
+    pixels = ocr.render_page(PageImage(str(PDF), 0, RENDER_SCALE))
+    resized = engine._load_det_model().get_preprocess().resize(pixels)  # rapidocr's own resize
+    assert abs(resized.shape[0] - pixels.shape[0]) <= 16 and abs(resized.shape[1] - pixels.shape[1]) <= 16
+
+
+def test_accuracy_line_cites_the_measurement_and_the_paired_change(tmp_path) -> None:
+    doc = {"engine": "rapidocr 3.10.0", "params": {"Global.log_level": "error", "Rec.rec_batch_num": 1},
+           "render_scale": 2.0, "pages": 230, "documents": 58,
+           "cer": {"value": 0.05, "ci95": [0.04, 0.06], "denominator": 300000},
+           "wer": {"value": 0.08, "ci95": [0.07, 0.09], "denominator": 50000},
+           "compared_with": {"setting": "old", "cer": {"value": 0.049}, "wer": {"value": 0.081},
+                             "cer_change": {"value": 0.001, "ci95": [-0.002, 0.004]}}}
+    path = tmp_path / "ocr_accuracy.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    line = ocr.accuracy_line(path)
+    assert line is not None and "CER 5.0% (95 % CI 4.0%–6.0%)" in line and "n = 230 pages of 58 documents" in line
+    assert '"Rec.rec_batch_num": 1' in line and "log_level" not in line
+    assert "old" in line and "CER change +0.10 points (95 % CI -0.20 to +0.40)" in line
+    path.write_text("{}", encoding="utf-8")
+    assert ocr.accuracy_line(path) is None and ocr.accuracy_line(tmp_path / "absent.json") is None

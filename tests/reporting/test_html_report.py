@@ -28,8 +28,8 @@ from tests.conftest import ROOT
 @pytest.fixture(scope="module")
 def page() -> str:
     entries = [
-        {"query_id": "q1", "question": "Where is <b>the</b> chart?", "modality": "pdf"},
-        {"query_id": "q2", "question": "Found question", "modality": "pdf"},
+        {"query_id": "q1", "question": "Where is <b>the</b> chart?", "modality": "pdf", "gold": [{"source_id": "d", "region": {"page": 1}}]},
+        {"query_id": "q2", "question": "Found question", "modality": "pdf", "gold": [{"source_id": "d", "region": {"page": 1}}]},
         {"query_id": "u1", "question": "Not answerable", "modality": "pdf"},
     ]
     pq = pd.DataFrame({"query_id": ["q1", "q2", "u1"], "modality": "pdf", "unanswerable": [False, False, True],
@@ -37,12 +37,12 @@ def page() -> str:
                        "coverage@10": [0.0, 1.0, np.nan], "precision@10": [0.0, 0.5, np.nan], "iou@10": [0.0, 0.5, np.nan],
                        "mrr": [0.0, 1.0, np.nan], "false_recall": [np.nan, np.nan, 1.0], "latency_ms": [1.0, 2.0, 3.0],
                        "top1_score": [3.0, 9.0, 5.0]})
-    run = pd.DataFrame({"query_id": ["q1", "q2", "q2", "u1"], "atom_id": ["d#p2", "d#p1", "d#p2", "d#p1"],
+    # atoms named by id for the drill-down, by code (0: d#p1, 1: d#p2) for the curves
+    run = pd.DataFrame({"query_id": ["q1", "q2", "q2", "u1"], "atom_id": ["d#p2", "d#p1", "d#p2", "d#p1"], "atom": [1, 0, 1, 0],
                         "rank": [1, 1, 2, 1], "score": [3.0, 9.0, 2.0, 5.0]})
-    gold = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": [0, 0], "atom_id": ["d#p1", "d#p1"]})
-    regions = pd.DataFrame({"query_id": ["q1", "q2"], "modality": "pdf", "gold_idx": [0, 0], "source_id": "d",
-                            "region": ['{"page": 1}', '{"page": 1}'], "n_atoms": [1, 1], "n_future_atoms": [0, 0]})
-    rext = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": [0, 0], "extent": [10.0, 10.0]})
+    gold = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": [0, 0], "atom_id": ["d#p1", "d#p1"], "atom": [0, 0]})
+    regions = pd.DataFrame({"query_id": ["q1", "q2"], "modality": "pdf", "gold_idx": [0, 0], "source_id": "d", "page": [1, 1],
+                            "extent": [10.0, 10.0], "n_atoms": [1, 1], "n_future_atoms": [0, 0]})
     atoms = pd.DataFrame({"atom_id": ["d#p1", "d#p2"], "text": ["page one", "page two"],
                           "extent": ['{"page_end":1,"page_start":1}', '{"page_end":2,"page_start":2}'], "amount": [10.0, 10.0]})
     cell = {"value": 0.5, "n": 2, "denominator": 2, "ci95": [0.0, 1.0]}
@@ -71,7 +71,7 @@ def page() -> str:
     pd.testing.assert_frame_equal(scaled, th)
     figures = {"recall": recall_curve_svg(curve), "pc": precision_coverage_svg(fair_points(doc)),
                "latency": latency_svg(latency_quantiles(pq)), "threshold": threshold_svg(th, 10, 0.9)}
-    drill = drilldown(entries, pq, run, gold, rext, regions, atoms, k=10)
+    drill = drilldown(entries, pq, run, gold, regions, atoms, k=10)
     return render(doc, figures, drill)
 
 
@@ -110,10 +110,11 @@ def test_markdown_report_opens_with_the_verdict():
     lines = verdict_markdown(doc)
     assert lines[0] == "## Verdict"
     pdf = next(line for line in lines if line.startswith("| pdf |")).split(" | ")
-    assert pdf[1] == "0.9500 (20/21) **met**"
-    assert pdf[4] == "0.5000 (20/21) abstention **NOT met**"
-    assert pdf[7] == "— (20/21) *not measurable*"
-    assert pdf[5] == "—"  # no abstention_rate cell at all
+    assert pdf[1] == "0.9500 (20/21) **met**"  # no recall@budget cell: nothing says the bar was bought
+    assert pdf[2] == "— *not measurable*"
+    assert pdf[5] == "0.5000 (20/21) abstention **NOT met**"
+    assert pdf[8] == "— (20/21) *not measurable*"
+    assert pdf[6] == "—"  # no abstention_rate cell at all
 
 
 def test_figures_are_deterministic():

@@ -110,11 +110,11 @@ def common_atoms(frames: dict) -> pd.DataFrame:
 
 def open_for(cfg_block: dict, served: dict, temp_root: Path, host_env: dict | None = None, **more):
     """The session's open_system for a command system of `cfg_block` over the real `served` atoms."""
-    from bench.systems.config import system_config
+    from bench.systems.config import check_system
     from bench.systems.sandbox import protected_paths
     from bench.systems.session import open_system
 
-    cfg = system_config({"name": "probe", "adapter": "command", **cfg_block})
+    cfg = check_system({"name": "probe", "adapter": "command", **cfg_block})
     return open_system(
         cfg, served["atoms"], common_atoms(served["atoms"]), segments=served["segments"], manifest_rows=served["manifest"],
         store=served["store"], root=ROOT, temp_root=temp_root, protected=protected_paths(ROOT),

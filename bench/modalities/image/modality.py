@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, extent_json, interval_extents, short, source_size, unit_frame
+from bench.modalities.base import Modality, Option, extent_json, short, source_size, unit_frame
+from bench.modalities.boxes import interval_extents, placed_frame
 
 ATOM_IMAGE_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -103,6 +104,13 @@ class ImageModality(Modality):
         return photo_pictures(query, files, self.name)
 
     extent_unit: ClassVar[str] = "image"
+    # The reader's budget: ten median gold regions of the dev set (a whole photo on COCO):
+    # ten photos. An image is never cut (`cut` is None).
+    budget: ClassVar[Option | None] = Option(10, high=1_000_000, low=0, low_open=True, whole=False)
+
+    def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Vectorised `region_extent`: the whole image."""
+        return placed_frame("", np.zeros(len(regions)), 1.0, 0.0, 1.0)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(np.zeros(len(atoms)), np.ones(len(atoms)))

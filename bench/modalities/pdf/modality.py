@@ -32,11 +32,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int, unit_frame
+from bench.modalities.base import Modality, Option, extent_json, extent_range, is_int, unit_frame
+from bench.modalities.boxes import interval_extents, leading_interval, placed_spans
 from bench.modalities.textspan import (
     intersects,
     joined_text,
+    key_spans,
     layout,
+    layout_codes,
+    source_codes,
     token_spans,
     windows,
 )
@@ -134,35 +138,9 @@ class PdfModality(Modality):
 
         if not len(regions) or not len(atoms) or not len(segments):
             return pairs_frame([], [])
-        r_sources = pa.array(regions["source_id"], from_pandas=True)
-        wanted = pc.is_in(pa.array(segments["source_id"], from_pandas=True), value_set=pc.unique(r_sources))
-        rows = np.flatnonzero(wanted.to_numpy(zero_copy_only=False))  # take: a boolean .loc is far slower
-        seg = segments[["source_id", "seq", "text", "page", "block"]].take(rows)
-        s_code, dictionary, s_page, s_block, s_lo, s_hi = _layout_codes(seg)
-        r_code = pc.index_in(r_sources, value_set=dictionary).fill_null(-1)
-        r_code = r_code.to_numpy(zero_copy_only=False).astype(np.int64)
         page = np.asarray([x["page"] for x in regions["region"]], dtype=np.int64)
         block = np.asarray([x.get("block", -1) for x in regions["region"]], dtype=np.int64)
-        # each region's character span: min start and max end of its page's (or block's)
-        # segments, found by integer keys (source code, page[, block]) in sorted span tables
-        n_page = int(max(s_page.max(initial=0), page.max(initial=0))) + 2
-        n_block = int(max(s_block.max(initial=0), block.max(initial=0))) + 2
-        span = np.full((len(regions), 2), -1, dtype=np.int64)
-        found = np.zeros(len(regions), dtype=bool)
-        page_key = s_code * n_page + s_page
-        for mask, s_key, r_key in (
-            (block < 0, page_key, r_code * n_page + page),
-            (block >= 0, page_key * n_block + s_block, (r_code * n_page + page) * n_block + block),
-        ):
-            rows = np.flatnonzero(mask & (r_code >= 0))
-            if not len(rows) or not len(s_key):
-                continue
-            keys, lo, hi = _span_table(s_key, s_lo, s_hi)
-            pos = np.minimum(np.searchsorted(keys, r_key[rows]), len(keys) - 1)
-            hit = keys[pos] == r_key[rows]
-            span[rows[hit], 0], span[rows[hit], 1] = lo[pos[hit]], hi[pos[hit]]
-            found[rows[hit]] = True
-        g_lo, g_hi = span[:, 0], span[:, 1]
+        found, g_lo, g_hi = _page_spans(regions["source_id"], page, block, segments)
         a_src, r_src = group_codes(atoms["source_id"], regions["source_id"])
         lo, hi = atoms["char_start"].to_numpy(dtype=np.int64), atoms["char_end"].to_numpy(dtype=np.int64)
         p0, p1 = atoms["page_start"].to_numpy(dtype=np.int64), atoms["page_end"].to_numpy(dtype=np.int64)
@@ -179,6 +157,15 @@ class PdfModality(Modality):
         out_r.append(empty[r[keep]])
         out_a.append(a[keep])
         return pairs_frame(np.concatenate(out_r), np.concatenate(out_a))
+
+    region_columns: ClassVar[dict[str, str]] = {"page": "Int64", "block": "Int64"}
+
+    def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Vectorised `region_extent`: each page's (or block's) character span, as `overlap_pairs` finds it."""
+        page = regions["page"].to_numpy(dtype=np.int64)
+        block = regions["block"].fillna(-1).to_numpy(dtype=np.int64)
+        found, lo, hi = _page_spans(regions["source_id"], page, block, segments)
+        return placed_spans(found, lo, hi + 1)
 
     def extent_segments(self, segments: pd.DataFrame) -> pd.DataFrame:
         return layout(segments)  # character spans of the pages
@@ -227,6 +214,13 @@ class PdfModality(Modality):
     # it: segment i spans [char_start, char_end + 1), so the pages tile the document
     # and a page without a text layer still has extent 1 (it can be covered and paid).
     extent_unit: ClassVar[str] = "chars"
+    # The reader's budget: ten median gold regions of the dev set (a page: 1,622 characters on
+    # MMLongBench-Doc), rounded: 16,000 characters, about 4,000 tokens (~4 characters a token).
+    budget: ClassVar[Option | None] = Option(16_000, high=1_000_000_000, low=0, low_open=True, whole=False)
+
+    def cut(self, boxes: np.ndarray, amounts: np.ndarray) -> np.ndarray | None:
+        """The leading characters in document order (a whole-document atom: its first pages)."""
+        return leading_interval(boxes, amounts)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return interval_extents(atoms["char_start"].to_numpy(), atoms["char_end"].to_numpy() + 1)
@@ -241,45 +235,17 @@ class PdfModality(Modality):
         return ("", float(sel["char_start"].min()), float(sel["char_end"].max() + 1), 0.0, 1.0)
 
 
-def _layout_codes(segments: pd.DataFrame) -> tuple[np.ndarray, pa.Array, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """`textspan.layout` of many sources at once, as arrays in (source, seq) order:
-    (source code, the codes' source ids, page, block, char_start, char_end).
-
-    Source ids are dictionary-encoded and text lengths counted in C (pyarrow: code
-    points, as Python's len); one stable sort and one running sum over all sources.
-    """
-    encoded = pc.dictionary_encode(pa.array(segments["source_id"], from_pandas=True))
-    if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.combine_chunks()
-    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    order = np.lexsort((segments["seq"].to_numpy(), codes))
-    lengths = _text_lengths(segments["text"])[order]
-    end = np.cumsum(lengths + 1)
-    c = codes[order]
-    first = np.ones(len(c), dtype=bool)
-    first[1:] = c[1:] != c[:-1]
-    base = (end - (lengths + 1))[first]  # the running sum before each source's first segment
-    start = end - (lengths + 1) - np.repeat(base, np.diff(np.append(np.flatnonzero(first), len(c))))
-    page = segments["page"].to_numpy(dtype=np.int64)[order]
-    block = segments["block"].to_numpy(dtype=np.int64)[order]
-    return c, encoded.dictionary, page, block, start, start + lengths
-
-
-def _text_lengths(text: pd.Series) -> np.ndarray:
-    """Characters (code points, as Python's len) of every text: counted in C for an
-    Arrow-backed column, by len() for Python strings (no copy into Arrow)."""
-    if isinstance(text.array, pd.arrays.ArrowStringArray) or isinstance(text.dtype, pd.ArrowDtype):
-        counted = pc.utf8_length(pa.array(text, from_pandas=True)).fill_null(0)
-        return counted.to_numpy(zero_copy_only=False).astype(np.int64)
-    return np.fromiter(map(len, text.tolist()), dtype=np.int64, count=len(text))
-
-
-def _span_table(keys: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct keys (sorted) with the min of `lo` and the max of `hi` over each key's rows."""
-    order = np.argsort(keys, kind="stable")
-    k = keys[order]
-    starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
-    return k[starts], np.minimum.reduceat(lo[order], starts), np.maximum.reduceat(hi[order], starts)
+def _page_spans(sources: Any, page: np.ndarray, block: np.ndarray, segments: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(found, char_start, char_end) of each region's page (block < 0) or block among the
+    segments of its source: min start and max end of their segments (textspan.key_spans)."""
+    r_sources = pa.array(sources, from_pandas=True)
+    wanted = pc.is_in(pa.array(segments["source_id"], from_pandas=True), value_set=pc.unique(r_sources))
+    rows = np.flatnonzero(wanted.to_numpy(zero_copy_only=False))  # take: a boolean .loc is far slower
+    laid = layout_codes(segments[["source_id", "seq", "text", "page", "block"]].take(rows), ("page", "block"))
+    code = source_codes(laid, r_sources)
+    found, lo, hi = key_spans(laid, ("page",), code, (page,), np.flatnonzero(block < 0))
+    f2, lo2, hi2 = key_spans(laid, ("page", "block"), code, (page, block), np.flatnonzero(block >= 0))
+    return found | f2, np.where(f2, lo2, lo), np.where(f2, hi2, hi)
 
 
 def layout_many(segments: pd.DataFrame) -> pd.DataFrame:
@@ -288,13 +254,13 @@ def layout_many(segments: pd.DataFrame) -> pd.DataFrame:
     Returns source_id, page, block, char_start, char_end, one row per segment in
     (source, seq) order; one stable sort and one running sum over all sources.
     """
-    codes, dictionary, page, block, start, end = _layout_codes(segments)
+    laid = layout_codes(segments, ("page", "block"))
     return pd.DataFrame({
-        "source_id": dictionary.take(pa.array(codes)).to_numpy(zero_copy_only=False),
-        "page": page,
-        "block": block,
-        "char_start": start,
-        "char_end": end,
+        "source_id": laid.sources.take(pa.array(laid.code)).to_numpy(zero_copy_only=False),
+        "page": laid.columns["page"],
+        "block": laid.columns["block"],
+        "char_start": laid.start,
+        "char_end": laid.end,
     })
 
 

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from bench.modalities.base import Modality, Option, extent_json, is_number, short, source_size, unit_frame
+from bench.modalities.boxes import placed_frame
 
 ATOM_UI_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -192,6 +193,22 @@ class UiScreenshotModality(Modality):
         return screenshot_pictures(query, files)
 
     extent_unit: ClassVar[str] = "px^2"
+    #: the region's bbox [x0, y0, x1, y1] as four columns
+    region_columns: ClassVar[dict[str, str]] = {f"bbox_{c}": "Float64" for c in ("x0", "y0", "x1", "y1")}
+
+    def region_table(self, regions: list[dict]) -> dict[str, Any]:
+        boxes = np.asarray([r["bbox"] for r in regions], dtype=float).reshape(-1, 4)
+        return {name: pd.array(boxes[:, i], dtype="Float64") for i, name in enumerate(self.region_columns)}
+
+    def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+        """Vectorised `region_extent`: the bbox itself."""
+        x0, y0, x1, y1 = (regions[f"bbox_{c}"].to_numpy(dtype=float) for c in ("x0", "y0", "x1", "y1"))
+        return placed_frame("", x0, x1, y0, y1)
+
+    # The reader's budget: ten median gold regions of the dev set (an element's box: 6,048 px²
+    # on ScreenAgent), rounded: 60,000 px², a 245 x 245 crop (under a quarter of a 512 x 512
+    # tile, the unit vision models price an image in). Boxes are never cut (`cut` is None).
+    budget: ClassVar[Option | None] = Option(60_000, high=10**12, low=0, low_open=True, whole=False)
 
     def atom_extents(self, atoms: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({

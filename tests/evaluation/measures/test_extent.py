@@ -9,10 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.evaluation.atom_codes import served_ids, with_atom_ids
+from bench.evaluation.atom_codes import served_ids, to_codes
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.measures.extent import RATIOS, atom_extents, atom_statistics, extent_columns
-from bench.evaluation.placement import region_extents
 from bench.modalities import modalities
 
 
@@ -30,6 +29,13 @@ def _run(rows: list[tuple[str, str, int]]) -> pd.DataFrame:
     return pd.DataFrame([{"query_id": q, "atom_id": a, "rank": r, "score": 10.0 - r} for q, a, r in rows])
 
 
+def _extents(ent: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, regions: pd.DataFrame, atoms: pd.DataFrame,
+             **options: object) -> pd.DataFrame:
+    """extent_columns over run and gold that name atoms by id here: as codes (the row of `atoms`), as the stages hand them."""
+    table = served_ids({"m": atoms})
+    return extent_columns(ent, to_codes(run, table, "run"), to_codes(gold, table, "gold"), regions, atoms, **options)
+
+
 def test_coverage_precision_iou_by_hand():
     # gold [10, 30); windows w0 [0, 20) and w1 [15, 35) overlap each other; w2 is elsewhere
     atoms = _atoms_1d({"w0": (0, 20), "w1": (15, 35), "w2": (50, 60)})
@@ -37,7 +43,7 @@ def test_coverage_precision_iou_by_hand():
     gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 0], "atom_id": ["w0", "w1"]})
     run = _run([("q", "w0", 1), ("q", "w1", 2), ("q", "w2", 3)])
     ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False]})
-    out = extent_columns(ent, run, gold, regions, atoms, k=10).iloc[0]
+    out = _extents(ent, run, gold, regions, atoms, k=10).iloc[0]
     assert out["gold_extent"] == 20
     assert out["covered@10"] == 20  # union of w0 and w1 inside gold, not 10 + 15
     assert out["retrieved_extent@10"] == 20 + 20 + 10  # each retrieved atom paid for
@@ -45,7 +51,7 @@ def test_coverage_precision_iou_by_hand():
     assert out["precision@10"] == pytest.approx(20 / 50)
     assert out["iou@10"] == pytest.approx(20 / (20 + 50 - 20))
     # k = 1: only w0, covering [10, 20)
-    one = extent_columns(ent, run, gold, regions, atoms, k=1).iloc[0]
+    one = _extents(ent, run, gold, regions, atoms, k=1).iloc[0]
     assert one["coverage@1"] == pytest.approx(0.5) and one["precision@1"] == pytest.approx(0.5)
     assert one["iou@1"] == pytest.approx(10 / 30)
     assert one["oracle_coverage@1"] == pytest.approx(15 / 20)  # w1 covers more of the gold
@@ -57,13 +63,13 @@ def test_oracle_is_one_when_atoms_coincide_with_gold():
     gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 1], "atom_id": ["b", "c"]})
     run = _run([("q", "a", 1), ("q", "b", 2)])
     ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False]})
-    out = extent_columns(ent, run, gold, regions, atoms, k=10).iloc[0]
+    out = _extents(ent, run, gold, regions, atoms, k=10).iloc[0]
     assert out["oracle_coverage@10"] == 1.0 and out["oracle_iou@10"] == 1.0
     assert out["coverage@10"] == pytest.approx(15 / 30)
     # a ceiling the chunker sets: one atom spanning gold and more cannot reach IoU 1
     big = _atoms_1d({"all": (0, 40)})
     g2 = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 1], "atom_id": ["all", "all"]})
-    out2 = extent_columns(ent, _run([("q", "all", 1)]), g2, regions, big, k=10).iloc[0]
+    out2 = _extents(ent, _run([("q", "all", 1)]), g2, regions, big, k=10).iloc[0]
     assert out2["oracle_coverage@10"] == 1.0 and out2["oracle_iou@10"] == pytest.approx(30 / 40)
 
 
@@ -73,7 +79,7 @@ def test_oracle_iou_prefers_fewer_atoms_when_one_costs_more_than_it_covers():
     regions = _regions_1d([("q", 0, 0, 10)])
     gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 0], "atom_id": ["a", "b"]})
     ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False]})
-    out = extent_columns(ent, _run([("q", "b", 1)]), gold, regions, atoms, k=10).iloc[0]
+    out = _extents(ent, _run([("q", "b", 1)]), gold, regions, atoms, k=10).iloc[0]
     assert out["oracle_iou@10"] == pytest.approx(0.9)  # {a} alone, better than {a, b} = 10/100
     assert out["oracle_coverage@10"] == 1.0
 
@@ -83,7 +89,7 @@ def test_unanswerable_and_failed_are_nan_and_count_zero():
     regions = _regions_1d([("q1", 0, 0, 10), ("q2", 0, 0, 10)])
     gold = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": [0, 0], "atom_id": ["a", "a"]})
     ent = pd.DataFrame({"query_id": ["q1", "q2", "u"], "modality": "video", "unanswerable": [False, False, True]})
-    out = extent_columns(ent, _run([("q1", "a", 1), ("q2", "a", 1)]), gold, regions, atoms, k=10, failed=["q2"])
+    out = _extents(ent, _run([("q1", "a", 1), ("q2", "a", 1)]), gold, regions, atoms, k=10, failed=["q2"])
     assert out.set_index("query_id").loc["q1", "iou@10"] == 1.0
     assert out.set_index("query_id")[["iou@10"]].loc[["q2", "u"]].isna().all().all()
     cells = metric_cells(out.merge(ent).assign(failed=lambda d: d["query_id"] == "q2"), k=10, families=("extent",))
@@ -97,7 +103,7 @@ def test_two_dimensional_boxes_union_is_exact():
     regions = pd.DataFrame([{"query_id": "q", "gold_idx": 0, "source_id": "s", "part": "", "x0": 0.0, "x1": 20.0,
                              "y0": 0.0, "y1": 20.0, "extent": 400.0}])
     gold = pd.DataFrame({"query_id": ["q", "q"], "gold_idx": [0, 0], "atom_id": ["l0", "l1"]})
-    out = extent_columns(pd.DataFrame({"query_id": ["q"], "unanswerable": [False]}),
+    out = _extents(pd.DataFrame({"query_id": ["q"], "unanswerable": [False]}),
                          _run([("q", "l0", 1), ("q", "l1", 2)]), gold, regions, atoms, k=10).iloc[0]
     assert out["covered@10"] == 175  # 100 + 100 - 25 overlap
     assert out["retrieved_extent@10"] == 200
@@ -149,16 +155,14 @@ def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.Dat
     entries = [e for e in entries if e["gold"][0]["source_id"] in docs]
     seg = seg[seg["source_id"].isin(docs)]
     atoms = chunk_modality("pdf", seg, {"strategy": strategy, "window_tokens": 200, "overlap_tokens": 50})
-    gold, regions = resolve(entries, {"pdf": atoms}, seg)
-    gold = with_atom_ids(gold, served_ids({"pdf": atoms}))  # codes for the engine, ids for the fair metrics
-    run, _ = run_system(build_system("bm25", atoms), entries, 100)
+    gold, regions = resolve(entries, {"pdf": atoms}, seg)  # atoms as codes, regions typed and placed
+    ran, _ = run_system(build_system("bm25", atoms), entries, 100)
+    run = to_codes(ran, served_ids({"pdf": atoms}), "run")
     ent = pd.DataFrame({"query_id": [e["query_id"] for e in entries], "modality": "pdf", "unanswerable": False,
                         "as_of": pd.to_datetime([e["as_of"] for e in entries], utc=True),
                         "holder": [e["scope"]["holder"] for e in entries], "n_regions": [len(e["gold"]) for e in entries]})
     pq = per_query(ent, run, gold, atoms, k=10)
-    segs = {s: g for s, g in seg.groupby("source_id")}
-    rext = region_extents(regions, lambda s: segs[s])
-    fair = extent_columns(ent, run, gold, rext, atom_extents({"pdf": atoms}), k=10)
+    fair = extent_columns(ent, run, gold, regions, atom_extents({"pdf": atoms}), k=10)
     return pq.merge(fair, on="query_id")
 
 
@@ -203,25 +207,6 @@ def test_atom_statistics():
     assert st["unreached_regions"] == 1 and st["unreached_share"] == pytest.approx(1 / 3)
 
 
-def test_regions_placed_once_equal_placing_them_at_evaluation():
-    """The resolve stage stores each region's box (place_regions); region_extents then reads
-    those columns and gives what placing each region from its segments gives."""
-    from bench.evaluation.placement import PLACED_COLUMNS, place_regions
-    from bench.evaluation.resolve import resolve
-    from benchmarks.synth import make_case
-
-    case = make_case(600, 6000, seed=5, mixed=True)
-    _, regions = resolve(case.entries, case.atoms, case.segments)
-    placed = place_regions(regions, case.segments)
-    assert list(placed.columns) == [*regions.columns, *PLACED_COLUMNS]
-    segs = {s: g for s, g in case.segments.groupby("source_id")}
-    direct = region_extents(regions, lambda s: segs.get(s, case.segments.iloc[0:0]))
-    pd.testing.assert_frame_equal(region_extents(placed), direct)
-    assert (direct["extent"] > 0).sum() > 100 and direct["x0"].isna().any()  # placed and unplaceable regions
-    with pytest.raises(ValueError, match="not placed"):
-        region_extents(regions)
-
-
 def test_cartridge_is_the_median_and_p95_of_the_top_k_extent_per_modality():
     """cartridge_p50@10 / cartridge_p95@10 by hand: numpy's linear percentile of retrieved_extent@10 over
     the answered answerable entries; the denominator is every answerable entry; no pooled value."""
@@ -241,3 +226,41 @@ def test_cartridge_is_the_median_and_p95_of_the_top_k_extent_per_modality():
     assert cells["by_modality"]["video"]["cartridge_p50@10"]["value"] == 10.0
     overall = cells["overall"]["cartridge_p50@10"]
     assert overall["value"] is None and overall["reason"].startswith("extents are in each modality's own unit (pdf, video)")
+
+
+def _with_memory(atoms: pd.DataFrame, chars: float, boxes: list[tuple[float, float]]):
+    """`atoms` with one memory after them (code len(atoms), id "m"): its row has no box and its
+    text's length as extent; its credited units are `boxes` on source s."""
+    from bench.evaluation.measures.extent import MemoryExtents
+
+    first = len(atoms)
+    row = pd.DataFrame([{"atom_id": "m", "source_id": "", "part": "", "x0": np.nan, "x1": np.nan, "y0": np.nan, "y1": np.nan,
+                         "extent": chars, "modality": ""}])
+    cover = pd.DataFrame({"atom": first, "source_id": "s", "part": "", "x0": [b[0] for b in boxes], "x1": [b[1] for b in boxes],
+                          "y0": 0.0, "y1": 1.0})
+    return pd.concat([atoms, row[list(atoms.columns)]], ignore_index=True), MemoryExtents(first, cover)
+
+
+@pytest.mark.parametrize(("modality", "priced"), [("conversation", True), ("video", False)])
+def test_a_memory_costs_its_text_and_covers_its_credited_units_where_the_unit_is_characters(modality, priced):
+    """A memory hit (docs/systems.md, *Memory hits*): in a modality counted in characters it is paid its
+    text (50) and covers the boxes of its credited units, [10, 20) and [40, 45); elsewhere (seconds) it
+    neither costs nor covers, while the atom beside it counts as ever."""
+    atoms, memories = _with_memory(_atoms_1d({"w0": (0, 25), "w1": (60, 70)}), 50.0, [(10, 20), (40, 45)])
+    regions = _regions_1d([("q", 0, 10, 30), ("q", 1, 40, 50)])
+    gold = pd.DataFrame({"query_id": "q", "gold_idx": [0, 0, 1], "atom": [0, 2, 2]})  # codes: w0, m, m
+    run = pd.DataFrame({"query_id": "q", "atom": [2, 1, 0], "rank": [1, 2, 3], "score": [3.0, 2.0, 1.0]})  # m, w1, w0
+    ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False], "modality": [modality]})
+    one, three = (extent_columns(ent, run, gold, regions, atoms, k=k, memories=memories).iloc[0] for k in (1, 3))
+    assert one["gold_extent"] == 30
+    if priced:
+        assert (one["covered@1"], one["retrieved_extent@1"]) == (15, 50)
+        assert one["precision@1"] == pytest.approx(15 / 50) and one["iou@1"] == pytest.approx(15 / (30 + 50 - 15))
+        assert (three["covered@3"], three["retrieved_extent@3"]) == (20, 50 + 10 + 25)  # w0 adds [20, 25): [10, 20) is covered once
+        assert three["oracle_coverage@3"] == pytest.approx(20 / 30)
+    else:
+        assert (one["covered@1"], one["retrieved_extent@1"]) == (0, 0)
+        assert (three["covered@3"], three["retrieved_extent@3"]) == (15, 10 + 25)  # w1 and w0 only
+    # without memories in the run, the same atoms give the same values as with the memory-free path
+    plain = extent_columns(ent, run.iloc[1:], gold.iloc[[0]], regions, atoms, k=3, memories=memories).iloc[0]
+    assert plain.equals(extent_columns(ent, run.iloc[1:], gold.iloc[[0]], regions, atoms, k=3).iloc[0])

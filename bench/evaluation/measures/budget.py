@@ -1,0 +1,255 @@
+"""Budget measures: what a reader finds in the cartridge it can afford.
+
+recall@k lets bigger atoms buy recall (one whole-document atom overlaps every gold page
+of its document); the extent measures show the cost beside it. These measures fix the
+cost instead: each modality has a budget (params.yaml ``metrics.budget.<modality>``, in
+the modality's own unit, ``Modality.extent_unit``: characters for text, seconds for
+video, pixel area for screenshots, whole images; defaults are the ``Modality.budget``
+hooks, README *Metrics*), and a query's cartridge is what fits in it.
+
+Packing (per answerable entry of modality m, budget B = budget[m])
+-----------------------------------------------------------------
+The ranked atoms of modality m are taken in rank order, over the whole returned list
+(not only the top k), each paid its extent (``Modality.atom_extents``: an atom is paid
+every time it is retrieved, so overlapping windows are paid twice):
+
+* an atom that fits in what is left of B is packed whole;
+* the atom that crosses B (the boundary atom) is packed with its leading part only,
+  worth what is left, cut in the modality's reading order (``Modality.cut``:
+  characters in document order for pdf, conversation and code, seconds for video); an
+  atom that cannot be cut (``Modality.cut`` is None: a screenshot box, an image) counts
+  only if it fits, so a boundary atom of such a modality is left out;
+* the budget is then spent and packing stops (the cartridge is a prefix of the
+  ranking, as the top k is); a budget of 0 packs nothing.
+
+Atoms of another modality are paid from their own modality's budget, never from B: the
+cartridge holds each modality's allowance in its own unit, and such atoms are never in
+the entry's gold (the same holds for recall@k, whose top k they do take).
+
+Memory hits (docs/systems.md, *Memory hits*)
+--------------------------------------------
+A memory the system wrote costs its own text, in characters, whatever it cites (its
+cited extent is reported beside it, dev.json ``memories``). In an entry's modality whose
+unit is characters (``Modality.extent_unit`` "chars": pdf, conversation, code) a memory
+hit is packed from B like an atom of that modality, but never cut (a part of its text
+would not carry its citations): whole when it fits, else it is the boundary and is left
+out. A packed memory counts for a region through its gold rows, i.e. its supported
+(credited) citations that overlap the region (bench.evaluation.memory_gold), and covers
+the boxes of those units (coverage@budget). In a modality of another unit (seconds,
+pixel area, whole images) characters are no price: a memory hit is left out of the
+cartridge (it counts for nothing there and costs nothing, so packing goes on past it);
+recall@k still credits it by provenance, and the extent measures leave it out alike
+(bench.evaluation.measures.extent).
+
+Per query
+---------
+``recall@budget``   share of the entry's ``n_regions`` gold regions that a packed atom
+                    counts for, by recall@k's rule: the atom is in that region's
+                    resolved gold atom set (bench.evaluation.resolve: it overlaps the
+                    region and was observed by ``as_of``); an atom packed with its
+                    leading part only must moreover still overlap the region's extent
+                    with that part (positive length or area; a region of zero length
+                    lying inside it). 0 when n_regions is 0.
+``coverage@budget`` area of (union of the gold regions) ∩ (union of the packed parts of
+                    the query's resolved gold atoms) / gold extent (0 when the gold
+                    extent is 0), as coverage@k with the packed parts for the top k.
+
+Unanswerable and failed entries get NaN (a cell counts a failed query as 0); an entry
+whose modality has no budget gets NaN and the cell says why (:func:`no_budget`).
+An unlimited budget gives recall@depth; cutting an atom into pieces that take its place
+in the ranking changes coverage@budget only when it is the boundary atom, and by no more
+than the gold it holds (tests/evaluation/measures/test_budget.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.evaluation.atom_codes import ATOM_CODE
+from bench.evaluation.measures.base import Mean, Measure
+from bench.evaluation.measures.extent import BOX, MemoryExtents, box_measure
+from bench.evaluation.measures.ranking import MEASURES as RANKING
+from bench.modalities import modalities
+
+__all__ = ["BUDGET_COLUMN", "MEASURES", "budget_columns", "budgets", "no_budget"]
+
+#: the per-query column holding the entry's budget (NaN: its modality has none)
+BUDGET_COLUMN = "budget"
+
+
+def no_budget(group: pd.DataFrame) -> str | None:
+    """Why a group's budget cell has no value: a modality of its answerable entries has no
+    budget (None: every one has)."""
+    if BUDGET_COLUMN not in group.columns:
+        return None
+    answerable = ~group["unanswerable"].to_numpy(dtype=bool)
+    lacking = sorted(set(group.loc[answerable & group[BUDGET_COLUMN].isna().to_numpy(), "modality"].astype(str)))
+    if not lacking:
+        return None
+    return f"no budget: set metrics.budget.<modality> in params.yaml ({', '.join(lacking)} declares no default)"
+
+
+_RECALL = RANKING[0]  # recall@k: its bar is the budget's bar (the spec's recall bar, judged at equal cost)
+
+MEASURES = (
+    Measure("recall@budget", "recall@budget", "answerable", "budget", Mean(worst=0.0), True, bar=_RECALL.bar,
+            heading="recall@budget", compared=True, unmeasurable=no_budget),
+    Measure("coverage@budget", "coverage@budget", "answerable", "budget", Mean(worst=0.0), True, compared=True,
+            unmeasurable=no_budget),
+)
+
+
+def budgets(given: Mapping[str, Any] | None = None) -> dict[str, float | None]:
+    """Every modality's budget: params ``metrics.budget`` as given, the others from the
+    modality's ``budget`` hook (None: the modality declares no default)."""
+    given = dict(given or {})
+    out: dict[str, float | None] = {}
+    for name, mod in modalities().items():
+        if name in given and given[name] is not None:
+            out[name] = float(given[name])
+        else:
+            out[name] = None if mod.budget is None else float(mod.budget.default)
+    return out
+
+
+def budget_columns(
+    entries: pd.DataFrame,
+    run: pd.DataFrame,
+    gold: pd.DataFrame,
+    regions: pd.DataFrame,
+    atom_ext: pd.DataFrame,
+    *,
+    budget: Mapping[str, float | None],
+    failed: Iterable[str] | None = None,
+    memories: MemoryExtents | None = None,
+) -> pd.DataFrame:
+    """One row per entry (sorted by query_id): query_id, budget, recall@budget, coverage@budget.
+
+    ``entries``: query_id, modality, unanswerable, n_regions. ``run``: query_id,
+    atom (code), rank (every returned rank). ``gold``: query_id, gold_idx, atom (code;
+    resolved). ``regions``: query_id, gold_idx, source_id and the placement (part, x0,
+    x1, y0, y1) of every gold region (bench.evaluation.resolved). ``atom_ext``:
+    bench.evaluation.measures.extent.atom_extents, row i the atom of code i. ``budget``:
+    modality -> amount in its unit (None: no budget); ``memories``: the run's memories, whose
+    codes follow the served atoms' (module docstring, *Memory hits*). Rows of other queries
+    in `run` and `gold` are ignored."""
+    failed_ids = {str(q) for q in (failed or [])}
+    rows = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
+    qids = rows["query_id"].tolist()
+    out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=[BUDGET_COLUMN, *(m.column for m in MEASURES)])
+    amounts = rows["modality"].astype(str).map(lambda m: budget.get(m)).astype(float).to_numpy()
+    out[BUDGET_COLUMN] = amounts
+    scored = ~rows["unanswerable"].to_numpy(dtype=bool) & ~rows["query_id"].isin(failed_ids).to_numpy() & ~np.isnan(amounts)
+    if not scored.any():
+        return out.reset_index()
+    which = pd.DataFrame({"query_id": np.asarray(qids, dtype=object)[scored], "entry_modality": rows["modality"].astype(str).to_numpy()[scored],
+                          "amount": amounts[scored], "n_regions": rows["n_regions"].to_numpy(dtype=float)[scored]})
+    packed = packed_atoms(run, atom_ext, which, memories)
+    found, cand = _gold_hits(packed, gold, regions)
+    if memories is not None:  # a packed memory covers its credited units' boxes
+        cand = memories.with_boxes(cand)
+    recall = which.set_index("query_id")["n_regions"].to_frame().join(found.groupby("query_id").size().rename("found"))
+    recall = (recall["found"].fillna(0) / recall["n_regions"]).where(recall["n_regions"] > 0, 0.0)
+    out.loc[recall.index, MEASURES[0].column] = recall.to_numpy(dtype=float)
+    out.loc[which["query_id"], MEASURES[1].column] = 0.0
+    coverage = _coverage(cand, regions)
+    out.loc[list(coverage), MEASURES[1].column] = list(coverage.values())
+    return out.reset_index()
+
+
+def packed_atoms(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame, memories: MemoryExtents | None = None) -> pd.DataFrame:
+    """The cartridges (module docstring, *Packing*): one row per packed atom of the queries
+    of `which` (query_id, entry_modality, amount), with its packed box (cut for the
+    boundary atom) and ``whole``, in (query, rank) order; a memory hit (code from
+    ``memories.first``) is paid its text from its entry's budget where that counts
+    characters, and never cut."""
+    r = run.loc[run["query_id"].astype(str).isin(set(which["query_id"])), ["query_id", ATOM_CODE, "rank"]]
+    r = r.assign(query_id=r["query_id"].astype(str)).reset_index(drop=True)
+    ext = atom_ext[["modality", "source_id", "part", *BOX, "extent"]].take(r[ATOM_CODE].to_numpy(np.int64)).reset_index(drop=True)
+    r = pd.concat([r, ext], axis=1).merge(which[["query_id", "entry_modality", "amount"]], on="query_id")
+    memory = np.zeros(len(r), dtype=bool)
+    if memories is not None:
+        memory = r[ATOM_CODE].to_numpy(np.int64) >= memories.first
+        priced = r["entry_modality"].isin(memories.priced()).to_numpy()
+        r["modality"] = np.where(memory & priced, r["entry_modality"].to_numpy(dtype=object), r["modality"].to_numpy(dtype=object))
+    r = r.assign(memory=memory)
+    r = r.loc[r["modality"].astype(str) == r["entry_modality"]].sort_values(["query_id", "rank"], kind="stable").reset_index(drop=True)
+    spent = r.groupby("query_id", sort=False)["extent"].cumsum().to_numpy(dtype=float)
+    before = spent - r["extent"].to_numpy(dtype=float)
+    amount = r["amount"].to_numpy(dtype=float)
+    whole = (before < amount) & (spent <= amount)
+    boundary = (before < amount) & (spent > amount) & ~r["memory"].to_numpy(dtype=bool)  # a memory is never cut
+    keep = whole.copy()
+    mods = modalities()
+    r["whole"] = whole
+    for name in sorted(set(r.loc[boundary, "modality"].astype(str))):
+        at = np.flatnonzero(boundary & (r["modality"].astype(str) == name).to_numpy())
+        mod = mods.get(name)
+        cut = None if mod is None else mod.cut(r.loc[at, BOX].to_numpy(dtype=float), amount[at] - before[at])
+        if cut is not None:  # the boundary atom's leading part; one that cannot be cut is left out
+            r.loc[at, BOX] = np.asarray(cut, dtype=float).reshape(-1, 4)
+            keep[at] = True
+    return r.loc[keep].reset_index(drop=True)
+
+
+def _gold_hits(packed: pd.DataFrame, gold: pd.DataFrame, regions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the distinct (query_id, gold_idx) a packed atom counts for; the packed gold atoms
+    with their packed boxes, one row per (query, atom))."""
+    g = gold[["query_id", "gold_idx", ATOM_CODE]].astype({"query_id": str, ATOM_CODE: np.int64, "gold_idx": int})
+    hits = packed.astype({ATOM_CODE: np.int64}).merge(g, on=["query_id", ATOM_CODE])
+    cut = hits.loc[~hits["whole"].to_numpy(dtype=bool)]
+    if len(cut):
+        reg = regions[["query_id", "gold_idx", "source_id", "part", *BOX]].astype({"query_id": str, "gold_idx": int})
+        reg = reg.rename(columns={c: f"r_{c}" for c in ["source_id", "part", *BOX]})
+        cut = cut.merge(reg, on=["query_id", "gold_idx"], how="left")
+        same = (cut["source_id"].astype(str) == cut["r_source_id"].astype(str)) & (cut["part"].astype(str) == cut["r_part"].astype(str))
+        region = cut[[f"r_{c}" for c in BOX]].to_numpy(dtype=float)
+        ok = same.to_numpy() & ~np.isnan(region).any(axis=1) & touches(cut[BOX].to_numpy(dtype=float), region)
+        cut = cut.loc[ok]
+    found = pd.concat([hits.loc[hits["whole"].to_numpy(dtype=bool), ["query_id", "gold_idx"]], cut[["query_id", "gold_idx"]]])
+    cand = hits.drop_duplicates(["query_id", ATOM_CODE])
+    return found.drop_duplicates(), cand
+
+
+def touches(part: np.ndarray, region: np.ndarray) -> np.ndarray:
+    """Row by row: a cut atom's packed part (x0, x1, y0, y1) still overlaps the region: on
+    each axis a positive overlap, or, where the region has zero length, its coordinate
+    inside the part."""
+    ok = np.ones(len(part), dtype=bool)
+    for lo, hi in ((0, 1), (2, 3)):
+        positive = region[:, hi] > region[:, lo]
+        overlap = np.minimum(part[:, hi], region[:, hi]) - np.maximum(part[:, lo], region[:, lo]) > 0
+        inside = (part[:, lo] <= region[:, lo]) & (region[:, lo] < part[:, hi])
+        ok &= np.where(positive, overlap, inside)
+    return ok
+
+
+def _coverage(cand: pd.DataFrame, regions: pd.DataFrame) -> dict[str, float]:
+    """coverage@budget of each query with a packed gold atom (the others: 0)."""
+    if not len(cand):
+        return {}
+    reg = regions.loc[regions["query_id"].astype(str).isin(set(cand["query_id"]))].dropna(subset=BOX)
+    gold_by_q: dict[str, list[tuple[Any, np.ndarray]]] = {}
+    for q, s_, p_, b in zip(reg["query_id"].astype(str), reg["source_id"].astype(str), reg["part"].astype(str),
+                            reg[BOX].to_numpy(dtype=float), strict=True):
+        gold_by_q.setdefault(q, []).append(((s_, p_), b))
+    c = cand.sort_values("query_id", kind="stable")
+    qs = c["query_id"].astype(str).to_numpy()
+    spaces = list(zip(c["source_id"].astype(str).tolist(), c["part"].astype(str).tolist(), strict=True))
+    boxes = c[BOX].to_numpy(dtype=float)
+    starts = np.flatnonzero(np.r_[True, qs[1:] != qs[:-1]])
+    out = {}
+    for a, b in zip(starts, [*starts[1:], len(qs)], strict=True):  # one query's packed gold atoms: rows a..b
+        q = str(qs[a])
+        gold = gold_by_q.get(q, [])
+        if not gold:
+            out[q] = 0.0
+            continue
+        cells, mg, mc = box_measure(gold, list(zip(spaces[a:b], boxes[a:b], strict=True)))
+        total = float(cells[mg].sum())
+        out[q] = float(cells[mg & mc.any(axis=0)].sum()) / total if total > 0 else 0.0
+    return out

@@ -1,0 +1,205 @@
+"""The leaderboard as people read it: Markdown (ready to paste into a pull-request
+comment) and a self-contained HTML page with one quality-against-cost picture per
+modality (recall@budget against cartridge@k) and overall (recall@budget against latency
+p50), the Pareto frontier drawn. Input: bench.evaluation.leaderboard.leaderboard's result."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+__all__ = ["markdown", "page", "quality_cost_svg"]
+
+MARK_BETTER, MARK_WORSE, FRONTIER = "▲", "▼", "◆"
+
+
+def _f(x: Any, digits: int = 4) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return f"{x:,.1f}" if abs(x) >= 1000 else f"{x:.{digits}f}"
+    return str(x)
+
+
+def _p(x: Any) -> str:
+    return "—" if x is None else ("<0.0001" if x < 1e-4 else f"{x:.4f}")
+
+
+def _metrics(board: dict[str, Any]) -> list[str]:
+    rows = board["groups"][0]["rows"] if board["groups"] else []
+    return list(rows[0]["values"]) if rows else []
+
+
+def _cart(board: dict[str, Any]) -> str:
+    return f"cartridge_p50@{board['k']}"
+
+
+def _rank(row: dict[str, Any]) -> str:
+    if "rank" not in row:
+        return "—"
+    lo, hi = row["rank_ci95"]
+    return f"{row['rank']} [{lo}, {hi}]"
+
+
+def _changed(changed: dict[str, Any]) -> str:
+    return ", ".join(f"`{k}={v}`" for k, v in changed.items()) or "—"
+
+
+def _diff(d: dict[str, Any] | None, higher: bool = True) -> str:
+    if d is None:
+        return "—"
+    lo, hi = d["ci95"]
+    mark = ""
+    if d.get("significant"):
+        mark = " " + (MARK_BETTER if (d["diff"] > 0) == d["higher_is_better"] else MARK_WORSE)
+    ci = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
+    return f"{d['diff']:+.4f}{ci} p_holm {_p(d.get('p_holm'))}{mark}"
+
+
+def markdown(board: dict[str, Any]) -> str:
+    """The leaderboard in Markdown (module docstring)."""
+    metrics, cart = _metrics(board), _cart(board)
+    n_diffs = max((len(g["diffs"]) for g in board["groups"]), default=0)
+    budget = board.get("budget") or {}
+    budgets = ", ".join(f"{m} {'—' if c.get('amount') is None else format(c['amount'], ',g')} {c.get('unit', '')}"
+                        for m, c in sorted(budget.items())) or "not recorded"
+    left = ", ".join(f"{label}: {n}" for label, n in board["queries"]["left_out"].items() if n) or "none"
+    out = [
+        f"# Leaderboard: {len(board['runs'])} runs against {board['baseline']} (k = {board['k']})",
+        "",
+        f"- On the {board['queries']['common']} queries every run holds (left out: {left}); budgets: {budgets}.",
+        f"- Rank by {board['rank_by']} with its 95% bootstrap interval ({board['resamples']} resamples of queries, seed "
+        f"{board['seed']}; each resample ranks every run, rank 1 the best): runs whose intervals overlap are tied.",
+        f"- {FRONTIER}: on the Pareto frontier of quality against cost (recall@budget higher; cartridge@{board['k']} and "
+        "latency p50 lower; overall, each modality's cartridge is a cost of its own).",
+        f"- Differences: run − baseline with a 95% paired bootstrap interval; p = two-sided paired randomization test "
+        f"({board['permutations']} sign flips), p_holm Holm-corrected over each table's {n_diffs} differences (runs × "
+        f"metrics); {MARK_BETTER}/{MARK_WORSE} significantly better/worse (p_holm < {board['alpha']}).",
+        "",
+        f"- Baseline: {next((r['describe'] for r in board['runs'] if r['label'] == board['baseline']), board['baseline'])}.",
+        "",
+        "## Runs",
+        "",
+        "| run | changed params |",
+        "|---|---|",
+    ]
+    for r in board["runs"]:
+        name = f"{r['label']} (baseline)" if r["label"] == board["baseline"] else r["label"]
+        out.append(f"| {name} | {_changed(r['changed'])} |")
+    out.append("")
+    for g in board["groups"]:
+        n = next((d["n"] for d in g["diffs"] if d["metric"] == metrics[0]), None) if metrics else None
+        out += [f"## {g['group']}" + (f" (n = {n} answerable)" if n else ""), "",
+                "| rank (95%) | run | " + " | ".join(metrics) + f" | latency p50 (ms) | {cart} | frontier |",
+                "|---|---|" + "---:|" * (len(metrics) + 2) + "---|"]
+        for row in sorted(g["rows"], key=lambda r: (r.get("rank", 10**9), r["run"])):
+            vals = []
+            for m in metrics:
+                text = _f(row["values"].get(m))
+                if m == "false_recall" and row.get("false_recall_rule"):
+                    text += f" {row['false_recall_rule']}"
+                vals.append(text)
+            out.append(f"| {_rank(row)} | {row['run']} | " + " | ".join(vals) +
+                       f" | {_f(row['latency_p50_ms'], 1)} | {_f(row[cart], 0)} | {FRONTIER if row.get('frontier') else ''} |")
+        if g["diffs"]:
+            by = {(d["run"], d["metric"]): d for d in g["diffs"]}
+            out += ["", f"Against {board['baseline']}:", "", "| run | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+            for run in dict.fromkeys(d["run"] for d in g["diffs"]):
+                out.append(f"| {run} | " + " | ".join(_diff(by.get((run, m))) for m in metrics) + " |")
+            if g["smallest_p_holm"] is not None and g["smallest_p_holm"] >= board["alpha"]:
+                out += ["", f"**With {board['permutations']} sign flips no difference of this table can be significant** "
+                        f"(the smallest Holm-corrected p is {g['smallest_p_holm']:.4f}): raise --permutations."]
+        out.append("")
+    out += mde_lines(board)
+    return "\n".join(out)
+
+
+def mde_lines(board: dict[str, Any]) -> list[str]:
+    """The minimum detectable effects per modality (bench.evaluation.power)."""
+    names = sorted({name for cells in board["mde"].values() for name in cells}, key=lambda n: (n != f"recall@{board['k']}", n))
+    if not names:
+        return []
+    out = ["## Minimum detectable effects", "",
+           ("Paired, 80% power, α 0.05 (bench.evaluation.power): *fewest* = a change that moves entries one way only (no "
+            "change smaller can be seen), *typical* = the median spread of these runs' per-query differences from the "
+            "baseline, *independent* = two unrelated runs (an upper bound); from the baseline's per-query values."), "",
+           "| group | n | " + " | ".join(f"{n}: fewest / typical / independent" for n in names) + " |",
+           "|---|---:|" + "---|" * len(names)]
+    for group, cells in board["mde"].items():
+        n = next((c["n"] for c in cells.values()), 0)
+        parts = [" / ".join(_f(cells.get(name, {}).get(key), 3) for key in ("fewest", "typical", "independent")) for name in names]
+        out.append(f"| {group} | {n} | " + " | ".join(parts) + " |")
+    out.append("")
+    return out
+
+
+def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> str:
+    """recall@budget against a cost, one labelled point per run, the frontier joined and filled."""
+    from bench.reporting.plots import _figure, _svg
+
+    fig, ax = _figure(5.6, 4.0)
+    shown = [p for p in points if p["x"] is not None and p["y"] is not None]
+    front = sorted((p for p in shown if p["frontier"]), key=lambda p: p["x"])
+    if front:
+        ax.plot([p["x"] for p in front], [p["y"] for p in front], color="C0", linewidth=1, zorder=1)
+    for p in shown:
+        ax.scatter([p["x"]], [p["y"]], s=40, zorder=2, color="C0" if p["frontier"] else "white", edgecolors="C0")
+        ax.annotate(p["label"], (p["x"], p["y"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    if shown and min(p["x"] for p in shown) > 0:
+        ax.set_xscale("log")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("recall@budget")
+    ax.set_title(title, fontsize=9)
+    return _svg(fig)
+
+
+def _inline(text: str) -> str:
+    """Escaped text with `code` spans."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def as_html(md: str) -> str:
+    """The leaderboard's Markdown (headings, bullets, tables, paragraphs) as HTML."""
+    out: list[str] = []
+    table: list[list[str]] = []
+    for line in [*md.splitlines(), ""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("-:") for c in cells):
+                table.append(cells)
+            continue
+        if table:
+            head, *body = table
+            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>"
+                       + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in body) + "</table>")
+            table = []
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            out.append(f"<h{level + 1}>{_inline(line.lstrip('#').strip())}</h{level + 1}>")
+        elif line.startswith("- "):
+            out.append(f"<p>• {_inline(line[2:])}</p>")
+        elif line.strip():
+            out.append(f"<p>{_inline(line)}</p>")
+    return "\n".join(out)
+
+
+def page(board: dict[str, Any]) -> str:
+    """The leaderboard page: one quality-against-cost picture per group, then the Markdown's tables."""
+    md_html = as_html(markdown(board))
+    cart = _cart(board)
+    figures = []
+    for g in board["groups"]:
+        overall = g["group"] == "overall"
+        points = [{"label": r["run"], "x": r["latency_p50_ms"] if overall else r[cart], "y": r["values"].get("recall@budget"),
+                   "frontier": bool(r.get("frontier"))} for r in g["rows"]]
+        unit = ((board.get("budget") or {}).get(g["group"]) or {}).get("unit", "")
+        x_label = "latency p50 (ms)" if overall else f"{cart} ({unit})"
+        figures.append(f"<figure>{quality_cost_svg(points, x_label, g['group'])}<figcaption>{html.escape(g['group'])}: "
+                       f"recall@budget against {html.escape(x_label)}; filled and joined: the Pareto frontier</figcaption></figure>")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Leaderboard</title><style>"
+            "body{font-family:system-ui,sans-serif;margin:1.5rem auto;max-width:1300px;padding:0 1rem}"
+            "table{border-collapse:collapse;font-size:.8rem}th,td{border:1px solid #ddd;padding:.2rem .4rem}"
+            "figure{display:inline-block;margin:.5rem}svg{width:520px;height:auto}</style></head><body>"
+            f"<h1>Leaderboard against {html.escape(board['baseline'])}</h1><h2>Quality against cost</h2>{''.join(figures)}"
+            f"{md_html}</body></html>\n")

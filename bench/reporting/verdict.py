@@ -1,0 +1,90 @@
+"""The verdict's rules for a bar that can be bought, declared once.
+
+Two of the spec's bars can be met without the system being better:
+
+``met only by atom size``   recall@k meets its bar while recall@budget (the same bar,
+                            at equal cost: bench.evaluation.measures.budget) does not:
+                            the top k met it because its atoms are big, and a reader
+                            handed the modality's budget would not find the gold.
+``met only by abstaining``  false recall meets its bar while the system abstained on
+                            most of the modality's answerable entries (abstention rate
+                            above :data:`MOST`, more than half): it says nothing strong
+                            on unanswerable questions because it says nothing strong at
+                            all (NoMIRACL reports the hallucination rate only beside the
+                            error rate for this reason).
+
+Such a cell reads, for example, ``met only by atom size: recall@budget 0.4100`` or
+``met only by abstaining: abstention 0.9673 (266/275)`` instead of ``met``, in
+reports/dev.md, reports/dev.html and the acceptance's reports/test.md
+(bench.reporting.report.verdict reads :func:`bought`). A cell of the other measure that
+has no value leaves the cell ``met``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench.evaluation.measures import CATALOGUE
+
+__all__ = ["MOST", "RULES", "Bought", "bought", "rules_text"]
+
+#: "most" of the answerable entries: more than this share of them
+MOST = 0.5
+
+
+@dataclass(frozen=True)
+class Bought:
+    """A bar met only because of something the bar does not look at."""
+
+    measure: str  # the measure whose bar can be bought (its catalogue name, cut-off not filled in)
+    by: str  # the measure that tells (likewise)
+    label: str  # how the other measure is named in the cell
+    words: str  # what the cell says instead of "met"
+    #: whether the other measure's cell (and its bar status) shows the bar was bought
+    holds: Callable[[dict[str, Any], str | None], bool]
+    why: str  # the rule in one sentence (the reports' legend)
+    counted: bool = False  # the cell names the entries behind the other measure (value x denominator / denominator)
+
+    def names(self, k: int) -> tuple[str, str]:
+        """(measure, by) as dev.json names them at cut-off k."""
+        at = {m.name: m.at(k).name for m in CATALOGUE}
+        return at[self.measure], at[self.by]
+
+
+def _count(cell: dict[str, Any]) -> str:
+    """The entries behind a mean cell: value x denominator of denominator."""
+    return f"{round(cell['value'] * cell['denominator'])}/{cell['denominator']}"
+
+
+RULES = (
+    Bought("recall", "recall@budget", "recall@budget", "met only by atom size",
+           lambda cell, status: status == "not met",
+           "a recall@k that meets the bar while recall@budget (the same bar, at the modality's budget) does not reads "
+           "*met only by atom size*"),
+    Bought("false_recall", "abstention_rate", "abstention", "met only by abstaining",
+           lambda cell, status: cell.get("value") is not None and cell["value"] > MOST,
+           f"a false recall that meets its bar while the system abstained on most (more than {MOST:.0%}) of the modality's "
+           "answerable entries reads *met only by abstaining*", counted=True),
+)
+
+
+def bought(block: dict[str, Any], name: str, k: int, status_of: Callable[[str, dict[str, Any] | None], str | None]) -> str | None:
+    """What a met cell of measure `name` says instead of "met" in the cells `block` of one
+    row (None: it is met). `status_of(metric, cell)` is the bar status of another cell."""
+    for rule in RULES:
+        measure, by = rule.names(k)
+        if measure != name:
+            continue
+        other = block.get(by)
+        if other is None or other.get("value") is None:
+            return None
+        if rule.holds(other, status_of(by, other)):
+            return f"{rule.words}: {rule.label} {other['value']:.4f}" + (f" ({_count(other)})" if rule.counted else "")
+    return None
+
+
+def rules_text() -> str:
+    """Both rules in one paragraph, for every report that shows the verdict."""
+    return "A bar can be bought: " + "; ".join(r.why for r in RULES) + " (README, *Metrics*)."
