@@ -77,7 +77,7 @@ def main() -> None:
                                  warm=ran.info["warm"], adapter=sys_cfg.adapter, warmup_queries=ran.info["warmup_queries"],
                                  timeout_s=sys_cfg.timeout_s, latency=latency_percentiles(ran.latency["latency_ms"]), split="test",
                                  isolation=isolation)
-    doc = evaluate_entries(test, [r for r in result.invalid if r["split"] == "test"], ran.run, ran.latency, ran.failures, served, segments,
+    doc = evaluate_entries(test, [r for r in result.invalid if r["split"] == "test"], ran, ran.latency, ran.failures, served, segments,
                            EvalOptions.from_params(cfg.metrics, abstains=abstains, thresholds=thresholds), description,
                            in_core_rows=cfg.executor.in_core_rows, sha256=summary["sha256"]).document
     row = _or_fail(lambda: acceptance.record_acceptance(ROOT, doc, summary=summary, test_entries=len(test), params_path=PARAMS), ValueError)

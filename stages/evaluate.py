@@ -14,6 +14,7 @@ import click
 import pandas as pd
 
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate_run, no_failures, per_query_table
+from bench.evaluation.memory_report import load_memory_inputs
 from bench.evaluation.resolved import GOLD_FILE, read_regions
 from bench.evaluation.steps import run_blocks
 from bench.ingest.corpus import Manifest
@@ -40,9 +41,10 @@ def main() -> None:
     description = RunDescription.from_record(read_json(RUNS / "system.json"), cfg.chunking_written)
     # false recall: the system's own abstention, else a threshold calibrated on these dev entries
     options = EvalOptions.from_params(cfg.metrics, abstains=description.abstains)
+    memories = load_memory_inputs(RESOLVED)  # memory hits: codes after the served atoms' (bench/evaluation/memory_report.py)
     with run_blocks(RUNS / "dev.parquet", RESOLVED / GOLD_FILE, len(entries), in_core_rows) as run:
         inputs = EvalInputs(entries=entries, run=None, gold=None, regions=resolved.regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
-                            failures=pd.read_parquet(failures) if failures.exists() else no_failures(), served=served,
+                            failures=pd.read_parquet(failures) if failures.exists() else no_failures(), served=served, memories=memories,
                             gold_segments=resolved.segments_by_source(), invalid=invalid, sha256=summary["sha256"], source=run.source)
         result = evaluate_run(inputs, options, description)
         report = dev_report(result, inputs, k=options.k, max_k=cfg.system.depth, calibration_recall=options.calibration_recall,

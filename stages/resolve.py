@@ -1,21 +1,25 @@
 """DVC stage resolve: gold regions of dev entries -> overlapping atom codes, each region
 typed and placed in its modality's unit, the gold sources' segments (data/resolved/,
-bench.evaluation.resolved) and the TREC qrels.
+bench.evaluation.resolved), the memory hits' gold by provenance (bench.evaluation.memory_gold)
+and the TREC qrels.
 
 The served atoms are read partition by partition (data/served/<modality>/<dataset>.parquet),
 keeping only the rows of gold sources: bench.evaluation.resolve.resolve_files."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from bench.evaluation.atom_codes import partition_ids
+from bench.evaluation.memory_gold import read_memories, with_memories, write_memories
 from bench.evaluation.resolve import resolve_files
 from bench.evaluation.resolved import write_resolved
 from bench.evaluation.retrieve import trec_qrels
 from bench.ingest.partitions import partitions
 from bench.io import iter_jsonl, write_text
-from bench.project.layout import REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
+from bench.project.layout import MEMORIES, REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
 
 
 @click.command()
@@ -26,10 +30,14 @@ def main() -> None:
     # the atoms the system under test serves (its own, or the harness chunks): see stages/retrieve.py
     served = partitions(SERVED)
     found = resolve_files(entries, served, SEGMENTS)
-    # gold (atom codes into data/served), typed and placed regions, the gold sources' segments, unreadable gold
-    write_resolved(RESOLVED, found)
-    gold, regions = found.gold, found.regions
-    qrels = gold.assign(atom_id=partition_ids(gold["atom"], served).to_numpy(), query_id=gold["query_id"].astype(str))
+    # the run's memory hits resolve by their provenance (bench/evaluation/memory_gold.py); codes after the served atoms'
+    memories, units, hits, replay = read_memories(MEMORIES)
+    mem = with_memories(entries, found.gold, found.segments, memories, units, hits, given_atoms=not replay.get("replay", False))
+    # gold (atom codes into data/served, memories after), typed and placed regions, the gold sources' segments, unreadable gold
+    write_resolved(RESOLVED, dataclasses.replace(found, gold=mem.gold))
+    write_memories(RESOLVED, mem, hits)
+    gold, regions = mem.gold, found.regions
+    qrels = gold.assign(atom_id=partition_ids(gold["atom"], served, mem.ids).to_numpy(), query_id=gold["query_id"].astype(str))
     write_text(REPORTS / "runs" / "dev.qrels", trec_qrels(qrels))
     missed = int((regions["n_atoms"] == 0).sum())
     click.echo(

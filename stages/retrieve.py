@@ -20,7 +20,7 @@ import click
 
 from bench.evaluation.retrieve_step import RetrievePaths, StepError, SystemPlaces, retrieve
 from bench.io import iter_jsonl
-from bench.project.layout import ATOMS, MANIFEST, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
+from bench.project.layout import ATOMS, MANIFEST, MEMORIES, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
 from bench.project.selection import config, mirror_roots
 from bench.systems.config import check_system
 
@@ -35,7 +35,8 @@ def main() -> None:
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
     places = SystemPlaces.of_project(ROOT, STORE, os.environ, mirror_roots(list(cfg.fetch.mirror_dirs), os.environ, ROOT),
                                      list(cfg.local_datasets))
-    paths = RetrievePaths(atoms=ATOMS, segments=SEGMENTS, manifest=MANIFEST, served=SERVED, runs=RUNS, dev_run=REPORTS / "runs" / "dev.run")
+    paths = RetrievePaths(atoms=ATOMS, segments=SEGMENTS, manifest=MANIFEST, served=SERVED, runs=RUNS, dev_run=REPORTS / "runs" / "dev.run",
+                          memories=MEMORIES)
     try:  # where: params executor, not a DVC param (it never changes a result)
         click.echo(retrieve(system, entries, paths=paths, places=places, where=cfg.executor))
     except StepError as exc:

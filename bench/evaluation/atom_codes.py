@@ -45,9 +45,13 @@ def _strings(values: pd.Series) -> pa.Array:
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
-def served_ids(frames: Mapping[str, pd.DataFrame]) -> pa.Array:
-    """Atom ids of the served table: modalities in name order, rows in frame order."""
+def served_ids(frames: Mapping[str, pd.DataFrame], memories: Sequence[str] = ()) -> pa.Array:
+    """Atom ids of the served table: modalities in name order, rows in frame order; then the
+    ids of a run's `memories` in code order (their codes follow the served atoms',
+    bench.evaluation.provenance)."""
     parts = [_strings(frames[m]["atom_id"]) for m in sorted(frames)]
+    if len(memories):
+        parts.append(pa.array(list(memories), type=pa.large_string()))
     return pa.concat_arrays(parts) if parts else pa.array([], type=pa.large_string())
 
 
@@ -71,14 +75,21 @@ def decode(codes: np.ndarray | pd.Series, table: pa.Array) -> pd.Series:
     return pd.Series(table.take(pa.array(arr)).to_pandas(types_mapper=None), dtype="str", name="atom_id")
 
 
-def partition_ids(codes: np.ndarray | pd.Series, served: Sequence[Partition]) -> pd.Series:
+def partition_ids(codes: np.ndarray | pd.Series, served: Sequence[Partition], memories: Sequence[str] = ()) -> pd.Series:
     """Atom-id strings of `codes`, read partition by partition (the ``atom_id`` column alone)
-    from the served partitions that hold them: for a writer that does not hold the served table."""
+    from the served partitions that hold them: for a writer that does not hold the served
+    table. A code past the served atoms names the run's memory of that row of `memories`
+    (their ids in code order)."""
     import pyarrow.parquet as pq
 
     arr = np.asarray(codes, dtype=np.int64)
     out = np.empty(len(arr), dtype=object)
     done = np.zeros(len(arr), dtype=bool)
+    first = sum(part.rows for part in served)
+    mem = np.flatnonzero((arr >= first) & (arr < first + len(memories)))
+    if len(mem):
+        out[mem] = np.asarray(list(memories), dtype=object)[arr[mem] - first]
+        done[mem] = True
     for part in served:
         mine = np.flatnonzero((arr >= part.offset) & (arr < part.offset + part.rows))
         if len(mine):

@@ -24,9 +24,10 @@ from bench.evaluation.blocks import BlockSource, FrameBlocks, query_positions
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.budget import budget_columns, budgets
-from bench.evaluation.measures.extent import amount_columns, atom_extents, atom_statistics, extent_columns
+from bench.evaluation.measures.extent import MemoryExtents, amount_columns, atom_extents, atom_statistics, extent_columns
 from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column, tied_positions
+from bench.evaluation.memory_report import MemoryInputs, memory_block
 from bench.evaluation.per_query import finish_per_query, query_block
 from bench.evaluation.power import mde_block
 from bench.evaluation.uncertainty import add_intervals
@@ -61,6 +62,8 @@ class EvalInputs:
     sha256: dict[str, Any]  # manifest, sets and split lock the run used
     #: where run and gold are read block by block (bench.evaluation.blocks); None: `run` and `gold` as one block
     source: BlockSource | None = None
+    #: the run's memories (bench.evaluation.memory_report): more rows of the atom table, after the served atoms
+    memories: MemoryInputs | None = None
 
     def blocks(self) -> BlockSource:
         if self.source is not None:
@@ -111,6 +114,8 @@ class RunDescription:
     isolation: str | None = None  # the sandbox's isolation, when the run recorded it
     split: str | None = None  # "test" for the acceptance
     abstains: bool = False  # the system abstained or declared it can (the record's; false recall reads it)
+    #: a replayed run: events sent and ingest_ms percentiles per modality (bench.evaluation.retrieve_step.replay_record)
+    replay: Mapping[str, Any] | None = None
 
     @classmethod
     def from_record(cls, system: Mapping[str, Any], chunking: Mapping[str, Any]) -> RunDescription:
@@ -119,7 +124,8 @@ class RunDescription:
         return cls(system=system["name"], depth=system["depth"], chunking=chunking, concurrency=system.get("concurrency", 1),
                    warm=system.get("warm", True), adapter=system.get("adapter", "builtin"),
                    warmup_queries=system.get("warmup_queries", 0), timeout_s=system.get("timeout_s"),
-                   latency=system.get("latency"), isolation=system.get("isolation"), abstains=bool(system.get("abstains", False)))
+                   latency=system.get("latency"), isolation=system.get("isolation"), abstains=bool(system.get("abstains", False)),
+                   replay={"events": system.get("events", 0), "ingest_ms": system.get("ingest", {})} if system.get("replay") else None)
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,8 @@ def _run_block(d: RunDescription, options: EvalOptions, table: pd.DataFrame, ent
         out["isolation"] = d.isolation
     if d.split is not None:
         out["split"] = d.split
+    if d.replay is not None:  # temporal correctness is 1.0 by construction for what it was sent (docs/systems.md, Replay)
+        out["replay"] = dict(d.replay)
     out["bootstrap"] = {"resamples": options.bootstrap_resamples, "seed": options.bootstrap_seed, "method": "percentile",
                         "confidence": 0.95, "over": "queries"}
     return out
@@ -200,11 +208,14 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     failed = inputs.failures["query_id"].astype(str).tolist()
     # row i = atom code i (bench.evaluation.atom_codes: modalities in name order)
     atoms = pd.concat([inputs.served[m][PER_QUERY_ATOM_COLUMNS] for m in sorted(inputs.served)], ignore_index=True)
-    atom_ext = atom_extents(inputs.served)
+    served_ext = atom_ext = atom_extents(inputs.served)
+    memories = None
+    if inputs.memories:  # memory codes follow the served atoms' (bench.evaluation.provenance)
+        atoms, atom_ext, memories = inputs.memories.joined(atoms, atom_ext)
     source = inputs.blocks()
     budget = options.budgets()
     parts = [evaluate_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, atom_ext, inputs.regions, k=k, failed=failed,
-                            responses=inputs.responses, budget=budget)
+                            responses=inputs.responses, budget=budget, memories=memories)
              for b in source.blocks(entries["query_id"].astype(str).tolist())]
     per_query = finish_per_query(_concat([p[0] for p in parts]), k=k, abstains=options.abstains,
                                  calibration_recall=options.calibration_recall, thresholds=options.thresholds)
@@ -226,19 +237,24 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     run_block = _run_block(description, options, per_query, entries, inputs.failures)
     run_block["budget"] = budget_record(budget, entries["modality"])
     doc = metrics_document(report, inputs.invalid, inputs.sha256, run_block)
-    doc.update({"atom_stats": atom_statistics(atom_ext, inputs.regions), "ties": tie_summary, "mde": mde_block(table, k)})
+    doc.update({"atom_stats": atom_statistics(served_ext, inputs.regions), "ties": tie_summary, "mde": mde_block(table, k)})
+    if inputs.memories:
+        doc["memories"] = memory_block(inputs.memories, entries, k)
     return EvalResult(doc, per_query, table, atom_ext, hits, source.block_count)
 
 
 def evaluate_block(entries: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, atoms: pd.DataFrame, atom_ext: pd.DataFrame,
                    regions: pd.DataFrame, *, k: int, failed: list[str], responses: pd.DataFrame,
-                   budget: Mapping[str, float | None] | None = None) -> tuple[pd.DataFrame, ...]:
+                   budget: Mapping[str, float | None] | None = None, memories: MemoryExtents | None = None) -> tuple[pd.DataFrame, ...]:
     """The per-query work of one block of entries (:func:`entries_frame` rows) and its run
     and gold rows (atoms as codes): (per_query.query_block rows, extent rows, ties, curve hits,
-    budget rows). ``budget``: modality -> amount (None: the modalities' defaults)."""
+    budget rows). ``budget``: modality -> amount (None: the modalities' defaults);
+    ``memories``: the run's memories, their codes after the served atoms' (their rows of
+    `atoms` and `atom_ext` too)."""
     part = query_block(entries, run, gold, atoms, k=k, failed=failed, responses=responses)
-    extents = extent_columns(entries, run, gold, regions, atom_ext, k=k, failed=failed)
-    budgeted = budget_columns(entries, run, gold, regions, atom_ext, budget=budgets() if budget is None else budget, failed=failed)
+    extents = extent_columns(entries, run, gold, regions, atom_ext, k=k, failed=failed, memories=memories)
+    budgeted = budget_columns(entries, run, gold, regions, atom_ext, budget=budgets() if budget is None else budget, failed=failed,
+                              memories=memories)
     ties = tied_positions(run, k)
     return part, extents, ties, curve_hits(run, gold, failed), budgeted
 

@@ -15,7 +15,18 @@ the evaluate stage reads these files and never the segment store or the resoluti
 ``segments.parquet``        the gold sources' segments (the report's pictures read them)
 ``unreadable_gold.json``    answerable entries whose gold holds no text to find
                             (``Modality.unreadable_gold``), or null
+``memories.parquet``        one row per memory of the run (:data:`MEMORY_ROW_COLUMNS`; empty
+                            without memory hits): its code after the served atoms', holder,
+                            time, text, citations and their support
+``memory_units.parquet``    every unit the run's memories cite, judged (bench.evaluation.support)
+``memory_boxes.parquet``    the credited units' boxes in gold sources (atom = the memory's code)
+``memory_hits.parquet``     query_id, rank, atom of every memory hit of the run
 ==========================  =====================================================================
+
+The gold rows of memory hits (resolved by provenance, bench.evaluation.memory_gold) are
+rows of ``gold.parquet`` like the atoms'; the memory files are written by
+bench.evaluation.memory_gold.write_memories and read by
+bench.evaluation.memory_report.load_memory_inputs.
 """
 
 from __future__ import annotations
@@ -27,9 +38,12 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["GOLD_FILE", "Resolved", "ResolvedRegions", "read_regions", "write_resolved"]
+__all__ = ["GOLD_FILE", "MEMORY_ROW_COLUMNS", "Resolved", "ResolvedRegions", "read_regions", "write_resolved"]
 
 GOLD_FILE, REGIONS, SEGMENTS, UNREADABLE = "gold.parquet", "regions.parquet", "segments.parquet", "unreadable_gold.json"
+#: one row per memory (memories.parquet, bench.evaluation.memory_gold.memory_rows): what the evaluation and the report read
+MEMORY_ROW_COLUMNS = ["atom", "memory_id", "text", "provenance", "holder", "observed_at", "text_chars", "citations",
+                      "citations_supported", "units", "units_judged", "units_supported", "units_credited", "modalities"]
 
 
 @dataclass(frozen=True)

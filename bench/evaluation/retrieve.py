@@ -19,7 +19,11 @@ Robustness rules (docs/systems.md):
   timeout on every remaining query;
 * warm-up: before the timed run the first `warmup` queries are sent once each
   (spread over the channels), their answers checked and thrown away, their time
-  not recorded. Then every query is sent and timed.
+  not recorded. Then every query is sent and timed;
+* a memory hit's citations are checked against the corpus as the answers come
+  (bench.evaluation.provenance.CitationCheck): a malformed memory stops the run too;
+* a system that asked for replay is sent the corpus as events interleaved with the
+  queries, over one channel, without warm-up (bench.evaluation.replayed).
 
 Latency is the wall clock around the adapter call only (send, wait, receive and
 decode), measured by the harness; checking the answer is not timed. The index
@@ -29,6 +33,7 @@ before and is not timed either.
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import time
@@ -41,14 +46,17 @@ import numpy as np
 import pandas as pd
 
 from bench import progress
-from bench.systems import Query, Response
+from bench.evaluation.replayed import ReplayError, no_ingest, replay_queries
+from bench.systems import MemoryHit, Query, Response
 from bench.systems.adapters import Adapter, Channel, SystemCrash, SystemTimeout
 from bench.systems.protocol import MalformedResponse, parse_response, request_of
 
 if TYPE_CHECKING:
     from bench.executor import Executor
 
-RUN_COLUMNS = ["query_id", "rank", "atom_id", "score"]
+RUN_COLUMNS = ["query_id", "rank", "atom_id", "score"]  # atom_id: the memory_id of a memory hit
+#: one row per memory hit of the run (docs/systems.md, *Memory hits*)
+MEMORY_COLUMNS = ["query_id", "rank", "memory_id", "text", "provenance"]
 LATENCY_COLUMNS = ["query_id", "latency_ms", "n_returned", "abstain", "confidence"]
 FAILURE_COLUMNS = ["query_id", "modality", "kind", "message", "elapsed_ms"]
 #: timed queries in a row that may time out or crash before the run stops (docs/systems.md)
@@ -86,6 +94,8 @@ class RunResult:
     latency: pd.DataFrame  # per answered query: query_id, latency_ms, n_returned, abstain, confidence
     failures: pd.DataFrame  # per failed query: query_id, modality, kind (timeout|crash), message, elapsed_ms
     info: dict[str, Any] = field(default_factory=dict)
+    memories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MEMORY_COLUMNS))  # memory hits (MEMORY_COLUMNS)
+    ingest: pd.DataFrame = field(default_factory=no_ingest)  # replay: one row per event sent (INGEST_COLUMNS)
 
     @property
     def failed(self) -> list[str]:
@@ -154,6 +164,8 @@ class DaskPythonAdapter:
         self.name: str = inner.name
         self.abstains: bool = inner.abstains
         self.isolation: str = inner.isolation
+        self.replay: bool = False  # a replayed system is never sent to the workers
+        self.given_atoms: bool = True
         self.client = client
         self.system_ref = client.scatter(inner.system, broadcast=True, hash=False)
 
@@ -208,7 +220,8 @@ class _Streak:
                 f"instead of waiting out every query; {len(self.failed)} failed so far: {shown}")
 
 
-def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str, clock: Callable[[], float]) -> _Outcome:
+def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str,
+          clock: Callable[[], float], check: Callable[[MemoryHit], None] | None = None) -> _Outcome:
     channel = pool.get()
     try:
         prepare = getattr(channel, "prepare", None)
@@ -232,9 +245,20 @@ def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, k
         pool.put(channel)
     try:
         response = parse_response(raw, k, known, expect_id=request["id"])
+        if check is not None:  # each memory's citations against the corpus (bench.evaluation.provenance)
+            for rank, hit in enumerate(response.hits, start=1):
+                if isinstance(hit, MemoryHit):
+                    check_memory(check, hit, rank)
     except MalformedResponse as exc:
         raise ValueError(f"{label}: malformed response: {exc}") from None
     return _Outcome(response, elapsed)
+
+
+def check_memory(check: Callable[[MemoryHit], None], hit: MemoryHit, rank: int) -> None:
+    try:
+        check(hit)
+    except MalformedResponse as exc:
+        raise MalformedResponse(f"hit {rank} (memory {hit.memory_id}): {exc}") from None
 
 
 def run_queries(
@@ -249,6 +273,8 @@ def run_queries(
     clock: Callable[[], float] = time.perf_counter,
     executor: Executor | None = None,
     max_consecutive_failures: int | None = MAX_CONSECUTIVE_FAILURES,
+    events: Callable[[], pd.DataFrame] | None = None,
+    check_memory: Callable[[MemoryHit], None] | None = None,
 ) -> RunResult:
     """Send every entry's query through `adapter`; see the module docstring for the rules.
 
@@ -256,24 +282,40 @@ def run_queries(
     (DaskPythonAdapter), with at least one query in flight per worker; the answers are
     the same, only latency (timed on the worker) may differ. After
     `max_consecutive_failures` timed queries in a row time out or crash (None: never),
-    no further query is sent and ConsecutiveFailures names the failed queries so far."""
+    no further query is sent and ConsecutiveFailures names the failed queries so far.
+
+    A system that opted in to replay (``adapter.replay`` once its channel is open) is sent
+    `events()` (bench.systems.replay.event_stream) interleaved with the queries
+    (bench.evaluation.replayed), over one channel and without warm-up. `check_memory`
+    checks each memory hit's citations against the corpus (MalformedResponse)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
-    adapter, concurrency, answered_on = _on_executor(adapter, executor, concurrency)
+    if not getattr(adapter, "replay", False):
+        adapter, concurrency, answered_on = _on_executor(adapter, executor, concurrency)
+    else:
+        answered_on = "here"
     known = known_atoms if known_atoms is None or isinstance(known_atoms, (set, frozenset)) else set(known_atoms)
     pool: queue.Queue[Channel] = queue.Queue()
     channels: list[Channel] = []
+    ingest = no_ingest()
     try:
         for _ in range(concurrency):
             channel = adapter.open()
             channels.append(channel)
             pool.put(channel)
+            if getattr(adapter, "replay", False):
+                break  # replay: one channel (refused below when more were asked for)
+        replay = bool(getattr(adapter, "replay", False))
+        if replay:
+            replay_refusal(adapter, concurrency, events)
+            if not getattr(adapter, "given_atoms", True):
+                known = frozenset()  # it was handed no atoms: it can name none
         requests = [request_of(query_of(e, k), f"r{i + 1}") for i, e in enumerate(entries)]
-        n_warm = min(warmup, len(entries))
+        n_warm = 0 if replay else min(warmup, len(entries))
         warm_requests = [{**requests[i], "id": f"w{i + 1}"} for i in range(n_warm)]
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bench-query") as pool_exec:
             warm = list(pool_exec.map(
-                lambda i: _call(pool, warm_requests[i], timeout_s, k, known, f"warm-up query {entries[i]['query_id']}", clock),
+                lambda i: _call(pool, warm_requests[i], timeout_s, k, known, f"warm-up query {entries[i]['query_id']}", clock, check_memory),
                 range(n_warm),
             ))
             warm_failed = [o for o in warm if o.kind is not None]
@@ -285,31 +327,23 @@ def run_queries(
                 def timed(i: int) -> _Outcome:
                     if streak.stopped:
                         return _Outcome(kind="skipped")
-                    outcome = _call(pool, requests[i], timeout_s, k, known, f"query {entries[i]['query_id']}", clock)
+                    outcome = _call(pool, requests[i], timeout_s, k, known, f"query {entries[i]['query_id']}", clock, check_memory)
                     streak.record(entries[i]["query_id"], outcome.kind is not None)
                     bar.advance(failed=int(outcome.kind is not None))
                     return outcome
 
-                outcomes = list(pool_exec.map(timed, range(len(entries))))
+                if replay and events is not None:
+                    found, ingest = replay_queries(channels[0], events(), entries, timed, timeout_s=timeout_s, clock=clock,
+                                                   event_file=getattr(adapter, "event_file", None), stopped=lambda: streak.stopped)
+                    outcomes = [o if o is not None else _Outcome(kind="skipped") for o in found]
+                else:
+                    outcomes = list(pool_exec.map(timed, range(len(entries))))
             streak.raise_if_stopped()
     finally:
         for channel in channels:
             channel.close()
-
-    run_rows: list[tuple[str, int, str, float]] = []
-    lat_rows: list[tuple[str, float, int, bool, float | None]] = []
-    fail_rows: list[tuple[str, str, str, str, float]] = []
-    for entry, outcome in zip(entries, outcomes, strict=True):
-        qid = entry["query_id"]
-        if outcome.response is None:
-            fail_rows.append((qid, entry["modality"], str(outcome.kind), outcome.message, outcome.elapsed_ms))
-            continue
-        resp = outcome.response
-        run_rows.extend((qid, rank, hit.atom_id, hit.score) for rank, hit in enumerate(resp.hits, start=1))
-        lat_rows.append((qid, outcome.elapsed_ms, len(resp.hits), resp.abstain, resp.confidence))
-    latency = pd.DataFrame(lat_rows, columns=LATENCY_COLUMNS)
-    latency["confidence"] = latency["confidence"].astype(float)
-    info = {
+    result = _assemble(entries, outcomes, ingest)
+    result.info = {
         "adapter": adapter.kind,
         "concurrency": concurrency,
         "timeout_s": timeout_s,
@@ -317,17 +351,58 @@ def run_queries(
         "warmup_failed": len(warm_failed),
         "warm": n_warm > 0 and len(warm_failed) < n_warm,
         "restarts": adapter.restarts(),
-        "in_flight": concurrency,  # channels: on Dask at least one per worker
+        "in_flight": len(channels) if replay else concurrency,  # channels: on Dask at least one per worker
         "answered_on": answered_on,
         "queries": len(entries),
-        "failed": len(fail_rows),
+        "failed": len(result.failures),
+        "replay": replay,
+        "given_atoms": bool(getattr(adapter, "given_atoms", True)),
     }
-    return RunResult(
-        pd.DataFrame(run_rows, columns=RUN_COLUMNS),
-        latency,
-        pd.DataFrame(fail_rows, columns=FAILURE_COLUMNS),
-        info,
-    )
+    return result
+
+
+def replay_refusal(adapter: Adapter, concurrency: int, events: Callable[[], pd.DataFrame] | None) -> None:
+    """A replayed system that was shown the atoms before its first event, asked for several
+    channels, or run where no event stream is available, is refused (ReplayError)."""
+    name = getattr(adapter, "name", "system")
+    if events is None:
+        raise ReplayError(f"system {name!r} asked for replay, but this run has no event stream")
+    if getattr(adapter, "given_atoms", False):
+        raise ReplayError(f"system {name!r} asked for replay in its ready line, but its command line names {{atoms}}: it was "
+                          "handed every atom before its first event; drop {atoms} from system.entry so that it is shown only the past")
+    if concurrency != 1:
+        raise ReplayError(f"system {name!r} asked for replay, but system.concurrency is {concurrency}: the stream goes over "
+                          "one channel; set system.concurrency: 1")
+
+
+def _assemble(entries: list[dict], outcomes: list[_Outcome], ingest: pd.DataFrame) -> RunResult:
+    """The run, latency, failures, memory and ingest frames of the outcomes, in entry order."""
+    run_rows: list[tuple[str, int, str, float]] = []
+    lat_rows: list[tuple[str, float, int, bool, float | None]] = []
+    fail_rows: list[tuple[str, str, str, str, float]] = []
+    mem_rows: list[tuple[str, int, str, str, str]] = []
+    for entry, outcome in zip(entries, outcomes, strict=True):
+        qid = entry["query_id"]
+        if outcome.response is None:
+            fail_rows.append((qid, entry["modality"], str(outcome.kind), outcome.message, outcome.elapsed_ms))
+            continue
+        resp = outcome.response
+        for rank, hit in enumerate(resp.hits, start=1):
+            hit_id = hit.memory_id if isinstance(hit, MemoryHit) else hit.atom_id
+            run_rows.append((qid, rank, hit_id, hit.score))
+            if isinstance(hit, MemoryHit):
+                mem_rows.append((qid, rank, hit.memory_id, hit.text, provenance_json(hit)))
+        lat_rows.append((qid, outcome.elapsed_ms, len(resp.hits), resp.abstain, resp.confidence))
+    latency = pd.DataFrame(lat_rows, columns=LATENCY_COLUMNS)
+    latency["confidence"] = latency["confidence"].astype(float)
+    return RunResult(pd.DataFrame(run_rows, columns=RUN_COLUMNS), latency, pd.DataFrame(fail_rows, columns=FAILURE_COLUMNS), {},
+                     pd.DataFrame(mem_rows, columns=MEMORY_COLUMNS), ingest)
+
+
+def provenance_json(hit: MemoryHit) -> str:
+    """A memory's provenance as canonical JSON (sorted keys): equal provenance, equal text."""
+    return json.dumps([{"source_id": c.source_id, "extent": c.extent} for c in hit.provenance], sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
 
 
 def run_system(system: Any, entries: list[dict], k: int, **options: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -353,4 +428,4 @@ def trec_qrels(gold: pd.DataFrame) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-__all__ = ["RUN_COLUMNS", "LATENCY_COLUMNS", "FAILURE_COLUMNS", "SYSTEM_COLUMNS", "RunResult", "latency_percentiles", "query_of", "run_queries", "run_system", "trec_run", "trec_qrels"]
+__all__ = ["RUN_COLUMNS", "LATENCY_COLUMNS", "FAILURE_COLUMNS", "MEMORY_COLUMNS", "SYSTEM_COLUMNS", "ReplayError", "RunResult", "latency_percentiles", "query_of", "run_queries", "run_system", "trec_run", "trec_qrels"]

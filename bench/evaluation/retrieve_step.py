@@ -15,15 +15,16 @@ when every query has been sent.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from bench.evaluation.retrieve import SYSTEM_COLUMNS, RunResult, latency_percentiles, run_queries, trec_run
+from bench.evaluation.retrieve import SYSTEM_COLUMNS, ReplayError, RunResult, latency_percentiles, run_queries, trec_run
 
 if TYPE_CHECKING:
     from bench.params import ExecutorParams, SystemParams
@@ -59,30 +60,41 @@ class SystemPlaces:
 class Ran:
     result: RunResult
     info: dict[str, Any] = field(default_factory=dict)  # the system.json record (isolation included)
+    citations: Any = None  # the run's bench.evaluation.provenance.CitationCheck (memory hits' units)
 
 
 def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.DataFrame], *, places: SystemPlaces,
-               segments: pd.DataFrame | None, manifest_rows: list[dict], executor: Any = None, isolation: Any = None) -> Ran:
+               segments: pd.DataFrame | Callable[[], pd.DataFrame | None] | None, manifest_rows: list[dict], executor: Any = None,
+               isolation: Any = None) -> Ran:
     """Open `cfg`'s system over the served atoms and send it `entries` (timed); StepError on any refusal or fault.
 
-    `info` holds what system.json records, `isolation` and `isolation_note` included;
-    `isolation` is a bench.systems.isolation.Isolation chosen earlier (None: chosen here)."""
+    `segments` (or a function loading them, called when first needed) give a command
+    system its media, a replayed system its events and memory hits their citations'
+    units. `info` holds what system.json records, `isolation` and `isolation_note`
+    included; `isolation` is a bench.systems.isolation.Isolation chosen earlier (None: chosen here)."""
+    from bench.evaluation.provenance import CitationCheck
     from bench.systems import MissingExtra
     from bench.systems.adapters import SystemCrash
+    from bench.systems.replay import event_stream
     from bench.systems.sandbox import SandboxError
-    from bench.systems.session import open_system
+    from bench.systems.session import open_system, served_sources
 
     atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
+    corpus = functools.cache(segments if callable(segments) else lambda: segments)
+    check = CitationCheck(corpus)
     try:
         start = time.perf_counter()
-        with open_system(cfg, served, atoms, segments=segments if cfg.adapter == "command" else None,
-                         manifest_rows=manifest_rows if cfg.adapter == "command" else [], store=places.store, root=places.root,
+        command = cfg.adapter == "command"
+        with open_system(cfg, served, atoms, segments=corpus() if command else None,
+                         manifest_rows=manifest_rows if command else [], store=places.store, root=places.root,
                          temp_root=places.temp_root, protected=list(places.protected), host_env=places.host_env,
                          mirrors=places.mirrors, local_datasets=places.local_datasets, isolation=isolation) as opened:
             build_s = time.perf_counter() - start  # a Python system's index build (a command system starts in the run)
             start = time.perf_counter()
             result = run_queries(opened.adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, concurrency=cfg.concurrency,
-                                 warmup=cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)), executor=executor)
+                                 warmup=cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)), executor=executor,
+                                 events=lambda: event_stream(_loaded(corpus), [s for s, _, _ in served_sources(served)]),
+                                 check_memory=check)
             run_s = time.perf_counter() - start
             declared = bool(getattr(opened.adapter, "abstains", False))
             sandbox = opened.info
@@ -94,7 +106,14 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
         raise StepError(f"system {cfg.name!r} could not be started: {exc}") from None
     except (ValueError, RuntimeError) as exc:
         raise StepError(f"system {cfg.name!r}: {exc}") from None
-    return Ran(result, system_record(cfg, result, len(entries), len(atoms), sandbox, declared, build_s, run_s))
+    return Ran(result, system_record(cfg, result, len(entries), len(atoms), sandbox, declared, build_s, run_s), check)
+
+
+def _loaded(corpus: Callable[[], pd.DataFrame | None]) -> pd.DataFrame:
+    seg = corpus()
+    if seg is None:
+        raise ReplayError("a replayed system needs the corpus's segments; run the extract stage first")
+    return seg
 
 
 def system_record(cfg: SystemParams, result: RunResult, n_entries: int, n_atoms: int, sandbox: Mapping[str, Any],
@@ -110,7 +129,20 @@ def system_record(cfg: SystemParams, result: RunResult, n_entries: int, n_atoms:
         "sandbox": cfg.sandbox, "code": None if cfg.code is None else list(cfg.code),
         "abstains": declared or bool(result.latency["abstain"].any()), "abstains_declared": declared,
         "run_s": round(run_s, 3), "in_flight": result.info["in_flight"], "answered_on": result.info["answered_on"],
+        **replay_record(result),
     }
+
+
+def replay_record(result: RunResult) -> dict[str, Any]:
+    """system.json's replay fields: whether it was replayed, events sent, memory hits."""
+    out: dict[str, Any] = {"replay": bool(result.info.get("replay", False)), "given_atoms": bool(result.info.get("given_atoms", True)),
+                           "memory_hits": len(result.memories)}
+    if out["replay"]:
+        ingest = result.ingest
+        out["events"] = len(ingest)
+        out["ingest"] = {"overall": latency_percentiles(ingest["ingest_ms"]),
+                         **{str(m): latency_percentiles(g["ingest_ms"]) for m, g in ingest.groupby("modality", sort=True)}}
+    return out
 
 
 # --------------------------------------------------------------------------- the dev stage's step
@@ -124,6 +156,7 @@ class RetrievePaths:
     served: Path  # data/served
     runs: Path  # data/runs
     dev_run: Path  # reports/runs/dev.run
+    memories: Path  # data/memories: the run's memories, their cited units, replay.json
 
 
 def served_atoms(atoms_file: str | None, paths: RetrievePaths, root: Path) -> tuple[list[tuple[str, str, pd.DataFrame]] | None, dict]:
@@ -170,7 +203,8 @@ def write_served(parts: list[tuple[str, str, pd.DataFrame]] | None, paths: Retri
 
 def retrieve(cfg: SystemParams, entries: list[dict], *, paths: RetrievePaths, places: SystemPlaces, where: ExecutorParams) -> str:
     """The dev retrieve stage's step (`where`: params executor, checked); returns the summary line."""
-    from bench.evaluation.atom_codes import AtomCodeError, served_ids, to_codes
+    from bench.evaluation.atom_codes import AtomCodeError, served_ids
+    from bench.evaluation.provenance import coded_run
     from bench.executor import ExecutorError, open_executor, using
     from bench.ingest.corpus import Manifest, load_segments
     from bench.ingest.partitions import read_modalities
@@ -188,19 +222,25 @@ def retrieve(cfg: SystemParams, entries: list[dict], *, paths: RetrievePaths, pl
     command = cfg.adapter == "command"
     try:
         with open_executor(where.kind, where.address, where.workers) as ex, using(ex):
-            ran = run_system(cfg, entries, served, places=places, segments=load_segments(paths.segments) if command else None,
+            ran = run_system(cfg, entries, served, places=places, segments=lambda: load_segments(paths.segments),
                              manifest_rows=list(Manifest.load(paths.manifest).rows) if command else [], executor=ex, isolation=isolation)
     except ExecutorError as exc:
         raise StepError(str(exc)) from None
     info = {**ran.info, "atoms_source": provenance, "executor": where.kind}  # where the queries ran: never part of dev.json
-    try:  # atoms as integer codes into the served table, query ids categorical (bench/evaluation/atom_codes.py)
-        coded = to_codes(ran.result.run, served_ids(served), "run")
+    try:  # atoms as integer codes into the served table, memories after them, query ids categorical (bench/evaluation/atom_codes.py)
+        coded, memories = coded_run(ran.result.run, ran.result.memories, served_ids(served), ran.citations)
     except AtomCodeError as exc:
         raise StepError(f"system {cfg.name!r}: {exc}") from None
     write_parquet(paths.runs / "dev.parquet", coded)
     write_parquet(paths.runs / "latency.parquet", ran.result.latency)
     write_parquet(paths.runs / "failures.parquet", ran.result.failures)
+    write_parquet(paths.runs / "ingest.parquet", ran.result.ingest)
     write_json(paths.runs / "system.json", info)
+    write_parquet(paths.memories / "memories.parquet", memories.memories)
+    write_parquet(paths.memories / "units.parquet", memories.units)
+    mine = coded["atom"].to_numpy() >= len(served_ids(served))
+    write_parquet(paths.memories / "hits.parquet", coded.loc[mine, ["query_id", "rank", "atom"]].astype({"query_id": str}))
+    write_json(paths.memories / "replay.json", {"replay": info["replay"], "given_atoms": info["given_atoms"]})
     counts = pd.concat([f["modality"] for f in served.values()]).value_counts().sort_index()
     write_json(paths.served / "served.json", {**provenance, "atoms": {m: int(n) for m, n in counts.items()}})
     write_text(paths.dev_run, trec_run(ran.result.run, cfg.name.replace(" ", "_")))

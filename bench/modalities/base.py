@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from bench.modalities.boxes import PLACED
 from bench.modalities.overlap import pairs_frame
 
 SEGMENT_COLUMNS = ["source_id", "dataset", "modality", "seq", "text", "holder", "observed_at"]
@@ -174,6 +175,19 @@ class Modality:
         Raises ValueError (one line) when the extent does not fit the modality.
         """
         raise ValueError(f"the {self.name} modality does not take system-provided atoms")
+
+    # -- replay and memory citations (bench/systems/replay.py, bench/evaluation/provenance.py)
+    def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:
+        """One source's events for a replay, in order: its finest units (a turn, a page, a
+        cue, a file, a screenshot, a photo) as :func:`unit_frame` rows."""
+        raise NotImplementedError
+
+    def cited_units(self, extent: dict, segments: pd.DataFrame) -> pd.DataFrame:
+        """The units a memory's citation of `extent` (atom-extent terms) covers in one source,
+        as :func:`unit_frame` rows; each unit's extent is also a region of the modality (its
+        support is judged on its own text). Raises ValueError (one line) when the extent is
+        malformed or does not lie within the source."""
+        raise NotImplementedError
 
     # -- the report ----------------------------------------------------------------------
     def unreadable_gold(self, entries: list[dict], segments: pd.DataFrame) -> dict[str, Any] | None:
@@ -330,23 +344,6 @@ def assign_splits(groups: list[str], salt: str, test_share: float = TEST_SHARE) 
     return {g: ("test" if g in test else "dev") for g in unique}
 
 
-def leading_interval(boxes: np.ndarray, amounts: np.ndarray) -> np.ndarray:
-    """1-D atoms cut to their leading part: [x0, min(x1, x0 + amount)) of each box (the
-    cut of every modality whose extent runs along a line: characters in document order,
-    seconds in time order)."""
-    out = np.array(boxes, dtype=float, copy=True).reshape(-1, 4)
-    out[:, 1] = np.minimum(out[:, 1], out[:, 0] + np.clip(np.asarray(amounts, dtype=float), 0, None))
-    return out
-
-
-def interval_extents(x0: Any, x1: Any, part: Any = "") -> pd.DataFrame:
-    """Extent boxes of 1-D atoms: [x0, x1) on the line y = [0, 1) of `part`."""
-    lo = np.asarray(x0, dtype=float)
-    hi = np.asarray(x1, dtype=float)
-    parts = np.broadcast_to(np.asarray(part, dtype=object), lo.shape)
-    return pd.DataFrame({"part": parts, "x0": lo, "x1": hi, "y0": np.zeros_like(lo), "y1": np.ones_like(lo)})
-
-
 # -- vectorised overlap (gold resolution, see bench/evaluation/resolve.py) ----------------------
 
 def overlap_pairs_per_region(modality: Modality, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
@@ -373,25 +370,6 @@ def overlap_pairs_per_region(modality: Modality, regions: pd.DataFrame, atoms: p
     if not r_out:
         return pairs_frame([], [])
     return pairs_frame(np.concatenate(r_out), np.concatenate(a_out))
-
-
-PLACED = ["part", "x0", "x1", "y0", "y1"]
-
-
-def placed_frame(part: Any, x0: Any, x1: Any, y0: Any, y1: Any) -> pd.DataFrame:
-    """`Modality.place_regions`' frame from its columns (scalars broadcast)."""
-    x0 = np.asarray(x0, dtype=float)
-    n = len(x0)
-    return pd.DataFrame({"part": np.broadcast_to(np.asarray(part, dtype=object), (n,)).copy(), "x0": x0,
-                         "x1": np.broadcast_to(np.asarray(x1, dtype=float), (n,)).copy(),
-                         "y0": np.broadcast_to(np.asarray(y0, dtype=float), (n,)).copy(),
-                         "y1": np.broadcast_to(np.asarray(y1, dtype=float), (n,)).copy()}, columns=PLACED)
-
-
-def placed_spans(found: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> pd.DataFrame:
-    """Boxes of 1-D regions [lo, hi) on the line y = [0, 1) (part ""), NaN where not `found`."""
-    nan = np.where(found, 0.0, np.nan)
-    return placed_frame("", np.where(found, lo, np.nan), np.where(found, hi, np.nan), nan, nan + 1.0)
 
 
 def place_regions_per_region(modality: Modality, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
@@ -441,3 +419,15 @@ def source_size(segments: pd.DataFrame | None) -> tuple[int, int]:
     if segments is None or not len(segments) or "width" not in segments:
         return -1, -1
     return int(segments["width"].iloc[0]), int(segments["height"].iloc[0])
+
+
+UNIT_COLUMNS = ["extent", "text", "observed_at"]
+
+
+def unit_frame(extents: list[dict[str, Any]], texts: Any, observed: Any) -> pd.DataFrame:
+    """Units of one source (Modality.replay_units, cited_units): extent (a dict in atom-extent
+    terms, also a region), text, observed_at."""
+    frame = pd.DataFrame({"extent": pd.Series(extents, dtype=object), "text": [str(t) for t in texts]})
+    frame["observed_at"] = pd.to_datetime(pd.Series(list(observed), dtype=object), utc=True) if len(frame) else pd.Series(
+        [], dtype="datetime64[ns, UTC]")
+    return frame[UNIT_COLUMNS]

@@ -99,6 +99,11 @@ class Layout:
         return self.root / "data" / "resolved"
 
     @property
+    def memories(self) -> Path:
+        """data/memories: the run's memory hits, their cited units, replay.json (retrieve stage)."""
+        return self.root / "data" / "memories"
+
+    @property
     def reports(self) -> Path:
         return self.root / "reports"
 
@@ -128,6 +133,7 @@ ATOMS = HERE.atoms
 SERVED = HERE.served
 RUNS = HERE.runs
 RESOLVED = HERE.resolved
+MEMORIES = HERE.memories
 REPORTS = HERE.reports
 
 

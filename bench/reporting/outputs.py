@@ -61,15 +61,17 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
         f"false recall and recall@{k} against the calibration share of a top-1 score threshold (grey: metrics.calibration_recall)":
             threshold_svg(thresholds.loc[thresholds["modality"] != "overall"], k, calibration_recall),
     }
-    # row i of the served atoms in modality-name order is atom code i, as of the atom extents
-    atoms_info = pd.concat([inputs.served[m][["atom_id", "source_id", "text", "extent"]] for m in sorted(inputs.served)], ignore_index=True)
+    # row i of the served atoms in modality-name order is atom code i, as of the atom extents; a run's memories after them
+    memories = inputs.memories if inputs.memories else None
+    atoms_info = pd.concat([*(inputs.served[m][["atom_id", "source_id", "text", "extent"]] for m in sorted(inputs.served)),
+                            *([memories.info()] if memories is not None else [])], ignore_index=True)
     atoms_info["amount"] = result.atom_extents["extent"].to_numpy(float)
     # the drill-down's queries are chosen from the per-query table alone; then only their run and gold rows are
     # read, and their atom codes named (the one place the report decodes them)
     source = inputs.blocks()
     shown = drilldown(inputs.entries, full, _no_rows(RUN_COLS), _no_rows(GOLD_COLS), inputs.regions, atoms_info.iloc[:0], k=k)
     wanted = [q["query_id"] for m in shown["modalities"].values() for q in m["queries"]]
-    table = served_ids(inputs.served)
+    table = served_ids(inputs.served, memories.ids if memories is not None else ())
     run, gold = (with_atom_ids(rows, table) for rows in source.rows_of(wanted))
     drill = drilldown(inputs.entries, full, run, gold, inputs.regions, atoms_info, k=k)
     pics = pictures(drill, corpus, inputs.gold_segments)

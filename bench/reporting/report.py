@@ -11,6 +11,7 @@ from bench.evaluation.measures import by_name, measures
 from bench.modalities import unreadable_gold_lines
 from bench.modalities.derived import is_derived
 from bench.modalities.ocr import accuracy_line
+from bench.reporting.memories import memory_sections
 from bench.reporting.verdict import bought, rules_text
 
 UNANSWERABLE_TARGET = 0.15
@@ -345,6 +346,7 @@ def markdown(
          "A failed query stays in every denominator and counts as the worst case."),
         "",
         *system_section(run),
+        *memory_sections(doc),
         *false_recall_section(run),
         "## Overall",
         "",

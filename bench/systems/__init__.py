@@ -14,6 +14,7 @@ built-in systems are Python entry points listed in `BUILTINS`.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,16 +38,54 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class Citation:
+    """One piece of a memory's provenance: a region of a source, in the modality's atom-extent terms."""
+
+    source_id: str
+    extent: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    """A memory the system wrote, named instead of a served atom (docs/systems.md, *Memory hits*).
+
+    Gold resolves through its provenance: a citation counts where the memory's text is
+    supported by the cited units' own text (bench/evaluation/support.py)."""
+
+    memory_id: str
+    score: float
+    text: str
+    provenance: tuple[Citation, ...]
+
+
+@dataclass(frozen=True)
 class Response:
     """What a system answers: ranked hits, and optionally that it abstains and how sure it is."""
 
-    hits: list[Hit] = field(default_factory=list)
+    hits: Sequence[Hit | MemoryHit] = field(default_factory=list)
     abstain: bool = False
     confidence: float | None = None
 
 
 class System(Protocol):
     name: str
+
+    def search(self, query: Query) -> list[Hit] | Response: ...
+
+
+class Replayed(Protocol):
+    """A system that is shown the corpus as a stream (docs/systems.md, *Replay*).
+
+    The python adapter replays a system whose factory has ``replay = True``: the factory
+    is called with no atoms (an empty frame of the usual columns), then ``observe(event)``
+    gets every event (a dict: event, source_id, modality, extent, text, observed_at,
+    holder, source_file) in order, each query coming after every event at or before its
+    ``as_of``. ``observe`` returns nothing; raising fails the event and stops the run.
+    Any adapter written in Python (bench.systems.adapters) can speak it."""
+
+    replay: bool
+
+    def observe(self, event: dict[str, Any]) -> None: ...
 
     def search(self, query: Query) -> list[Hit] | Response: ...
 

@@ -10,6 +10,13 @@ response (a decoded JSON value), or raises:
   with an error status. A command system is restarted before its next query.
 
 Malformed answers are checked by the caller (protocol.parse_response).
+
+Replay (docs/systems.md, *Replay*): an adapter whose system opted in has ``replay``
+True once its first channel is open (a command system's ready line, the python factory's
+``replay = True``, an HTTP server's answer to the hello), and each channel's
+``observe(event, timeout)`` hands it one event, raising SystemTimeout, SystemCrash or
+EventRefused (the answer was not ``{"event": id, "ok": true}``). ``given_atoms`` says
+whether the system was handed the served atoms before its first event.
 """
 
 from __future__ import annotations
@@ -27,91 +34,22 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
-from bench.systems import System
-from bench.systems.protocol import MalformedResponse, query_of_request, response_to_json
+from bench.systems.inprocess import (
+    Adapter,
+    Channel,
+    EventRefused,
+    PythonAdapter,
+    PythonChannel,
+    SystemCrash,
+    SystemTimeout,
+)
+from bench.systems.protocol import MalformedResponse, event_reply_problem
 
-
-class SystemTimeout(Exception):
-    """The system did not answer within the per-query timeout."""
-
-
-class SystemCrash(Exception):
-    """The system failed to answer: it exited, raised or returned an error status."""
-
-
-class Channel(Protocol):
-    def call(self, request: dict[str, Any], timeout: float) -> Any: ...
-
-    def close(self) -> None: ...
-
-
-class Adapter(Protocol):
-    kind: str
-    name: str
-    abstains: bool  # the system declared that it abstains (ready line, attribute)
-    isolation: str  # bwrap | process (command systems); none (in-process, the user's HTTP server)
-
-    def open(self) -> Channel: ...
-
-    def restarts(self) -> int: ...
-
-
-# --------------------------------------------------------------------------- python
-
-
-class PythonChannel:
-    """Calls `system.search(Query)` in a helper thread so a slow call can time out.
-
-    An in-process call that times out cannot be interrupted: its thread is left to
-    finish in the background and its result is thrown away. Use the command adapter
-    when a system must be killable.
-    """
-
-    def __init__(self, system: System) -> None:
-        self.system = system
-
-    def call(self, request: dict[str, Any], timeout: float) -> Any:
-        query = query_of_request(request)
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["result"] = self.system.search(query)
-            except BaseException as exc:
-                box["error"] = exc
-
-        worker = threading.Thread(target=target, name="system-call", daemon=True)
-        worker.start()
-        worker.join(timeout)
-        if worker.is_alive():
-            raise SystemTimeout(f"no answer within {timeout:g} s")
-        if "error" in box:
-            exc = box["error"]
-            raise SystemCrash(f"raised {type(exc).__name__}: {exc}")
-        return response_to_json(box["result"], request["id"])
-
-    def close(self) -> None:
-        return None
-
-
-class PythonAdapter:
-    kind = "python"
-
-    def __init__(self, system: System, entry: str) -> None:
-        self.system = system
-        self.entry = entry
-        self.name = str(getattr(system, "name", entry))
-        self.abstains = getattr(system, "abstains", False) is True
-        self.isolation = "none"
-
-    def open(self) -> PythonChannel:
-        return PythonChannel(self.system)
-
-    def restarts(self) -> int:
-        return 0
+__all__ = ["Adapter", "Channel", "CommandAdapter", "CommandChannel", "EventRefused", "HttpAdapter", "HttpChannel", "PythonAdapter",
+           "PythonChannel", "SystemCrash", "SystemTimeout", "loopback_url", "wait_for_port"]
 
 
 # --------------------------------------------------------------------------- command
@@ -143,6 +81,7 @@ class CommandChannel:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.started = 0
         self.warmup: list[dict[str, Any]] = []  # warm-up requests (ids "w..."), replayed after a restart
+        self.events: list[dict[str, Any]] = []  # replay: the events sent so far, sent again after a restart
         self.timed = False  # a timed request was sent: the warm-up is over
         self.last_timeout = startup_timeout
 
@@ -219,7 +158,7 @@ class CommandChannel:
         return self.proc is not None and self.proc.poll() is None
 
     def prepare(self) -> None:
-        """Start the process again if it died, and replay the warm-up (never timed)."""
+        """Start the process again if it died, and replay the warm-up and the events sent so far (never timed)."""
         if self.alive():
             return
         self.kill()
@@ -230,6 +169,27 @@ class CommandChannel:
             except (SystemTimeout, SystemCrash, MalformedResponse) as exc:
                 self.kill()
                 raise SystemCrash(f"restarted, but its warm-up failed: {exc}") from None
+        for event in self.events:
+            try:
+                problem = event_reply_problem(self._exchange({"observe": event}, self.last_timeout), event["event"])
+            except (SystemTimeout, SystemCrash, MalformedResponse) as exc:
+                problem = str(exc)
+            if problem:
+                self.kill()
+                raise SystemCrash(f"restarted, but replaying event {event['event']} to it failed: {problem}")
+
+    def observe(self, event: dict[str, Any], timeout: float) -> None:
+        """Send one event; it is sent again to a restarted process before its next call."""
+        self.last_timeout = timeout
+        self.timed = True
+        self.prepare()
+        self.events.append(event)
+        try:
+            reply = self._exchange({"observe": event}, timeout)
+        except MalformedResponse as exc:
+            raise EventRefused(str(exc)) from None
+        if problem := event_reply_problem(reply, event["event"]):
+            raise EventRefused(problem)
 
     def _exchange(self, request: dict[str, Any], timeout: float) -> Any:
         proc = self.proc
@@ -279,7 +239,7 @@ class CommandAdapter:
 
     def __init__(
         self, argv: list[str], name: str, cwd: Path | None = None, startup_timeout: float = 600.0,
-        env: dict[str, str] | None = None, isolation: str = "process",
+        env: dict[str, str] | None = None, isolation: str = "process", given_atoms: bool = True,
     ) -> None:
         if not argv:
             raise ValueError("system.entry: the command is empty")
@@ -290,6 +250,9 @@ class CommandAdapter:
         self.isolation = isolation
         self.startup_timeout = startup_timeout
         self.abstains = False  # set when a ready line says {"abstains": true}
+        self.replay = False  # set when a ready line says {"replay": true}
+        self.given_atoms = given_atoms  # its command line names {atoms}: atoms and media laid out before it starts
+        self.event_file: Callable[[dict[str, Any], str], str] | None = None  # replay: places an event's source file
         self._restarts = 0
         self._lock = threading.Lock()
 
@@ -300,6 +263,8 @@ class CommandAdapter:
     def _ready(self, line: dict) -> None:
         if line.get("abstains") is True:
             self.abstains = True
+        if line.get("replay") is True:
+            self.replay = True
 
     def open(self) -> CommandChannel:
         channel = CommandChannel(self.argv, self.cwd, self.startup_timeout, self._count, self.env, self._ready)
@@ -339,6 +304,15 @@ class HttpChannel:
     def __init__(self, host: str, port: int, path: str) -> None:
         self.host, self.port, self.path = host, port, path
         self.conn: http.client.HTTPConnection | None = None
+
+    def observe(self, event: dict[str, Any], timeout: float) -> None:
+        """POST one event; the reply body must be {"event": id, "ok": true}."""
+        try:
+            reply = self.call({"observe": event}, timeout)
+        except MalformedResponse as exc:
+            raise EventRefused(str(exc)) from None
+        if problem := event_reply_problem(reply, event["event"]):
+            raise EventRefused(problem)
 
     def call(self, request: dict[str, Any], timeout: float) -> Any:
         """One POST under a total deadline: a server that trickles bytes is cut off at `timeout`."""
@@ -396,14 +370,34 @@ class HttpChannel:
 class HttpAdapter:
     kind = "http"
 
-    def __init__(self, url: str, name: str) -> None:
+    def __init__(self, url: str, name: str, hello_timeout: float = 30.0) -> None:
         self.host, self.port, self.path = loopback_url(url)
         self.url = url
         self.name = name
-        self.abstains = False  # an HTTP system declares abstention per response
+        self.abstains = False  # declared per response, or in its answer to the hello
         self.isolation = "none"  # the user's own server: not sandboxed
+        self.replay = False  # declared in its answer to the hello
+        self.given_atoms = False  # the harness hands an HTTP server nothing: what it loaded is its own
+        self.hello_timeout = hello_timeout
+        self._greeted = False
+
+    def _hello(self, channel: HttpChannel) -> None:
+        """POST {"hello": true} once: an answer {"ready": true, ...} declares "replay" and "abstains";
+        any other answer (an error status, a response, a timeout) means a plain query server."""
+        try:
+            reply = channel.call({"hello": True}, self.hello_timeout)
+        except (SystemTimeout, SystemCrash, MalformedResponse):
+            return
+        finally:
+            channel.close()  # its own connection: a server that mishandles it leaves the queries' connections alone
+        if isinstance(reply, dict) and reply.get("ready") is True:
+            self.replay = reply.get("replay") is True
+            self.abstains = self.abstains or reply.get("abstains") is True
 
     def open(self) -> HttpChannel:
+        if not self._greeted:
+            self._greeted = True
+            self._hello(HttpChannel(self.host, self.port, self.path))
         return HttpChannel(self.host, self.port, self.path)
 
     def restarts(self) -> int:

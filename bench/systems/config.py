@@ -71,18 +71,33 @@ def declares_abstention(*objects: Any) -> bool:
     return any(getattr(o, "abstains", False) is True for o in objects)
 
 
+def names_atoms(cfg: SystemParams) -> bool:
+    """A command line that names {atoms} is given the served atoms and their media before it
+    starts; one that does not starts with an empty corpus folder (a replayed system)."""
+    return any("{atoms}" in arg for arg in shlex.split(cfg.entry or ""))
+
+
 def make_adapter(cfg: SystemParams, atoms: Any, launch: Launch | None = None) -> Adapter:
     """Build the adapter `cfg` asks for. Python systems are built here (index build happens now).
 
-    A command system needs its `launch` (bench.systems.sandbox.prepare_launch): the
-    command line (maybe inside bwrap), its scrubbed environment and working folder.
+    A python factory with ``replay = True`` is called with no atoms (an empty frame of the
+    same columns): it learns the corpus from the replayed events only. A command system
+    needs its `launch` (bench.systems.sandbox.prepare_launch): the command line (maybe
+    inside bwrap), its scrubbed environment and working folder.
     """
     if cfg.adapter in ("builtin", "python"):
         entry = cfg.name if cfg.adapter == "builtin" else str(cfg.entry)
-        system = build_system(entry, atoms)
-        adapter = PythonAdapter(system, entry)
+        factory = load_entry_point(entry)
+        replay = getattr(factory, "replay", False) is True
+        system = build_system(entry, atoms.iloc[0:0] if replay else atoms)
+        if getattr(system, "replay", False) is True and not replay:
+            raise ValueError(f"system {entry!r} has replay = True but its factory does not: declare it on the factory "
+                             "(a class attribute, or factory.replay = True), so that it is built without the future")
+        if replay and not callable(getattr(system, "observe", None)):
+            raise ValueError(f"system {entry!r}: its factory declares replay = True, but the system has no observe(event) method")
+        adapter = PythonAdapter(system, entry, replay=replay)
         adapter.name = cfg.name
-        adapter.abstains = declares_abstention(system, load_entry_point(entry))
+        adapter.abstains = declares_abstention(system, factory)
         return adapter
     if cfg.adapter in FRAMEWORKS:
         return framework_adapter(cfg.adapter, str(cfg.entry), cfg.name, atoms)
@@ -90,5 +105,5 @@ def make_adapter(cfg: SystemParams, atoms: Any, launch: Launch | None = None) ->
         if launch is None:
             raise ValueError("a command system needs its launch (working folder and environment)")
         return CommandAdapter(launch.argv, cfg.name, cwd=launch.cwd, startup_timeout=cfg.startup_timeout_s,
-                              env=launch.env, isolation=launch.isolation)
-    return HttpAdapter(str(cfg.entry), cfg.name)
+                              env=launch.env, isolation=launch.isolation, given_atoms=names_atoms(cfg))
+    return HttpAdapter(str(cfg.entry), cfg.name, hello_timeout=cfg.timeout_s)

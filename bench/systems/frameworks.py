@@ -289,6 +289,8 @@ class FrameworkAdapter:
         self.name = name
         self.abstains = abstains
         self.isolation = "none"
+        self.replay = False  # a framework's retriever is built over the served atoms: never replayed
+        self.given_atoms = True
         self.score_mode = ScoreMode()
 
     def open(self) -> FrameworkChannel:

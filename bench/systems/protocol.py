@@ -15,7 +15,17 @@ Response:
 
 `hits` is ranked best first (at most k, distinct atom ids the harness knows, finite
 scores that never increase down the list); `abstain` and `confidence` are optional.
-Any other shape is malformed and stops the run with an error naming the query.
+A hit may instead name a memory the system wrote (docs/systems.md, *Memory hits*):
+
+    {"memory_id": "m77", "score": 3.2, "text": "...",
+     "provenance": [{"source_id": "locomo:conv-26:session-1", "extent": {"turn": 3}}, ...]}
+
+Any other shape is malformed and stops the run with an error naming the query. Whether
+each citation's source exists and its extent lies in it is checked against the corpus
+by the caller (bench.evaluation.provenance.CitationCheck).
+
+Replay (docs/systems.md, *Replay*): an event is sent as ``{"observe": {...}}`` and
+answered by ``{"event": "<its id>", "ok": true}`` (:func:`event_reply_problem`).
 """
 
 from __future__ import annotations
@@ -28,11 +38,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.systems import Hit, Query, Response
+from bench.annotations.schema import id_problem
+from bench.systems import Citation, Hit, MemoryHit, Query, Response
 
 REQUEST_KEYS = ("id", "question", "as_of", "scope", "k")
 SCOPE_KEYS = ("holder", "session", "scenario")
 RESPONSE_KEYS = frozenset({"id", "hits", "abstain", "confidence"})
+ATOM_HIT_KEYS = frozenset({"atom_id", "score"})
+MEMORY_HIT_KEYS = frozenset({"memory_id", "score", "text", "provenance"})
+CITATION_KEYS = frozenset({"source_id", "extent"})
+#: bounds of one memory hit (docs/bad-input.md): citations, and characters of its text
+MAX_CITATIONS = 1000
+MAX_MEMORY_TEXT = 100_000
 
 
 class MalformedResponse(ValueError):
@@ -62,16 +79,26 @@ def query_of_request(request: dict[str, Any]) -> Query:
     )
 
 
+def hit_to_json(hit: Any) -> Any:
+    """A Hit or MemoryHit as its wire dict; anything else (a plain dict) as it is."""
+    if isinstance(hit, Hit):
+        return {"atom_id": hit.atom_id, "score": hit.score}
+    if isinstance(hit, MemoryHit):
+        return {"memory_id": hit.memory_id, "score": hit.score, "text": hit.text,
+                "provenance": [{"source_id": c.source_id, "extent": c.extent} for c in hit.provenance]}
+    return hit
+
+
 def response_to_json(result: Any, request_id: str | None = None) -> dict[str, Any]:
-    """A Python system's answer (list of Hit, Response or a response dict) as a wire response."""
+    """A Python system's answer (list of Hit / MemoryHit / wire dicts, Response or a response dict) as a wire response."""
     if isinstance(result, dict):
         out = dict(result)
     elif isinstance(result, Response):
-        out = {"hits": [{"atom_id": h.atom_id, "score": h.score} for h in result.hits], "abstain": result.abstain}
+        out = {"hits": [hit_to_json(h) for h in result.hits], "abstain": result.abstain}
         if result.confidence is not None:
             out["confidence"] = result.confidence
     elif isinstance(result, (list, tuple)):
-        out = {"hits": [{"atom_id": h.atom_id, "score": h.score} if isinstance(h, Hit) else h for h in result]}
+        out = {"hits": [hit_to_json(h) for h in result]}
     else:
         out = {"hits": result}  # rejected by parse_response with a clear message
     if request_id is not None:
@@ -83,29 +110,68 @@ def _number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
 
 
-def _hits(hits: list[Any], known_atoms: Collection[str] | None) -> list[Hit]:
+def _citations(where: str, provenance: Any) -> tuple[Citation, ...]:
+    if not isinstance(provenance, list) or not provenance:
+        raise MalformedResponse(f"{where}: provenance must be a non-empty list of citations, got {str(provenance)[:80]}")
+    if len(provenance) > MAX_CITATIONS:
+        raise MalformedResponse(f"{where}: {len(provenance)} citations; at most {MAX_CITATIONS}")
+    out = []
+    for i, cite in enumerate(provenance, start=1):
+        if not isinstance(cite, dict) or set(cite) != CITATION_KEYS:
+            raise MalformedResponse(f"{where}: citation {i} must be an object with exactly source_id and extent, got {str(cite)[:80]}")
+        if not isinstance(cite["source_id"], str) or not cite["source_id"]:
+            raise MalformedResponse(f"{where}: citation {i}: source_id must be a non-empty string, got {cite['source_id']!r}")
+        if not isinstance(cite["extent"], dict):
+            raise MalformedResponse(f"{where}: citation {i}: extent must be an object, got {str(cite['extent'])[:80]}")
+        out.append(Citation(cite["source_id"], cite["extent"]))
+    return tuple(out)
+
+
+def _memory(where: str, hit: dict[str, Any], known_atoms: Collection[str] | None) -> MemoryHit:
+    memory_id, text = hit["memory_id"], hit["text"]
+    if problem := id_problem(memory_id, "memory_id"):
+        raise MalformedResponse(f"{where}: {problem}, got {str(memory_id)[:80]!r}")
+    where = f"{where} (memory {memory_id})"
+    if known_atoms is not None and memory_id in known_atoms:
+        raise MalformedResponse(f"{where}: memory_id is also a served atom id; a memory needs an id of its own")
+    if not isinstance(text, str) or not text.strip():
+        raise MalformedResponse(f"{where}: text must be a non-empty string, got {str(text)[:80]!r}")
+    if len(text) > MAX_MEMORY_TEXT:
+        raise MalformedResponse(f"{where}: text of {len(text)} characters; at most {MAX_MEMORY_TEXT}")
+    return MemoryHit(memory_id, 0.0, text, _citations(where, hit["provenance"]))
+
+
+def _hits(hits: list[Any], known_atoms: Collection[str] | None) -> list[Hit | MemoryHit]:
     """The hits of a response, checked one by one (shape, ids, scores, order)."""
-    out: list[Hit] = []
+    out: list[Hit | MemoryHit] = []
     seen: set[str] = set()
     previous = math.inf
     for rank, hit in enumerate(hits, start=1):
         where = f"hit {rank}"
-        if not isinstance(hit, dict) or set(hit) != {"atom_id", "score"}:
-            raise MalformedResponse(f"{where} must be an object with exactly atom_id and score, got {str(hit)[:80]}")
-        atom_id, score = hit["atom_id"], hit["score"]
-        if not isinstance(atom_id, str) or not atom_id:
-            raise MalformedResponse(f"{where}: atom_id must be a non-empty string, got {atom_id!r}")
+        memory = isinstance(hit, dict) and set(hit) == MEMORY_HIT_KEYS
+        if not isinstance(hit, dict) or (set(hit) != ATOM_HIT_KEYS and not memory):
+            raise MalformedResponse(f"{where} must be an object with exactly atom_id and score, or memory_id, score, text and "
+                                    f"provenance, got {str(hit)[:80]}")
+        if memory:
+            found: Hit | MemoryHit = _memory(where, hit, known_atoms)
+            hit_id = found.memory_id  # type: ignore[union-attr]
+        else:
+            hit_id = hit["atom_id"]
+            if not isinstance(hit_id, str) or not hit_id:
+                raise MalformedResponse(f"{where}: atom_id must be a non-empty string, got {hit_id!r}")
+            if known_atoms is not None and hit_id not in known_atoms:
+                raise MalformedResponse(f"{where}: unknown atom id {hit_id!r} (not among the served atoms)")
+            found = Hit(hit_id, 0.0)
+        score = hit["score"]
         if not _number(score):
-            raise MalformedResponse(f"{where} ({atom_id}): score must be a finite number, got {score!r}")
-        if atom_id in seen:
-            raise MalformedResponse(f"{where}: atom {atom_id} returned twice")
-        if known_atoms is not None and atom_id not in known_atoms:
-            raise MalformedResponse(f"{where}: unknown atom id {atom_id!r} (not among the served atoms)")
+            raise MalformedResponse(f"{where} ({hit_id}): score must be a finite number, got {score!r}")
+        if hit_id in seen:
+            raise MalformedResponse(f"{where}: {'memory' if memory else 'atom'} {hit_id} returned twice")
         if score > previous:
-            raise MalformedResponse(f"{where} ({atom_id}): score {score!r} is above the previous hit's {previous!r}; hits must be ranked best first")
-        seen.add(atom_id)
+            raise MalformedResponse(f"{where} ({hit_id}): score {score!r} is above the previous hit's {previous!r}; hits must be ranked best first")
+        seen.add(hit_id)
         previous = float(score)
-        out.append(Hit(atom_id, float(score)))
+        out.append(MemoryHit(hit_id, float(score), found.text, found.provenance) if isinstance(found, MemoryHit) else Hit(hit_id, float(score)))
     return out
 
 
@@ -131,3 +197,14 @@ def parse_response(raw: Any, k: int, known_atoms: Collection[str] | None, expect
     if confidence is not None and not _number(confidence):
         raise MalformedResponse(f"confidence must be a finite number or null, got {confidence!r}")
     return Response(out, abstain, None if confidence is None else float(confidence))
+
+
+def event_reply_problem(reply: Any, event_id: str) -> str | None:
+    """What is wrong with a system's answer to an event (None: it is ``{"event": id, "ok": true}``)."""
+    if not isinstance(reply, dict) or set(reply) != {"event", "ok"}:
+        return f"the answer must be {{\"event\": \"{event_id}\", \"ok\": true}}, got {str(reply)[:80]}"
+    if reply["event"] != event_id:
+        return f"the answer names event {reply['event']!r}, not {event_id!r}"
+    if reply["ok"] is not True:
+        return f"the system answered ok: {reply['ok']!r}"
+    return None

@@ -13,6 +13,15 @@ or `data/atoms/`) or an atoms file in the contract format (JSONL or Parquet). Th
 system is built first; then one line `{"ready": true}` (with `"url"` in HTTP mode,
 and `"abstains": true` when the system has `abstains = True`) is printed on stdout. This wraps the built-in systems in the external protocols, so
 the harness can check that a system's metrics do not depend on the adapter.
+
+A factory with ``replay = True`` (bench.systems.Replayed) is built with no atoms and
+served replayed: its ready line says ``"replay": true``, each ``{"observe": event}`` is
+handed to its ``observe`` and answered ``{"event": id, "ok": true}``; it takes no
+`--atoms` (a replayed command system's line must not name ``{atoms}``):
+
+    entry: "{python} -m bench.systems.serve examples.consolidating_memory:build"
+
+Over HTTP the harness's ``{"hello": true}`` is answered with the ready line.
 """
 
 from __future__ import annotations
@@ -31,6 +40,9 @@ from bench.systems import System, build_system, load_entry_point
 from bench.systems.adapters import loopback_url
 from bench.systems.protocol import query_of_request, response_to_json
 
+#: the atom columns a replayed system's factory is called with (no rows): those the python adapter gives
+ATOM_FRAME = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
+
 
 def load_atoms(path: Path) -> pd.DataFrame:
     if path.is_dir():  # served atoms (data/served): <modality>/<dataset>.parquet
@@ -48,15 +60,25 @@ def load_atoms(path: Path) -> pd.DataFrame:
         raise click.ClickException(str(exc)) from None
 
 
-def answer(system: System, request: dict[str, Any]) -> dict[str, Any]:
+def answer(system: System, request: dict[str, Any], factory: Any = None) -> dict[str, Any]:
+    """The answer to one line or POST: a query, an event (replay) or the harness's hello (HTTP)."""
+    if set(request) == {"observe"}:
+        event = request["observe"]
+        system.observe(event)  # type: ignore[attr-defined]
+        return {"event": event["event"], "ok": True}
+    if set(request) == {"hello"}:
+        return ready_line(system, factory)
     return response_to_json(system.search(query_of_request(request)), request.get("id"))
 
 
 def ready_line(system: System, factory: Any = None, **extra: Any) -> dict[str, Any]:
-    """{"ready": true}, with "abstains": true when the system or its factory has `abstains = True`."""
+    """{"ready": true}, with "abstains": true when the system or its factory has `abstains = True`
+    and "replay": true when the factory has `replay = True`."""
     line: dict[str, Any] = {"ready": True, **extra}
     if any(getattr(o, "abstains", False) is True for o in (system, factory)):
         line["abstains"] = True
+    if getattr(factory, "replay", False) is True:
+        line["replay"] = True
     return line
 
 
@@ -69,11 +91,11 @@ def serve_lines(system: System, stdin: Any, stdout: Any, record: Any = None, fac
         if record is not None:
             record.write(line if line.endswith("\n") else line + "\n")
             record.flush()
-        stdout.write(json.dumps(answer(system, json.loads(line))) + "\n")
+        stdout.write(json.dumps(answer(system, json.loads(line), factory)) + "\n")
         stdout.flush()
 
 
-def make_server(system: System, host: str, port: int, record: Any = None) -> ThreadingHTTPServer:
+def make_server(system: System, host: str, port: int, record: Any = None, factory: Any = None) -> ThreadingHTTPServer:
     lock = threading.Lock()  # the built-in systems are not promised to be thread-safe
 
     class Handler(BaseHTTPRequestHandler):
@@ -87,7 +109,7 @@ def make_server(system: System, host: str, port: int, record: Any = None) -> Thr
                     if record is not None:
                         record.write(raw.decode("utf-8") + "\n")
                         record.flush()
-                    body = json.dumps(answer(system, request)).encode("utf-8")
+                    body = json.dumps(answer(system, request, factory)).encode("utf-8")
                 status = 200
             except Exception as exc:
                 body, status = json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode("utf-8"), 500
@@ -105,13 +127,18 @@ def make_server(system: System, host: str, port: int, record: Any = None) -> Thr
 
 @click.command()
 @click.argument("entry")
-@click.option("--atoms", "atoms_path", required=True, type=click.Path(exists=True, path_type=Path), help="served atoms folder or contract atoms file")
+@click.option("--atoms", "atoms_path", default=None, type=click.Path(exists=True, path_type=Path),
+              help="served atoms folder or contract atoms file (required unless the factory has replay = True)")
 @click.option("--http", "http_addr", default=None, help="serve HTTP on HOST:PORT (loopback only; port 0 picks a free one)")
 @click.option("--record", "record_path", default=None, type=click.Path(dir_okay=False, path_type=Path), help="append every request received to this file (to inspect what the harness sent)")
-def main(entry: str, atoms_path: Path, http_addr: str | None, record_path: Path | None) -> None:
+def main(entry: str, atoms_path: Path | None, http_addr: str | None, record_path: Path | None) -> None:
     try:
-        system = build_system(entry, load_atoms(atoms_path))
         factory = load_entry_point(entry)
+        replay = getattr(factory, "replay", False) is True
+        if replay == (atoms_path is not None):
+            raise ValueError(f"{entry}: a replayed system (replay = True on its factory) takes no --atoms; any other needs --atoms"
+                             if replay else "--atoms is required (the system's factory has no replay = True)")
+        system = build_system(entry, pd.DataFrame(columns=ATOM_FRAME) if atoms_path is None else load_atoms(atoms_path))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     record = open(record_path, "a", encoding="utf-8") if record_path else None
@@ -123,7 +150,7 @@ def main(entry: str, atoms_path: Path, http_addr: str | None, record_path: Path 
         loopback_url(f"http://{host}:{port}/")
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    server = make_server(system, host, int(port), record)
+    server = make_server(system, host, int(port), record, factory)
     url = f"http://{host}:{server.server_address[1]}/"
     sys.stdout.write(json.dumps(ready_line(system, factory, url=url)) + "\n")
     sys.stdout.flush()

@@ -19,9 +19,10 @@ from bench.io import write_jsonl
 from bench.params import SystemParams
 from bench.systems.adapters import Adapter
 from bench.systems.atoms import contract_rows
-from bench.systems.config import command_argv, make_adapter
+from bench.systems.config import command_argv, make_adapter, names_atoms
 from bench.systems.declared import Forbidden
 from bench.systems.isolation import Isolation, choose_isolation, prepare_launch
+from bench.systems.replay import ReplayFiles
 from bench.systems.sandbox import SourceFile, new_workdir, source_files, sweep_stale
 
 #: an upstream file of one of these kinds may hold more than its source: shown as parsed text
@@ -120,13 +121,19 @@ def open_system(
     workdir = new_workdir(temp_root)
     try:
         sources = served_sources(served)
-        files = source_files(sources, raw_files(manifest_rows, sources, store), segments)
-        write_jsonl(workdir.atoms, atoms_rows(served, files))
+        raw = raw_files(manifest_rows, sources, store)
+        # only a command line that names {atoms} is shown the atoms and media before it starts;
+        # any other starts with an empty corpus folder, filled by the replay as events arrive
+        given = names_atoms(cfg)
+        files = source_files(sources, raw, segments) if given else {}
+        write_jsonl(workdir.atoms, atoms_rows(served, files) if given else [])  # empty: nothing before the first event
         launch = prepare_launch(
             command_argv(cfg, workdir.atoms), workdir, files,
             isolation=isolation, base=root, forbidden=forbidden, host_env=host_env, code=cfg.code,
         )
         adapter = make_adapter(cfg, atoms, launch)
+        if not given:
+            adapter.event_file = ReplayFiles(workdir.path, raw).place  # type: ignore[attr-defined]
         yield Opened(adapter, {"isolation": isolation.kind, "isolation_note": isolation.note, "swept_stale": len(swept),
                                "source_files": len(files)})
     finally:

@@ -58,3 +58,33 @@ def llamaindex_keyword(atoms: pd.DataFrame) -> ScriptedLlamaIndex:
 
 def not_a_retriever(atoms: pd.DataFrame) -> object:
     return {"atoms": len(atoms)}
+
+
+#: a memory's facts about the conversation of tests/evaluation/test_memory_gold.py: (memory_id, text, provenance)
+MEMORIES = [
+    ("pixel", "Ann adopted Pixel, a grey cat, who sleeps on the keyboard and broke a vase",
+     [{"source_id": "c:h1:s1", "extent": {"turn": 1}}, {"source_id": "c:h1:s1", "extent": {"turn": 3}},
+      {"source_id": "c:h1:s2", "extent": {"turn": 1}}]),
+    # one broad citation for a fact of one turn (turn 4): credited with that turn alone
+    ("cello", "Bob started learning the cello last month", [{"source_id": "c:h1:s1", "extent": {"turn_start": 1, "turn_end": 4}}]),
+]
+
+
+def memory_ranking(question: str) -> list[tuple[str, str, list[dict], int]]:
+    """The memories whose id is a word of the question, with a score of 1."""
+    words = set(question.lower().replace("?", " ").replace(",", " ").split())
+    return [(m, t, p, 1) for m, t, p in MEMORIES if m in words]
+
+
+def langchain_memory(atoms: pd.DataFrame) -> ScriptedLangChain:
+    """A factory (system.entry): documents naming memories, provenance as a list, no score."""
+    return ScriptedLangChain(answer=lambda q: [Document(page_content=t, metadata={"memory_id": m, "provenance": p})
+                                              for m, t, p, _ in memory_ranking(q)])
+
+
+def llamaindex_memory(atoms: pd.DataFrame) -> ScriptedLlamaIndex:
+    """A factory (system.entry): nodes naming memories, provenance as JSON text (flat metadata), with a score."""
+    import json
+
+    return ScriptedLlamaIndex(lambda q: [NodeWithScore(node=TextNode(text=t, metadata={"memory_id": m, "provenance": json.dumps(p)}),
+                                                       score=float(n)) for m, t, p, n in memory_ranking(q)])

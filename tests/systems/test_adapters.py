@@ -255,7 +255,9 @@ def test_http_system_gives_the_same_run_as_in_process(served_dir, tmp_path):
         pd.testing.assert_frame_equal(over_http.run, in_process.run)
         assert over_http.failures["kind"].tolist() == ["crash"]  # HTTP 500 fails the query only
         assert "500" in over_http.failures["message"].iloc[0]
-        for line in record.read_text().splitlines():
+        hello, *lines = record.read_text().splitlines()
+        assert json.loads(hello) == {"hello": True}  # the adapter's one hello (docs/systems.md, Replay): a plain server
+        for line in lines:
             assert tuple(json.loads(line)) == REQUEST_KEYS
     finally:
         proc.terminate()

@@ -152,3 +152,24 @@ def test_off_is_reported_as_not_isolated_and_a_refused_retrieve_keeps_the_run(pr
         f"error: system.entry: '{MIRROR / 'locomo'}' is inside (or holds) the mirror root {MIRROR.resolve()}, "
         "which holds gold a system under test may not see"]
     assert {p: (work / p).read_bytes() for p in kept} == kept
+
+
+def test_a_replayed_memory_system_through_the_stages(project):
+    """A sandboxed command system asking for replay (no {atoms}) and answering with memory hits: the stages
+    record the stream and ingest time, resolve the memories by provenance, report them, and name them in the TREC files."""
+    work, env, _ = project
+    set_system(work, name="replay-recorder", adapter="command", entry="{python} tests/systems/replay_fake.py")
+    sh(["dvc", "repro"], work, env)
+    info = json.loads((work / "data/runs/system.json").read_text())
+    assert info["replay"] and not info["given_atoms"] and info["events"] > 0 and info["isolation"] in ("bwrap", "landlock")
+    doc = json.loads((work / "reports/metrics/dev.json").read_text())
+    assert set(doc["run"]["replay"]["ingest_ms"]) >= {"overall", "conversation", "pdf"} and doc["run"]["warmup_queries"] == 0
+    assert doc["memories"]["overall"]["memory_hits"] == info["memory_hits"] > 0
+    for block in doc["by_modality"].values():
+        assert block["temporal_correctness"]["value"] == block["holder_correctness"]["value"] == 1.0  # it cites only what it was sent
+    report = (work / "reports/dev.md").read_text()
+    assert "## Replay" in report and "temporal correctness is 1.0 by construction" in report and "## Memory hits" in report
+    run_ids = {line.split()[2] for line in (work / "reports/runs/dev.run").read_text().splitlines()}
+    qrels_ids = {line.split()[2] for line in (work / "reports/runs/dev.qrels").read_text().splitlines()}
+    assert run_ids and all(x.startswith("m-e") for x in run_ids | qrels_ids)  # a replayed run's gold is its memories
+    assert (work / "data/memories/replay.json").is_file() and len(pd.read_parquet(work / "data/resolved/memories.parquet")) > 0

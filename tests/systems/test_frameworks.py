@@ -290,3 +290,41 @@ def test_rank_derived_scores_leave_false_recall_not_measurable(fakes):
     top1 = result.run.groupby("query_id", observed=True)["score"].max().to_numpy()
     rule = calibrate(top1, 0.9)
     assert len(top1) == 3 and rule.rule == NOT_MEASURABLE and "top-1 scores do not separate" in str(rule.reason)
+
+
+@pytest.mark.parametrize("adapter", ["langchain", "llamaindex"])
+def test_a_frameworks_memory_hits_are_checked_and_credited_by_provenance(fakes, adapter):
+    """Documents / nodes naming memories become memory hits: their citations are checked against the corpus
+    as the run goes, and the evaluation credits them through their supported citations only (the broad
+    citation of a whole session for one turn's fact is credited with that turn)."""
+    import pandas as pd
+
+    from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
+    from bench.evaluation.in_memory import evaluate_entries
+    from bench.evaluation.provenance import CitationCheck
+    from bench.ingest.chunking import chunk_all
+    from tests.evaluation.test_memory_gold import entry as memory_entry
+    from tests.evaluation.test_memory_gold import segments
+
+    seg = segments()
+    served = chunk_all(seg, {"conversation": {"strategy": "turn"}})
+    atoms = pd.concat(list(served.values()), ignore_index=True)
+    cfg = check_system({"name": "memory", "adapter": adapter, "entry": f"tests.systems.framework_fakes:{adapter}_memory"})
+    asked = [{**memory_entry("q1", [("c:h1:s1", 1), ("c:h1:s2", 1)]), "question": "Who is Pixel the cat?"},
+             {**memory_entry("q2", [("c:h1:s1", 4), ("c:h1:s1", 2)]), "question": "What does Bob learn, the cello?"}]
+    result = run_queries(make_adapter(cfg, atoms), asked, 10, known_atoms=set(atoms["atom_id"]), check_memory=CitationCheck(lambda: seg))
+    assert result.failed == [] and result.memories[["query_id", "memory_id"]].values.tolist() == [["q1", "pixel"], ["q2", "cello"]]
+    desc = RunDescription(system="memory", depth=10, chunking={}, concurrency=1, warm=False, adapter=adapter, warmup_queries=0,
+                          timeout_s=30, latency=None)
+    options = EvalOptions(k=10, bootstrap_resamples=10, bootstrap_seed=0, calibration_recall=0.9)
+    evaluated = evaluate_entries(asked, [], result, result.latency, no_failures(), served, seg, options, desc, in_core_rows=10**6, sha256={})
+    table = evaluated.per_query.set_index("query_id")
+    assert table.loc["q1", "recall@10"] == 1.0 and table.loc["q1", "mrr"] == 1.0  # both regions, by its supported citations
+    assert table.loc["q2", "recall@10"] == 0.5  # turn 4 only: the session's other turns do not support the fact
+    block = evaluated.document["memories"]["overall"]
+    assert (block["memory_hits"], block["citations"], block["supported"], block["units"], block["units_credited"]) == (2, 4, 4, 7, 4)
+    # a citation of a source the corpus lacks stops the run, naming the query and the memory
+    bad = [{"source_id": "c:h1:s7", "extent": {"turn": 1}}]
+    lying = FrameworkAdapter(FRAMEWORKS["langchain"], fakes.ScriptedLangChain(answer=lambda q: [doc(fakes, memory_id="m", provenance=bad)]), "lc")
+    with pytest.raises(ValueError, match=r"^query q1: malformed response: hit 1 \(memory m\): citation 1: source c:h1:s7 is not a source"):
+        run_queries(lying, asked[:1], 5, known_atoms=set(atoms["atom_id"]), check_memory=CitationCheck(lambda: seg))

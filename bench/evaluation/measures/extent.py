@@ -44,11 +44,23 @@ adds paid extent), in atom-id order (the ranking's tie rule), so where overlappi
 candidates tie, the oracle's pick does not depend on the atoms' codes. The oracle is the chunker's ceiling: the gap between it and the
 run's value is what the retriever lost, the gap between it and 1 what the chunker
 lost. Unanswerable and failed queries get NaN; a cell counts a failed query as 0.
+
+Memory hits (docs/systems.md, *Memory hits*)
+--------------------------------------------
+A memory's code follows the served atoms' (:class:`MemoryExtents`). It is paid its own
+text (characters) and covers the boxes of its credited units, so it is in a query's
+candidates and top k like an atom whose box is several boxes. Its text is a price only
+where the query's modality counts in characters (``Modality.extent_unit`` "chars"); in
+a modality of another unit (seconds, pixel area, whole images) a memory has no price in
+the unit, and these measures leave it out of the query's top k and candidates (it
+neither covers nor costs there), while recall@k and the other ranking measures still
+credit it by provenance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,12 +73,65 @@ from bench.evaluation.measures.base import Mean, Measure
 from bench.evaluation.measures.latency import Percentile
 from bench.modalities import modalities
 
-__all__ = ["COSTS", "MEASURES", "RATIOS", "amount_columns", "atom_extents", "atom_statistics", "box_measure", "extent_columns"]
+__all__ = ["COSTS", "MEASURES", "RATIOS", "TEXT_UNIT", "MemoryExtents", "amount_columns", "atom_extents", "atom_statistics", "box_measure",
+           "extent_columns"]
 
 #: a box's columns, in atom extents and in resolved regions (bench.evaluation.resolved)
 BOX = ["x0", "x1", "y0", "y1"]
 #: row i is the atom of code i (bench.evaluation.atom_codes)
 ATOM_EXTENT_COLUMNS = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
+
+#: the unit a memory's own text is priced in (the text modalities' ``Modality.extent_unit``)
+TEXT_UNIT = "chars"
+
+
+@dataclass(frozen=True)
+class MemoryExtents:
+    """A run's memories as the extent and budget measures read them (module docstring).
+
+    Memory codes are ``first`` (the number of served atoms) and up; a memory's row of the
+    atom extents has no box and its text's length as its extent. ``boxes``: atom (code),
+    source_id, part, x0, x1, y0, y1 of its credited units in gold sources
+    (bench.evaluation.memory_gold)."""
+
+    first: int
+    boxes: pd.DataFrame
+
+    @staticmethod
+    def priced() -> set[str]:
+        """The modalities in whose unit a memory's text is a price (characters)."""
+        return {name for name, mod in modalities().items() if mod.extent_unit == TEXT_UNIT}
+
+    def priced_rows(self, rows: pd.DataFrame, modality_of: dict[str, str]) -> pd.DataFrame:
+        """`rows` (query_id, atom) without the memory rows of queries whose modality (`modality_of`)
+        has another unit: there a memory neither costs nor covers."""
+        mine = rows[ATOM].to_numpy(np.int64) >= self.first
+        if not mine.any():
+            return rows
+        priced = rows["query_id"].astype(str).map(modality_of).isin(self.priced()).to_numpy()
+        return rows.loc[~mine | priced]
+
+    def box_rows(self, named: np.ndarray, start: int) -> tuple[pd.DataFrame, dict[int, list[int]]]:
+        """The boxes of the memories among the codes `named`, and each code's box rows:
+        an atom's own row (its position in `named`), a memory's rows of those boxes, from `start`."""
+        rows: dict[int, list[int]] = {int(a): [i] for i, a in enumerate(named) if a < self.first}
+        boxes = self.boxes.loc[self.boxes[ATOM].isin(named[named >= self.first])].reset_index(drop=True)
+        for code in named[named >= self.first].tolist():
+            rows[int(code)] = []
+        for i, code in enumerate(boxes[ATOM].astype(np.int64).tolist()):
+            rows[code].append(start + i)
+        return boxes, rows
+
+    def with_boxes(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """`frame` (query_id, atom, source_id, part and a box) with each memory row replaced by
+        one row per box of the memory (none: it covers nothing)."""
+        mine = frame[ATOM].to_numpy(np.int64) >= self.first
+        if not mine.any():
+            return frame
+        boxes = self.boxes[[ATOM, "source_id", "part", *BOX]].astype({ATOM: np.int64, "source_id": str, "part": str})
+        expanded = frame.loc[mine].drop(columns=["source_id", "part", *BOX]).astype({ATOM: np.int64}).merge(boxes, on=ATOM)
+        return pd.concat([frame.loc[~mine], expanded[list(frame.columns)]], ignore_index=True)
+
 
 #: the share measures, computed per query by :func:`extent_columns`
 RATIOS = (
@@ -222,13 +287,15 @@ def extent_columns(
     *,
     k: int = 10,
     failed: Iterable[str] | None = None,
+    memories: MemoryExtents | None = None,
 ) -> pd.DataFrame:
     """One row per entry (sorted by query_id) with the chunk-fair metrics (module docstring).
 
     ``entries``: query_id, unanswerable. ``run``: query_id, atom (code), rank.
     ``gold``: query_id, gold_idx, atom (code; resolved). ``regions``: query_id,
     source_id and the placement (part, x0, x1, y0, y1) of every gold region
-    (bench.evaluation.resolved). ``atom_ext``: :func:`atom_extents`, row i the atom of code i.
+    (bench.evaluation.resolved). ``atom_ext``: :func:`atom_extents`, row i the atom of code i
+    (a run's memories after the served atoms: ``memories``, and ``entries`` then needs modality).
     """
     k = int(k)
     if k < 1:
@@ -243,9 +310,12 @@ def extent_columns(
     top = run.loc[run["rank"].to_numpy() <= k, ["query_id", ATOM, "rank"]]
     top = top.assign(query_id=top["query_id"].astype(str))
     top = top.loc[top["query_id"].isin(qids)].sort_values(["query_id", "rank"], kind="stable")
-    top_by_q = top.groupby("query_id", sort=False)[ATOM].agg(list).to_dict()
     gold_q = gold.assign(query_id=gold["query_id"].astype(str))
     gold_q = gold_q.loc[gold_q["query_id"].isin(qids)]
+    if memories is not None:
+        modality_of = dict(zip(qids, entry_rows["modality"].astype(str), strict=True))
+        top, gold_q = memories.priced_rows(top, modality_of), memories.priced_rows(gold_q, modality_of)
+    top_by_q = top.groupby("query_id", sort=False)[ATOM].agg(list).to_dict()
     # only the atoms these queries name: the whole table's arrays would cost O(atoms) per block
     named = np.unique(np.concatenate([top[ATOM].to_numpy(np.int64), gold_q[ATOM].to_numpy(np.int64)]))
     atoms = atom_ext.take(named)
@@ -258,6 +328,11 @@ def extent_columns(
     atom_space = list(zip(atoms["source_id"].tolist(), atoms["part"].tolist(), strict=True))
     atom_boxes = atoms[BOX].to_numpy(float)
     atom_area = atoms["extent"].to_numpy(float)
+    box_rows = None  # each code's box rows: its own (None), or a memory's boxes
+    if memories is not None and len(named) and named[-1] >= memories.first:
+        extra, box_rows = memories.box_rows(named, len(named))
+        atom_space += list(zip(extra["source_id"].astype(str).tolist(), extra["part"].astype(str).tolist(), strict=True))
+        atom_boxes = np.vstack([atom_boxes, extra[BOX].to_numpy(float).reshape(-1, 4)])
     reg = regions.loc[regions["query_id"].astype(str).isin(qids)].dropna(subset=BOX)
     reg_by_q: dict[str, list[tuple[Any, np.ndarray]]] = {}
     for q, s, p, b in zip(reg["query_id"].astype(str), reg["source_id"].astype(str), reg["part"].astype(str),
@@ -268,18 +343,23 @@ def extent_columns(
     rows: dict[str, list[float]] = {}
     for qid, ok in zip(qids, answerable, strict=True):
         if ok and qid not in failed_ids:
-            rows[qid] = _query_extents(qid, reg_by_q, gold_by_q, top_by_q, atom_position, atom_space, atom_boxes, atom_area, k)
+            rows[qid] = _query_extents(qid, reg_by_q, gold_by_q, top_by_q, atom_position, atom_space, atom_boxes, atom_area, k, box_rows)
     if rows:
         out.loc[list(rows)] = np.array(list(rows.values()), dtype=float)
     return out.reset_index()
 
 
 def _query_extents(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, atom_position: dict, atom_space: list,
-                   atom_boxes: np.ndarray, atom_area: np.ndarray, k: int) -> list[float]:
+                   atom_boxes: np.ndarray, atom_area: np.ndarray, k: int, box_rows: dict[int, list[int]] | None = None) -> list[float]:
     gold_boxes = reg_by_q.get(qid, [])
     cand_atoms = gold_by_q.get(qid, [])
-    cand = [(atom_space[atom_position[a]], atom_boxes[atom_position[a]]) for a in cand_atoms]
-    cells, mg, mc = box_measure(gold_boxes, cand)
+    if box_rows is None:  # one box per atom
+        cells, mg, mc = box_measure(gold_boxes, [(atom_space[atom_position[a]], atom_boxes[atom_position[a]]) for a in cand_atoms])
+    else:  # a memory's boxes, each candidate's rows merged
+        rows = [box_rows[a] for a in cand_atoms]
+        cells, mg, mc_rows = box_measure(gold_boxes, [(atom_space[i], atom_boxes[i]) for r in rows for i in r])
+        mc = np.zeros((len(cand_atoms), len(cells)), dtype=bool)
+        np.logical_or.at(mc, np.repeat(np.arange(len(cand_atoms)), [len(r) for r in rows]), mc_rows)
     g_ext = float(cells[mg].sum())
     retrieved = top_by_q.get(qid, [])
     paid_top = float(sum(atom_area[atom_position[a]] for a in retrieved))

@@ -46,7 +46,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int, leading_interval
+from bench.modalities.base import Modality, Option, extent_json, extent_range, is_int, unit_frame
+from bench.modalities.boxes import interval_extents, leading_interval
 from bench.modalities.code.symbols import (
     line_char_spans,
     line_offsets,
@@ -156,7 +157,7 @@ class CodeModality(Modality):
     def place_regions(self, regions: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
         """Vectorised `region_extent`: each region's line span (`region_spans`) as characters of
         its file (the source's first segment of the path), all files' lines counted at once."""
-        from bench.modalities.base import placed_frame
+        from bench.modalities.boxes import placed_frame
 
         spans = region_spans(regions, segments)
         placed = np.asarray([i for i, span in enumerate(spans) if span is not None], dtype=np.int64)
@@ -188,6 +189,25 @@ class CodeModality(Modality):
         a, b = extent_range(rest, "line", "line_start", "line_end", 1)
         return {"path": path, "line_start": a, "line_end": b, "char_start": -1, "char_end": -1,
                 "extent": {"path": path, "line_start": a, "line_end": b}}
+
+    def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:
+        """One event per file of the tree: its whole text, extent all its lines."""
+        seg = segments.sort_values("seq", kind="stable")
+        extents = [{"path": str(p), "line_start": 1, "line_end": max(1, len(split_lines(t)))} for p, t in zip(seg["path"], seg["text"])]
+        return unit_frame(extents, seg["text"], seg["observed_at"])
+
+    def cited_units(self, extent: dict, segments: pd.DataFrame) -> pd.DataFrame:
+        """Each line of the cited range, within the file's lines."""
+        cols = self.atom_from_extent(extent, None)
+        path, a, b = cols["path"], cols["line_start"], cols["line_end"]
+        rows = segments[segments["path"] == path] if "path" in segments else segments.iloc[0:0]
+        if rows.empty:
+            raise ValueError(f"path {path!r} not in the source tree ({len(segments)} files)")
+        lines = split_lines(str(rows.iloc[0]["text"]))
+        if b > len(lines):
+            raise ValueError(f"line {b} outside {path!r} (lines 1..{len(lines)})")
+        seen = rows.iloc[0]["observed_at"]
+        return unit_frame([{"path": path, "line": n} for n in range(a, b + 1)], lines[a - 1:b], [seen] * (b - a + 1))
 
     def pictures(self, query: dict[str, Any], files: Any, segments: dict[str, pd.DataFrame]) -> str:
         """The gold symbol's lines and the ranks covering each (pictures.py)."""

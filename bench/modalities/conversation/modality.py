@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int, leading_interval, placed_spans
+from bench.modalities.base import Modality, Option, extent_json, extent_range, is_int, unit_frame
+from bench.modalities.boxes import interval_extents, leading_interval, placed_spans
 from bench.modalities.textspan import key_spans, layout, layout_codes, source_codes
 
 
@@ -100,6 +101,24 @@ class ConversationModality(Modality):
         """{"turn_start": a, "turn_end": b} or {"turn": t}."""
         a, b = extent_range(extent, "turn", "turn_start", "turn_end", 0)
         return {"turn_start": a, "turn_end": b, "char_start": -1, "char_end": -1, "extent": {"turn_start": a, "turn_end": b}}
+
+    def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:
+        """One event per turn."""
+        seg = segments.sort_values("seq", kind="stable")
+        return unit_frame([{"turn": int(t)} for t in seg["turn"]], seg["text"], seg["observed_at"])
+
+    def cited_units(self, extent: dict, segments: pd.DataFrame) -> pd.DataFrame:
+        """Each turn of the cited range; both ends must be turns of the session."""
+        a, b = extent_range(extent, "turn", "turn_start", "turn_end", 0)
+        seg = segments.sort_values("seq", kind="stable")
+        turns = seg["turn"].to_numpy()
+        known = set(turns.tolist())
+        for t in (a, b):
+            if t not in known:
+                lo, hi = (int(turns.min()), int(turns.max())) if len(turns) else (0, 0)
+                raise ValueError(f"turn {t} is not a turn of the session (turns {lo}..{hi})")
+        sel = seg[(turns >= a) & (turns <= b)]
+        return unit_frame([{"turn": int(t)} for t in sel["turn"]], sel["text"], sel["observed_at"])
 
     extent_unit: ClassVar[str] = "chars"
     # The reader's budget: ten median gold regions of the dev set (a turn: 173 characters on

@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, Option, extent_json, interval_extents, placed_frame, short, source_size
+from bench.modalities.base import Modality, Option, extent_json, short, source_size, unit_frame
+from bench.modalities.boxes import interval_extents, placed_frame
 
 ATOM_IMAGE_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -85,6 +86,16 @@ class ImageModality(Modality):
             raise ValueError(f"an image atom's extent must be {{}}, got {short(extent)}")
         w, h = source_size(segments)
         return {"width": w, "height": h, "extent": {}}
+
+    def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:
+        """One event per photo: the OCR text (mostly empty), extent {}."""
+        seg = segments.sort_values("seq", kind="stable")
+        return unit_frame([{}], ["\n".join(t for t in seg["text"] if t)], [seg["observed_at"].iloc[0]])
+
+    def cited_units(self, extent: dict, segments: pd.DataFrame) -> pd.DataFrame:
+        """The whole photo: one unit."""
+        self.atom_from_extent(extent, segments)
+        return self.replay_units(segments)
 
     def pictures(self, query: dict[str, Any], files: Any, segments: dict[str, pd.DataFrame]) -> str:
         """The gold photo framed, and the photos returned instead (pictures.py)."""

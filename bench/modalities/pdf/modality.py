@@ -32,7 +32,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.modalities.base import Modality, Option, extent_json, extent_range, interval_extents, is_int, leading_interval, placed_spans
+from bench.modalities.base import Modality, Option, extent_json, extent_range, is_int, unit_frame
+from bench.modalities.boxes import interval_extents, leading_interval, placed_spans
 from bench.modalities.textspan import (
     intersects,
     joined_text,
@@ -178,6 +179,18 @@ class PdfModality(Modality):
             if len(pages):
                 lo, hi = int(pages["char_start"].min()), int(pages["char_end"].max())
         return {"page_start": a, "page_end": b, "char_start": lo, "char_end": hi, "extent": {"page_start": a, "page_end": b}}
+
+    def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:
+        """One event per page: its blocks' text joined by newlines, observed with its latest block."""
+        return _pages(segments, None, None)
+
+    def cited_units(self, extent: dict, segments: pd.DataFrame) -> pd.DataFrame:
+        """Each page of the cited range, within the document's pages."""
+        a, b = extent_range(extent, "page", "page_start", "page_end", 1)
+        n_pages = int(segments["page"].max()) if len(segments) else 0
+        if b > n_pages:
+            raise ValueError(f"page {b} beyond the document's {n_pages} pages")
+        return _pages(segments, a, b)
 
     def unreadable_gold(self, entries: list[dict], segments: pd.DataFrame) -> dict[str, Any] | None:
         """Answerable pdf entries whose gold pages all have empty text (textless.py)."""
@@ -385,3 +398,12 @@ def add_ocr_text(docs: list[list[dict]], paths: list[str], workers: int | None =
             seen.add(row["page"])
         out.append(doc_rows)
     return out
+
+
+def _pages(segments: pd.DataFrame, first: int | None, last: int | None) -> pd.DataFrame:
+    """Pages first..last (all when None) of one document as units."""
+    seg = segments.sort_values("seq", kind="stable")
+    if first is not None and last is not None:
+        seg = seg[(seg["page"] >= first) & (seg["page"] <= last)]
+    pages = seg.groupby("page", sort=True).agg(text=("text", lambda t: "\n".join(x for x in t if x)), observed_at=("observed_at", "max"))
+    return unit_frame([{"page": int(p)} for p in pages.index], pages["text"], pages["observed_at"])

@@ -39,7 +39,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, Option, extent_json, is_number, placed_frame, short, source_size
+from bench.modalities.base import Modality, Option, extent_json, is_number, short, source_size, unit_frame
+from bench.modalities.boxes import placed_frame
 
 ATOM_UI_COLUMNS = [
     "atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at", "extent",
@@ -160,6 +161,30 @@ class UiScreenshotModality(Modality):
             raise ValueError(f"bbox needs x0 < x1 and y0 < y1, got {bbox}")
         w, h = source_size(segments)
         return {"x0": x0, "y0": y0, "x1": x1, "y1": y1, "width": w, "height": h, "boxes": "[]", "extent": {"bbox": bbox}}
+
+    def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:
+        """One event per screenshot: its OCR texts in OCR order, extent the whole image."""
+        seg = segments.sort_values("seq", kind="stable")
+        w, h = source_size(seg)
+        text = "\n".join(t for t, ok in zip(seg["text"], seg["has_text"].astype(bool)) if ok and t)
+        return unit_frame([{"bbox": [0, 0, w, h]}], [text], [seg["observed_at"].iloc[0]])
+
+    def cited_units(self, extent: dict, segments: pd.DataFrame) -> pd.DataFrame:
+        """Each OCR box the cited box overlaps, clipped to it; a cited box over no text is one
+        unit without text (the box itself). The box must lie within the screenshot."""
+        cols = self.atom_from_extent(extent, segments)
+        box = {"bbox": [cols[k] for k in ("x0", "y0", "x1", "y1")]}
+        problem = self.check_region_values(box) or self.check_region_in_corpus(box, segments)
+        if problem:
+            raise ValueError(problem)
+        seen = segments["observed_at"].iloc[0]
+        boxes = segments[segments["has_text"].astype(bool)].sort_values("seq", kind="stable")
+        inside = boxes[intersection_area(extent["bbox"], boxes) > 0] if len(boxes) else boxes
+        if not len(inside):
+            return unit_frame([box], [""], [seen])
+        clip = [{"bbox": [max(float(r.x0), cols["x0"]), max(float(r.y0), cols["y0"]), min(float(r.x1), cols["x1"]),
+                          min(float(r.y1), cols["y1"])]} for r in inside.itertuples(index=False)]
+        return unit_frame(clip, inside["text"], [seen] * len(clip))
 
     def pictures(self, query: dict[str, Any], files: Any, segments: dict[str, pd.DataFrame]) -> str:
         """The screenshot with the gold box and the top-k boxes, and a zoom (pictures.py)."""

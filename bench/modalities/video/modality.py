@@ -46,7 +46,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bench.modalities.base import Modality, Option, extent_json, interval_extents, is_number, leading_interval, placed_frame
+from bench.modalities.base import Modality, Option, extent_json, is_number, unit_frame
+from bench.modalities.boxes import interval_extents, leading_interval, placed_frame
 
 #: seconds a region may end after the video's last cue (see module docstring)
 DURATION_TOLERANCE = 2.0
@@ -149,6 +150,28 @@ class VideoModality(Modality):
         if not (is_number(t0) and is_number(t1)) or t0 < 0 or t0 > t1:
             raise ValueError(f"t_start and t_end must be finite seconds with 0 <= t_start <= t_end, got {t0!r}, {t1!r}")
         return {"t_start": float(t0), "t_end": float(t1), "extent": {"t_start": t0, "t_end": t1}}
+
+    def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:
+        """One event per cue, in seq order."""
+        seg = segments.sort_values("seq", kind="stable")
+        extents = [{"t_start": float(a), "t_end": float(b)} for a, b in zip(seg["t_start"], seg["t_end"])]
+        return unit_frame(extents, seg["text"], seg["observed_at"])
+
+    def cited_units(self, extent: dict, segments: pd.DataFrame) -> pd.DataFrame:
+        """Each cue the cited window overlaps (the overlap rule), clipped to the window; the
+        window lies within the video as a gold region must (DURATION_TOLERANCE)."""
+        cols = self.atom_from_extent(extent, None)
+        t0, t1 = cols["t_start"], cols["t_end"]
+        problem = self.check_region_in_corpus({"t_start": t0, "t_end": max(t1, t0)}, segments)
+        if problem:
+            raise ValueError(problem)
+        seg = segments.sort_values("seq", kind="stable")
+        lo, hi = seg["t_start"].to_numpy(dtype=float), seg["t_end"].to_numpy(dtype=float)
+        hit = overlaps(lo, hi, t0, t1) if t1 > t0 else (lo <= t0) & (hi > t0)
+        sel = seg[hit]
+        extents = [{"t_start": max(float(a), t0), "t_end": min(float(b), t1)} if t1 > t0 else {"t_start": t0, "t_end": t0}
+                   for a, b in zip(sel["t_start"], sel["t_end"])]
+        return unit_frame(extents, sel["text"], sel["observed_at"])
 
     def pictures(self, query: dict[str, Any], files: Any, segments: dict[str, pd.DataFrame]) -> str:
         """A timeline of the video with the gold span and the top-k atoms (pictures.py)."""

@@ -19,7 +19,7 @@ from bench.evaluation.evaluate import EvalOptions, RunDescription
 from bench.evaluation.in_memory import evaluate_entries
 from bench.evaluation.measures.budget import MEASURES, budget_columns, budgets, no_budget, packed_atoms
 from bench.modalities import modalities
-from bench.modalities.base import leading_interval
+from bench.modalities.boxes import leading_interval
 
 LINE = "pdf"  # a modality whose atoms are cut (characters in document order)
 BOXES = "ui_screenshot"  # a modality whose atoms are never cut
@@ -237,6 +237,64 @@ def test_the_cartridges_are_prefixes_of_the_rankings() -> None:
     assert [list(atoms)[c] for c in packed_atoms(f["run"], f["atom_ext"], which)[ATOM_CODE]] == ["a", "b"]
     cut = packed_atoms(f["run"], f["atom_ext"], which.assign(amount=25.0))
     assert cut["whole"].tolist() == [True, True, False] and cut[["x0", "x1"]].iloc[-1].tolist() == [20.0, 25.0]
+
+
+def with_memory(f: dict[str, pd.DataFrame], chars: float, boxes: list[tuple], ranking: list[str], gold_idx: list[int]):
+    """`f` with a memory "m" after its atoms (code len(atoms)): its extent row has no box and its text's
+    length (`chars`); its credited units' `boxes` (source, x0, x1, y0, y1); it is in the gold of the
+    regions `gold_idx`; the run is `ranking` (atom ids and "m")."""
+    from bench.evaluation.measures.extent import MemoryExtents
+
+    atoms = f["atom_ext"]
+    first = len(atoms)
+    code = {**{a: i for i, a in enumerate(atoms["atom_id"])}, "m": first}
+    row = {"atom_id": "m", "modality": "", "source_id": "", "part": "", "x0": np.nan, "x1": np.nan, "y0": np.nan, "y1": np.nan,
+           "extent": chars}
+    cover = pd.DataFrame([{"atom": first, "source_id": s, "part": "", "x0": x0, "x1": x1, "y0": y0, "y1": y1} for s, x0, x1, y0, y1 in boxes])
+    gold = pd.concat([f["gold"], pd.DataFrame({"query_id": "q", "gold_idx": gold_idx, ATOM_CODE: first})], ignore_index=True)
+    run = pd.DataFrame({"query_id": "q", ATOM_CODE: [code[a] for a in ranking], "rank": np.arange(1, len(ranking) + 1), "score": 0.0})
+    out = {**f, "atom_ext": pd.concat([atoms, pd.DataFrame([row])], ignore_index=True), "gold": gold, "run": run}
+    return out, MemoryExtents(first, cover)
+
+
+def measure_with(f: dict[str, pd.DataFrame], memories, amount: float, modality: str) -> tuple[float, float]:
+    out = budget_columns(f["entries"], f["run"], f["gold"], f["region_ext"], f["atom_ext"], budget={modality: amount},
+                         memories=memories).iloc[0]
+    return float(out[RECALL]), float(out[COVERAGE])
+
+
+def test_a_memory_is_paid_its_text_whole_and_counts_through_its_credited_units() -> None:
+    """A memory hit in a modality counted in characters: 30 characters of text, its credited unit [100, 110)
+    in gold region 1 (bench/evaluation/measures/budget.py, *Memory hits*). Packed whole from the budget,
+    never cut: a memory at the boundary is left out and ends the cartridge, as an atom that cannot be cut."""
+    atoms = {"a": ("s", 0, 20, 0, 1), "g": ("s", 10, 30, 0, 1)}  # a: not gold of region 1; g: gold of region 0
+    f = frames(atoms, ["a"], [("s", 10, 30, 0, 1), ("s", 100, 110, 0, 1)], LINE)
+    f, memories = with_memory(f, 30, [("s", 100, 110, 0, 1)], ["m", "a", "g"], [1])
+    assert measure_with(f, memories, 30, LINE) == (0.5, pytest.approx(10 / 30))  # m alone: region 1, its 10 characters
+    assert measure_with(f, memories, 29, LINE) == (0.0, 0.0)  # m does not fit: never cut, nothing after it is read
+    assert measure_with(f, memories, 70, LINE) == (1.0, pytest.approx(30 / 30))  # m, a, g whole: gold [10, 30) by a and g
+    which = pd.DataFrame({"query_id": ["q"], "entry_modality": [LINE], "amount": [50.0]})
+    packed = packed_atoms(f["run"], f["atom_ext"], which, memories)
+    assert packed[ATOM_CODE].tolist() == [2, 0] and packed["whole"].tolist() == [True, True]  # a is whole within 50 - 30; g is never read
+    cut = packed_atoms(f["run"], f["atom_ext"], which.assign(amount=40.0), memories)
+    assert cut["whole"].tolist() == [True, False] and cut[["x0", "x1"]].iloc[-1].tolist() == [0.0, 10.0]  # a cut, m never
+
+
+def test_a_memory_where_the_unit_is_not_characters_is_left_out_and_costs_nothing() -> None:
+    """In a modality whose unit is pixel area, a memory's text has no price: it is left out of the cartridge
+    (it counts for nothing there, even in the gold) and packing goes on past it."""
+    atoms = {"g": ("s", 20, 22, 0, 2)}  # area 4, gold
+    f = frames(atoms, ["g"], [("s", 20, 22, 0, 2), ("s", 0, 5, 0, 5)], BOXES)
+    f, memories = with_memory(f, 1000, [("s", 0, 5, 0, 5)], ["m", "g"], [1])
+    assert measure_with(f, memories, 4, BOXES) == (0.5, pytest.approx(4 / 29))  # g only: the memory covers nothing here
+
+
+def test_a_run_without_memory_hits_packs_as_before() -> None:
+    atoms = {a: ("s", i * 10, i * 10 + 10, 0, 1) for i, a in enumerate("abc")}
+    f = frames(atoms, ["c", "a", "b"], [("s", 0, 15, 0, 1)], LINE)
+    g, memories = with_memory(f, 5, [("s", 0, 15, 0, 1)], ["c", "a", "b"], [0])  # a memory in the gold, not in the run
+    for amount in (0, 5, 15, 25, 100):
+        assert measure_with(g, memories, amount, LINE) == measure(f, amount, LINE)
 
 
 # --------------------------------------------------------------------------- the real run

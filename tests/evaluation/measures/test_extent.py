@@ -226,3 +226,41 @@ def test_cartridge_is_the_median_and_p95_of_the_top_k_extent_per_modality():
     assert cells["by_modality"]["video"]["cartridge_p50@10"]["value"] == 10.0
     overall = cells["overall"]["cartridge_p50@10"]
     assert overall["value"] is None and overall["reason"].startswith("extents are in each modality's own unit (pdf, video)")
+
+
+def _with_memory(atoms: pd.DataFrame, chars: float, boxes: list[tuple[float, float]]):
+    """`atoms` with one memory after them (code len(atoms), id "m"): its row has no box and its
+    text's length as extent; its credited units are `boxes` on source s."""
+    from bench.evaluation.measures.extent import MemoryExtents
+
+    first = len(atoms)
+    row = pd.DataFrame([{"atom_id": "m", "source_id": "", "part": "", "x0": np.nan, "x1": np.nan, "y0": np.nan, "y1": np.nan,
+                         "extent": chars, "modality": ""}])
+    cover = pd.DataFrame({"atom": first, "source_id": "s", "part": "", "x0": [b[0] for b in boxes], "x1": [b[1] for b in boxes],
+                          "y0": 0.0, "y1": 1.0})
+    return pd.concat([atoms, row[list(atoms.columns)]], ignore_index=True), MemoryExtents(first, cover)
+
+
+@pytest.mark.parametrize(("modality", "priced"), [("conversation", True), ("video", False)])
+def test_a_memory_costs_its_text_and_covers_its_credited_units_where_the_unit_is_characters(modality, priced):
+    """A memory hit (docs/systems.md, *Memory hits*): in a modality counted in characters it is paid its
+    text (50) and covers the boxes of its credited units, [10, 20) and [40, 45); elsewhere (seconds) it
+    neither costs nor covers, while the atom beside it counts as ever."""
+    atoms, memories = _with_memory(_atoms_1d({"w0": (0, 25), "w1": (60, 70)}), 50.0, [(10, 20), (40, 45)])
+    regions = _regions_1d([("q", 0, 10, 30), ("q", 1, 40, 50)])
+    gold = pd.DataFrame({"query_id": "q", "gold_idx": [0, 0, 1], "atom": [0, 2, 2]})  # codes: w0, m, m
+    run = pd.DataFrame({"query_id": "q", "atom": [2, 1, 0], "rank": [1, 2, 3], "score": [3.0, 2.0, 1.0]})  # m, w1, w0
+    ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False], "modality": [modality]})
+    one, three = (extent_columns(ent, run, gold, regions, atoms, k=k, memories=memories).iloc[0] for k in (1, 3))
+    assert one["gold_extent"] == 30
+    if priced:
+        assert (one["covered@1"], one["retrieved_extent@1"]) == (15, 50)
+        assert one["precision@1"] == pytest.approx(15 / 50) and one["iou@1"] == pytest.approx(15 / (30 + 50 - 15))
+        assert (three["covered@3"], three["retrieved_extent@3"]) == (20, 50 + 10 + 25)  # w0 adds [20, 25): [10, 20) is covered once
+        assert three["oracle_coverage@3"] == pytest.approx(20 / 30)
+    else:
+        assert (one["covered@1"], one["retrieved_extent@1"]) == (0, 0)
+        assert (three["covered@3"], three["retrieved_extent@3"]) == (15, 10 + 25)  # w1 and w0 only
+    # without memories in the run, the same atoms give the same values as with the memory-free path
+    plain = extent_columns(ent, run.iloc[1:], gold.iloc[[0]], regions, atoms, k=3, memories=memories).iloc[0]
+    assert plain.equals(extent_columns(ent, run.iloc[1:], gold.iloc[[0]], regions, atoms, k=3).iloc[0])

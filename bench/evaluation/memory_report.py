@@ -1,0 +1,110 @@
+"""A run's memories in the evaluation: their rows in the atom table, their extents, and the
+``memories`` block of dev.json (docs/systems.md, *Memory hits*).
+
+Memory codes follow the served atoms' (bench.evaluation.provenance), so the evaluation
+reads a memory as one more row of its atom table: ``holder`` and ``observed_at`` as
+bench.evaluation.memory_gold sets them (the leak measures: a citation of another holder's
+source is a holder leak, of what was not yet observed a temporal violation), its paid
+extent its own text in characters, and the boxes of its credited units what it covers
+(where the question's modality counts characters: bench.evaluation.measures.extent and
+budget, *Memory hits*).
+
+The block, per modality of the queries (and overall), over the memory hits of the run:
+``memory_hits`` (run rows naming a memory) and ``memory_hits_top_k``, ``memories``
+(distinct memories among them), ``citations`` with ``supported`` (a citation with at least
+one supported unit) and ``unsupported``, ``units`` with ``units_supported`` and
+``units_credited``, ``no_supported_citation`` (the share of those memories with no
+supported citation, with n and denominator), and the median ``text_chars`` and cited
+``units`` of a memory (its cost beside its cited extent).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.evaluation.atom_codes import ATOM_CODE
+from bench.evaluation.measures.extent import ATOM_EXTENT_COLUMNS, BOX, MemoryExtents
+from bench.evaluation.resolved import MEMORY_ROW_COLUMNS
+
+__all__ = ["MemoryInputs", "load_memory_inputs", "memory_block"]
+
+@dataclass(frozen=True)
+class MemoryInputs:
+    rows: pd.DataFrame  # MEMORY_ROW_COLUMNS, by code
+    boxes: pd.DataFrame  # atom, source_id, part, x0, x1, y0, y1 (credited units in gold sources)
+    hits: pd.DataFrame  # query_id, rank, atom: the run's memory hits
+
+    def __bool__(self) -> bool:
+        return bool(len(self.rows))
+
+    @property
+    def ids(self) -> list[str]:
+        """The memory ids in code order (after the served atoms' ids)."""
+        return self.rows["memory_id"].astype(str).tolist()
+
+    def joined(self, atoms: pd.DataFrame, atom_ext: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, MemoryExtents]:
+        """The served atoms' rows (holder, observed_at) and extents (row i: code i) with the
+        memories' after them, and the memories as the extent measures read them. A memory's
+        extent row has no box and no modality, and its text's length as its extent (its cost)."""
+        first = len(atoms)
+        codes = self.rows[ATOM_CODE].to_numpy(np.int64)
+        if not np.array_equal(codes, np.arange(first, first + len(codes))):
+            raise ValueError(f"memory codes must follow the {first} served atoms' in order, got {codes[:5].tolist()}...")
+        mine = pd.DataFrame({"holder": self.rows["holder"].astype(str).to_numpy(),
+                             "observed_at": pd.to_datetime(self.rows["observed_at"], utc=True).to_numpy()})
+        nan = np.full(len(codes), np.nan)
+        ext = pd.DataFrame({"atom_id": self.rows["memory_id"].astype(str).to_numpy(), "modality": "", "source_id": "", "part": "",
+                            "x0": nan, "x1": nan, "y0": nan, "y1": nan, "extent": self.rows["text_chars"].to_numpy(dtype=float)})
+        return (pd.concat([atoms, mine[list(atoms.columns)]], ignore_index=True),
+                pd.concat([atom_ext, ext[ATOM_EXTENT_COLUMNS]], ignore_index=True), MemoryExtents(first, self.boxes))
+
+    def info(self) -> pd.DataFrame:
+        """atom_id, source_id, text, extent of each memory in code order, as the drill-down shows
+        an atom: its id, the sources it cites, its text and its provenance."""
+        cited = [",".join(dict.fromkeys(c["source_id"] for c in json.loads(p))) for p in self.rows["provenance"].astype(str)]
+        return pd.DataFrame({"atom_id": self.rows["memory_id"].astype(str).to_numpy(), "source_id": cited,
+                             "text": self.rows["text"].astype(str).to_numpy(), "extent": self.rows["provenance"].astype(str).to_numpy()})
+
+
+def load_memory_inputs(resolved: Path) -> MemoryInputs:
+    """The resolve stage's memory rows, boxes and hits (data/resolved/memories.parquet, memory_boxes.parquet,
+    memory_hits.parquet); empty for a run without memories."""
+    def frame(name: str, columns: list[str]) -> pd.DataFrame:
+        path = resolved / f"{name}.parquet"
+        return pd.read_parquet(path) if path.is_file() else pd.DataFrame(columns=columns)
+
+    rows = frame("memories", MEMORY_ROW_COLUMNS).sort_values("atom", kind="stable").reset_index(drop=True)
+    return MemoryInputs(rows, frame("memory_boxes", ["atom", "source_id", "part", *BOX]), frame("memory_hits", ["query_id", "rank", "atom"]))
+
+
+def _stats(hits: pd.DataFrame, rows: pd.DataFrame, k: int) -> dict[str, Any]:
+    mem = rows.loc[rows["atom"].isin(set(hits["atom"].tolist()))]
+    n = len(mem)
+    none = int((mem["citations_supported"] == 0).sum())
+    return {
+        "memory_hits": len(hits), f"memory_hits_top_{k}": int((hits["rank"] <= k).sum()), "memories": n,
+        "citations": int(mem["citations"].sum()), "supported": int(mem["citations_supported"].sum()),
+        "unsupported": int((mem["citations"] - mem["citations_supported"]).sum()),
+        "units": int(mem["units"].sum()), "units_supported": int(mem["units_supported"].sum()),
+        "units_credited": int(mem["units_credited"].sum()),
+        "no_supported_citation": {"value": none / n if n else None, "n": none, "denominator": n},
+        "text_chars_p50": float(np.median(mem["text_chars"])) if n else None,
+        "units_p50": float(np.median(mem["units"])) if n else None,
+    }
+
+
+def memory_block(inputs: MemoryInputs, entries: pd.DataFrame, k: int) -> dict[str, Any]:
+    """dev.json's ``memories`` block (module docstring); `entries`: query_id, modality."""
+    modality = dict(zip(entries["query_id"].astype(str), entries["modality"].astype(str), strict=True))
+    hits = inputs.hits.assign(query_id=inputs.hits["query_id"].astype(str))
+    hits = hits.assign(modality=hits["query_id"].map(modality))
+    out = {str(m): _stats(g, inputs.rows, k) for m, g in hits.groupby("modality", sort=True)}
+    out["overall"] = _stats(hits, inputs.rows, k)
+    return out
+
