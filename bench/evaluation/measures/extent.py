@@ -23,8 +23,11 @@ Per answerable query (k = cut-off, top-k = run rows with rank <= k)
                        that are in the query's resolved gold atom set). Atoms observed
                        after ``as_of`` are not in that set, so future memory covers
                        nothing (as in recall@k).
-``retrieved_extent@k`` sum of the extents of all top-k atoms, each paid for every time
-                       it is retrieved (overlapping windows are paid twice).
+``retrieved_extent@k`` sum of the extents of the top-k atoms of the entry's modality,
+                       each paid for every time it is retrieved (overlapping windows are
+                       paid twice). Atoms of another modality are in another unit: they
+                       are left out here (as budget packing pays them from their own
+                       modality's budget), never added across units.
 ``coverage@k``         covered / gold_extent (0 when gold_extent is 0).
 ``precision@k``        covered / retrieved_extent (0 when nothing was retrieved).
 ``iou@k``              covered / (gold_extent + retrieved_extent - covered).
@@ -312,6 +315,9 @@ def extent_columns(
     top = top.loc[top["query_id"].isin(qids)].sort_values(["query_id", "rank"], kind="stable")
     gold_q = gold.assign(query_id=gold["query_id"].astype(str))
     gold_q = gold_q.loc[gold_q["query_id"].isin(qids)]
+    if "modality" in entry_rows:  # the top k in the entry's own unit: other modalities' atoms left out (module docstring)
+        modality_of = dict(zip(qids, entry_rows["modality"].astype(str), strict=True))
+        top = _own_modality(top, atom_ext, modality_of, memories)
     if memories is not None:
         modality_of = dict(zip(qids, entry_rows["modality"].astype(str), strict=True))
         top, gold_q = memories.priced_rows(top, modality_of), memories.priced_rows(gold_q, modality_of)
@@ -347,6 +353,16 @@ def extent_columns(
     if rows:
         out.loc[list(rows)] = np.array(list(rows.values()), dtype=float)
     return out.reset_index()
+
+
+def _own_modality(top: pd.DataFrame, atom_ext: pd.DataFrame, modality_of: dict[str, str], memories: MemoryExtents | None) -> pd.DataFrame:
+    """`top` (query_id, atom) without the served atoms of another modality than the query's
+    (a memory's row is kept: :meth:`MemoryExtents.priced_rows` decides where it has a price)."""
+    codes = top[ATOM].to_numpy(np.int64)
+    own = atom_ext["modality"].take(codes).astype(str).to_numpy() == top["query_id"].map(modality_of).astype(str).to_numpy()
+    if memories is not None:
+        own |= codes >= memories.first
+    return top.loc[own]
 
 
 def _query_extents(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, atom_position: dict, atom_space: list,

@@ -246,7 +246,7 @@ def test_a_memory_costs_its_text_and_covers_its_credited_units_where_the_unit_is
     """A memory hit (docs/systems.md, *Memory hits*): in a modality counted in characters it is paid its
     text (50) and covers the boxes of its credited units, [10, 20) and [40, 45); elsewhere (seconds) it
     neither costs nor covers, while the atom beside it counts as ever."""
-    atoms, memories = _with_memory(_atoms_1d({"w0": (0, 25), "w1": (60, 70)}), 50.0, [(10, 20), (40, 45)])
+    atoms, memories = _with_memory(_atoms_1d({"w0": (0, 25), "w1": (60, 70)}).assign(modality=modality), 50.0, [(10, 20), (40, 45)])
     regions = _regions_1d([("q", 0, 10, 30), ("q", 1, 40, 50)])
     gold = pd.DataFrame({"query_id": "q", "gold_idx": [0, 0, 1], "atom": [0, 2, 2]})  # codes: w0, m, m
     run = pd.DataFrame({"query_id": "q", "atom": [2, 1, 0], "rank": [1, 2, 3], "score": [3.0, 2.0, 1.0]})  # m, w1, w0
@@ -264,3 +264,21 @@ def test_a_memory_costs_its_text_and_covers_its_credited_units_where_the_unit_is
     # without memories in the run, the same atoms give the same values as with the memory-free path
     plain = extent_columns(ent, run.iloc[1:], gold.iloc[[0]], regions, atoms, k=3, memories=memories).iloc[0]
     assert plain.equals(extent_columns(ent, run.iloc[1:], gold.iloc[[0]], regions, atoms, k=3).iloc[0])
+
+
+def test_the_top_k_of_another_modality_is_not_paid_in_the_entrys_unit():
+    """An unscoped system's top k mixes modalities: a video entry's retrieved extent sums only
+    its video atoms' seconds; the characters of a conversation atom beside them are another
+    unit and are left out (they never add to seconds), in cost, precision and IoU alike."""
+    video = _atoms_1d({"v0": (0, 20), "v1": (100, 130)})
+    chat = _atoms_1d({"t0": (0, 900)}, source="c").assign(modality="conversation")
+    atoms = pd.concat([video, chat], ignore_index=True)
+    regions = _regions_1d([("q", 0, 10, 30)])
+    gold = pd.DataFrame({"query_id": ["q"], "gold_idx": [0], "atom_id": ["v0"]})
+    run = _run([("q", "t0", 1), ("q", "v0", 2), ("q", "v1", 3)])
+    ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False], "modality": ["video"]})
+    out = _extents(ent, run, gold, regions, atoms, k=10).iloc[0]
+    assert (out["covered@10"], out["retrieved_extent@10"]) == (10, 20 + 30)  # not 20 + 30 + 900
+    assert out["precision@10"] == pytest.approx(10 / 50) and out["iou@10"] == pytest.approx(10 / (20 + 50 - 10))
+    only_chat = _extents(ent, run.iloc[:1], gold, regions, atoms, k=10).iloc[0]
+    assert (only_chat["retrieved_extent@10"], only_chat["precision@10"]) == (0, 0)  # nothing of its own unit retrieved
