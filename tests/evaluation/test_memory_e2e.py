@@ -19,8 +19,8 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
-from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries, trec_qrels, trec_run
 from bench.evaluation.in_memory import evaluate_entries, memory_inputs
+from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries, trec_qrels, trec_run
 from bench.evaluation.trec_eval import evaluate as trec_evaluate
 from bench.evaluation.trec_eval import read_qrels, read_run
 from bench.ingest.chunking import chunk_all

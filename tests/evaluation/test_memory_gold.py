@@ -140,8 +140,8 @@ def test_the_evaluation_reads_a_memory_as_an_atom_of_its_holder_and_time():
     """Through evaluate_entries (the acceptance's path): a memory citing a region observed after the question is a
     temporal violation, one citing another holder's source a holder leak, an honest one a gold hit."""
     from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
-    from bench.evaluation.retrieve import RunResult
     from bench.evaluation.in_memory import evaluate_entries
+    from bench.evaluation.retrieve import RunResult
 
     seg = segments()
     served = chunk_all(seg, {"conversation": {"strategy": "turn"}})
