@@ -269,6 +269,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     from benchmarks.ocr_candidates import TODAY, current, measure_cpu
 
     args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) % 2 or set(args[::2]) - {"--processes", "--old-every"} or not all(v.isdigit() for v in args[1::2]):
+        raise SystemExit("usage: python -m benchmarks.ocr_accuracy [--processes N] [--old-every K]")
     opts = {k: int(v) for k, v in zip(args[::2], args[1::2])}
     processes, old_every = opts.get("--processes", 2), opts.get("--old-every", 1)
     pages = sample_pages()

@@ -65,19 +65,22 @@ def drilldown(
 
     Order: answerable queries by recall@k then coverage@k ascending (misses first),
     then unanswerable queries with a false recall, then the other unanswerable ones;
-    ties by query_id. ``run`` and ``gold`` name atoms by atom_id; ``regions``: query_id,
+    ties by query_id. ``run`` and ``gold`` name atoms by atom_id, and by their code (``atom``)
+    when they hold it: then row i of ``atoms`` is code i, so the versions of a memory that
+    share an id (a memory rewritten over time) are told apart; ``regions``: query_id,
     gold_idx, source_id, extent, n_atoms (bench.evaluation.resolved), each region's own
     object shown as the entry gives it. ``atoms``: atom_id, text, extent (JSON) and
     ``amount`` (extent in the modality's unit). Returns {"modalities": {m: {"total", "shown", "queries"}}}.
     """
     ent = {e["query_id"]: e for e in entries}
     pq = per_query.assign(query_id=per_query["query_id"].astype(str))
+    key = "atom" if "atom" in run.columns and "atom" in gold.columns else "atom_id"  # codes when given (docstring)
     top = run.loc[run["rank"].astype(int) <= k].astype({"query_id": str, "atom_id": str})
     top_by_q = {q: g.sort_values("rank") for q, g in top.groupby("query_id", sort=False)}
-    gold_sets = gold.astype({"query_id": str, "atom_id": str}).groupby("query_id")["atom_id"].agg(set).to_dict()
+    gold_sets = gold.astype({"query_id": str, "atom_id": str}).groupby("query_id")[key].agg(set).to_dict()
     reg = regions[["query_id", "gold_idx", "source_id", "extent", "n_atoms"]].astype({"query_id": str})
     reg_by_q = {q: g.sort_values("gold_idx") for q, g in reg.groupby("query_id", sort=False)}
-    info = atoms.set_index("atom_id")
+    info = atoms.reset_index(drop=True) if key == "atom" else atoms.set_index("atom_id")
     rc, cc = f"recall@{k}", f"coverage@{k}"
     out: dict[str, Any] = {}
     for modality, grp in pq.groupby("modality", sort=True):
@@ -93,13 +96,14 @@ def drilldown(
             t = top_by_q.get(qid)
             if t is not None:
                 for a in t.itertuples(index=False):
-                    meta = info.loc[a.atom_id] if a.atom_id in info.index else None
+                    name = getattr(a, key)
+                    meta = info.loc[name] if name in info.index else None
                     rows.append({
                         "rank": int(a.rank), "atom_id": a.atom_id, "score": float(a.score),
                         "source_id": None if meta is None or "source_id" not in meta else str(meta["source_id"]),
                         "extent": None if meta is None else str(meta["extent"]),
                         "amount": None if meta is None else float(meta["amount"]),
-                        "gold": a.atom_id in gset,
+                        "gold": name in gset,
                         "text": "" if meta is None else str(meta["text"])[:SNIPPET],
                     })
             g = reg_by_q.get(qid)

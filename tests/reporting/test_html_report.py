@@ -136,3 +136,27 @@ def test_renders_in_headless_chromium(page, tmp_path):
     assert img.shape == (1600, 1200)
     dark = (img < 128).mean()
     assert 0.005 < dark < 0.5  # text and lines drawn, not a blank page
+
+
+def test_drilldown_tells_apart_the_versions_of_a_memory_by_their_code():
+    """A memory rewritten over time keeps its id: its versions are two codes (two rows of the
+    atom table) with one atom_id. The drill-down shows each hit's own version (text, amount)
+    and marks as gold only the version that is in the query's gold (a real replayed
+    consolidating memory stopped the report here: its lookup by id found two rows)."""
+    entries = [{"query_id": "q1", "question": "What does Ann own?", "modality": "conversation",
+                "gold": [{"source_id": "c:s1", "region": {"turn": 1}}]},
+               {"query_id": "q2", "question": "What did Ann adopt?", "modality": "conversation",
+                "gold": [{"source_id": "c:s1", "region": {"turn": 1}}]}]
+    pq = pd.DataFrame({"query_id": ["q1", "q2"], "modality": "conversation", "unanswerable": False, "failed": False,
+                       "n_regions": 1, "recall@10": [0.0, 1.0], "coverage@10": [0.0, 1.0], "false_recall": np.nan})
+    # code 0: a served turn; codes 1 and 2: two versions of memory "fact:ann"
+    atoms = pd.DataFrame({"atom_id": ["c:s1#t1", "fact:ann", "fact:ann"], "text": ["Ann adopted a cat", "Ann has a dog", "Ann adopted Pixel, a cat"],
+                          "extent": ['{"turn":1}', "[]", "[]"], "amount": [17.0, 13.0, 24.0]})
+    run = pd.DataFrame({"query_id": ["q1", "q2"], "atom": [1, 2], "atom_id": ["fact:ann", "fact:ann"], "rank": [1, 1], "score": [1.0, 1.0]})
+    gold = pd.DataFrame({"query_id": ["q1", "q2", "q2"], "gold_idx": 0, "atom": [0, 0, 2], "atom_id": ["c:s1#t1", "c:s1#t1", "fact:ann"]})
+    regions = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": 0, "source_id": "c:s1", "extent": [10.0, 10.0], "n_atoms": 1})
+    drill = drilldown(entries, pq, run, gold, regions, atoms, k=10)
+    shown = {q["query_id"]: q for q in drill["modalities"]["conversation"]["queries"]}
+    (a1,), (a2,) = shown["q1"]["top"], shown["q2"]["top"]
+    assert (a1["text"], a1["amount"], a1["gold"]) == ("Ann has a dog", 13.0, False)
+    assert (a2["text"], a2["amount"], a2["gold"]) == ("Ann adopted Pixel, a cat", 24.0, True)
