@@ -298,8 +298,9 @@ def accuracy_line(path: Path = ACCURACY_FILE) -> str | None:
         old = doc.get("compared_with")
         if old:
             d = old["cer_change"]
-            line += (f" The setting before it ({old['setting']}) on the same pages: CER {old['cer']['value']:.1%}, "
-                     f"WER {old['wer']['value']:.1%}; CER change {100 * d['value']:+.2f} points "
+            line += (f" The setting before it ({old['setting']}) on {old['pages']} of these pages (one in {old.get('every', 1)}; this "
+                     f"setting there: CER {old['new_on_these_pages']['cer']['value']:.1%}): CER {old['cer']['value']:.1%}, "
+                     f"WER {old['wer']['value']:.1%}; paired CER change {100 * d['value']:+.2f} points "
                      f"(95 % CI {100 * d['ci95'][0]:+.2f} to {100 * d['ci95'][1]:+.2f}).")
         return line
     except (OSError, ValueError, KeyError, TypeError, IndexError):

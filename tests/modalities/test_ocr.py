@@ -219,13 +219,15 @@ def test_accuracy_line_cites_the_measurement_and_the_paired_change(tmp_path) -> 
            "render_scale": 2.0, "pages": 230, "documents": 58,
            "cer": {"value": 0.05, "ci95": [0.04, 0.06], "denominator": 300000},
            "wer": {"value": 0.08, "ci95": [0.07, 0.09], "denominator": 50000},
-           "compared_with": {"setting": "old", "cer": {"value": 0.049}, "wer": {"value": 0.081},
+           "compared_with": {"setting": "old", "pages": 115, "every": 2, "cer": {"value": 0.049}, "wer": {"value": 0.081},
+                             "new_on_these_pages": {"cer": {"value": 0.0503}},
                              "cer_change": {"value": 0.001, "ci95": [-0.002, 0.004]}}}
     path = tmp_path / "ocr_accuracy.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     line = ocr.accuracy_line(path)
     assert line is not None and "CER 5.0% (95 % CI 4.0%–6.0%)" in line and "n = 230 pages of 58 documents" in line
     assert '"Rec.rec_batch_num": 1' in line and "log_level" not in line
-    assert "old" in line and "CER change +0.10 points (95 % CI -0.20 to +0.40)" in line
+    assert "(old) on 115 of these pages (one in 2; this setting there: CER 5.0%): CER 4.9%, WER 8.1%" in line
+    assert "paired CER change +0.10 points (95 % CI -0.20 to +0.40)" in line
     path.write_text("{}", encoding="utf-8")
     assert ocr.accuracy_line(path) is None and ocr.accuracy_line(tmp_path / "absent.json") is None
