@@ -26,8 +26,11 @@ def sh(args: list[str], cwd: Path, env: dict) -> str:
 
 
 def set_system(work: Path, **system) -> None:
+    """params.yaml's system block: the committed defaults of every key a test of this module sets, then
+    `system` (so a test never inherits another's concurrency or sandbox, whatever order they run in)."""
     params = yaml.safe_load((work / "params.yaml").read_text())
-    params["system"] = {**params["system"], "adapter": "builtin", "entry": None, "atoms": None, "name": "bm25", **system}
+    defaults = {"adapter": "builtin", "entry": None, "atoms": None, "name": "bm25", "concurrency": 1, "sandbox": "auto"}
+    params["system"] = {**params["system"], **defaults, **system}
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
