@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from bench.evaluation.compare import MAX_UNPAIRED
 from bench.evaluation.gate import MAX_LATENCY_RATIO
 from bench.io import LineError
 from bench.modalities import names as modality_names
@@ -188,17 +189,26 @@ def splits_freeze(reason: str) -> None:
     click.echo(f"freeze {rec['freeze']}: {rec['entries']} entries, {rec['test']} test; changes {json.dumps(changes(old, triples))} -> bench/sets/splits.lock")
 
 
+def _stats_options(f: Any) -> Any:
+    """The statistics options of compare, leaderboard and gate."""
+    for option in reversed((
+        click.option("--resamples", type=click.IntRange(1, 1_000_000), default=None, help="bootstrap resamples (default params metrics.bootstrap_resamples)"),
+        click.option("--permutations", type=click.IntRange(1, 1_000_000), default=10000, show_default=True, help="sign flips of the randomization test"),
+        click.option("--seed", type=int, default=None, help="default params metrics.bootstrap_seed"),
+        click.option("--alpha", type=click.FloatRange(0, 1), default=0.05, show_default=True, help="significance level after Holm correction"),
+        click.option("--max-unpaired", type=click.FloatRange(0, 1), default=MAX_UNPAIRED, show_default=True,
+                     help="share of all queries that may be missing from a run (then only shared queries are compared)"),
+    )):
+        f = option(f)
+    return f
+
+
 @cli.command()
 @click.argument("a")
 @click.argument("b")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="also write the comparison as JSON here")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", help="what to print (default Markdown)")
-@click.option("--resamples", type=int, default=None, help="bootstrap resamples (default params metrics.bootstrap_resamples)")
-@click.option("--permutations", type=int, default=10000, show_default=True, help="sign flips of the randomization test")
-@click.option("--seed", type=int, default=None, help="default params metrics.bootstrap_seed")
-@click.option("--alpha", type=float, default=0.05, show_default=True, help="significance level after Holm correction")
-@click.option("--max-unpaired", type=click.FloatRange(0, 1), default=0.01, show_default=True,
-              help="share of all queries that may be in only one run (then only shared queries are compared)")
+@_stats_options
 def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | None, permutations: int, seed: int | None, alpha: float,
             max_unpaired: float) -> None:
     """Compare run B with run A: paired differences, intervals, Holm-corrected p-values.
@@ -258,20 +268,6 @@ def _run_params(spec: str, root: Path) -> dict[str, Any]:
     except yaml.YAMLError:
         raise click.ClickException(f"{spec}: params.yaml is not readable YAML") from None
     return doc if isinstance(doc, dict) else {}
-
-
-def _stats_options(f: Any) -> Any:
-    """The options leaderboard and gate share with compare."""
-    for option in reversed((
-        click.option("--resamples", type=click.IntRange(1, 1_000_000), default=None, help="bootstrap resamples (default params metrics.bootstrap_resamples)"),
-        click.option("--permutations", type=click.IntRange(1, 1_000_000), default=10000, show_default=True, help="sign flips of the randomization test"),
-        click.option("--seed", type=int, default=None, help="default params metrics.bootstrap_seed"),
-        click.option("--alpha", type=click.FloatRange(0, 1), default=0.05, show_default=True, help="significance level after Holm correction"),
-        click.option("--max-unpaired", type=click.FloatRange(0, 1), default=0.01, show_default=True,
-                     help="share of all queries that may be missing from a run (then only shared queries are compared)"),
-    )):
-        f = option(f)
-    return f
 
 
 @cli.command()

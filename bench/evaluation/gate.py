@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.evaluation.compare import RunData, check_table, compare
+from bench.evaluation.compare import MAX_UNPAIRED, RunData, check_table, compare
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Mean, Measure
 
@@ -65,7 +65,7 @@ def _latency(run: RunData, common: set[str]) -> dict[str, float | None]:
 
 def gate(base: RunData, current: RunData, *, k: int, alpha: float = 0.05, min_effect: float = 0.0,
          max_latency_ratio: float = MAX_LATENCY_RATIO, resamples: int = 1000, permutations: int = 10000, seed: int = 0,
-         max_unpaired: float = 0.01) -> GateResult:
+         max_unpaired: float = MAX_UNPAIRED) -> GateResult:
     """Gate `current` against `base` (module docstring); CompareError when they cannot be compared."""
     check_table(base.per_query, base.label, k)
     check_table(current.per_query, current.label, k)

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.compare import CompareError, RunData, _git, _paired_queries, _row, check_table, check_values
+from bench.evaluation.compare import MAX_UNPAIRED, CompareError, RunData, _git, _paired_queries, _row, check_table, check_values
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted
 from bench.evaluation.power import mde_measures, mde_of
@@ -192,7 +192,7 @@ def leaderboard(
     permutations: int = 10000,
     seed: int = 0,
     alpha: float = 0.05,
-    max_unpaired: float = 0.01,
+    max_unpaired: float = MAX_UNPAIRED,
     rank_by: str = RANK_BY,
 ) -> dict[str, Any]:
     """The leaderboard of `runs` against ``runs[base]`` (module docstring); ``params``: each

@@ -55,6 +55,17 @@ __all__ = ["Adapter", "Channel", "CommandAdapter", "CommandChannel", "EventRefus
 # --------------------------------------------------------------------------- command
 
 
+
+def accepted(send: Callable[[], Any], event: dict[str, Any]) -> None:
+    """Send one event (`send` returns the system's reply) and check the reply acknowledges it:
+    EventRefused naming the problem otherwise (a malformed reply or another event's id)."""
+    try:
+        reply = send()
+    except MalformedResponse as exc:
+        raise EventRefused(str(exc)) from None
+    if problem := event_reply_problem(reply, event["event"]):
+        raise EventRefused(problem)
+
 class CommandChannel:
     """One long-lived subprocess: a request line in, a response line out.
 
@@ -184,12 +195,7 @@ class CommandChannel:
         self.timed = True
         self.prepare()
         self.events.append(event)
-        try:
-            reply = self._exchange({"observe": event}, timeout)
-        except MalformedResponse as exc:
-            raise EventRefused(str(exc)) from None
-        if problem := event_reply_problem(reply, event["event"]):
-            raise EventRefused(problem)
+        accepted(lambda: self._exchange({"observe": event}, timeout), event)
 
     def _exchange(self, request: dict[str, Any], timeout: float) -> Any:
         proc = self.proc
@@ -307,12 +313,7 @@ class HttpChannel:
 
     def observe(self, event: dict[str, Any], timeout: float) -> None:
         """POST one event; the reply body must be {"event": id, "ok": true}."""
-        try:
-            reply = self.call({"observe": event}, timeout)
-        except MalformedResponse as exc:
-            raise EventRefused(str(exc)) from None
-        if problem := event_reply_problem(reply, event["event"]):
-            raise EventRefused(problem)
+        accepted(lambda: self.call({"observe": event}, timeout), event)
 
     def call(self, request: dict[str, Any], timeout: float) -> Any:
         """One POST under a total deadline: a server that trickles bytes is cut off at `timeout`."""

@@ -71,7 +71,7 @@ import pandas as pd
 
 from bench.evaluation.atom_codes import ATOM_CODE
 from bench.evaluation.measures.base import Mean, Measure
-from bench.evaluation.measures.extent import BOX, MemoryExtents, box_measure
+from bench.evaluation.measures.extent import BOX, MemoryExtents, box_measure, own_unit_rows
 from bench.evaluation.measures.ranking import MEASURES as RANKING
 from bench.modalities import modalities
 
@@ -168,16 +168,12 @@ def packed_atoms(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame,
     ``memories.first``) is paid its text from its entry's budget where that counts
     characters, and never cut."""
     r = run.loc[run["query_id"].astype(str).isin(set(which["query_id"])), ["query_id", ATOM_CODE, "rank"]]
-    r = r.assign(query_id=r["query_id"].astype(str)).reset_index(drop=True)
-    ext = atom_ext[["modality", "source_id", "part", *BOX, "extent"]].take(r[ATOM_CODE].to_numpy(np.int64)).reset_index(drop=True)
+    r = r.assign(query_id=r["query_id"].astype(str))
+    r = own_unit_rows(r, atom_ext, dict(zip(which["query_id"], which["entry_modality"], strict=True)), memories).reset_index(drop=True)
+    ext = atom_ext[["source_id", "part", *BOX, "extent"]].take(r[ATOM_CODE].to_numpy(np.int64)).reset_index(drop=True)
     r = pd.concat([r, ext], axis=1).merge(which[["query_id", "entry_modality", "amount"]], on="query_id")
-    memory = np.zeros(len(r), dtype=bool)
-    if memories is not None:
-        memory = r[ATOM_CODE].to_numpy(np.int64) >= memories.first
-        priced = r["entry_modality"].isin(memories.priced()).to_numpy()
-        r["modality"] = np.where(memory & priced, r["entry_modality"].to_numpy(dtype=object), r["modality"].to_numpy(dtype=object))
-    r = r.assign(memory=memory)
-    r = r.loc[r["modality"].astype(str) == r["entry_modality"]].sort_values(["query_id", "rank"], kind="stable").reset_index(drop=True)
+    memory = np.zeros(len(r), dtype=bool) if memories is None else r[ATOM_CODE].to_numpy(np.int64) >= memories.first
+    r = r.assign(memory=memory, modality=r["entry_modality"]).sort_values(["query_id", "rank"], kind="stable").reset_index(drop=True)
     spent = r.groupby("query_id", sort=False)["extent"].cumsum().to_numpy(dtype=float)
     before = spent - r["extent"].to_numpy(dtype=float)
     amount = r["amount"].to_numpy(dtype=float)

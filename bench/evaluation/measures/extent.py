@@ -77,7 +77,7 @@ from bench.evaluation.measures.latency import Percentile
 from bench.modalities import modalities
 
 __all__ = ["COSTS", "MEASURES", "RATIOS", "TEXT_UNIT", "MemoryExtents", "amount_columns", "atom_extents", "atom_statistics", "box_measure",
-           "extent_columns"]
+           "extent_columns", "own_unit_rows"]
 
 #: a box's columns, in atom extents and in resolved regions (bench.evaluation.resolved)
 BOX = ["x0", "x1", "y0", "y1"]
@@ -317,10 +317,9 @@ def extent_columns(
     gold_q = gold_q.loc[gold_q["query_id"].isin(qids)]
     if "modality" in entry_rows:  # the top k in the entry's own unit: other modalities' atoms left out (module docstring)
         modality_of = dict(zip(qids, entry_rows["modality"].astype(str), strict=True))
-        top = _own_modality(top, atom_ext, modality_of, memories)
-    if memories is not None:
-        modality_of = dict(zip(qids, entry_rows["modality"].astype(str), strict=True))
-        top, gold_q = memories.priced_rows(top, modality_of), memories.priced_rows(gold_q, modality_of)
+        top = own_unit_rows(top, atom_ext, modality_of, memories)
+        if memories is not None:
+            gold_q = memories.priced_rows(gold_q, modality_of)
     top_by_q = top.groupby("query_id", sort=False)[ATOM].agg(list).to_dict()
     # only the atoms these queries name: the whole table's arrays would cost O(atoms) per block
     named = np.unique(np.concatenate([top[ATOM].to_numpy(np.int64), gold_q[ATOM].to_numpy(np.int64)]))
@@ -355,14 +354,16 @@ def extent_columns(
     return out.reset_index()
 
 
-def _own_modality(top: pd.DataFrame, atom_ext: pd.DataFrame, modality_of: dict[str, str], memories: MemoryExtents | None) -> pd.DataFrame:
-    """`top` (query_id, atom) without the served atoms of another modality than the query's
-    (a memory's row is kept: :meth:`MemoryExtents.priced_rows` decides where it has a price)."""
-    codes = top[ATOM].to_numpy(np.int64)
-    own = atom_ext["modality"].take(codes).astype(str).to_numpy() == top["query_id"].map(modality_of).astype(str).to_numpy()
-    if memories is not None:
-        own |= codes >= memories.first
-    return top.loc[own]
+def own_unit_rows(rows: pd.DataFrame, atom_ext: pd.DataFrame, modality_of: dict[str, str], memories: MemoryExtents | None) -> pd.DataFrame:
+    """The rows (query_id, atom) a query pays in its own unit: served atoms of the query's
+    modality (`modality_of`), and memory hits where that modality counts characters
+    (:meth:`MemoryExtents.priced_rows`). The one rule of what a top k or a cartridge holds
+    (here and bench.evaluation.measures.budget)."""
+    codes = rows[ATOM].to_numpy(np.int64)
+    own = atom_ext["modality"].take(codes).astype(str).to_numpy() == rows["query_id"].map(modality_of).astype(str).to_numpy()
+    if memories is None:
+        return rows.loc[own]
+    return memories.priced_rows(rows.loc[own | (codes >= memories.first)], modality_of)
 
 
 def _query_extents(qid: str, reg_by_q: dict, gold_by_q: dict, top_by_q: dict, atom_position: dict, atom_space: list,
