@@ -58,9 +58,9 @@ def memory_inputs(ran: RunResult, entries: list[dict], found: Resolved, served: 
     from bench.evaluation.memory_gold import with_memories
     from bench.evaluation.provenance import CitationCheck, coded_run
 
-    n_served = len(served_ids(served))
-    coded, tables = coded_run(ran.run, ran.memories, served_ids(served), CitationCheck(lambda: segments))
-    hits = coded.loc[coded[ATOM_CODE].to_numpy() >= n_served, ["query_id", "rank", ATOM_CODE]].astype({"query_id": str})
+    table = served_ids(served)
+    coded, tables = coded_run(ran.run, ran.memories, table, CitationCheck(lambda: segments))
+    hits = coded.loc[coded[ATOM_CODE].to_numpy() >= len(table), ["query_id", "rank", ATOM_CODE]].astype({"query_id": str})
     res = with_memories(entries, found.gold, found.segments, tables.memories, tables.units, hits,
                         given_atoms=not ran.info.get("replay", False))
     rows = res.memories.sort_values(ATOM_CODE, kind="stable").reset_index(drop=True)
