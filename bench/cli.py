@@ -208,9 +208,11 @@ def _stats_options(f: Any) -> Any:
 @click.argument("b")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="also write the comparison as JSON here")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", help="what to print (default Markdown)")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="also write every query's A/B as one self-contained page here (docs/comparing.md)")
 @_stats_options
-def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | None, permutations: int, seed: int | None, alpha: float,
-            max_unpaired: float) -> None:
+def compare(a: str, b: str, json_out: str | None, fmt: str, html_out: str | None, resamples: int | None, permutations: int,
+            seed: int | None, alpha: float, max_unpaired: float) -> None:
     """Compare run B with run A: paired differences, intervals, Holm-corrected p-values.
 
     A and B are each a folder (holding reports/per_query/dev.parquet), a git revision
@@ -233,6 +235,11 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, resamples: int | Non
     result["a"], result["b"] = ra.describe(), rb.describe()
     if json_out:
         write_json(json_out, result)
+    if html_out:
+        from bench.io import write_text
+        from bench.reporting.compare_page import build
+
+        write_text(html_out, build(result, ra, rb, root))
     click.echo(json.dumps(result, indent=2) if fmt == "json" else compare_md(result, ra.describe(), rb.describe()))
 
 
@@ -275,11 +282,13 @@ def _run_params(spec: str, root: Path) -> dict[str, Any]:
 @click.option("--all", "every", is_flag=True, help="every experiment of HEAD (what `dvc exp show` lists)")
 @click.option("--baseline", default="HEAD", show_default=True, help="the run the others are compared with")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="also write the leaderboard as JSON here")
-@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None, help="also write an HTML page with the quality-against-cost pictures")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="also write an HTML page with the quality-against-cost pictures, and beside it each run's A/B page against the baseline")
+@click.option("--label", "labels", multiple=True, metavar="NAME=RUN", help="show RUN as NAME (repeatable; default: a folder's base name, the experiment or revision)")
 @click.option("--rank-by", default="recall@budget", show_default=True, help="the measure the runs are ranked by")
 @_stats_options
-def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str | None, html_out: str | None, rank_by: str,
-                resamples: int | None, permutations: int, seed: int | None, alpha: float, max_unpaired: float) -> None:
+def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str | None, html_out: str | None, labels: tuple[str, ...],
+                rank_by: str, resamples: int | None, permutations: int, seed: int | None, alpha: float, max_unpaired: float) -> None:
     """One table that decides a sweep: RUNs (folders, git revisions, DVC experiments) against a baseline.
 
     Per modality and overall: changed params, recall@k, recall@budget, MRR, nDCG@k, false
@@ -290,15 +299,22 @@ def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str
     from bench.evaluation.leaderboard import experiment_names
     from bench.evaluation.leaderboard import leaderboard as board
     from bench.io import write_json, write_text
-    from bench.reporting.leaderboard import markdown, page
+    from bench.reporting.leaderboard import markdown, short_labels
 
     root = find_root()
     metrics = _metrics_block(root)
+    given = _labels(labels)
     try:
         names = list(dict.fromkeys([baseline, *runs, *(experiment_names(root) if every else [])]))
         if len(names) < 2:
             raise CompareError("no run to rank besides the baseline: name RUNs or pass --all (are there experiments of HEAD?)")
+        unknown = [spec for spec in given.values() if spec not in names]
+        if unknown:
+            raise CompareError(f"--label names a run that is not ranked: {unknown[0]!r} (runs: {', '.join(names)})")
         loaded = [load_run(name, root, PER_QUERY, DEV_METRICS) for name in names]
+        short = short_labels(names, given)
+        for run, label in zip(loaded, short, strict=True):
+            run.label = label
         result = board(loaded, base=0, params=[_run_params(name, root) for name in names], k=loaded[0].k or metrics.k,
                        resamples=resamples or metrics.bootstrap_resamples, permutations=permutations,
                        seed=metrics.bootstrap_seed if seed is None else seed, alpha=alpha, max_unpaired=max_unpaired, rank_by=rank_by)
@@ -307,8 +323,41 @@ def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str
     if json_out:
         write_json(json_out, result)
     if html_out:
-        write_text(html_out, page(result))
+        write_text(html_out, _leaderboard_pages(result, loaded, names, Path(html_out), root, permutations, alpha, max_unpaired))
     click.echo(markdown(result))
+
+
+def _labels(given: tuple[str, ...]) -> dict[str, str]:
+    """--label NAME=RUN options as {NAME: RUN}; a malformed or repeated NAME is refused."""
+    out: dict[str, str] = {}
+    for item in given:
+        name, sep, spec = item.partition("=")
+        if not sep or not name.strip() or not spec.strip():
+            raise click.BadParameter(f"{item!r}: expected NAME=RUN", param_hint="--label")
+        if name in out:
+            raise click.BadParameter(f"{name!r} is given twice", param_hint="--label")
+        out[name.strip()] = spec.strip()
+    return out
+
+
+def _leaderboard_pages(result: dict[str, Any], loaded: list[Any], specs: list[str], out: Path, root: Path, permutations: int,
+                       alpha: float, max_unpaired: float) -> str:
+    """Each run's A/B page against the baseline beside `out` (bench.reporting.compare_page), and the
+    leaderboard page linking them; the comparisons use the leaderboard's statistics options."""
+    from bench.evaluation.compare import compare as run_compare
+    from bench.io import write_text
+    from bench.reporting.compare_page import build
+    from bench.reporting.leaderboard import page, page_name
+
+    base = loaded[0]
+    links = {}
+    for run, spec in zip(loaded[1:], specs[1:], strict=True):
+        ab = run_compare(base.per_query, run.per_query, k=result["k"], resamples=result["resamples"], permutations=permutations,
+                         seed=result["seed"], alpha=alpha, max_unpaired=max_unpaired)
+        name = page_name(out.stem, run.label)
+        write_text(out.parent / name, build(ab, base, run, root, specs=(specs[0], spec)))
+        links[run.label] = name
+    return page(result, sources=dict(zip([r.label for r in loaded], specs, strict=True)), links=links)
 
 
 @cli.command()

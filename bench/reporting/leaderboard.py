@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-__all__ = ["markdown", "page", "quality_cost_svg"]
+__all__ = ["markdown", "page", "page_name", "quality_cost_svg", "runs_html", "short_labels"]
 
 MARK_BETTER, MARK_WORSE, FRONTIER = "▲", "▼", "◆"
 
@@ -133,24 +133,80 @@ def mde_lines(board: dict[str, Any]) -> list[str]:
     return out
 
 
+#: the pictures' size in inches at 100 dpi (750 x 520 px; the page draws them at their own width)
+PICTURE = (7.5, 5.2)
+#: a cost axis turns logarithmic only when its values span more than this factor
+LOG_SPAN = 50.0
+MARKERS = "osD^vP*Xh<>p"
+
+
+def _plain(ax: Any, axis: str) -> None:
+    """Tick labels as plain numbers (no 2×10⁻¹, no offset), thousands separated."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.4g}"))
+    target.set_minor_formatter(NullFormatter())
+
+
 def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> str:
-    """recall@budget against a cost, one labelled point per run, the frontier joined and filled."""
+    """recall@budget against a cost, one marker per run named in the legend (no label is
+    printed over the points, so none collide), the frontier joined; filled: on the frontier.
+    The cost axis is linear with plain-number ticks unless the costs span more than
+    :data:`LOG_SPAN` times (then logarithmic, still with plain-number ticks)."""
     from bench.reporting.plots import _figure, _svg
 
-    fig, ax = _figure(5.6, 4.0)
+    fig, ax = _figure(*PICTURE)
     shown = [p for p in points if p["x"] is not None and p["y"] is not None]
     front = sorted((p for p in shown if p["frontier"]), key=lambda p: p["x"])
     if front:
-        ax.plot([p["x"] for p in front], [p["y"] for p in front], color="C0", linewidth=1, zorder=1)
-    for p in shown:
-        ax.scatter([p["x"]], [p["y"]], s=40, zorder=2, color="C0" if p["frontier"] else "white", edgecolors="C0")
-        ax.annotate(p["label"], (p["x"], p["y"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    if shown and min(p["x"] for p in shown) > 0:
+        ax.plot([p["x"] for p in front], [p["y"] for p in front], color="#888", linewidth=1, zorder=1, label="Pareto frontier")
+    for i, p in enumerate(shown):
+        colour = f"C{i % 10}"
+        ax.scatter([p["x"]], [p["y"]], s=60, zorder=2, marker=MARKERS[i % len(MARKERS)],
+                   color=colour if p["frontier"] else "white", edgecolors=colour, linewidths=1.5, label=p["label"])
+    xs = [p["x"] for p in shown]
+    if xs and min(xs) > 0 and max(xs) / min(xs) > LOG_SPAN:
         ax.set_xscale("log")
+    _plain(ax, "x")
+    _plain(ax, "y")
     ax.set_xlabel(x_label)
     ax.set_ylabel("recall@budget")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=10)
+    if shown:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=min(3, len(shown) + bool(front)), fontsize=8, frameon=False)
     return _svg(fig)
+
+
+def short_labels(specs: list[str], given: dict[str, str]) -> list[str]:
+    """A short label per run spec: the name ``--label NAME=RUN`` gave it, else a folder's base
+    name (a parquet file's project folder), a commit hash's first 7 characters, or the
+    experiment name or revision as written. Labels that would collide keep their spec in full
+    (the first keeps the short one) so no two runs read alike."""
+    import re
+    from pathlib import Path
+
+    by_spec = {spec: name for name, spec in given.items()}
+    out: list[str] = []
+    for spec in specs:
+        if spec in by_spec:
+            label = by_spec[spec]
+        elif Path(spec).exists():
+            path = Path(spec).resolve()
+            label = (path.parent.parent.parent if path.is_file() else path).name or spec
+        elif re.fullmatch(r"[0-9a-f]{12,40}", spec):
+            label = spec[:7]
+        else:
+            label = spec
+        out.append(spec if label in out else label)
+    return out
+
+
+def page_name(stem: str, label: str) -> str:
+    """The file name of a run's A/B page beside the leaderboard page."""
+    import re
+
+    return f"{stem}.{re.sub(r'[^A-Za-z0-9._-]+', '_', label)}.html"
 
 
 def _inline(text: str) -> str:
@@ -184,8 +240,26 @@ def as_html(md: str) -> str:
     return "\n".join(out)
 
 
-def page(board: dict[str, Any]) -> str:
-    """The leaderboard page: one quality-against-cost picture per group, then the Markdown's tables."""
+def runs_html(board: dict[str, Any], sources: dict[str, str] | None, links: dict[str, str] | None) -> str:
+    """Which run each short label names (folder, revision or experiment as given), and its A/B page."""
+    if not sources and not links:
+        return ""
+    head = "<tr><th>label</th><th>run</th><th>how it was run</th>" + ("<th>every query against the baseline</th>" if links else "") + "</tr>"
+    rows = []
+    for r in board["runs"]:
+        label = r["label"]
+        link = (links or {}).get(label)
+        cell = f"<td><a href='{html.escape(link, quote=True)}'>{html.escape(label)} vs {html.escape(board['baseline'])}</a></td>" if link else (
+            "<td>(the baseline)</td>" if links else "")
+        rows.append(f"<tr><td><b>{html.escape(label)}</b></td><td><code>{html.escape((sources or {}).get(label, label))}</code></td>"
+                    f"<td>{html.escape(r.get('describe', ''))}</td>{cell}</tr>")
+    return f"<h2>Runs</h2><table>{head}{''.join(rows)}</table>"
+
+
+def page(board: dict[str, Any], *, sources: dict[str, str] | None = None, links: dict[str, str] | None = None) -> str:
+    """The leaderboard page: one quality-against-cost picture per modality and overall, then
+    the Markdown's tables. ``sources``: short label -> the run as given (folder, revision,
+    experiment); ``links``: label -> its A/B page against the baseline (bench.reporting.compare_page)."""
     md_html = as_html(markdown(board))
     cart = _cart(board)
     figures = []
@@ -194,12 +268,15 @@ def page(board: dict[str, Any]) -> str:
         points = [{"label": r["run"], "x": r["latency_p50_ms"] if overall else r[cart], "y": r["values"].get("recall@budget"),
                    "frontier": bool(r.get("frontier"))} for r in g["rows"]]
         unit = ((board.get("budget") or {}).get(g["group"]) or {}).get("unit", "")
-        x_label = "latency p50 (ms)" if overall else f"{cart} ({unit})"
+        x_label = "latency p50 (ms)" if overall else f"{cart} ({unit})" if unit else cart
         figures.append(f"<figure>{quality_cost_svg(points, x_label, g['group'])}<figcaption>{html.escape(g['group'])}: "
-                       f"recall@budget against {html.escape(x_label)}; filled and joined: the Pareto frontier</figcaption></figure>")
+                       f"recall@budget against {html.escape(x_label)}; filled markers joined by the grey line: the Pareto "
+                       "frontier</figcaption></figure>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Leaderboard</title><style>"
-            "body{font-family:system-ui,sans-serif;margin:1.5rem auto;max-width:1300px;padding:0 1rem}"
+            "body{font-family:system-ui,sans-serif;margin:1.5rem auto;max-width:1600px;padding:0 1rem}"
             "table{border-collapse:collapse;font-size:.8rem}th,td{border:1px solid #ddd;padding:.2rem .4rem}"
-            "figure{display:inline-block;margin:.5rem}svg{width:520px;height:auto}</style></head><body>"
-            f"<h1>Leaderboard against {html.escape(board['baseline'])}</h1><h2>Quality against cost</h2>{''.join(figures)}"
+            ".figs{display:flex;flex-wrap:wrap;gap:1rem}figure{margin:.5rem 0}figcaption{font-size:.8rem;color:#444;max-width:750px}"
+            "figure svg{width:750px;max-width:100%;height:auto}</style></head><body>"
+            f"<h1>Leaderboard against {html.escape(board['baseline'])}</h1>{runs_html(board, sources, links)}"
+            f"<h2>Quality against cost</h2><div class=figs>{''.join(figures)}</div>"
             f"{md_html}</body></html>\n")

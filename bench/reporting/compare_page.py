@@ -1,0 +1,396 @@
+"""`bench compare A B --html FILE`: every query's A/B on one self-contained, offline page.
+
+The page holds, as compact JSON, one row per query of both runs (modality, flags, the
+per-query values of the verdict's measures for A and B, and the outcome -- win, loss or
+tie of B against A -- on the equal-cost measure ``recall@budget`` and on ``recall@k``,
+counted as dev.json and ``bench compare`` count them: a failed query its worst case);
+a script (compare_page.js, inlined) lists, sorts, filters and searches them and draws
+the selected query's detail on demand, so 10,000 queries cost one JSON parse, not
+10,000 rendered panels.
+
+A query's detail is there when a run is a project folder holding its ``data/`` outputs
+(``dvc repro`` was run there): the question, ``as_of``, the gold regions (the resolve
+stage's, drawn as reports/dev.html draws them -- page thumbnails, turns, time spans,
+boxes -- for the first :data:`PICTURED` queries per modality that the runs disagree on)
+and each run's cartridge: every hit of the top k with its rank, score, extent, the gold
+regions it overlaps, and for a memory its cited sources and how many citations are
+supported. A run named by a git revision or an experiment has no ``data/`` here: its
+side of the detail says so, and the question and gold come from the sets in
+bench/sets/ when the other run has none either.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.evaluation.measures import measures
+from bench.evaluation.measures.base import Measure, counted, in_denominator
+
+__all__ = ["PICTURED", "RunDetail", "load_detail", "outcomes", "page", "page_data", "set_entries", "summary_html"]
+
+#: queries per modality whose gold is drawn as pictures (those A and B disagree on first);
+#: the others show their gold regions as a table (pictures are inline images: the page's weight)
+PICTURED = 20
+#: characters of an atom's text shown beside a hit
+SNIPPET = 160
+#: the equal-cost measure the outcome is read on first (bench.evaluation.measures.budget)
+EQUAL_COST = "recall@budget"
+HERE = Path(__file__).parent
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def verdict_measures(k: int) -> list[Measure]:
+    """The verdict's columns (a catalogue measure with a heading), in report order."""
+    return [m for m in measures(k) if m.heading is not None]
+
+
+def outcome_measures(k: int) -> list[Measure]:
+    """The two measures a query's win, loss or tie is read on: recall@budget and recall@k."""
+    by = {m.name: m for m in measures(k)}
+    return [by[EQUAL_COST], by[f"recall@{k}"]]
+
+
+def outcomes(a: pd.DataFrame, b: pd.DataFrame, m: Measure) -> np.ndarray:
+    """Per row of the paired tables `a` and `b` (same query order): "win" (B better on `m`),
+    "loss", "tie", or "" outside `m`'s denominator; a failed query counts its worst case and
+    an undefined value 0 (bench.evaluation.measures.base.counted)."""
+    unans = a["unanswerable"].astype(bool).to_numpy()
+    inside = in_denominator(m.scope, unans)
+    out = np.full(len(a), "", dtype=object)
+    if m.column not in a.columns or m.column not in b.columns:
+        return out
+    xa = counted(m, a[m.column].to_numpy(float), unans, a["failed"].astype(bool).to_numpy())[0]
+    xb = counted(m, b[m.column].to_numpy(float), unans, b["failed"].astype(bool).to_numpy())[0]
+    d = xb - xa if m.higher_is_better else xa - xb
+    out[inside] = np.where(d > 0, "win", np.where(d < 0, "loss", "tie"))
+    return out
+
+
+def _values(frame: pd.DataFrame, column: str) -> list[float | None]:
+    if column not in frame.columns:
+        return [None] * len(frame)
+    v = pd.to_numeric(frame[column], errors="coerce").to_numpy(float)
+    return [None if np.isnan(x) else round(float(x), 4) for x in v]
+
+
+def page_data(a: pd.DataFrame, b: pd.DataFrame, k: int) -> dict[str, Any]:
+    """The queries both runs hold, as columns (the page's JSON): ids, modality (an index
+    into ``modalities``), unanswerable, failed in A / B, each verdict measure's per-query
+    value in A and B, and the outcome on each of :func:`outcome_measures`."""
+    a = a.assign(query_id=a["query_id"].astype(str)).set_index("query_id")
+    b = b.assign(query_id=b["query_id"].astype(str)).set_index("query_id")
+    ids = a.index.intersection(b.index).sort_values()
+    pa, pb = a.loc[ids], b.loc[ids]
+    mods = sorted(pa["modality"].astype(str).unique())
+    index = {m: i for i, m in enumerate(mods)}
+    shown: list[Measure] = []
+    for m in verdict_measures(k):  # one per per-query column (latency p50 and p95 read the same one)
+        if (m.column in pa.columns or m.column in pb.columns) and m.column not in {x.column for x in shown}:
+            shown.append(m)
+    columns = [m.column for m in shown]
+    return {
+        "k": k, "modalities": mods, "ids": [str(x) for x in ids],
+        "modality": [index[str(m)] for m in pa["modality"]],
+        "unanswerable": pa["unanswerable"].astype(bool).astype(int).tolist(),
+        "failed": [[int(x), int(y)] for x, y in zip(pa["failed"].astype(bool), pb["failed"].astype(bool), strict=True)],
+        "measures": [{"name": m.name, "heading": m.heading, "column": m.column, "higher": m.higher_is_better} for m in shown],
+        "values": {c: [_values(pa, c), _values(pb, c)] for c in columns},
+        "outcome": {m.name: outcomes(pa.reset_index(), pb.reset_index(), m).tolist() for m in outcome_measures(k)},
+        "only": [int(len(a.index.difference(b.index))), int(len(b.index.difference(a.index)))],
+    }
+
+
+# --------------------------------------------------------------------------- the runs' details
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """What one run handed the reader, read from a project folder's data/ outputs."""
+
+    entries: dict[str, dict[str, Any]]  # query_id -> its valid entry (question, as_of, gold)
+    regions: pd.DataFrame  # the resolved gold regions (query_id, gold_idx, source_id, extent, n_atoms)
+    #: query_id -> its top-k hits: rank, score, atom (an index into ``atoms``), the gold regions it overlaps
+    hits: dict[str, list[dict[str, Any]]]
+    atoms: list[dict[str, Any]]  # atom_id, source_id, extent (JSON text), text (snippet), memory facts
+    folder: Path
+
+
+def _atoms_info(served: dict[str, pd.DataFrame], memories: Any) -> pd.DataFrame:
+    """Row i: atom code i (served atoms in modality-name order, then the run's memories), as
+    bench.reporting.outputs builds the drill-down's atom table."""
+    frames = [served[m][["atom_id", "source_id", "text", "extent"]] for m in sorted(served)]
+    if memories:
+        info = memories.info()
+        rows = memories.rows
+        info["memory"] = [{"citations": int(c), "supported": int(s), "units": int(u), "units_supported": int(us)}
+                          for c, s, u, us in zip(rows["citations"], rows["citations_supported"], rows["units"],
+                                                 rows["units_supported"], strict=True)]
+        frames.append(info)
+    return pd.concat(frames, ignore_index=True)
+
+
+def load_detail(folder: Path, k: int) -> RunDetail | None:
+    """The cartridges of the run in project `folder` (None when its data/ outputs are not there)."""
+    from bench.evaluation.memory_report import load_memory_inputs
+    from bench.evaluation.resolved import GOLD_FILE, read_regions
+    from bench.ingest.partitions import read_modalities
+    from bench.io import iter_jsonl
+    from bench.project.layout import Layout
+
+    lay = Layout(Path(folder))
+    needed = (lay.runs / "dev.parquet", lay.resolved / GOLD_FILE, lay.valid_dir / "dev.jsonl", lay.served)
+    if not all(p.exists() for p in needed):
+        return None
+    entries = {str(e["query_id"]): e for _, e in iter_jsonl(lay.valid_dir / "dev.jsonl")}
+    memories = load_memory_inputs(lay.resolved)
+    info = _atoms_info(read_modalities(lay.served), memories)
+    run = pd.read_parquet(lay.runs / "dev.parquet", columns=["query_id", "rank", "atom", "score"])
+    run = run.loc[run["rank"] <= k].astype({"query_id": str}).sort_values(["query_id", "rank"], kind="stable")
+    gold = pd.read_parquet(lay.resolved / GOLD_FILE, columns=["query_id", "gold_idx", "atom"]).astype({"query_id": str})
+    covers = gold.groupby(["query_id", "atom"])["gold_idx"].agg(lambda s: sorted(int(x) for x in s)).to_dict()
+    used = np.unique(run["atom"].to_numpy(np.int64))
+    position = {int(code): i for i, code in enumerate(used)}
+    atoms = []
+    for code in used:
+        row = info.iloc[int(code)]
+        atoms.append({"id": str(row["atom_id"]), "source": str(row["source_id"]), "extent": str(row["extent"]),
+                      "text": str(row["text"])[:SNIPPET], **({"memory": row["memory"]} if isinstance(row.get("memory"), dict) else {})})
+    hits: dict[str, list[dict[str, Any]]] = {}
+    for q, rank, atom, score in run.itertuples(index=False):
+        hits.setdefault(q, []).append({"rank": int(rank), "score": round(float(score), 4), "atom": position[int(atom)],
+                                       "gold": covers.get((q, int(atom)), [])})
+    regions = read_regions(lay.resolved).regions.astype({"query_id": str})
+    return RunDetail(entries, regions, hits, atoms, lay.root)
+
+
+def set_entries(root: Path, ids: set[str]) -> dict[str, dict[str, Any]]:
+    """Entries of `ids` from the committed sets (bench/sets/*.jsonl of the project at `root`):
+    the question, as_of and gold when no run folder holds its validated entries."""
+    from bench.io import iter_jsonl
+
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((Path(root) / "bench" / "sets").glob("*.jsonl")):
+        for _, e in iter_jsonl(path):
+            if str(e.get("query_id")) in ids:
+                out[str(e["query_id"])] = e
+    return out
+
+
+def _side(detail: RunDetail | None, q: str, atoms: dict[tuple, int], table: list[dict[str, Any]]) -> list[list[Any]] | None:
+    """One run's hits of query `q` as [rank, score, atom index into the shared table, gold regions]."""
+    if detail is None:
+        return None
+    out = []
+    for h in detail.hits.get(q, []):
+        a = detail.atoms[h["atom"]]
+        key = (a["id"], a["text"], a["extent"])
+        if key not in atoms:
+            atoms[key] = len(table)
+            table.append(a)
+        out.append([h["rank"], h["score"], atoms[key], h["gold"]])
+    return out
+
+
+def details(data: dict[str, Any], a: RunDetail | None, b: RunDetail | None, entries: dict[str, dict[str, Any]],
+            pictures: dict[str, list[str]]) -> dict[str, Any]:
+    """Per query the detail the page draws on demand: question, as_of, gold regions, pictures
+    (A's and B's, when drawn), and each run's hits; atoms shared in one table."""
+    regions = (a or b).regions if (a or b) is not None else None  # type: ignore[union-attr]
+    reg_by_q = {} if regions is None else {q: g.sort_values("gold_idx") for q, g in regions.groupby("query_id", sort=False)}
+    table: list[dict[str, Any]] = []
+    seen: dict[tuple, int] = {}
+    out: dict[str, Any] = {}
+    for q in data["ids"]:
+        e = entries.get(q, {})
+        gold = e.get("gold") or []
+        g = reg_by_q.get(q)
+        extents = {} if g is None else {int(r.gold_idx): (None if pd.isna(r.extent) else float(r.extent), int(r.n_atoms))
+                                        for r in g.itertuples(index=False)}
+        item: dict[str, Any] = {
+            "question": e.get("question", ""), "as_of": e.get("as_of"),
+            "gold": [[x.get("source_id"), json.dumps(x.get("region"), sort_keys=True), *extents.get(i, (None, None))]
+                     for i, x in enumerate(gold)],
+            "a": _side(a, q, seen, table), "b": _side(b, q, seen, table),
+        }
+        if q in pictures:
+            item["pictures"] = pictures[q]
+        out[q] = item
+    return {"queries": out, "atoms": table}
+
+
+def draw_pictures(data: dict[str, Any], a: RunDetail | None, b: RunDetail | None, entries: dict[str, dict[str, Any]],
+                  per_modality: int = PICTURED) -> dict[str, list[str]]:
+    """query_id -> [A's picture, B's picture] of its gold (bench.reporting.thumbnails: the
+    dev report's drawing, each marking the ranks its run returned the gold at) for up to
+    `per_modality` answerable queries per modality: losses first, then wins, then the rest."""
+    from bench.corpus_sources import datasets
+    from bench.evaluation.resolved import read_regions
+    from bench.ingest.corpus import Manifest
+    from bench.project.layout import Layout
+    from bench.reporting.thumbnails import CorpusFiles
+
+    base = a or b
+    if base is None:
+        return {}
+    lay = Layout(base.folder)
+    if not lay.manifest.is_file():
+        return {}
+    datasets()
+    files = CorpusFiles.from_manifest(Manifest.load(lay.manifest), lay.store)
+    segments = read_regions(lay.resolved).segments_by_source()
+    order = {"loss": 0, "win": 1, "tie": 2, "": 3}
+    first = data["outcome"][EQUAL_COST]
+    chosen: dict[int, list[tuple[int, str]]] = {}
+    for i, q in enumerate(data["ids"]):
+        if not data["unanswerable"][i]:
+            chosen.setdefault(data["modality"][i], []).append((order[first[i]], q))
+    out: dict[str, list[str]] = {}
+    for mi, qs in chosen.items():
+        modality = data["modalities"][mi]
+        for _, q in sorted(qs)[:per_modality]:
+            out[q] = [_picture(modality, q, d, entries, files, segments) for d in (a, b)]
+    files.close()
+    return out
+
+
+def _picture(modality: str, q: str, detail: RunDetail | None, entries: dict[str, dict[str, Any]], files: Any,
+             segments: dict[str, pd.DataFrame]) -> str:
+    from bench.reporting.thumbnails import query_pictures
+
+    if detail is None:
+        return ""
+    gold = [{"source_id": x.get("source_id"), "region": json.dumps(x.get("region"), sort_keys=True)}
+            for x in (entries.get(q, {}).get("gold") or [])]
+    top = [{"rank": h["rank"], "atom_id": detail.atoms[h["atom"]]["id"], "source_id": detail.atoms[h["atom"]]["source"],
+            "extent": detail.atoms[h["atom"]]["extent"], "gold": bool(h["gold"])} for h in detail.hits.get(q, [])]
+    return query_pictures(modality, {"query_id": q, "gold": gold, "top": top}, files, segments)
+
+
+# --------------------------------------------------------------------------- summary and page
+
+
+def _num(x: Any, digits: int = 4) -> str:
+    return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _cell(doc: dict[str, Any], group: str, name: str) -> str:
+    block = (doc.get("overall") if group == "overall" else (doc.get("by_modality") or {}).get(group)) or {}
+    c = block.get(name)
+    if not isinstance(c, dict) or "value" not in c:
+        return "—"
+    return f"{_num(c['value'])}<small>{c.get('n', '?')}/{c.get('denominator', '?')}</small>"
+
+
+def summary_html(result: dict[str, Any], doc_a: dict[str, Any], doc_b: dict[str, Any], k: int) -> str:
+    """Per group, the verdict's columns: A, B and B − A with its 95% interval, n (paired
+    queries in the denominator), win/tie/loss and the Holm-corrected verdict where `bench
+    compare` tests the measure; A's and B's dev.json cells (value, n/denominator) elsewhere."""
+    rows = {(r["modality"], r["metric"]): r for r in result["rows"]}
+    groups = list(dict.fromkeys(r["modality"] for r in result["rows"]))
+    cols = verdict_measures(k)
+    out = ["<table class=summary><tr><th>group</th><th></th>" + "".join(f"<th>{_e(m.heading)}</th>" for m in cols) + "</tr>"]
+    for g in groups:
+        lines: dict[str, list[str]] = {"A": [], "B": [], "B − A": []}
+        for m in cols:
+            r = rows.get((g, m.name))
+            if r is None:
+                lines["A"].append(f"<td>{_cell(doc_a, g, m.name)}</td>")
+                lines["B"].append(f"<td>{_cell(doc_b, g, m.name)}</td>")
+                lines["B − A"].append("<td class=muted>not paired</td>")
+                continue
+            lo, hi = r["ci95"]
+            cls = "better" if r["verdict"] == "B better" else "worse" if r["verdict"] == "B worse" else ""
+            lines["A"].append(f"<td>{_num(r['a'])}<small>n {r['n']}</small></td>")
+            lines["B"].append(f"<td>{_num(r['b'])}<small>n {r['n']}</small></td>")
+            ci = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
+            verdict = r["verdict"] if r["significant"] else "n.s."
+            lines["B − A"].append(f"<td class='{cls}'>{r['diff']:+.4f}<small>{ci}</small><small>W/T/L {r['wins']}/{r['ties']}/"
+                                  f"{r['losses']} · {_e(verdict)}</small></td>")
+        for i, (name, tds) in enumerate(lines.items()):
+            head = f"<td rowspan=3 class=group>{_e(g)}</td>" if i == 0 else ""
+            out.append(f"<tr>{head}<th>{_e(name)}</th>{''.join(tds)}</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _script_json(obj: Any) -> str:
+    """JSON safe inside a <script> element."""
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False).replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def page(result: dict[str, Any], data: dict[str, Any], detail: dict[str, Any], *, describe: tuple[str, str],
+         doc_a: dict[str, Any], doc_b: dict[str, Any], notes: list[str] | None = None) -> str:
+    """The whole page (module docstring): ``result`` is bench.evaluation.compare.compare's,
+    ``data`` :func:`page_data`'s, ``detail`` :func:`details`'s; ``describe`` the runs' one-line
+    descriptions (system, chunking, isolation)."""
+    k = result["k"]
+    q = result["queries"]
+    css = (HERE / "compare_page.css").read_text(encoding="utf-8")
+    js = (HERE / "compare_page.js").read_text(encoding="utf-8")
+    from bench.reporting.html_report import CSS
+
+    head = (f"<p>A: {_e(describe[0])}<br>B: {_e(describe[1])}</p>"
+            f"<p class=muted>{q['both']} paired queries (only in A: {q['only_a']}, only in B: {q['only_b']}); k = {k}; "
+            f"B − A with a 95% paired bootstrap interval ({result['resamples']} resamples, seed {result['seed']}); verdicts "
+            f"Holm-corrected over all {len(result['rows'])} compared rows at α {result['alpha']} (n.s.: not significant; "
+            "green: B significantly better, red: worse); W/T/L: queries B wins, ties, loses. A win: B better on that "
+            f"query (failed queries count their worst case, as in dev.json).</p>")
+    extra = "".join(f"<p class=muted>{_e(n)}</p>" for n in notes or [])
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' content='width=device-width'>"
+        f"<title>B vs A: every query</title><style>{CSS}{css}</style></head><body>"
+        f"<h1>B vs A: every query</h1>{head}{extra}<details open><summary>Summary: the verdict's columns</summary>"
+        f"{summary_html(result, doc_a, doc_b, k)}</details>"
+        "<div id=app></div>"
+        f"<script type='application/json' id=data>{_script_json(data)}</script>"
+        f"<script type='application/json' id=detail>{_script_json(detail)}</script>"
+        f"<script>{js}</script></body></html>\n"
+    )
+
+
+def folder_of(spec: str) -> Path | None:
+    """The project folder a run spec names (a folder, or its reports/per_query/dev.parquet); None for a revision."""
+    path = Path(spec)
+    if path.is_dir():
+        return path
+    if path.is_file():
+        return path.parent.parent.parent
+    return None
+
+
+def build(result: dict[str, Any], a: Any, b: Any, root: Path, *, specs: tuple[str, str] | None = None,
+          pictured: int = PICTURED) -> str:
+    """The page of `bench compare A B --html` from the comparison `result` and the two runs
+    (bench.evaluation.compare.RunData); `root`: the project, whose sets give questions when
+    neither run folder holds its validated entries; `specs`: the runs as given (default their labels)."""
+    k = result["k"]
+    data = page_data(a.per_query, b.per_query, k)
+    side = []
+    for run, spec in zip((a, b), specs or (a.label, b.label), strict=True):
+        folder = folder_of(spec)
+        side.append(load_detail(folder, k) if folder is not None else None)
+    da, db = side
+    entries = {**(db.entries if db else {}), **(da.entries if da else {})}
+    notes = []
+    if not entries:
+        entries = set_entries(root, set(data["ids"]))
+        notes.append("Questions and gold from the sets in bench/sets/ (neither run is a folder holding its data/ outputs).")
+    for label, d in (("A", da), ("B", db)):
+        if d is None:
+            notes.append(f"{label}'s cartridges are not shown: it is not a project folder holding its data/ outputs.")
+    pics = draw_pictures(data, da, db, entries, pictured)
+    if pics:
+        notes.append(f"Gold drawn as pictures for up to {pictured} answerable queries per modality (losses on {EQUAL_COST} "
+                     f"first, then wins); {len(pics)} queries pictured, the others list their gold regions.")
+    return page(result, data, details(data, da, db, entries, pics), describe=(a.describe(), b.describe()),
+                doc_a=a.metrics, doc_b=b.metrics, notes=notes)
