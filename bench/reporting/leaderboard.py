@@ -145,22 +145,27 @@ def _plain(ax: Any, axis: str) -> None:
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     target = ax.xaxis if axis == "x" else ax.yaxis
-    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.4g}"))
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.4g}"))
     target.set_minor_formatter(NullFormatter())
 
 
 def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> str:
     """recall@budget against a cost, one marker per run named in the legend (no label is
-    printed over the points, so none collide), the frontier joined; filled: on the frontier.
+    printed over the points, so none collide). Filled: on the table's Pareto frontier (◆,
+    against every cost); the grey line joins the runs no other beats on this picture's two axes.
     The cost axis is linear with plain-number ticks unless the costs span more than
     :data:`LOG_SPAN` times (then logarithmic, still with plain-number ticks)."""
     from bench.reporting.plots import _figure, _svg
 
     fig, ax = _figure(*PICTURE)
+    from bench.evaluation.leaderboard import pareto
+
     shown = [p for p in points if p["x"] is not None and p["y"] is not None]
-    front = sorted((p for p in shown if p["frontier"]), key=lambda p: p["x"])
-    if front:
-        ax.plot([p["x"] for p in front], [p["y"] for p in front], color="#888", linewidth=1, zorder=1, label="Pareto frontier")
+    on = pareto([(p["y"], p["x"]) for p in shown], [True, False]) if shown else []
+    front = sorted((p for p, o in zip(shown, on, strict=True) if o), key=lambda p: p["x"])
+    if len(front) > 1:
+        ax.plot([p["x"] for p in front], [p["y"] for p in front], color="#888", linewidth=1, zorder=1,
+                label="frontier of this picture")
     for i, p in enumerate(shown):
         colour = f"C{i % 10}"
         ax.scatter([p["x"]], [p["y"]], s=60, zorder=2, marker=MARKERS[i % len(MARKERS)],
@@ -174,7 +179,7 @@ def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> 
     ax.set_ylabel("recall@budget")
     ax.set_title(title, fontsize=10)
     if shown:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=min(3, len(shown) + bool(front)), fontsize=8, frameon=False)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=min(3, len(shown) + (len(front) > 1)), fontsize=8, frameon=False)
     return _svg(fig)
 
 
@@ -270,8 +275,9 @@ def page(board: dict[str, Any], *, sources: dict[str, str] | None = None, links:
         unit = ((board.get("budget") or {}).get(g["group"]) or {}).get("unit", "")
         x_label = "latency p50 (ms)" if overall else f"{cart} ({unit})" if unit else cart
         figures.append(f"<figure>{quality_cost_svg(points, x_label, g['group'])}<figcaption>{html.escape(g['group'])}: "
-                       f"recall@budget against {html.escape(x_label)}; filled markers joined by the grey line: the Pareto "
-                       "frontier</figcaption></figure>")
+                       f"recall@budget against {html.escape(x_label)}; filled: on the "
+                       f"Pareto frontier of the table ({FRONTIER}, against every cost); grey line: the runs no other beats on "
+                       "both of this picture's axes</figcaption></figure>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Leaderboard</title><style>"
             "body{font-family:system-ui,sans-serif;margin:1.5rem auto;max-width:1600px;padding:0 1rem}"
             "table{border-collapse:collapse;font-size:.8rem}th,td{border:1px solid #ddd;padding:.2rem .4rem}"
