@@ -32,7 +32,8 @@
   var mods = "<option value=''>every modality</option>" + D.modalities.map(function (m, j) {
     return "<option value='" + j + "'>" + esc(m) + "</option>";
   }).join("");
-  var oc = "<option value=''>any</option><option>win</option><option>loss</option><option>tie</option><option value='none'>not counted</option>";
+  var oc = "<option value=''>any</option><option value=win>win</option><option value=loss>loss</option><option value=tie>tie</option>" +
+    "<option value=none>not counted</option>";
   app.appendChild(el("div", {"class": "controls"},
     "<label>modality <select id=f-mod>" + mods + "</select></label>" +
     "<label>queries <select id=f-ans><option value=''>all</option><option value='a'>answerable</option><option value='u'>unanswerable</option></select></label>" +

@@ -376,7 +376,7 @@ def build(result: dict[str, Any], a: Any, b: Any, root: Path, *, specs: tuple[st
     k = result["k"]
     data = page_data(a.per_query, b.per_query, k)
     side = []
-    for run, spec in zip((a, b), specs or (a.label, b.label), strict=True):
+    for spec in specs or (a.label, b.label):
         folder = folder_of(spec)
         side.append(load_detail(folder, k) if folder is not None else None)
     da, db = side
