@@ -153,11 +153,11 @@
     var out = ["<table><colgroup><col style='width:2.6rem'><col style='width:3.8rem'><col style='width:5rem'><col></colgroup>" +
       "<tr><th>rank</th><th>score</th><th>covers gold</th><th>hit: id, source, extent; text</th></tr>"];
     hits.forEach(function (h) {
-      var a = X.atoms[h[2]], g = h[3].length ? "region " + h[3].map(function (x) { return x + 1; }).join(", ") : "—";
-      var mem = a.memory ? "<br><b>memory</b>, cites " + esc(a.source) + "; citations supported " + a.memory.supported + "/" +
+      var a = X.atoms[h[2]], src = a.sp != null ? a.id.slice(0, a.sp) : a.source, g = h[3].length ? "region " + h[3].map(function (x) { return x + 1; }).join(", ") : "—";
+      var mem = a.memory ? "<br><b>memory</b>, cites " + esc(src) + "; citations supported " + a.memory.supported + "/" +
         a.memory.citations + ", units supported " + a.memory.units_supported + "/" + a.memory.units : "";
       out.push("<tr class='" + (h[3].length ? "covers" : "") + "'><td class=r>" + h[0] + "</td><td class=s>" + num(h[1], 3) +
-        "</td><td class=g>" + g + "</td><td><code>" + esc(a.id) + "</code> <span class=muted>" + esc(a.source) + " " +
+        "</td><td class=g>" + g + "</td><td><code>" + esc(a.id) + "</code> <span class=muted>" + (a.sp != null ? "" : esc(src) + " ") +
         esc(a.extent) + "</span>" + mem + "<br>" + esc(a.text) + "</td></tr>");
     });
     out.push("</table>");
@@ -196,5 +196,6 @@
   window.addEventListener("hashchange", fromHash);
   apply();
   if (!fromHash() && shown.length) go(shown[0]);
-  window.benchCompare = {shown: function () { return shown.map(function (i) { return D.ids[i]; }); }, selected: function () { return D.ids[sel]; }};
+  window.benchCompare = {shown: function () { return shown.map(function (i) { return D.ids[i]; }); }, selected: function () { return D.ids[sel]; },
+    ready: performance.now()};  // for tests and the render time in docs/comparing.md
 })();

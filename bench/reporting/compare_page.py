@@ -32,14 +32,13 @@ import pandas as pd
 
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted, in_denominator
+from bench.reporting.html_report import SNIPPET  # characters of an atom's text shown beside a hit, as dev.html shows it
 
 __all__ = ["PICTURED", "RunDetail", "load_detail", "outcomes", "page", "page_data", "set_entries", "summary_html"]
 
 #: queries per modality whose gold is drawn as pictures (those A and B disagree on first);
 #: the others show their gold regions as a table (pictures are inline images: the page's weight)
 PICTURED = 20
-#: characters of an atom's text shown beside a hit
-SNIPPET = 160
 #: the equal-cost measure the outcome is read on first (bench.evaluation.measures.budget)
 EQUAL_COST = "recall@budget"
 HERE = Path(__file__).parent
@@ -163,14 +162,22 @@ def load_detail(folder: Path, k: int) -> RunDetail | None:
     atoms = []
     for code in used:
         row = info.iloc[int(code)]
-        atoms.append({"id": str(row["atom_id"]), "source": str(row["source_id"]), "extent": str(row["extent"]),
-                      "text": str(row["text"])[:SNIPPET], **({"memory": row["memory"]} if isinstance(row.get("memory"), dict) else {})})
+        atom_id, source = str(row["atom_id"]), str(row["source_id"])
+        # an id that starts with its source names the source by the prefix's length (most atoms: a third of the bytes)
+        named = {"sp": len(source)} if source and atom_id.startswith(source) else {"source": source}
+        atoms.append({"id": atom_id, **named, "extent": str(row["extent"]), "text": str(row["text"])[:SNIPPET],
+                      **({"memory": row["memory"]} if isinstance(row.get("memory"), dict) else {})})
     hits: dict[str, list[dict[str, Any]]] = {}
     for q, rank, atom, score in run.itertuples(index=False):
         hits.setdefault(q, []).append({"rank": int(rank), "score": round(float(score), 4), "atom": position[int(atom)],
                                        "gold": covers.get((q, int(atom)), [])})
     regions = read_regions(lay.resolved).regions.astype({"query_id": str})
     return RunDetail(entries, regions, hits, atoms, lay.root)
+
+
+def source_of(atom: dict[str, Any]) -> str:
+    """An atom's source id (:func:`load_detail` names it by a prefix's length where it can)."""
+    return atom["id"][:atom["sp"]] if "sp" in atom else atom["source"]
 
 
 def set_entries(root: Path, ids: set[str]) -> dict[str, dict[str, Any]]:
@@ -271,7 +278,7 @@ def _picture(modality: str, q: str, detail: RunDetail | None, entries: dict[str,
         return ""
     gold = [{"source_id": x.get("source_id"), "region": json.dumps(x.get("region"), sort_keys=True)}
             for x in (entries.get(q, {}).get("gold") or [])]
-    top = [{"rank": h["rank"], "atom_id": detail.atoms[h["atom"]]["id"], "source_id": detail.atoms[h["atom"]]["source"],
+    top = [{"rank": h["rank"], "atom_id": detail.atoms[h["atom"]]["id"], "source_id": source_of(detail.atoms[h["atom"]]),
             "extent": detail.atoms[h["atom"]]["extent"], "gold": bool(h["gold"])} for h in detail.hits.get(q, [])]
     return query_pictures(modality, {"query_id": q, "gold": gold, "top": top}, files, segments)
 
