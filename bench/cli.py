@@ -239,8 +239,24 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, html_out: str | None
         from bench.io import write_text
         from bench.reporting.compare_page import build
 
-        write_text(html_out, build(result, ra, rb, root))
+        write_text(html_out, build(result, ra, rb, files=(_run_files(a), _run_files(b)), set_files=_set_files(root)))
     click.echo(json.dumps(result, indent=2) if fmt == "json" else compare_md(result, ra.describe(), rb.describe()))
+
+
+def _run_files(spec: str) -> Any:
+    """Where the data/ outputs of the run `spec` are, when it is a project folder (or its
+    reports/per_query/dev.parquet); None for a git revision or experiment."""
+    from bench.reporting.compare_page import RunFiles
+
+    path = Path(spec)
+    if not path.exists():
+        return None
+    lay = Layout(path if path.is_dir() else path.parent.parent.parent)
+    return RunFiles(runs=lay.runs, resolved=lay.resolved, valid=lay.valid_dir, served=lay.served, manifest=lay.manifest, store=lay.store)
+
+
+def _set_files(root: Path) -> list[Path]:
+    return sorted(Layout(root).sets_dir.glob("*.jsonl"))
 
 
 def _metrics_block(root: Path) -> Any:
@@ -355,7 +371,7 @@ def _leaderboard_pages(result: dict[str, Any], loaded: list[Any], specs: list[st
         ab = run_compare(base.per_query, run.per_query, k=result["k"], resamples=result["resamples"], permutations=permutations,
                          seed=result["seed"], alpha=alpha, max_unpaired=max_unpaired)
         name = page_name(out.stem, run.label)
-        write_text(out.parent / name, build(ab, base, run, root, specs=(specs[0], spec)))
+        write_text(out.parent / name, build(ab, base, run, files=(_run_files(specs[0]), _run_files(spec)), set_files=_set_files(root)))
         links[run.label] = name
     return page(result, sources=dict(zip([r.label for r in loaded], specs, strict=True)), links=links)
 

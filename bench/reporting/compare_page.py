@@ -34,7 +34,7 @@ from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted, in_denominator
 from bench.reporting.html_report import SNIPPET  # characters of an atom's text shown beside a hit, as dev.html shows it
 
-__all__ = ["PICTURED", "RunDetail", "load_detail", "outcomes", "page", "page_data", "set_entries", "summary_html"]
+__all__ = ["PICTURED", "RunDetail", "RunFiles", "load_detail", "outcomes", "page", "page_data", "set_entries", "summary_html"]
 
 #: queries per modality whose gold is drawn as pictures (those A and B disagree on first);
 #: the others show their gold regions as a table (pictures are inline images: the page's weight)
@@ -113,6 +113,18 @@ def page_data(a: pd.DataFrame, b: pd.DataFrame, k: int) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class RunFiles:
+    """Where one run's data/ outputs are (the entry layer names them: bench.project.layout.Layout)."""
+
+    runs: Path  # data/runs (dev.parquet: the run's rows)
+    resolved: Path  # data/resolved (gold atoms, regions, segments, memories)
+    valid: Path  # data/sets (dev.jsonl: the validated entries)
+    served: Path  # data/served (the atoms the system was served)
+    manifest: Path  # bench/corpus/manifest.jsonl (which corpus files are present)
+    store: Path  # data/corpus (the files the pictures are drawn from)
+
+
+@dataclass(frozen=True)
 class RunDetail:
     """What one run handed the reader, read from a project folder's data/ outputs."""
 
@@ -121,7 +133,7 @@ class RunDetail:
     #: query_id -> its top-k hits: rank, score, atom (an index into ``atoms``), the gold regions it overlaps
     hits: dict[str, list[dict[str, Any]]]
     atoms: list[dict[str, Any]]  # atom_id, source_id, extent (JSON text), text (snippet), memory facts
-    folder: Path
+    files: RunFiles
 
 
 def _atoms_info(served: dict[str, pd.DataFrame], memories: Any) -> pd.DataFrame:
@@ -138,19 +150,17 @@ def _atoms_info(served: dict[str, pd.DataFrame], memories: Any) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def load_detail(folder: Path, k: int) -> RunDetail | None:
-    """The cartridges of the run in project `folder` (None when its data/ outputs are not there)."""
+def load_detail(files: RunFiles, k: int) -> RunDetail | None:
+    """The cartridges of the run whose data/ outputs `files` names (None when they are not there)."""
     from bench.evaluation.memory_report import load_memory_inputs
     from bench.evaluation.resolved import GOLD_FILE, read_regions
     from bench.ingest.partitions import read_modalities
     from bench.io import iter_jsonl
-    from bench.project.layout import Layout
-
-    lay = Layout(Path(folder))
-    needed = (lay.runs / "dev.parquet", lay.resolved / GOLD_FILE, lay.valid_dir / "dev.jsonl", lay.served)
+    lay = files
+    needed = (lay.runs / "dev.parquet", lay.resolved / GOLD_FILE, lay.valid / "dev.jsonl", lay.served)
     if not all(p.exists() for p in needed):
         return None
-    entries = {str(e["query_id"]): e for _, e in iter_jsonl(lay.valid_dir / "dev.jsonl")}
+    entries = {str(e["query_id"]): e for _, e in iter_jsonl(lay.valid / "dev.jsonl")}
     memories = load_memory_inputs(lay.resolved)
     info = _atoms_info(read_modalities(lay.served), memories)
     run = pd.read_parquet(lay.runs / "dev.parquet", columns=["query_id", "rank", "atom", "score"])
@@ -172,7 +182,7 @@ def load_detail(folder: Path, k: int) -> RunDetail | None:
         hits.setdefault(q, []).append({"rank": int(rank), "score": round(float(score), 4), "atom": position[int(atom)],
                                        "gold": covers.get((q, int(atom)), [])})
     regions = read_regions(lay.resolved).regions.astype({"query_id": str})
-    return RunDetail(entries, regions, hits, atoms, lay.root)
+    return RunDetail(entries, regions, hits, atoms, files)
 
 
 def source_of(atom: dict[str, Any]) -> str:
@@ -180,13 +190,13 @@ def source_of(atom: dict[str, Any]) -> str:
     return atom["id"][:atom["sp"]] if "sp" in atom else atom["source"]
 
 
-def set_entries(root: Path, ids: set[str]) -> dict[str, dict[str, Any]]:
-    """Entries of `ids` from the committed sets (bench/sets/*.jsonl of the project at `root`):
-    the question, as_of and gold when no run folder holds its validated entries."""
+def set_entries(paths: list[Path], ids: set[str]) -> dict[str, dict[str, Any]]:
+    """Entries of `ids` from set files (the project's committed bench/sets/*.jsonl): the
+    question, as_of and gold when no run folder holds its validated entries."""
     from bench.io import iter_jsonl
 
     out: dict[str, dict[str, Any]] = {}
-    for path in sorted((Path(root) / "bench" / "sets").glob("*.jsonl")):
+    for path in paths:
         for _, e in iter_jsonl(path):
             if str(e.get("query_id")) in ids:
                 out[str(e["query_id"])] = e
@@ -243,13 +253,12 @@ def draw_pictures(data: dict[str, Any], a: RunDetail | None, b: RunDetail | None
     from bench.corpus_sources import datasets
     from bench.evaluation.resolved import read_regions
     from bench.ingest.corpus import Manifest
-    from bench.project.layout import Layout
     from bench.reporting.thumbnails import CorpusFiles
 
     base = a or b
     if base is None:
         return {}
-    lay = Layout(base.folder)
+    lay = base.files
     if not lay.manifest.is_file():
         return {}
     datasets()
@@ -365,32 +374,19 @@ def page(result: dict[str, Any], data: dict[str, Any], detail: dict[str, Any], *
     )
 
 
-def folder_of(spec: str) -> Path | None:
-    """The project folder a run spec names (a folder, or its reports/per_query/dev.parquet); None for a revision."""
-    path = Path(spec)
-    if path.is_dir():
-        return path
-    if path.is_file():
-        return path.parent.parent.parent
-    return None
-
-
-def build(result: dict[str, Any], a: Any, b: Any, root: Path, *, specs: tuple[str, str] | None = None,
+def build(result: dict[str, Any], a: Any, b: Any, *, files: tuple[RunFiles | None, RunFiles | None], set_files: list[Path],
           pictured: int = PICTURED) -> str:
     """The page of `bench compare A B --html` from the comparison `result` and the two runs
-    (bench.evaluation.compare.RunData); `root`: the project, whose sets give questions when
-    neither run folder holds its validated entries; `specs`: the runs as given (default their labels)."""
+    (bench.evaluation.compare.RunData); `files`: where each run's data/ outputs are (None: a
+    run named by revision or experiment); `set_files`: the project's sets, read for questions
+    when neither run holds its validated entries."""
     k = result["k"]
     data = page_data(a.per_query, b.per_query, k)
-    side = []
-    for spec in specs or (a.label, b.label):
-        folder = folder_of(spec)
-        side.append(load_detail(folder, k) if folder is not None else None)
-    da, db = side
+    da, db = (None if f is None else load_detail(f, k) for f in files)
     entries = {**(db.entries if db else {}), **(da.entries if da else {})}
     notes = []
     if not entries:
-        entries = set_entries(root, set(data["ids"]))
+        entries = set_entries(set_files, set(data["ids"]))
         notes.append("Questions and gold from the sets in bench/sets/ (neither run is a folder holding its data/ outputs).")
     for label, d in (("A", da), ("B", db)):
         if d is None:

@@ -68,7 +68,7 @@ def test_the_page_of_two_revisions_has_every_query_no_cartridge_and_no_network(d
     b.loc[b.index[::3], "recall@budget"] = 0.0
     a_run, b_run = RunData("HEAD", dev, {}), RunData("HEAD~1", b, {})
     result = compare(dev, b, k=10, resamples=20, permutations=50)
-    text = build(result, a_run, b_run, ROOT)
+    text = build(result, a_run, b_run, files=(None, None), set_files=sorted((ROOT / "bench" / "sets").glob("*.jsonl")))
     assert "cartridges are not shown" in text
     assert not re.search(r"""(src|href)=["']?https?:""", text)  # nothing loads from the network
     data = json.loads(re.search(r"<script type='application/json' id=data>(.*?)</script>", text, re.S).group(1))
