@@ -322,7 +322,7 @@ def summary_html(result: dict[str, Any], doc_a: dict[str, Any], doc_b: dict[str,
             if r is None:
                 lines["A"].append(f"<td>{_cell(doc_a, g, m.name)}</td>")
                 lines["B"].append(f"<td>{_cell(doc_b, g, m.name)}</td>")
-                lines["B − A"].append("<td class=muted>not paired</td>")
+                lines["B − A"].append("<td class=muted title='bench compare does not test this measure: no paired difference'>not tested</td>")
                 continue
             lo, hi = r["ci95"]
             cls = "better" if r["verdict"] == "B better" else "worse" if r["verdict"] == "B worse" else ""
