@@ -156,6 +156,7 @@ def load_detail(files: RunFiles, k: int) -> RunDetail | None:
     from bench.evaluation.resolved import GOLD_FILE, read_regions
     from bench.ingest.partitions import read_modalities
     from bench.io import iter_jsonl
+
     lay = files
     needed = (lay.runs / "dev.parquet", lay.resolved / GOLD_FILE, lay.valid / "dev.jsonl", lay.served)
     if not all(p.exists() for p in needed):
