@@ -301,7 +301,7 @@ def per_query_table(table: pd.DataFrame, k: int) -> pd.DataFrame:
     """The committed per-query table (reports/per_query/<split>.parquet, read by `bench compare`):
     identification columns, the per-query column of every measure whose interval resamples
     per-query values (not the AUROC's signal), the extent amounts, what the budget packs
-    (``spent@budget``: the leaderboard's cost) and the tied positions,
+    (``cartridge@budget``: the leaderboard's cost) and the tied positions,
     in `table`'s column order, sorted by query_id."""
     named = {m.column for m in measures(k) if m.family != "auroc"} | {*amount_columns(k), tied_column(k), SPENT_COLUMN}
     cols = [c for c in [*TABLE_COLUMNS, *(c for c in table.columns if c in named)] if c in table.columns]

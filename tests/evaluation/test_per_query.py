@@ -387,7 +387,7 @@ def _reference_row(s: dict, qid: str) -> dict[str, float]:
     # regions: each region found at the first top-k rank of one of its atoms, the i-th found no better than slot i
     first = {g: min(r for a, r in zip(top["atom_id"], top["rank"]) if a in set(grp["atom_id"]))
              for g, grp in gold.groupby("gold_idx") if set(grp["atom_id"]) & set(top["atom_id"])}
-    r_dcg = sum(1 / math.log2(max(r, i) + 1) for i, r in enumerate(sorted(first.values()), start=1))
+    r_dcg = sum(1 / math.log2(max(r, i) + 1) for i, r in enumerate(sorted(first.values()), start=1) if max(r, i) <= k)
     r_idcg = sum(1 / math.log2(r + 1) for r in range(1, min(int(e["n_regions"]), k) + 1))
     covered = set(gold.loc[gold["atom_id"].isin(set(top["atom_id"])), "gold_idx"])
     return {

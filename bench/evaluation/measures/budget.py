@@ -68,7 +68,7 @@ its text costs (:func:`bench.evaluation.measures.extent.capped_memory_boxes`).
                         the gate: share of regions that some packed atom is resolved gold
                         for, whatever share of it it holds (what recall@budget was before
                         issue 35: fragments buy it).
-``spent@budget``        the extent the cartridge packs, in the modality's unit (a boundary
+``cartridge@budget``        the extent the cartridge packs, in the modality's unit (a boundary
                         atom its packed part): what the reader pays (the leaderboard's cost).
 
 Unanswerable and failed entries get NaN (a cell counts a failed query as 0); an entry
@@ -114,7 +114,7 @@ _RECALL = RANKING[0]  # recall@k: its bar is the budget's bar (the spec's recall
 #: a region is held when the cartridge covers at least this share of it (of the budget, for a region larger than the budget)
 HELD = 0.5
 #: the per-query amount of the cartridge (module docstring): what the reader pays, in the modality's unit
-SPENT_COLUMN = "spent@budget"
+SPENT_COLUMN = "cartridge@budget"
 
 MEASURES = (
     Measure("recall@budget", "recall@budget", "answerable", "budget", Mean(worst=0.0), True, bar=_RECALL.bar,
@@ -151,7 +151,7 @@ def budget_columns(
     abstained: Iterable[str] | None = None,
 ) -> pd.DataFrame:
     """One row per entry (sorted by query_id): query_id, budget, the budget measures and
-    ``spent@budget``.
+    ``cartridge@budget``.
 
     ``entries``: query_id, modality, unanswerable, n_regions. ``run``: query_id,
     atom (code), rank (every returned rank). ``gold``: query_id, gold_idx, atom (code;

@@ -15,7 +15,8 @@ of an atom in its resolved gold atom set, i.e. the first returned atom overlappi
                      top k sorted by first rank r_1 <= r_2 <= ...; DCG = sum_i
                      1 / log2(max(r_i, i) + 1) (the i-th region found cannot beat the
                      i-th ideal slot, so one atom overlapping two regions gives them ranks
-                     1 and 2, never two gains at rank 1); IDCG = DCG of min(n_regions, k)
+                     1 and 2, never two gains at rank 1; a slot past k gains nothing);
+                     IDCG = DCG of min(n_regions, k)
                      regions at ranks 1..; 0 when n_regions is 0.
 ``ranked_recall@k``  recall@k of the ranking whatever the answer said: recall@k counts
                      nothing for an answer that abstained (bench.evaluation.measures.
@@ -134,8 +135,8 @@ def _region_ndcg(run: RunRows, gold: GoldRows, rel: np.ndarray, n_codes: int, n_
     found = ~np.isnan(ranks)
     first = pd.DataFrame({"q": gold.q[found], "g": gold.g[found], "r": ranks[found]}).groupby(["q", "g"], as_index=False)["r"].min()
     first = first.sort_values(["q", "r"], kind="stable")
-    position = first.groupby("q").cumcount().to_numpy() + 1
-    gains = 1.0 / np.log2(np.maximum(first["r"].to_numpy(dtype=float), position) + 1.0)
+    slot = np.maximum(first["r"].to_numpy(dtype=float), first.groupby("q").cumcount().to_numpy() + 1)
+    gains = np.where(slot <= k, 1.0 / np.log2(slot + 1.0), 0.0)  # the ideal has k slots
     dcg = np.bincount(first["q"].to_numpy(dtype=np.int64), weights=gains, minlength=n)
     idcg = _idcg_table(k)[np.minimum(n_regions, k).astype(np.int64)]
     return _safe_ratio(dcg, idcg)

@@ -427,11 +427,11 @@ def pieces(draw: st.DrawFn) -> tuple[dict, list[str], list[tuple], int, dict, li
 def test_cutting_the_ranked_content_into_pieces_or_merging_them_back_changes_no_budget_measure(case) -> None:
     """Content-invariance (issue 35): the same content in the same order, cut into any pieces
     (or, read the other way, pieces merged back into their atom), gives the same
-    recall@budget, coverage@budget and spent@budget -- only the touch diagnostic may move."""
+    recall@budget, coverage@budget and cartridge@budget -- only the touch diagnostic may move."""
     atoms, ranking, regions, amount, cut_atoms, cut_rank = case
     whole = budget_columns(**_args(frames(atoms, ranking, regions, LINE)), budget={LINE: amount}).iloc[0]
     cut = budget_columns(**_args(frames(cut_atoms, cut_rank, regions, LINE)), budget={LINE: amount}).iloc[0]
-    for column in (RECALL, COVERAGE, "spent@budget"):
+    for column in (RECALL, COVERAGE, "cartridge@budget"):
         assert cut[column] == pytest.approx(whole[column]), column
     assert cut[TOUCH] >= whole[RECALL] - 1e-12  # the touch rule can be bought by fragments, never the held rule
 
@@ -457,5 +457,5 @@ def test_fragments_that_touch_every_region_hold_none() -> None:
 def test_an_abstaining_answer_hands_over_an_empty_cartridge() -> None:
     f = frames({"g": ("s", 0, 10, 0, 1)}, ["g"], [("s", 0, 10, 0, 1)], LINE)
     out = budget_columns(**_args(f), budget={LINE: 100}, abstained=["q"]).iloc[0]
-    assert (out[RECALL], out[COVERAGE], out[TOUCH], out["spent@budget"]) == (0.0, 0.0, 0.0, 0.0)
+    assert (out[RECALL], out[COVERAGE], out[TOUCH], out["cartridge@budget"]) == (0.0, 0.0, 0.0, 0.0)
     assert budget_columns(**_args(f), budget={LINE: 100}).iloc[0][RECALL] == 1.0
