@@ -23,7 +23,7 @@ from bench.evaluation.atom_codes import ATOM_CODE
 from bench.evaluation.blocks import BlockSource, FrameBlocks, query_positions
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.measures import measures
-from bench.evaluation.measures.budget import budget_columns, budgets
+from bench.evaluation.measures.budget import SPENT_COLUMN, budget_columns, budgets
 from bench.evaluation.measures.extent import MemoryExtents, amount_columns, atom_extents, atom_statistics, extent_columns
 from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column, tied_positions
@@ -214,8 +214,9 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
         atoms, atom_ext, memories = inputs.memories.joined(atoms, atom_ext)
     source = inputs.blocks()
     budget = options.budgets()
+    abstained = abstained_queries(inputs.responses)  # their cartridges are empty (measures.budget)
     parts = [evaluate_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, atom_ext, inputs.regions, k=k, failed=failed,
-                            responses=inputs.responses, budget=budget, memories=memories)
+                            responses=inputs.responses, budget=budget, memories=memories, abstained=abstained)
              for b in source.blocks(entries["query_id"].astype(str).tolist())]
     per_query = finish_per_query(_concat([p[0] for p in parts]), k=k, abstains=options.abstains,
                                  calibration_recall=options.calibration_recall, thresholds=options.thresholds)
@@ -245,18 +246,26 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
 
 def evaluate_block(entries: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, atoms: pd.DataFrame, atom_ext: pd.DataFrame,
                    regions: pd.DataFrame, *, k: int, failed: list[str], responses: pd.DataFrame,
-                   budget: Mapping[str, float | None] | None = None, memories: MemoryExtents | None = None) -> tuple[pd.DataFrame, ...]:
+                   budget: Mapping[str, float | None] | None = None, memories: MemoryExtents | None = None,
+                   abstained: list[str] | None = None) -> tuple[pd.DataFrame, ...]:
     """The per-query work of one block of entries (:func:`entries_frame` rows) and its run
     and gold rows (atoms as codes): (per_query.query_block rows, extent rows, ties, curve hits,
     budget rows). ``budget``: modality -> amount (None: the modalities' defaults);
     ``memories``: the run's memories, their codes after the served atoms' (their rows of
-    `atoms` and `atom_ext` too)."""
+    `atoms` and `atom_ext` too); ``abstained``: the queries whose answer abstained (None: read from `responses`)."""
     part = query_block(entries, run, gold, atoms, k=k, failed=failed, responses=responses)
     extents = extent_columns(entries, run, gold, regions, atom_ext, k=k, failed=failed, memories=memories)
     budgeted = budget_columns(entries, run, gold, regions, atom_ext, budget=budgets() if budget is None else budget, failed=failed,
-                              memories=memories)
+                              memories=memories, abstained=abstained_queries(responses) if abstained is None else abstained)
     ties = tied_positions(run, k)
     return part, extents, ties, curve_hits(run, gold, failed), budgeted
+
+
+def abstained_queries(responses: pd.DataFrame | None) -> list[str]:
+    """The queries whose answer abstained (``"abstain": true``): they hand the reader nothing."""
+    if responses is None or "abstain" not in responses.columns or not len(responses):
+        return []
+    return responses.loc[responses["abstain"].fillna(False).astype(bool).to_numpy(), "query_id"].astype(str).tolist()
 
 
 def curve_hits(run: pd.DataFrame, gold: pd.DataFrame, failed: list[str]) -> pd.DataFrame:
@@ -291,9 +300,10 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 def per_query_table(table: pd.DataFrame, k: int) -> pd.DataFrame:
     """The committed per-query table (reports/per_query/<split>.parquet, read by `bench compare`):
     identification columns, the per-query column of every measure whose interval resamples
-    per-query values (not the AUROC's signal), the extent amounts and the tied positions,
+    per-query values (not the AUROC's signal), the extent amounts, what the budget packs
+    (``cartridge@budget``: the leaderboard's cost) and the tied positions,
     in `table`'s column order, sorted by query_id."""
-    named = {m.column for m in measures(k) if m.family != "auroc"} | {*amount_columns(k), tied_column(k)}
+    named = {m.column for m in measures(k) if m.family != "auroc"} | {*amount_columns(k), tied_column(k), SPENT_COLUMN}
     cols = [c for c in [*TABLE_COLUMNS, *(c for c in table.columns if c in named)] if c in table.columns]
     return table[list(dict.fromkeys(cols))].sort_values("query_id", kind="stable").reset_index(drop=True)
 

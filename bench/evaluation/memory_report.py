@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluation.atom_codes import ATOM_CODE
-from bench.evaluation.measures.extent import ATOM_EXTENT_COLUMNS, BOX, MemoryExtents
+from bench.evaluation.measures.extent import ATOM_EXTENT_COLUMNS, BOX, MemoryExtents, capped_memory_boxes
 from bench.evaluation.resolved import MEMORY_ROW_COLUMNS
 
 __all__ = ["MemoryInputs", "load_memory_inputs", "memory_block"]
@@ -51,7 +51,8 @@ class MemoryInputs:
     def joined(self, atoms: pd.DataFrame, atom_ext: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, MemoryExtents]:
         """The served atoms' rows (holder, observed_at) and extents (row i: code i) with the
         memories' after them, and the memories as the extent measures read them. A memory's
-        extent row has no box and no modality, and its text's length as its extent (its cost)."""
+        extent row has no box and no modality, and its text's length as its extent (its cost); it
+        covers its credited units' boxes up to that cost (extent.capped_memory_boxes)."""
         first = len(atoms)
         codes = self.rows[ATOM_CODE].to_numpy(np.int64)
         if not np.array_equal(codes, np.arange(first, first + len(codes))):
@@ -62,7 +63,8 @@ class MemoryInputs:
         ext = pd.DataFrame({"atom_id": self.rows["memory_id"].astype(str).to_numpy(), "modality": "", "source_id": "", "part": "",
                             "x0": nan, "x1": nan, "y0": nan, "y1": nan, "extent": self.rows["text_chars"].to_numpy(dtype=float)})
         return (pd.concat([atoms, mine[list(atoms.columns)]], ignore_index=True),
-                pd.concat([atom_ext, ext[ATOM_EXTENT_COLUMNS]], ignore_index=True), MemoryExtents(first, self.boxes))
+                pd.concat([atom_ext, ext[ATOM_EXTENT_COLUMNS]], ignore_index=True),
+                MemoryExtents(first, capped_memory_boxes(self.boxes, pd.Series(self.rows["text_chars"].to_numpy(dtype=float), index=codes))))
 
     def info(self) -> pd.DataFrame:
         """atom_id, source_id, text, extent of each memory in code order, as the drill-down shows

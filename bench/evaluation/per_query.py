@@ -25,7 +25,7 @@ from bench.evaluation.measures.auroc import auroc_signal
 from bench.evaluation.measures.base import Mean, Measure, in_denominator
 from bench.evaluation.measures.false_recall import false_recall_columns, modality_rules
 from bench.evaluation.measures.leaks import leak_columns
-from bench.evaluation.measures.ranking import ranking_columns, returned_columns
+from bench.evaluation.measures.ranking import abstained_counts_nothing, ranking_columns, returned_columns
 
 __all__ = ["PER_QUERY_FAMILIES", "finish_per_query", "per_query", "query_block", "query_measures"]
 
@@ -138,6 +138,7 @@ def finish_per_query(
         "auroc_signal_source": source,
         **{m.column: blocks[m.column].to_numpy() for m in measures(k) if m.family == "leaks"},
     }
+    abstained_counts_nothing(columns, abstained & ~unans, k)
     for m in query_measures(k):  # defined on the measure's scope, for queries with a result
         columns[m.column] = np.where(in_denominator(m.scope, unans) & ~failed, columns[m.column], np.nan)
     for col in ("top1_score", "confidence"):

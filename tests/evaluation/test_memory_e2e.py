@@ -184,7 +184,7 @@ def test_bench_eval_on_the_run_and_qrels_gives_the_harness_numbers(locomo, real_
             == pattern(g.sort_values(["score", "atom_id"], ascending=False)["atom_id"].tolist(), q)]
     both = sorted(set(ev.index) & set(same))
     assert len(both) > 200, len(both)
-    for theirs, harness in (("recip_rank", "mrr"), ("ndcg_cut_10", f"ndcg@{K}"), ("recall_10", f"atom_recall@{K}")):
+    for theirs, harness in (("recip_rank", "mrr"), ("ndcg_cut_10", f"atom_ndcg@{K}"), ("recall_10", f"atom_recall@{K}")):
         np.testing.assert_allclose(ev.loc[both, theirs].to_numpy(float), ours.loc[both, harness].to_numpy(float), atol=1e-12)
     # region recall equals trec_eval's recall_10 where relevant documents and gold regions are one to one
     pairs = gold.assign(query_id=gold["query_id"].astype(str))

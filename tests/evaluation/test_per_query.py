@@ -97,7 +97,8 @@ def test_partial_hit(case: dict) -> None:
     assert r["recall@3"] == pytest.approx(0.5)  # region 1 via a2; region 0 (a1) only at rank 4
     assert r["atom_recall@3"] == pytest.approx(1 / 3)
     assert r["mrr"] == pytest.approx(0.5)
-    assert r["ndcg@3"] == pytest.approx((1 / LOG3) / (1 + 1 / LOG3 + 0.5))
+    assert r["ndcg@3"] == pytest.approx((1 / LOG3) / (1 + 1 / LOG3))  # regions: region 1 at rank 2 of an ideal 2
+    assert r["atom_ndcg@3"] == pytest.approx((1 / LOG3) / (1 + 1 / LOG3 + 0.5))  # atoms: a2 at rank 2 of an ideal 3
     assert (r["first_hit_rank"], r["n_returned"], r["n_gold_atoms"]) == (2, 4, 3)
     assert (r["temporal_ok"], r["holder_ok"]) == (1.0, 1.0)
     assert math.isnan(r["false_recall"])
@@ -108,7 +109,8 @@ def test_duplicate_overlap_empty_region_and_temporal_leak(case: dict) -> None:
     assert r["recall@3"] == pytest.approx(2 / 3)  # a6 covers regions 0 and 1; region 2 has no atom
     assert r["atom_recall@3"] == 1.0
     assert r["mrr"] == 1.0
-    assert r["ndcg@3"] == pytest.approx(1.0)
+    assert r["ndcg@3"] == pytest.approx((1 + 1 / LOG3) / (1 + 1 / LOG3 + 0.5))  # a6 finds regions 0 and 1 at rank 1: slots 1, 2
+    assert r["atom_ndcg@3"] == pytest.approx(1.0)
     assert r["n_gold_atoms"] == 1
     assert r["temporal_ok"] == 0.0  # a7 observed after as_of
     assert r["holder_ok"] == 1.0
@@ -216,7 +218,7 @@ def test_aggregate_shape_and_values(case: dict) -> None:
     assert list(rep) == ["by_modality", "overall"]
     assert list(rep["by_modality"]) == ["code", "conversation", "image", "pdf"]
     expected_keys = [
-        "recall@3", "atom_recall@3", "mrr", "ndcg@3", "false_recall", "abstention_rate", "auroc_unanswerable",
+        "recall@3", "atom_recall@3", "mrr", "ndcg@3", "ranked_recall@3", "atom_ndcg@3", "false_recall", "abstention_rate", "auroc_unanswerable",
         "temporal_correctness", "holder_correctness", "latency_p50_ms", "latency_p95_ms",
     ]
     for group in [*rep["by_modality"].values(), rep["overall"]]:
@@ -247,8 +249,9 @@ def test_aggregate_shape_and_values(case: dict) -> None:
     _assert_cell(ov["recall@3"], (0.5 + 2 / 3) / 6, 5, 6)
     _assert_cell(ov["atom_recall@3"], (1 / 3 + 1) / 6, 5, 6)
     _assert_cell(ov["mrr"], (0.5 + 1 + 0.25) / 6, 5, 6)
-    ndcg_q1 = (1 / LOG3) / (1 + 1 / LOG3 + 0.5)
-    _assert_cell(ov["ndcg@3"], (ndcg_q1 + 1) / 6, 5, 6)
+    ndcg_q1, ndcg_q2 = (1 / LOG3) / (1 + 1 / LOG3), (1 + 1 / LOG3) / (1 + 1 / LOG3 + 0.5)
+    _assert_cell(ov["ndcg@3"], (ndcg_q1 + ndcg_q2) / 6, 5, 6)
+    _assert_cell(ov["atom_ndcg@3"], ((1 / LOG3) / (1 + 1 / LOG3 + 0.5) + 1) / 6, 5, 6)
     _assert_cell(ov["false_recall"], 2 / 3, 2, 3)
     _assert_cell(ov["abstention_rate"], 1 / 6, 5, 6)  # nobody abstained; failed q6 counts as the worst case
     _assert_cell(ov["temporal_correctness"], 6 / 9, 7, 9)
@@ -381,12 +384,19 @@ def _reference_row(s: dict, qid: str) -> dict[str, float]:
     hits = [r for a, r in zip(run["atom_id"], run["rank"]) if a in gold_atoms]
     dcg = sum(1 / math.log2(r + 1) for a, r in zip(top["atom_id"], top["rank"]) if a in gold_atoms)
     idcg = sum(1 / math.log2(r + 1) for r in range(1, min(len(gold_atoms), k) + 1))
+    # regions: each region found at the first top-k rank of one of its atoms, the i-th found no better than slot i
+    first = {g: min(r for a, r in zip(top["atom_id"], top["rank"]) if a in set(grp["atom_id"]))
+             for g, grp in gold.groupby("gold_idx") if set(grp["atom_id"]) & set(top["atom_id"])}
+    r_dcg = sum(1 / math.log2(max(r, i) + 1) for i, r in enumerate(sorted(first.values()), start=1) if max(r, i) <= k)
+    r_idcg = sum(1 / math.log2(r + 1) for r in range(1, min(int(e["n_regions"]), k) + 1))
     covered = set(gold.loc[gold["atom_id"].isin(set(top["atom_id"])), "gold_idx"])
     return {
         f"recall@{k}": len(covered) / e["n_regions"] if e["n_regions"] else 0.0,
         f"atom_recall@{k}": len(gold_atoms & set(top["atom_id"])) / len(gold_atoms) if gold_atoms else 0.0,
         "mrr": 1 / hits[0] if hits else 0.0,
-        f"ndcg@{k}": dcg / idcg if idcg else 0.0,
+        f"atom_ndcg@{k}": dcg / idcg if idcg else 0.0,
+        f"ndcg@{k}": r_dcg / r_idcg if r_idcg else 0.0,
+        f"ranked_recall@{k}": len(covered) / e["n_regions"] if e["n_regions"] else 0.0,
     }
 
 

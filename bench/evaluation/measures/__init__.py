@@ -3,8 +3,8 @@
 =================  ===========================================================
 module             measures (the per-query computation beside the declaration)
 =================  ===========================================================
-``ranking``        recall@k, atom_recall@k, mrr, ndcg@k
-``budget``         recall@budget, coverage@budget (the cartridge a reader can afford)
+``ranking``        recall@k, mrr, ndcg@k (gold regions relevant); ranked_recall@k, atom_recall@k, atom_ndcg@k
+``budget``         recall@budget, coverage@budget (what the cartridge a reader can afford holds); touch_recall@budget
 ``false_recall``   false_recall (under the calibrated or abstention rule), abstention_rate
 ``auroc``          auroc_unanswerable
 ``leaks``          temporal_correctness, holder_correctness

@@ -43,22 +43,38 @@ recall@k still credits it by provenance, and the extent measures leave it out al
 
 Per query
 ---------
-``recall@budget``   share of the entry's ``n_regions`` gold regions that a packed atom
-                    counts for, by recall@k's rule: the atom is in that region's
-                    resolved gold atom set (bench.evaluation.resolve: it overlaps the
-                    region and was observed by ``as_of``); an atom packed with its
-                    leading part only must moreover still overlap the region's extent
-                    with that part (positive length or area; a region of zero length
-                    lying inside it). 0 when n_regions is 0.
-``coverage@budget`` area of (union of the gold regions) ∩ (union of the packed parts of
-                    the query's resolved gold atoms) / gold extent (0 when the gold
-                    extent is 0), as coverage@k with the packed parts for the top k.
+Content, never atoms, decides (issue 35): a region counts at budget by how much of it
+the cartridge holds, so cutting the ranked atoms into smaller pieces or merging
+neighbours, the content staying in the same order, leaves every budget measure as it was
+(tests/evaluation/measures/test_budget_invariance.py), and a memory covers at most what
+its text costs (:func:`bench.evaluation.measures.extent.capped_memory_boxes`).
+
+``recall@budget``       share of the entry's ``n_regions`` gold regions that the cartridge
+                        *holds*: the packed parts of the query's resolved gold atoms for
+                        the region (bench.evaluation.resolve: they overlap it and were
+                        observed by ``as_of``; a memory's capped credited boxes) cover at
+                        least :data:`HELD` (half) of the region's extent, or, for a region
+                        larger than the budget, half the budget of it. A region of zero
+                        extent (a point) is held when a packed part touches it. 0 when
+                        n_regions is 0. Why half (docs/metrics.md, *recall@budget*): on the
+                        default chunkings an atom is a region or a region's window, so
+                        every region held by the old touch rule is held at any threshold
+                        up to a half; a fragment of a region (an 8-token window, a
+                        three-word memory) is not the region.
+``coverage@budget``     area of (union of the gold regions) ∩ (union of the packed parts of
+                        the query's resolved gold atoms) / gold extent (0 when the gold
+                        extent is 0), as coverage@k with the packed parts for the top k.
+``touch_recall@budget`` the touch rule, a diagnostic out of the verdict, the leaderboard and
+                        the gate: share of regions that some packed atom is resolved gold
+                        for, whatever share of it it holds (what recall@budget was before
+                        issue 35: fragments buy it).
+``cartridge@budget``        the extent the cartridge packs, in the modality's unit (a boundary
+                        atom its packed part): what the reader pays (the leaderboard's cost).
 
 Unanswerable and failed entries get NaN (a cell counts a failed query as 0); an entry
-whose modality has no budget gets NaN and the cell says why (:func:`no_budget`).
-An unlimited budget gives recall@depth; cutting an atom into pieces that take its place
-in the ranking changes coverage@budget only when it is the boundary atom, and by no more
-than the gold it holds (tests/evaluation/measures/test_budget.py).
+whose modality has no budget gets NaN and the cell says why (:func:`no_budget`). An
+entry whose answer abstained hands the reader nothing: its cartridge is empty
+(bench.evaluation.measures.false_recall, *Abstention*).
 """
 
 from __future__ import annotations
@@ -95,11 +111,17 @@ def no_budget(group: pd.DataFrame) -> str | None:
 
 _RECALL = RANKING[0]  # recall@k: its bar is the budget's bar (the spec's recall bar, judged at equal cost)
 
+#: a region is held when the cartridge covers at least this share of it (of the budget, for a region larger than the budget)
+HELD = 0.5
+#: the per-query amount of the cartridge (module docstring): what the reader pays, in the modality's unit
+SPENT_COLUMN = "cartridge@budget"
+
 MEASURES = (
     Measure("recall@budget", "recall@budget", "answerable", "budget", Mean(worst=0.0), True, bar=_RECALL.bar,
             heading="recall@budget", compared=True, unmeasurable=no_budget),
     Measure("coverage@budget", "coverage@budget", "answerable", "budget", Mean(worst=0.0), True, compared=True,
             unmeasurable=no_budget),
+    Measure("touch_recall@budget", "touch_recall@budget", "answerable", "budget", Mean(worst=0.0), True, unmeasurable=no_budget),
 )
 
 
@@ -126,8 +148,10 @@ def budget_columns(
     budget: Mapping[str, float | None],
     failed: Iterable[str] | None = None,
     memories: MemoryExtents | None = None,
+    abstained: Iterable[str] | None = None,
 ) -> pd.DataFrame:
-    """One row per entry (sorted by query_id): query_id, budget, recall@budget, coverage@budget.
+    """One row per entry (sorted by query_id): query_id, budget, the budget measures and
+    ``cartridge@budget``.
 
     ``entries``: query_id, modality, unanswerable, n_regions. ``run``: query_id,
     atom (code), rank (every returned rank). ``gold``: query_id, gold_idx, atom (code;
@@ -135,12 +159,14 @@ def budget_columns(
     x1, y0, y1) of every gold region (bench.evaluation.resolved). ``atom_ext``:
     bench.evaluation.measures.extent.atom_extents, row i the atom of code i. ``budget``:
     modality -> amount in its unit (None: no budget); ``memories``: the run's memories, whose
-    codes follow the served atoms' (module docstring, *Memory hits*). Rows of other queries
-    in `run` and `gold` are ignored."""
+    codes follow the served atoms' (module docstring, *Memory hits*); ``abstained``: the
+    queries whose answer abstained (an empty cartridge). Rows of other queries in `run` and
+    `gold` are ignored."""
     failed_ids = {str(q) for q in (failed or [])}
     rows = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
     qids = rows["query_id"].tolist()
-    out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=[BUDGET_COLUMN, *(m.column for m in MEASURES)])
+    recall, coverage, touch = (m.column for m in MEASURES)
+    out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=[BUDGET_COLUMN, *(m.column for m in MEASURES), SPENT_COLUMN])
     amounts = rows["modality"].astype(str).map(lambda m: budget.get(m)).astype(float).to_numpy()
     out[BUDGET_COLUMN] = amounts
     scored = ~rows["unanswerable"].to_numpy(dtype=bool) & ~rows["query_id"].isin(failed_ids).to_numpy() & ~np.isnan(amounts)
@@ -148,16 +174,25 @@ def budget_columns(
         return out.reset_index()
     which = pd.DataFrame({"query_id": np.asarray(qids, dtype=object)[scored], "entry_modality": rows["modality"].astype(str).to_numpy()[scored],
                           "amount": amounts[scored], "n_regions": rows["n_regions"].to_numpy(dtype=float)[scored]})
+    out.loc[which["query_id"], [recall, coverage, touch, SPENT_COLUMN]] = 0.0
+    empty = {str(q) for q in (abstained or [])}
+    which = which.loc[~which["query_id"].isin(empty)]  # an abstaining answer hands over nothing
+    if not len(which):
+        return out.reset_index()
     packed = packed_atoms(run, atom_ext, which, memories)
-    found, cand = _gold_hits(packed, gold, regions)
-    if memories is not None:  # a packed memory covers its credited units' boxes
-        cand = memories.with_boxes(cand)
-    recall = which.set_index("query_id")["n_regions"].to_frame().join(found.groupby("query_id").size().rename("found"))
-    recall = (recall["found"].fillna(0) / recall["n_regions"]).where(recall["n_regions"] > 0, 0.0)
-    out.loc[recall.index, MEASURES[0].column] = recall.to_numpy(dtype=float)
-    out.loc[which["query_id"], MEASURES[1].column] = 0.0
-    coverage = _coverage(cand, regions)
-    out.loc[list(coverage), MEASURES[1].column] = list(coverage.values())
+    spent = packed.groupby("query_id")["packed_extent"].sum()
+    out.loc[spent.index, SPENT_COLUMN] = spent.to_numpy(dtype=float)
+    touched, hits = _gold_hits(packed, gold, regions)
+    if memories is not None:  # a packed memory covers its credited units' boxes, capped at its cost
+        hits = memories.with_boxes(hits)
+    n_regions = which.set_index("query_id")["n_regions"]
+    held = held_regions(hits, regions, which.set_index("query_id")["amount"])
+    for column, found in ((touch, touched), (recall, held)):
+        share = n_regions.to_frame().join(found.groupby("query_id").size().rename("found"))
+        share = (share["found"].fillna(0) / share["n_regions"]).where(share["n_regions"] > 0, 0.0)
+        out.loc[share.index, column] = share.to_numpy(dtype=float)
+    covered = _coverage(hits.drop_duplicates(["query_id", ATOM_CODE, "source_id", "part", *BOX]), regions)
+    out.loc[list(covered), coverage] = list(covered.values())
     return out.reset_index()
 
 
@@ -182,6 +217,8 @@ def packed_atoms(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame,
     keep = whole.copy()
     mods = modalities()
     r["whole"] = whole
+    extent = r["extent"].to_numpy(dtype=float)
+    r["packed_extent"] = np.where(whole, extent, np.clip(np.minimum(extent, amount - before), 0.0, None))
     for name in sorted(set(r.loc[boundary, "modality"].astype(str))):
         at = np.flatnonzero(boundary & (r["modality"].astype(str) == name).to_numpy())
         mod = mods.get(name)
@@ -193,8 +230,8 @@ def packed_atoms(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame,
 
 
 def _gold_hits(packed: pd.DataFrame, gold: pd.DataFrame, regions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the distinct (query_id, gold_idx) a packed atom counts for; the packed gold atoms
-    with their packed boxes, one row per (query, atom))."""
+    """(the distinct (query_id, gold_idx) a packed atom touches -- the touch rule; the packed
+    gold atoms with their packed boxes, one row per (query, gold_idx, atom))."""
     g = gold[["query_id", "gold_idx", ATOM_CODE]].astype({"query_id": str, ATOM_CODE: np.int64, "gold_idx": int})
     hits = packed.astype({ATOM_CODE: np.int64}).merge(g, on=["query_id", ATOM_CODE])
     cut = hits.loc[~hits["whole"].to_numpy(dtype=bool)]
@@ -207,8 +244,63 @@ def _gold_hits(packed: pd.DataFrame, gold: pd.DataFrame, regions: pd.DataFrame) 
         ok = same.to_numpy() & ~np.isnan(region).any(axis=1) & touches(cut[BOX].to_numpy(dtype=float), region)
         cut = cut.loc[ok]
     found = pd.concat([hits.loc[hits["whole"].to_numpy(dtype=bool), ["query_id", "gold_idx"]], cut[["query_id", "gold_idx"]]])
-    cand = hits.drop_duplicates(["query_id", ATOM_CODE])
-    return found.drop_duplicates(), cand
+    return found.drop_duplicates(), hits
+
+
+def held_regions(hits: pd.DataFrame, regions: pd.DataFrame, amount: pd.Series) -> pd.DataFrame:
+    """The distinct (query_id, gold_idx) whose region the cartridge holds (module docstring,
+    ``recall@budget``): `hits` are the packed gold rows (query_id, gold_idx, source_id, part
+    and the packed box; a memory's rows its capped boxes), `amount` the budget per query."""
+    reg = regions[["query_id", "gold_idx", "source_id", "part", *BOX]].astype({"query_id": str, "gold_idx": int, "source_id": str, "part": str})
+    h = hits[["query_id", "gold_idx", "source_id", "part", *BOX]].astype({"query_id": str, "gold_idx": int, "source_id": str, "part": str})
+    both = h.merge(reg, on=["query_id", "gold_idx", "source_id", "part"], suffixes=("", "_r"))
+    both = both.dropna(subset=[*BOX, *(f"{c}_r" for c in BOX)])
+    if not len(both):
+        return pd.DataFrame({"query_id": pd.Series(dtype=str), "gold_idx": pd.Series(dtype=int)})
+    part, region = both[BOX].to_numpy(dtype=float), both[[f"{c}_r" for c in BOX]].to_numpy(dtype=float)
+    ix = np.column_stack([np.maximum(part[:, 0], region[:, 0]), np.minimum(part[:, 1], region[:, 1]),
+                          np.maximum(part[:, 2], region[:, 2]), np.minimum(part[:, 3], region[:, 3])])
+    touched = touches(part, region)
+    key = both[["query_id", "gold_idx"]].assign(touched=touched)
+    area = (region[:, 1] - region[:, 0]) * (region[:, 3] - region[:, 2])
+    whole = pd.DataFrame({"query_id": both["query_id"], "gold_idx": both["gold_idx"], "area": area}).drop_duplicates(["query_id", "gold_idx"])
+    union = union_areas(both["query_id"].to_numpy(dtype=object), both["gold_idx"].to_numpy(dtype=np.int64), ix)
+    whole = whole.merge(union, on=["query_id", "gold_idx"], how="left").fillna({"covered": 0.0})
+    whole = whole.merge(key.groupby(["query_id", "gold_idx"], as_index=False)["touched"].any(), on=["query_id", "gold_idx"])
+    need = HELD * np.minimum(whole["area"].to_numpy(dtype=float), whole["query_id"].map(amount).to_numpy(dtype=float))
+    point = whole["area"].to_numpy(dtype=float) <= 0
+    covered = whole["covered"].to_numpy(dtype=float)
+    held = np.where(point, whole["touched"].to_numpy(dtype=bool), (covered > 0) & (covered >= need - 1e-9))
+    return whole.loc[held, ["query_id", "gold_idx"]].reset_index(drop=True)
+
+
+def union_areas(query: np.ndarray, gold_idx: np.ndarray, boxes: np.ndarray) -> pd.DataFrame:
+    """Area of the union of the boxes of each (query, gold_idx) (boxes already clipped to the
+    region; empty ones count nothing): 1-D groups (every box on y = [0, 1)) by a sweep over
+    sorted intervals, the rest by exact coordinate compression (extent.box_measure)."""
+    ok = (boxes[:, 1] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 2])
+    frame = pd.DataFrame({"query_id": query[ok], "gold_idx": gold_idx[ok], "x0": boxes[ok, 0], "x1": boxes[ok, 1],
+                          "y0": boxes[ok, 2], "y1": boxes[ok, 3]})
+    if not len(frame):
+        return pd.DataFrame({"query_id": pd.Series(dtype=str), "gold_idx": pd.Series(dtype=int), "covered": pd.Series(dtype=float)})
+    line = (frame["y0"] == 0.0) & (frame["y1"] == 1.0)
+    flat = frame.assign(line=line).groupby(["query_id", "gold_idx"])["line"].transform("all").to_numpy(dtype=bool)
+    parts = []
+    one = frame.loc[flat].sort_values(["query_id", "gold_idx", "x0"], kind="stable")
+    if len(one):
+        group = one.groupby(["query_id", "gold_idx"], sort=False)
+        reach = group["x1"].cummax()
+        before = reach.groupby([one["query_id"], one["gold_idx"]], sort=False).shift(1)
+        start = np.maximum(one["x0"].to_numpy(dtype=float), before.fillna(-np.inf).to_numpy(dtype=float))
+        gain = np.clip(one["x1"].to_numpy(dtype=float) - start, 0.0, None)
+        parts.append(one.assign(covered=gain).groupby(["query_id", "gold_idx"], as_index=False)["covered"].sum())
+    rest = frame.loc[~flat]
+    for (q, g), grp in rest.groupby(["query_id", "gold_idx"], sort=False):
+        b = grp[BOX].to_numpy(dtype=float)
+        cells, mg, mc = box_measure([("r", np.array([b[:, 0].min(), b[:, 1].max(), b[:, 2].min(), b[:, 3].max()]))],
+                                    [("r", box) for box in b])
+        parts.append(pd.DataFrame({"query_id": [q], "gold_idx": [g], "covered": [float(cells[mc.any(axis=0)].sum())]}))
+    return pd.concat(parts, ignore_index=True)
 
 
 def touches(part: np.ndarray, region: np.ndarray) -> np.ndarray:

@@ -77,6 +77,7 @@ from bench.evaluation.measures.latency import Percentile
 from bench.modalities import modalities
 
 __all__ = ["COSTS", "MEASURES", "RATIOS", "TEXT_UNIT", "MemoryExtents", "amount_columns", "atom_extents", "atom_statistics", "box_measure",
+           "capped_memory_boxes",
            "extent_columns", "own_unit_rows"]
 
 #: a box's columns, in atom extents and in resolved regions (bench.evaluation.resolved)
@@ -134,6 +135,31 @@ class MemoryExtents:
         boxes = self.boxes[[ATOM, "source_id", "part", *BOX]].astype({ATOM: np.int64, "source_id": str, "part": str})
         expanded = frame.loc[mine].drop(columns=["source_id", "part", *BOX]).astype({ATOM: np.int64}).merge(boxes, on=ATOM)
         return pd.concat([frame.loc[~mine], expanded[list(frame.columns)]], ignore_index=True)
+
+
+def capped_memory_boxes(boxes: pd.DataFrame, cost: pd.Series) -> pd.DataFrame:
+    """The one price of a memory (docs/systems.md, *Memory hits*): a memory covers at most
+    what its text costs. `boxes` (atom, source_id, part and a box) are the credited units of
+    each memory code, `cost` its text's length by code; each memory keeps the leading parts
+    of its boxes in reading order (source, part, position) until their area reaches its cost:
+    a box past it is cut to the rest (along x, every row of it: the text modalities' boxes
+    are intervals on y = [0, 1)), the boxes after it are dropped. So a 21-character memory
+    covers 21 characters of the 173-character turn it cites, and no memory's covered extent
+    exceeds what it costs (precision@k <= 1, tests/evaluation/measures/test_extent.py)."""
+    if not len(boxes):
+        return boxes
+    out = boxes.astype({ATOM: np.int64}).sort_values([ATOM, "source_id", "part", "x0", "y0"], kind="stable").reset_index(drop=True)
+    b = out[BOX].to_numpy(dtype=float)
+    height = np.clip(b[:, 3] - b[:, 2], 0.0, None)
+    area = np.clip(b[:, 1] - b[:, 0], 0.0, None) * height
+    spent = pd.Series(area).groupby(out[ATOM].to_numpy()).cumsum().to_numpy(dtype=float)
+    budget = out[ATOM].map(cost).to_numpy(dtype=float)
+    left = np.clip(budget - (spent - area), 0.0, None)  # what the memory can still cover when this box begins
+    keep = left > 0
+    cut = keep & (area > left)
+    b[cut, 1] = b[cut, 0] + left[cut] / np.where(height[cut] > 0, height[cut], 1.0)
+    out[BOX] = b
+    return out.loc[keep].reset_index(drop=True)
 
 
 #: the share measures, computed per query by :func:`extent_columns`

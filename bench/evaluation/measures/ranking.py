@@ -1,20 +1,33 @@
-"""Ranking measures: recall@k, atom_recall@k, MRR, nDCG@k (answerable entries).
+"""Ranking measures: recall@k, MRR, nDCG@k (answerable entries), and their diagnostics.
 
-Per query (``k`` = cut-off; "gold atom set" = distinct atom codes in the query's gold
-rows; "top-k" = run rows with ``rank <= k``):
+Gold *regions* are the relevant items of the verdict's ranking measures, so how the gold
+is cut into atoms changes none of them (a gold page cut into ten windows is still one
+page). Per query (``k`` = cut-off; "gold atom set" = distinct atom codes in the query's
+gold rows; "top-k" = run rows with ``rank <= k``; a region's *first rank* = the best rank
+of an atom in its resolved gold atom set, i.e. the first returned atom overlapping it):
 
-``recall@k``       share of the entry's ``n_regions`` gold regions overlapped by some
-                   top-k atom (region coverage: an atom overlapping two regions
-                   covers both). 0 when n_regions == 0.
-``atom_recall@k``  |top-k ∩ gold atom set| / |gold atom set|; 0 when the gold atom
-                   set is empty.
-``mrr``            1 / rank of the first returned atom (any depth) in the gold atom
-                   set, else 0.
-``ndcg@k``         binary relevance (rel = 1 iff atom in gold atom set);
-                   DCG = sum_{r<=k} rel_r / log2(r + 1), IDCG = DCG of
-                   min(|gold atom set|, k) hits at ranks 1..; 0 when the gold atom
-                   set is empty. Equals trec_eval / ranx / ir_measures nDCG@k on
-                   queries with non-empty qrels.
+``recall@k``         share of the entry's ``n_regions`` gold regions overlapped by some
+                     top-k atom (an atom overlapping two regions covers both). 0 when
+                     n_regions == 0.
+``mrr``              1 / rank of the first returned atom (any depth) overlapping a gold
+                     region (the smallest first rank), else 0.
+``ndcg@k``           regions as the relevant items, binary gain: the regions found in the
+                     top k sorted by first rank r_1 <= r_2 <= ...; DCG = sum_i
+                     1 / log2(max(r_i, i) + 1) (the i-th region found cannot beat the
+                     i-th ideal slot, so one atom overlapping two regions gives them ranks
+                     1 and 2, never two gains at rank 1; a slot past k gains nothing);
+                     IDCG = DCG of min(n_regions, k)
+                     regions at ranks 1..; 0 when n_regions is 0.
+``ranked_recall@k``  recall@k of the ranking whatever the answer said: recall@k counts
+                     nothing for an answer that abstained (bench.evaluation.measures.
+                     false_recall, *Abstention*), this diagnostic counts its ranking.
+``atom_recall@k``    |top-k ∩ gold atom set| / |gold atom set|; 0 when the gold atom set
+                     is empty (a diagnostic: it moves with how the gold is cut).
+``atom_ndcg@k``      nDCG@k with atoms as the relevant items (rel = 1 iff the atom is in
+                     the gold atom set; IDCG of min(|gold atom set|, k) hits): trec_eval's,
+                     ranx's and ir_measures' nDCG@k on the TREC run and qrels (atom
+                     qrels) -- a diagnostic: cutting a gold page into more atoms lowers it
+                     with the same pages found.
 Beside them: ``n_gold_atoms``, ``first_hit_rank`` (NaN if no gold atom was returned),
 ``n_returned`` (whole list) and ``top1_score`` (score of the rank-1 atom, NaN when
 nothing was returned).
@@ -28,7 +41,7 @@ import pandas as pd
 from bench.evaluation.encoding import Entries, GoldRows, RunRows, count_per_query, distinct_rows
 from bench.evaluation.measures.base import Bar, Mean, Measure
 
-__all__ = ["MEASURES", "ranking_columns", "returned_columns"]
+__all__ = ["ABSTAIN_NOTHING", "MEASURES", "abstained_counts_nothing", "ranking_columns", "returned_columns"]
 
 MEASURES = (
     Measure("recall", "recall", "answerable", "ranking", Mean(worst=0.0), True, cutoff=True, bar=Bar(">=", 0.90),
@@ -36,7 +49,21 @@ MEASURES = (
     Measure("atom_recall", "atom_recall", "answerable", "ranking", Mean(worst=0.0), True, cutoff=True),
     Measure("mrr", "mrr", "answerable", "ranking", Mean(worst=0.0), True, heading="MRR", compared=True),
     Measure("ndcg", "ndcg", "answerable", "ranking", Mean(worst=0.0), True, cutoff=True, heading="nDCG", compared=True),
+    Measure("ranked_recall", "ranked_recall", "answerable", "ranking", Mean(worst=0.0), True, cutoff=True),
+    Measure("atom_ndcg", "atom_ndcg", "answerable", "ranking", Mean(worst=0.0), True, cutoff=True),
 )
+
+#: the measures an abstaining answer counts 0 in (it hands the reader nothing): the verdict's ranking columns
+ABSTAIN_NOTHING = ("recall", "mrr", "ndcg")
+
+
+def abstained_counts_nothing(columns: dict[str, np.ndarray], abstained: np.ndarray, k: int) -> None:
+    """An answer that abstained says "nothing strong here": its verdict ranking columns
+    (:data:`ABSTAIN_NOTHING`) count 0 for it, in place; ``ranked_recall@k`` keeps its ranking's."""
+    for m in MEASURES:
+        if m.name in ABSTAIN_NOTHING:
+            col = m.at(k).column
+            columns[col] = np.where(np.asarray(abstained, dtype=bool), 0.0, np.asarray(columns[col], dtype=float))
 
 
 def _idcg_table(k: int) -> np.ndarray:
@@ -83,16 +110,36 @@ def ranking_columns(run: RunRows, gold: GoldRows, entries: Entries, k: int) -> d
     covered = pd.Series(gold_keys, copy=False).isin(top_keys).to_numpy()
     cq, cg = gold.q[covered], gold.g[covered]
     n_covered = count_per_query(cq[distinct_rows(cq, cg)], n).astype(float)
+    n_regions = entries.frame["n_regions"].to_numpy(dtype=float)
 
-    recall, atom_recall, mrr, ndcg = (m.at(k).column for m in MEASURES)
+    recall, atom_recall, mrr, ndcg, ranked_recall, atom_ndcg = (m.at(k).column for m in MEASURES)
+    region_recall = _safe_ratio(n_covered, n_regions)
     return {
         "n_gold_atoms": n_gold,
         "first_hit_rank": first_hit,
-        recall: _safe_ratio(n_covered, entries.frame["n_regions"].to_numpy(dtype=float)),
+        recall: region_recall,
         atom_recall: _safe_ratio(n_top_hits, n_gold.astype(float)),
         mrr: np.where(np.isnan(first_hit), 0.0, 1.0 / first_hit),
-        ndcg: _safe_ratio(dcg, idcg),
+        ndcg: _region_ndcg(run, gold, rel, n_codes, n_regions, k),
+        ranked_recall: region_recall.copy(),
+        atom_ndcg: _safe_ratio(dcg, idcg),
     }
+
+
+def _region_ndcg(run: RunRows, gold: GoldRows, rel: np.ndarray, n_codes: int, n_regions: np.ndarray, k: int) -> np.ndarray:
+    """nDCG@k with gold regions as the relevant items (module docstring)."""
+    n = len(n_regions)
+    hit = rel & (run.rank <= k)
+    best = pd.Series(run.rank[hit], index=run.q[hit] * n_codes + run.a[hit]).groupby(level=0).min()
+    ranks = pd.Series(gold.q * n_codes + gold.a).map(best).to_numpy(dtype=float)
+    found = ~np.isnan(ranks)
+    first = pd.DataFrame({"q": gold.q[found], "g": gold.g[found], "r": ranks[found]}).groupby(["q", "g"], as_index=False)["r"].min()
+    first = first.sort_values(["q", "r"], kind="stable")
+    slot = np.maximum(first["r"].to_numpy(dtype=float), first.groupby("q").cumcount().to_numpy() + 1)
+    gains = np.where(slot <= k, 1.0 / np.log2(slot + 1.0), 0.0)  # the ideal has k slots
+    dcg = np.bincount(first["q"].to_numpy(dtype=np.int64), weights=gains, minlength=n)
+    idcg = _idcg_table(k)[np.minimum(n_regions, k).astype(np.int64)]
+    return _safe_ratio(dcg, idcg)
 
 
 def returned_columns(run: RunRows, entries: Entries) -> dict[str, np.ndarray]:

@@ -187,7 +187,16 @@ class CodeModality(Modality):
             raise ValueError(f"extent needs a non-empty path, got {path!r}")
         rest = {k: v for k, v in extent.items() if k != "path"}
         a, b = extent_range(rest, "line", "line_start", "line_end", 1)
-        return {"path": path, "line_start": a, "line_end": b, "char_start": -1, "char_end": -1,
+        lo = hi = -1
+        if segments is not None and len(segments) and "path" in segments:
+            rows = segments[segments["path"] == path]
+            if rows.empty:
+                raise ValueError(f"path {path!r} not in the source tree ({len(segments)} files)")
+            starts, ends = line_offsets(str(rows.iloc[0]["text"]))
+            if b > len(starts):
+                raise ValueError(f"line {b} beyond the file's {len(starts)} lines")
+            lo, hi = int(starts[a - 1]), int(ends[b - 1])  # as the harness's chunks: the atom costs what it holds
+        return {"path": path, "line_start": a, "line_end": b, "char_start": lo, "char_end": hi,
                 "extent": {"path": path, "line_start": a, "line_end": b}}
 
     def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:

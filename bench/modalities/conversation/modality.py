@@ -97,10 +97,25 @@ class ConversationModality(Modality):
 
     # Extents are characters of the session's joined text, each turn owning the
     # newline after it ([char_start, char_end + 1)), so turns tile the session.
+    def extent_segments(self, segments: pd.DataFrame) -> pd.DataFrame:
+        return layout(segments)  # character spans of the turns
+
     def atom_from_extent(self, extent: dict, segments: pd.DataFrame | None) -> dict[str, Any]:
-        """{"turn_start": a, "turn_end": b} or {"turn": t}."""
+        """{"turn_start": a, "turn_end": b} or {"turn": t}; the character span is that of the
+        turns in the session's layout, as the harness's own chunks have it (so a system atom
+        costs what it holds: bench.evaluation.measures.extent). Both ends must be turns of the
+        session when its segments are known."""
         a, b = extent_range(extent, "turn", "turn_start", "turn_end", 0)
-        return {"turn_start": a, "turn_end": b, "char_start": -1, "char_end": -1, "extent": {"turn_start": a, "turn_end": b}}
+        lo = hi = -1
+        if segments is not None and len(segments):
+            turns = segments["turn"].to_numpy()
+            known = set(turns.tolist())
+            for t in (a, b):
+                if t not in known:
+                    raise ValueError(f"turn {t} is not a turn of the session (turns {int(turns.min())}..{int(turns.max())})")
+            sel = segments[(turns >= a) & (turns <= b)]
+            lo, hi = int(sel["char_start"].min()), int(sel["char_end"].max())
+        return {"turn_start": a, "turn_end": b, "char_start": lo, "char_end": hi, "extent": {"turn_start": a, "turn_end": b}}
 
     def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:
         """One event per turn."""

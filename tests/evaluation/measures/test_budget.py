@@ -23,7 +23,7 @@ from bench.modalities.boxes import leading_interval
 
 LINE = "pdf"  # a modality whose atoms are cut (characters in document order)
 BOXES = "ui_screenshot"  # a modality whose atoms are never cut
-RECALL, COVERAGE = (m.column for m in MEASURES)
+RECALL, COVERAGE, TOUCH = (m.column for m in MEASURES)
 
 
 # --------------------------------------------------------------------------- frames
@@ -49,9 +49,9 @@ def _overlap(a: tuple, b: tuple) -> bool:
     return a[0] == b[0] and min(a[2], b[2]) > max(a[1], b[1]) and min(a[4], b[4]) > max(a[3], b[3])
 
 
-def measure(f: dict[str, pd.DataFrame], amount: float, modality: str) -> tuple[float, float]:
+def measure(f: dict[str, pd.DataFrame], amount: float, modality: str, touch: bool = False) -> tuple[float, float]:
     out = budget_columns(f["entries"], f["run"], f["gold"], f["region_ext"], f["atom_ext"], budget={modality: amount}).iloc[0]
-    return float(out[RECALL]), float(out[COVERAGE])
+    return float(out[TOUCH if touch else RECALL]), float(out[COVERAGE])
 
 
 def reference(atoms: dict[str, tuple], ranking: list[str], regions: list[tuple], amount: int, cuttable: bool) -> tuple[float, float]:
@@ -74,14 +74,21 @@ def reference(atoms: dict[str, tuple], ranking: list[str], regions: list[tuple],
             if cuttable:
                 taken.append((a, set(own[:left]), False))
             break
-    found = 0
+    held = touched = 0
     for r, members in zip(regions, gold_sets, strict=True):
         inside = set(cells(r))
         if any(a in members and (whole or part & inside) for a, part, whole in taken):
-            found += 1
+            touched += 1
+        mine = set().union(*(part for a, part, _ in taken if a in members)) if taken else set()
+        if mine & inside and len(mine & inside) >= 0.5 * min(len(inside), amount):  # held: half of it (of the budget, for a bigger region)
+            held += 1
     gold = set().union(*(cells(r) for r in regions)) if regions else set()
     packed = set().union(*(part for a, part, _ in taken if any(a in m for m in gold_sets))) if taken else set()
-    return found / len(regions) if regions else 0.0, len(gold & packed) / len(gold) if gold else 0.0
+    TOUCHED[0] = touched / len(regions) if regions else 0.0
+    return held / len(regions) if regions else 0.0, len(gold & packed) / len(gold) if gold else 0.0
+
+
+TOUCHED = [0.0]  # the reference's touch rule of its last call (touch_recall@budget)
 
 
 # --------------------------------------------------------------------------- by hand
@@ -93,7 +100,8 @@ def test_packing_by_hand_on_a_line() -> None:
     f = frames(atoms, ["a", "b", "c"], [("s", 10, 30, 0, 1), ("s", 100, 110, 0, 1)], LINE)
     assert measure(f, 20, LINE) == (0.5, pytest.approx(10 / 30))  # a whole, then spent
     assert measure(f, 75, LINE) == (0.5, pytest.approx(10 / 30))  # c's leading 5: [95, 100) misses gold 2
-    assert measure(f, 76, LINE) == (1.0, pytest.approx(11 / 30))  # c's leading 6 reaches [100, 101)
+    assert measure(f, 76, LINE) == (0.5, pytest.approx(11 / 30))  # c's leading 6 reaches [100, 101): 1 of its 10, not held
+    assert measure(f, 80, LINE) == (1.0, pytest.approx(15 / 30))  # c's leading 10 holds [100, 105): half of gold 2
     assert measure(f, 1000, LINE) == (1.0, pytest.approx(20 / 30))  # [20, 30) is in no atom
     assert measure(f, 0, LINE) == (0.0, 0.0)
 
@@ -159,16 +167,18 @@ def cases(draw: st.DrawFn, two_d: bool) -> tuple[dict, list[str], list[tuple], i
 @given(cases(two_d=False))
 def test_a_line_agrees_with_the_character_by_character_reference(case) -> None:
     atoms, ranking, regions, amount = case
-    got = measure(frames(atoms, ranking, regions, LINE), amount, LINE)
-    assert got == pytest.approx(reference(atoms, ranking, regions, amount, cuttable=True))
+    f = frames(atoms, ranking, regions, LINE)
+    assert measure(f, amount, LINE) == pytest.approx(reference(atoms, ranking, regions, amount, cuttable=True))
+    assert measure(f, amount, LINE, touch=True)[0] == pytest.approx(TOUCHED[0])
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(two_d=True))
 def test_boxes_agree_with_the_pixel_by_pixel_reference(case) -> None:
     atoms, ranking, regions, amount = case
-    got = measure(frames(atoms, ranking, regions, BOXES), amount, BOXES)
-    assert got == pytest.approx(reference(atoms, ranking, regions, amount, cuttable=False))
+    f = frames(atoms, ranking, regions, BOXES)
+    assert measure(f, amount, BOXES) == pytest.approx(reference(atoms, ranking, regions, amount, cuttable=False))
+    assert measure(f, amount, BOXES, touch=True)[0] == pytest.approx(TOUCHED[0])
 
 
 # --------------------------------------------------------------------------- properties
@@ -177,13 +187,20 @@ def test_boxes_agree_with_the_pixel_by_pixel_reference(case) -> None:
 @settings(max_examples=60, deadline=None)
 @given(cases(two_d=False))
 def test_an_unlimited_budget_gives_recall_at_depth_and_a_zero_budget_gives_zero(case) -> None:
+    """At an unlimited budget the touch rule is recall at depth, and recall@budget is the
+    share of regions the whole ranking holds at least half of; a budget of 0 gives 0."""
     atoms, ranking, regions, _ = case
     f = frames(atoms, ranking, regions, LINE)
     # recall at depth: a region counts when any returned atom is in its gold set
     gold = f["gold"]
     ranked = set(f["run"][ATOM_CODE])
     depth = sum(1 for i in range(len(regions)) if set(gold.loc[gold["gold_idx"] == i, ATOM_CODE]) & ranked) / len(regions)
-    assert measure(f, math.inf, LINE)[0] == pytest.approx(depth)
+    assert measure(f, math.inf, LINE, touch=True)[0] == pytest.approx(depth)
+    held = 0
+    for r in regions:
+        cells = {x for a in ranking for x in range(atoms[a][1], atoms[a][2]) if atoms[a][0] == r[0]} & set(range(r[1], r[2]))
+        held += len(cells) >= 0.5 * (r[2] - r[1])
+    assert measure(f, math.inf, LINE)[0] == pytest.approx(held / len(regions))
     assert measure(f, 0, LINE) == (0.0, 0.0)
 
 
@@ -322,7 +339,8 @@ def test_on_the_real_run_an_unlimited_budget_is_recall_at_depth(real_budget: dic
     table = real_budget["unlimited"].query_table
     ans = table.loc[~table["unanswerable"].astype(bool)]
     assert len(ans) > 1000
-    assert np.allclose(ans[RECALL], ans[f"recall@{real_budget['depth']}"])
+    assert np.allclose(ans[TOUCH], ans[f"recall@{real_budget['depth']}"])
+    assert (ans[RECALL] <= ans[TOUCH] + 1e-12).all() and ans[RECALL].mean() > 0.9 * ans[TOUCH].mean()
     assert np.allclose(ans[COVERAGE], ans[f"coverage@{real_budget['depth']}"])
 
 
@@ -382,3 +400,62 @@ def test_whole_documents_no_longer_buy_recall_at_equal_cost(real_corpus: dict) -
     assert whole["recall@10"].mean() > page["recall@10"].mean() + 0.2  # bought by atom size
     assert whole[RECALL].mean() < whole["recall@10"].mean() - 0.3  # not at equal cost
     assert page[RECALL].mean() > whole[RECALL].mean()
+
+
+# --------------------------------------------------------------------------- content, not atoms
+
+
+@st.composite
+def pieces(draw: st.DrawFn) -> tuple[dict, list[str], list[tuple], int, dict, list[str]]:
+    """A line case and the same content cut into pieces: every atom of the ranking cut at
+    random points into consecutive pieces that take its place in reading order."""
+    atoms, ranking, regions, amount = draw(cases(two_d=False))
+    cut_atoms: dict[str, tuple] = {}
+    cut_rank: list[str] = []
+    for a in ranking:
+        s, x0, x1, _, _ = atoms[a]
+        points = sorted(draw(st.sets(st.integers(x0 + 1, x1 - 1), max_size=4)) if x1 - x0 > 1 else [])
+        bounds = [x0, *points, x1]
+        for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            cut_atoms[f"{a}.{i}"] = (s, lo, hi, 0, 1)
+            cut_rank.append(f"{a}.{i}")
+    return atoms, ranking, regions, amount, cut_atoms, cut_rank
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces())
+def test_cutting_the_ranked_content_into_pieces_or_merging_them_back_changes_no_budget_measure(case) -> None:
+    """Content-invariance (issue 35): the same content in the same order, cut into any pieces
+    (or, read the other way, pieces merged back into their atom), gives the same
+    recall@budget, coverage@budget and cartridge@budget -- only the touch diagnostic may move."""
+    atoms, ranking, regions, amount, cut_atoms, cut_rank = case
+    whole = budget_columns(**_args(frames(atoms, ranking, regions, LINE)), budget={LINE: amount}).iloc[0]
+    cut = budget_columns(**_args(frames(cut_atoms, cut_rank, regions, LINE)), budget={LINE: amount}).iloc[0]
+    for column in (RECALL, COVERAGE, "cartridge@budget"):
+        assert cut[column] == pytest.approx(whole[column]), column
+    assert cut[TOUCH] >= whole[RECALL] - 1e-12  # the touch rule can be bought by fragments, never the held rule
+
+
+def _args(f: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    return {"entries": f["entries"], "run": f["run"], "gold": f["gold"], "regions": f["region_ext"], "atom_ext": f["atom_ext"]}
+
+
+def test_fragments_that_touch_every_region_hold_none() -> None:
+    """The trap the touch rule fell into: one 2-character fragment of each of ten 100-character
+    gold regions fits a 20-character budget and touches all ten; none is held."""
+    atoms = {f"f{i}": ("s", i * 100, i * 100 + 2, 0, 1) for i in range(10)}
+    f = frames(atoms, list(atoms), [("s", i * 100, i * 100 + 100, 0, 1) for i in range(10)], LINE)
+    assert measure(f, 20, LINE, touch=True)[0] == 1.0
+    assert measure(f, 20, LINE) == (0.0, pytest.approx(20 / 1000))
+    half, less = ({"p": ("s", 0, n, 0, 1)} for n in (50, 49))
+    assert measure(frames(half, ["p"], [("s", 0, 100, 0, 1)], LINE), 1000, LINE)[0] == 1.0  # half of the region
+    assert measure(frames(less, ["p"], [("s", 0, 100, 0, 1)], LINE), 1000, LINE)[0] == 0.0
+    huge = frames({"r0": ("s", 0, 10_000, 0, 1)}, ["r0"], [("s", 0, 10_000, 0, 1)], LINE)
+    assert measure(huge, 300, LINE)[0] == 1.0  # a region bigger than the budget: held by half the budget of it
+
+
+def test_an_abstaining_answer_hands_over_an_empty_cartridge() -> None:
+    f = frames({"g": ("s", 0, 10, 0, 1)}, ["g"], [("s", 0, 10, 0, 1)], LINE)
+    out = budget_columns(**_args(f), budget={LINE: 100}, abstained=["q"]).iloc[0]
+    assert (out[RECALL], out[COVERAGE], out[TOUCH], out["cartridge@budget"]) == (0.0, 0.0, 0.0, 0.0)
+    assert budget_columns(**_args(f), budget={LINE: 100}).iloc[0][RECALL] == 1.0

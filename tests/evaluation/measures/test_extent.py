@@ -282,3 +282,68 @@ def test_the_top_k_of_another_modality_is_not_paid_in_the_entrys_unit():
     assert out["precision@10"] == pytest.approx(10 / 50) and out["iou@10"] == pytest.approx(10 / (20 + 50 - 10))
     only_chat = _extents(ent, run.iloc[:1], gold, regions, atoms, k=10).iloc[0]
     assert (only_chat["retrieved_extent@10"], only_chat["precision@10"]) == (0, 0)  # nothing of its own unit retrieved
+
+
+# --------------------------------------------------------------------------- one price
+
+
+def test_a_memory_covers_at_most_what_its_text_costs():
+    """capped_memory_boxes: a 21-character memory citing a 173-character turn covers its first 21
+    characters; a memory citing two units spends its cost on the first in reading order."""
+    from bench.evaluation.measures.extent import capped_memory_boxes
+
+    boxes = pd.DataFrame({"atom": [7, 8, 8], "source_id": ["s", "s", "s"], "part": "", "x0": [100.0, 50.0, 0.0],
+                          "x1": [273.0, 60.0, 30.0], "y0": 0.0, "y1": 1.0})
+    out = capped_memory_boxes(boxes, pd.Series({7: 21.0, 8: 35.0}))
+    assert out[["atom", "x0", "x1"]].values.tolist() == [[7, 100.0, 121.0], [8, 0.0, 30.0], [8, 50.0, 55.0]]
+    assert capped_memory_boxes(boxes, pd.Series({7: 500.0, 8: 40.0}))[["x0", "x1"]].values.tolist() == [[100.0, 273.0], [0.0, 30.0],
+                                                                                                              [50.0, 60.0]]
+    assert len(capped_memory_boxes(boxes, pd.Series({7: 0.0, 8: 0.0}))) == 0
+
+
+def _random_case(rng: np.random.Generator):
+    from bench.evaluation.measures.extent import MemoryExtents, capped_memory_boxes
+
+    n_atoms, n_mem = int(rng.integers(1, 6)), int(rng.integers(0, 4))
+    lo = rng.integers(0, 80, n_atoms).astype(float)
+    atoms = pd.DataFrame({"atom_id": [f"a{i}" for i in range(n_atoms)], "source_id": "s", "part": "", "x0": lo,
+                          "x1": lo + rng.integers(1, 30, n_atoms), "y0": 0.0, "y1": 1.0, "modality": "conversation"})
+    atoms["extent"] = atoms["x1"] - atoms["x0"]
+    first = n_atoms
+    mem_rows, cover = [], []
+    for j in range(n_mem):
+        mem_rows.append({"atom_id": f"m{j}", "source_id": "", "part": "", "x0": np.nan, "x1": np.nan, "y0": np.nan, "y1": np.nan,
+                         "extent": float(rng.integers(1, 60)), "modality": ""})
+        for _ in range(int(rng.integers(1, 4))):
+            x0 = float(rng.integers(0, 100))
+            cover.append({"atom": first + j, "source_id": "s", "part": "", "x0": x0, "x1": x0 + float(rng.integers(1, 50)), "y0": 0.0, "y1": 1.0})
+    table = pd.concat([atoms, pd.DataFrame(mem_rows, columns=atoms.columns)], ignore_index=True)
+    boxes = pd.DataFrame(cover, columns=["atom", "source_id", "part", "x0", "x1", "y0", "y1"])
+    cost = pd.Series(table["extent"].to_numpy()[first:], index=np.arange(first, first + n_mem))
+    regions = []
+    for g in range(int(rng.integers(1, 4))):
+        x0 = float(rng.integers(0, 100))
+        regions.append({"query_id": "q", "gold_idx": g, "source_id": "s", "part": "", "x0": x0, "x1": x0 + float(rng.integers(1, 40)),
+                        "y0": 0.0, "y1": 1.0})
+    regions_frame = pd.DataFrame(regions)
+    gold = [{"query_id": "q", "gold_idx": r["gold_idx"], "atom": c} for r in regions for c in range(first + n_mem)
+            if (c < first and min(atoms["x1"][c], r["x1"]) > max(atoms["x0"][c], r["x0"]))
+            or (c >= first and any(min(b["x1"], r["x1"]) > max(b["x0"], r["x0"]) for b in cover if b["atom"] == c))]
+    order = rng.permutation(first + n_mem)
+    run = pd.DataFrame({"query_id": "q", "atom": order, "rank": np.arange(1, len(order) + 1), "score": 0.0})
+    return table, MemoryExtents(first, capped_memory_boxes(boxes, cost)), regions_frame, pd.DataFrame(gold, columns=["query_id", "gold_idx", "atom"]), run
+
+
+def test_precision_lies_in_zero_one_for_random_atoms_memories_and_overlaps():
+    """Property (500 random runs of atoms, memories citing overlapping units, gold regions): with
+    the one price, precision@k, coverage@k and iou@k lie in [0, 1] and the covered extent never
+    exceeds what the top k costs."""
+    rng = np.random.default_rng(35)
+    ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False], "modality": ["conversation"]})
+    for _ in range(500):
+        table, memories, regions, gold, run = _random_case(rng)
+        for k in (1, 3, 10):
+            row = extent_columns(ent, run, gold, regions, table, k=k, memories=memories).iloc[0]
+            assert 0.0 <= row[f"precision@{k}"] <= 1.0 + 1e-12 and 0.0 <= row[f"coverage@{k}"] <= 1.0 + 1e-12
+            assert 0.0 <= row[f"iou@{k}"] <= 1.0 + 1e-12
+            assert row[f"covered@{k}"] <= row[f"retrieved_extent@{k}"] + 1e-9

@@ -63,7 +63,7 @@ def test_oracle_pytrec_eval(oracle_case) -> None:
     assert set(res) == set(qrels)
     for q, m in res.items():
         assert ours.loc[q, "mrr"] == pytest.approx(m["recip_rank"], abs=1e-9)
-        assert ours.loc[q, "ndcg@10"] == pytest.approx(m["ndcg_cut_10"], abs=1e-9)
+        assert ours.loc[q, "atom_ndcg@10"] == pytest.approx(m["ndcg_cut_10"], abs=1e-9)  # atom qrels: the atom-level nDCG
         assert ours.loc[q, "atom_recall@10"] == pytest.approx(m["recall_10"], abs=1e-9)
         assert ours.loc[q, "recall@10"] == pytest.approx(m["recall_10"], abs=1e-9)  # 1 region per atom here
 
@@ -75,7 +75,7 @@ def test_oracle_ir_measures(oracle_case) -> None:
     ours, qrels, run_d = oracle_case
     seen = 0
     for m in ir_measures.iter_calc([RR, nDCG @ 10], qrels, run_d):
-        col = "mrr" if m.measure == RR else "ndcg@10"
+        col = "mrr" if m.measure == RR else "atom_ndcg@10"
         assert ours.loc[m.query_id, col] == pytest.approx(m.value, abs=1e-9)
         seen += 1
     assert seen == 2 * len(qrels)
@@ -91,7 +91,7 @@ def test_oracle_ranx(oracle_case) -> None:
 
         run = Run(run_d)
         evaluate(Qrels(qrels), run, ["mrr", "ndcg@10"])
-    for metric, col in (("mrr", "mrr"), ("ndcg@10", "ndcg@10")):
+    for metric, col in (("mrr", "mrr"), ("ndcg@10", "atom_ndcg@10")):
         theirs = run.scores[metric]
         assert set(theirs) == set(qrels)
         for q, v in theirs.items():

@@ -1,0 +1,247 @@
+"""Only content moves the verdict: the ways the equal-cost measure was bought, as tests on real data.
+
+Each probe is a run a user could hand the harness -- fragments at depth, whole sessions as the
+system's own atoms, the harness's own chunks handed back, memories of three rare words citing a
+turn, abstaining answers -- evaluated as the stages evaluate (bench.evaluation.in_memory), on
+real LoCoMo conversations, MMLongBench-Doc documents and MedVidQA videos. None beats the default
+on recall@budget unless its coverage@budget does too, and none buys a "met". The touch rule
+(``touch_recall@budget``) is shown to be bought by the same runs, so each test can fail."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
+from bench.evaluation.in_memory import evaluate_entries
+from bench.evaluation.measures.extent import atom_extents
+from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries, run_system
+from bench.ingest.chunking import chunk_modality
+from bench.modalities.video.medvidqa import CSV, MedVidQA
+from bench.systems import build_system
+from bench.systems.adapters import PythonAdapter
+from bench.systems.atoms import atoms_from_extents, contract_rows, validate_contract
+from tests.conftest import MIRROR, ROOT, need_mirror
+
+pytestmark = pytest.mark.e2e
+
+HOLDERS = ("locomo:conv-30", "locomo:conv-41")
+K = 10
+BAR = 0.90  # the spec's recall bar (recall@budget's)
+
+
+def evaluate(entries: list[dict], served: dict[str, pd.DataFrame], segments: pd.DataFrame, run: Any, responses: pd.DataFrame) -> pd.DataFrame:
+    """The per-query table of `run`, evaluated as the stages do (default budgets, k = 10)."""
+    desc = RunDescription(system="probe", depth=1000, chunking={}, concurrency=1, warm=False, adapter="python", warmup_queries=0,
+                          timeout_s=60, latency=None)
+    options = EvalOptions(k=K, bootstrap_resamples=10, bootstrap_seed=0, calibration_recall=0.9)
+    result = evaluate_entries(entries, [], run, responses, no_failures(), served, segments, options, desc, in_core_rows=10**9, sha256={})
+    return result.query_table.set_index("query_id").sort_index()
+
+
+def answerable(table: pd.DataFrame) -> pd.DataFrame:
+    return table.loc[~table["unanswerable"].astype(bool)]
+
+
+def bm25(atoms: pd.DataFrame, entries: list[dict], depth: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The built-in bm25 (it abstains; its rankings are what is compared) over `atoms`."""
+    run, latency = run_system(build_system("bm25-scoped", atoms), entries, depth)
+    return run, latency.assign(abstain=False)  # the ranking as handed over: abstention has its own probe
+
+
+def assert_not_bought(probe: pd.DataFrame, default: pd.DataFrame, what: str) -> None:
+    """recall@budget no better than the default's unless coverage@budget is; no "met"; and the
+    touch rule was bought by the same run (so the test can fail)."""
+    p, d = answerable(probe), answerable(default)
+    assert len(p) == len(d) > 20
+    gain = p["recall@budget"].mean() - d["recall@budget"].mean()
+    covered = p["coverage@budget"].mean() - d["coverage@budget"].mean()
+    assert gain <= max(covered, 0.0) + 0.02, f"{what}: recall@budget {gain:+.4f} with coverage@budget {covered:+.4f}"
+    assert p["recall@budget"].mean() < BAR, f"{what}: a met bought"
+
+
+# --------------------------------------------------------------------------- LoCoMo
+
+
+@pytest.fixture(scope="module")
+def conv(real_corpus: dict) -> dict[str, Any]:
+    segments = real_corpus["segments"]
+    segments = segments.loc[segments["holder"].isin(HOLDERS)].reset_index(drop=True)
+    entries = [json.loads(line) for line in (ROOT / "bench/sets/locomo.jsonl").read_text().splitlines()]
+    entries = [e for e in entries if e["split"] == "dev" and e["scope"]["holder"] in HOLDERS]
+    served = {"conversation": chunk_modality("conversation", segments, {"strategy": "turn"})}
+    run, latency = bm25(served["conversation"], entries, 100)
+    return {"segments": segments, "entries": entries, "served": served, "default": evaluate(entries, served, segments, run, latency),
+            "run": run, "latency": latency}
+
+
+def as_system_atoms(rows: list[dict], segments: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    frame = pd.DataFrame(rows)
+    frame["_line"] = np.arange(1, len(frame) + 1)
+    return atoms_from_extents(validate_contract(frame, "probe"), segments, "probe")
+
+
+def test_the_harness_atoms_handed_back_as_system_atoms_change_no_number(conv: dict) -> None:
+    """Issue 35's first probe: the default turn atoms handed back unchanged as ``system.atoms``
+    (recall@budget 0.5380 -> 0.6959 before: such atoms cost nothing). Every price and every
+    number of the per-query table is the same."""
+    served = as_system_atoms(list(contract_rows(conv["served"])), conv["segments"])
+    ours, theirs = atom_extents(conv["served"]), atom_extents(served)
+    pd.testing.assert_frame_equal(ours, theirs)
+    table = evaluate(conv["entries"], served, conv["segments"], conv["run"], conv["latency"])
+    measured = [c for c in conv["default"].columns if c != "latency_ms"]
+    pd.testing.assert_frame_equal(table[measured], conv["default"][measured])
+
+
+def test_whole_sessions_as_system_atoms_buy_nothing(conv: dict) -> None:
+    """Whole sessions as the system's own atoms (recall@budget 1.0000 "met" before): a session
+    costs its characters, so the cartridge holds the first turns of one session."""
+    rows = []
+    for sid, seg in conv["segments"].groupby("source_id"):
+        meta = seg.iloc[0]
+        rows.append({"atom_id": f"{sid}#all", "source_id": sid, "modality": "conversation", "holder": meta["holder"],
+                     "observed_at": pd.Timestamp(seg["observed_at"].max()).isoformat(), "text": "\n".join(seg.sort_values("seq")["text"]),
+                     "extent": {"turn_start": int(seg["turn"].min()), "turn_end": int(seg["turn"].max())}})
+    served = as_system_atoms(rows, conv["segments"])
+    run, latency = bm25(served["conversation"], conv["entries"], 100)
+    table = evaluate(conv["entries"], served, conv["segments"], run, latency)
+    assert answerable(table)["recall@10"].mean() > answerable(conv["default"])["recall@10"].mean() + 0.2  # bought at k
+    # priced by content: as the harness's own session chunks (before, a system atom of a turn range cost nothing)
+    sessions = chunk_modality("conversation", conv["segments"], {"strategy": "session"})
+    assert atom_extents(served)["extent"].tolist() == atom_extents({"conversation": sessions})["extent"].tolist()
+    assert (atom_extents(served)["extent"] > 1000).all()
+    assert_not_bought(table, conv["default"], "whole sessions")
+
+
+_WORD = re.compile(r"[a-z]{4,}")
+
+
+class KeywordMemory:
+    """Per ranked turn, a memory of its three rarest words citing the turn (issue 35's third
+    probe: recall@budget 0.6454 -> 0.7798 before); ``verbatim`` first hands the top
+    ``verbatim`` turns as verbatim memories (the fourth probe: 0.7088, "B better")."""
+
+    def __init__(self, atoms: pd.DataFrame, verbatim: int = 0) -> None:
+        self.inner = build_system("bm25-scoped", atoms)
+        self.atoms = atoms.set_index("atom_id")
+        self.df = Counter(w for t in atoms["text"] for w in set(_WORD.findall(str(t).lower())))
+        self.verbatim = verbatim
+
+    def text(self, atom_id: str, rank: int) -> str:
+        text = str(self.atoms.at[atom_id, "text"])
+        if rank <= self.verbatim:
+            return text
+        words = sorted(set(_WORD.findall(text.lower())), key=lambda w: (self.df[w], w))[:3]
+        return " ".join(words) or text[:12]
+
+    def search(self, query: Any) -> list[dict[str, Any]]:
+        hits = self.inner.search(query)
+        hits = getattr(hits, "hits", hits)
+        out = []
+        for rank, h in enumerate(hits, start=1):
+            atom = self.atoms.loc[h.atom_id]
+            out.append({"memory_id": f"kw:{h.atom_id}", "score": h.score, "text": self.text(h.atom_id, rank),
+                        "provenance": [{"source_id": atom["source_id"], "extent": {"turn": int(atom["turn_start"])}}]})
+        return out
+
+
+def memory_run(conv: dict, system: KeywordMemory) -> pd.DataFrame:
+    from bench.evaluation.provenance import CitationCheck
+
+    atoms = conv["served"]["conversation"][SYSTEM_COLUMNS]
+    ran = run_queries(PythonAdapter(system, "keywords"), conv["entries"], 100, warmup=0, timeout_s=120,
+                      known_atoms=set(atoms["atom_id"]), check_memory=CitationCheck(lambda: conv["segments"]))
+    return evaluate(conv["entries"], conv["served"], conv["segments"], ran, ran.latency.assign(abstain=False))
+
+
+def test_keyword_memories_citing_turns_buy_nothing(conv: dict) -> None:
+    """Three rare words citing a turn cost ~20 characters and are credited with at most that
+    much of it: precision@10 stays within [0, 1] and recall@budget does not rise."""
+    table = memory_run(conv, KeywordMemory(conv["served"]["conversation"]))
+    ans = answerable(table)
+    assert ans["touch_recall@budget"].mean() > answerable(conv["default"])["recall@budget"].mean() + 0.05  # the old rule, bought
+    assert (ans["precision@10"] <= 1.0 + 1e-9).all()
+    assert_not_bought(table, conv["default"], "keyword memories")
+    mixed = memory_run(conv, KeywordMemory(conv["served"]["conversation"], verbatim=10))
+    assert_not_bought(mixed, conv["default"], "top 10 verbatim, then keyword memories")
+    assert (answerable(mixed)["precision@10"] <= 1.0 + 1e-9).all()  # a verbatim turn pays its text: never above 1
+
+
+def test_abstaining_answers_find_nothing(conv: dict) -> None:
+    """Every answer ``abstain: true`` with the same ranking (before: false recall 0 "met only by
+    abstaining" beside full recall): the verdict's recall columns count nothing; the ranking's
+    own recall is reported beside as ranked_recall@10."""
+    table = evaluate(conv["entries"], conv["served"], conv["segments"], conv["run"], conv["latency"].assign(abstain=True))
+    ans, default = answerable(table), answerable(conv["default"])
+    assert default["recall@10"].mean() > 0.3
+    for column in ("recall@10", "recall@budget", "coverage@budget", "mrr", "ndcg@10"):
+        assert (ans[column] == 0).all(), column
+    assert ans["ranked_recall@10"].tolist() == default["recall@10"].tolist()
+    assert (table.loc[table["unanswerable"].astype(bool), "false_recall"] == 0).all()
+
+
+# --------------------------------------------------------------------------- MMLongBench-Doc
+
+
+@pytest.fixture(scope="module")
+def pdf(real_corpus: dict) -> dict[str, Any]:
+    seg = real_corpus["segments"]
+    seg = seg[seg["modality"] == "pdf"]
+    entries = [json.loads(line) for line in (ROOT / "bench/sets/mmlongbench.jsonl").read_text().splitlines()]
+    entries = [e for e in entries if e["split"] == "dev" and not e["unanswerable"] and {g["source_id"] for g in e["gold"]} <= set(seg["source_id"])]
+    by_doc = pd.Series([e["gold"][0]["source_id"] for e in entries]).value_counts()
+    docs = set(sorted(by_doc.index, key=lambda d: (-by_doc[d], d))[:8])
+    entries = [e for e in entries if e["gold"][0]["source_id"] in docs]
+    seg = seg[seg["source_id"].isin(docs)].reset_index(drop=True)
+    return {"segments": seg, "entries": entries, "default": chunked(seg, entries, {"strategy": "page"}, 100)}
+
+
+def chunked(seg: pd.DataFrame, entries: list[dict], options: dict, depth: int, modality: str = "pdf") -> pd.DataFrame:
+    atoms = chunk_modality(modality, seg, options)
+    run, latency = bm25(atoms, entries, depth)
+    return evaluate(entries, {modality: atoms}, seg, run, latency)
+
+
+def test_tiny_pdf_windows_at_depth_buy_nothing(pdf: dict) -> None:
+    """8-token windows at depth 1000 against pages at depth 100 (recall@budget 0.5363 -> 0.7255
+    before, "rank 1 on the frontier"): fragments of many pages hold none of them."""
+    tiny = chunked(pdf["segments"], pdf["entries"], {"strategy": "window", "window_tokens": 8, "overlap_tokens": 0}, 1000)
+    assert answerable(tiny)["touch_recall@budget"].mean() > answerable(pdf["default"])["recall@budget"].mean()
+    assert_not_bought(tiny, pdf["default"], "8-token pdf windows at depth 1000")
+
+
+def test_splitting_gold_pages_into_windows_leaves_ndcg_to_the_pages_found(pdf: dict) -> None:
+    """nDCG@10 with regions relevant: 200-token windows (nDCG@10 -0.115 before: its ideal counted
+    gold atoms) against pages; the atom-level diagnostic falls, the region nDCG follows recall."""
+    windows = chunked(pdf["segments"], pdf["entries"], {"strategy": "window", "window_tokens": 200, "overlap_tokens": 50}, 100)
+    page, win = answerable(pdf["default"]), answerable(windows)
+    assert win["atom_ndcg@10"].mean() < page["atom_ndcg@10"].mean() - 0.05  # the atom ideal punishes the split
+    assert win["ndcg@10"].mean() > win["atom_ndcg@10"].mean() + 0.05
+    assert (win["ndcg@10"] <= 1 + 1e-12).all() and (page["ndcg@10"] == page["atom_ndcg@10"]).mean() > 0.9  # pages are the regions
+
+
+# --------------------------------------------------------------------------- MedVidQA
+
+
+@pytest.fixture(scope="module")
+def video() -> dict[str, Any]:
+    need_mirror("medvidqa")
+    seg = MedVidQA().extract({CSV: MIRROR / "medvidqa" / CSV})
+    entries = [json.loads(line) for line in (ROOT / "bench/sets/medvidqa.jsonl").read_text().splitlines()]
+    entries = [e for e in entries if e["split"] == "dev" and not e["unanswerable"] and {g["source_id"] for g in e["gold"]} <= set(seg["source_id"])][:150]
+    seg = seg[seg["source_id"].isin({g["source_id"] for e in entries for g in e["gold"]})].reset_index(drop=True)
+    default = chunked(seg, entries, {"strategy": "window", "window_seconds": 30, "overlap_seconds": 0}, 100, "video")
+    return {"segments": seg, "entries": entries, "default": default}
+
+
+def test_two_second_video_windows_at_depth_buy_nothing(video: dict) -> None:
+    """2 s windows at depth 1000 (recall@budget 0.9167 "met" before, while 30 s windows handing
+    over 2.3x more gold read NOT met)."""
+    tiny = chunked(video["segments"], video["entries"], {"strategy": "window", "window_seconds": 2, "overlap_seconds": 0}, 1000, "video")
+    assert_not_bought(tiny, video["default"], "2 s video windows at depth 1000")
