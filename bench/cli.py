@@ -277,14 +277,17 @@ def _run_params(spec: str, root: Path) -> dict[str, Any]:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="also write the leaderboard as JSON here")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None, help="also write an HTML page with the quality-against-cost pictures")
 @click.option("--rank-by", default="recall@budget", show_default=True, help="the measure the runs are ranked by")
+@click.option("--allow-different-sets", is_flag=True, help="rank runs evaluated over different set files (their shared queries)")
 @_stats_options
 def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str | None, html_out: str | None, rank_by: str,
-                resamples: int | None, permutations: int, seed: int | None, alpha: float, max_unpaired: float) -> None:
+                allow_different_sets: bool, resamples: int | None, permutations: int, seed: int | None, alpha: float,
+                max_unpaired: float) -> None:
     """One table that decides a sweep: RUNs (folders, git revisions, DVC experiments) against a baseline.
 
     Per modality and overall: changed params, recall@k, recall@budget, MRR, nDCG@k, false
     recall, abstention rate, latency p50, cartridge@k; paired intervals and Holm-corrected
-    p-values against the baseline; rank intervals; the Pareto frontier. See docs/comparing.md.
+    p-values against the baseline; rank intervals; the Pareto frontier over what the budget
+    packs, differences within noise being ties. See docs/comparing.md.
     """
     from bench.evaluation.compare import CompareError, load_run
     from bench.evaluation.leaderboard import experiment_names
@@ -301,7 +304,8 @@ def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str
         loaded = [load_run(name, root, PER_QUERY, DEV_METRICS) for name in names]
         result = board(loaded, base=0, params=[_run_params(name, root) for name in names], k=loaded[0].k or metrics.k,
                        resamples=resamples or metrics.bootstrap_resamples, permutations=permutations,
-                       seed=metrics.bootstrap_seed if seed is None else seed, alpha=alpha, max_unpaired=max_unpaired, rank_by=rank_by)
+                       seed=metrics.bootstrap_seed if seed is None else seed, alpha=alpha, max_unpaired=max_unpaired, rank_by=rank_by,
+                       allow_different_sets=allow_different_sets)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
     if json_out:

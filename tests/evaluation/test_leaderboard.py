@@ -282,6 +282,9 @@ def test_the_command_over_experiments_of_head(tmp_path: Path) -> None:
         out = CliRunner().invoke(cli, ["leaderboard", "--all", "--json", str(tmp_path / "b.json"), "--html", str(tmp_path / "b.html")])
         none = CliRunner().invoke(cli, ["leaderboard"])
         bad = CliRunner().invoke(cli, ["leaderboard", "no-such-run"])
+        _write(tmp_path / "edited", run_of("edited", base, sets={"bench/sets/locomo.jsonl": "0" * 64}), "turn")
+        edited = CliRunner().invoke(cli, ["leaderboard", str(tmp_path / "edited")])
+        allowed = CliRunner().invoke(cli, ["leaderboard", str(tmp_path / "edited"), "--allow-different-sets", "--permutations", "200"])
     finally:
         os.chdir(cwd)
     assert out.exit_code == 0, out.output
@@ -289,5 +292,6 @@ def test_the_command_over_experiments_of_head(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "b.json").read_text())
     assert doc["baseline"] == "HEAD" and doc["resamples"] == 100 and [r["label"] for r in doc["runs"]] == ["HEAD", "gray-elms", "sunny-oaks"]
     assert (tmp_path / "b.html").read_text().count("<svg") == 3
-    for result, needle in ((none, "no run to rank"), (bad, "no-such-run")):
+    assert allowed.exit_code == 0 and "- Set files against the baseline: different set files, allowed" in allowed.output, allowed.output
+    for result, needle in ((none, "no run to rank"), (bad, "no-such-run"), (edited, "were evaluated over different set files")):
         assert result.exit_code == 1 and needle in result.output and result.output.strip().count("\n") == 0, result.output
