@@ -275,7 +275,7 @@ def check_sets(a: RunData, b: RunData, *, allow_different: bool = False, labels:
     paths = sorted(set(sa) | set(sb))
     differ = [p for p in paths if sa.get(p) != sb.get(p)]
     if not differ:
-        return f"the same {len(paths)} set files (sha256)"
+        return f"the same {len(paths)} set files (sha256)" if len(paths) > 1 else f"the same set file {paths[0]} (sha256)"
     what = "; ".join(_set_change(p, sa.get(p), sb.get(p), la, lb) for p in differ)
     if not allow_different:
         raise CompareError(f"{la} and {lb} were evaluated over different set files ({len(differ)} of {len(paths)}: {what}): "
