@@ -200,8 +200,8 @@ def _recorded_reasons(run: RunData, m: Measure, mods: Sequence[str]) -> str:
     rules = block.get(RECORDED.get(m.name, "")) if isinstance(block, dict) else None
     if not isinstance(rules, dict):
         return ""
-    found = [(m, r.get("reason")) for m in mods if isinstance(r := rules.get(m), dict)]
-    return "; ".join(f"{m}: {why}" for m, why in found if why)
+    found = [(mod, rule.get("reason")) for mod in mods if isinstance(rule := rules.get(mod), dict)]
+    return "; ".join(f"{mod}: {why}" for mod, why in found if why)
 
 
 def _mean(frame: pd.DataFrame, m: Measure) -> tuple[float | None, int]:
@@ -214,9 +214,7 @@ def _mean(frame: pd.DataFrame, m: Measure) -> tuple[float | None, int]:
 
 @dataclass(frozen=True)
 class _Options:
-    k: int
     alpha: float
-    min_effect: float
     resamples: int
     permutations: int
     seed: int
@@ -264,7 +262,7 @@ def gate(base: RunData, current: RunData, *, k: int, alpha: float = 0.05, min_ef
     mods = sorted(pa["modality"].astype(str).unique())
     groups = [(m, pa[pa["modality"].astype(str) == m], pb[pa["modality"].astype(str) == m]) for m in mods]
     groups.append(("overall", pa, pb))
-    opt = _Options(k, alpha, min_effect, resamples, permutations, seed)
+    opt = _Options(alpha, resamples, permutations, seed)
     out.rows, lost = _family(primary(k), groups, base, current, opt)
     out.reported, lost_reported = _family(reported(k), groups, base, current, opt)
     out.family = sum(1 for r in out.rows if r["wins"] + r["losses"])

@@ -232,10 +232,10 @@ def _axes(points: Sequence[Sequence[float | None]], better: Sequence[bool],
         tie = (ties or [None] * axes)[a]
         if tie is None:
             tied = gain == 0
-        elif np.isscalar(tie):
-            tied = np.abs(gain) <= float(tie)  # type: ignore[arg-type]
+        elif isinstance(tie, np.ndarray):
+            tied = tie.astype(bool) | (gain == 0)
         else:
-            tied = np.asarray(tie, dtype=bool) | (gain == 0)
+            tied = np.abs(gain) <= float(tie)
         out.append((gain, tied))
     return out
 
