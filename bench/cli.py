@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from bench.evaluation.compare import MAX_UNPAIRED
-from bench.evaluation.gate import MAX_LATENCY_RATIO
+from bench.evaluation.gate import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO
 from bench.io import LineError
 from bench.modalities import names as modality_names
 from bench.project.layout import AUDIT, DEV_METRICS, PER_QUERY, TEST_METRICS, Layout, find_root, read_params
@@ -302,14 +302,17 @@ def _run_params(spec: str, root: Path) -> dict[str, Any]:
               help="also write an HTML page with the quality-against-cost pictures, and beside it each run's A/B page against the baseline")
 @click.option("--label", "labels", multiple=True, metavar="NAME=RUN", help="show RUN as NAME (repeatable; default: a folder's base name, the experiment or revision)")
 @click.option("--rank-by", default="recall@budget", show_default=True, help="the measure the runs are ranked by")
+@click.option("--allow-different-sets", is_flag=True, help="rank runs evaluated over different set files (their shared queries)")
 @_stats_options
 def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str | None, html_out: str | None, labels: tuple[str, ...],
-                rank_by: str, resamples: int | None, permutations: int, seed: int | None, alpha: float, max_unpaired: float) -> None:
+                rank_by: str, allow_different_sets: bool, resamples: int | None, permutations: int, seed: int | None, alpha: float,
+                max_unpaired: float) -> None:
     """One table that decides a sweep: RUNs (folders, git revisions, DVC experiments) against a baseline.
 
     Per modality and overall: changed params, recall@k, recall@budget, MRR, nDCG@k, false
     recall, abstention rate, latency p50, cartridge@k; paired intervals and Holm-corrected
-    p-values against the baseline; rank intervals; the Pareto frontier. See docs/comparing.md.
+    p-values against the baseline; rank intervals; the Pareto frontier over what the budget
+    packs, differences within noise being ties. See docs/comparing.md.
     """
     from bench.evaluation.compare import CompareError, load_run
     from bench.evaluation.leaderboard import experiment_names
@@ -333,7 +336,8 @@ def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str
             run.label = label
         result = board(loaded, base=0, params=[_run_params(name, root) for name in names], k=loaded[0].k or metrics.k,
                        resamples=resamples or metrics.bootstrap_resamples, permutations=permutations,
-                       seed=metrics.bootstrap_seed if seed is None else seed, alpha=alpha, max_unpaired=max_unpaired, rank_by=rank_by)
+                       seed=metrics.bootstrap_seed if seed is None else seed, alpha=alpha, max_unpaired=max_unpaired, rank_by=rank_by,
+                       allow_different_sets=allow_different_sets)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
     if json_out:
@@ -381,14 +385,19 @@ def _leaderboard_pages(result: dict[str, Any], loaded: list[Any], specs: list[st
 @click.option("--min-effect", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               help="a difference of at most this much never fails the gate")
 @click.option("--max-latency-ratio", type=click.FloatRange(1, None), default=MAX_LATENCY_RATIO, show_default=True,
-              help="latency p50 / p95 may grow by at most this factor")
+              help="latency p50 / p95 fails only when slower by more than this factor (and the floor)")
+@click.option("--latency-floor-ms", type=click.FloatRange(0, None), default=LATENCY_FLOOR_MS, show_default=True,
+              help="latency p50 / p95 fails only when slower by more than this many ms (and the factor)")
+@click.option("--allow-different-sets", is_flag=True, help="gate runs evaluated over different set files (their shared queries)")
 @_stats_options
-def gate(base: str, min_effect: float, max_latency_ratio: float, resamples: int | None, permutations: int, seed: int | None,
-         alpha: float, max_unpaired: float) -> None:
-    """Regression gate: exit 1 when a verdict metric of this folder's run is significantly worse than BASE's.
+def gate(base: str, min_effect: float, max_latency_ratio: float, latency_floor_ms: float, allow_different_sets: bool,
+         resamples: int | None, permutations: int, seed: int | None, alpha: float, max_unpaired: float) -> None:
+    """Regression gate: exit 1 when a primary measure of this folder's run is significantly worse than BASE's.
 
-    BASE is a folder, git revision or DVC experiment. Exit 0: passed; 1: worse (one line
-    per reason); 2: the two runs cannot be compared (one line). See docs/comparing.md.
+    BASE is a folder, git revision or DVC experiment. Gated: recall@budget, false recall,
+    holder and temporal correctness per modality and overall, and latency beyond noise; the
+    other verdict measures are reported. Exit 0: passed; 1: failed (one line per reason, then
+    the gate's line); 2: the two runs cannot be compared (one line). See docs/comparing.md.
     """
     from bench.evaluation.compare import CompareError, common_k, load_run
     from bench.evaluation.gate import gate as run_gate
@@ -399,16 +408,18 @@ def gate(base: str, min_effect: float, max_latency_ratio: float, resamples: int 
     try:
         before, now = load_run(base, root, PER_QUERY, DEV_METRICS), load_run(str(root), root, PER_QUERY, DEV_METRICS)
         result = run_gate(before, now, k=common_k(before, now, metrics.k), alpha=alpha, min_effect=min_effect,
-                          max_latency_ratio=max_latency_ratio, resamples=resamples or metrics.bootstrap_resamples,
-                          permutations=permutations, seed=metrics.bootstrap_seed if seed is None else seed, max_unpaired=max_unpaired)
+                          max_latency_ratio=max_latency_ratio, latency_floor_ms=latency_floor_ms,
+                          resamples=resamples or metrics.bootstrap_resamples, permutations=permutations,
+                          seed=metrics.bootstrap_seed if seed is None else seed, max_unpaired=max_unpaired,
+                          allow_different_sets=allow_different_sets)
     except CompareError as exc:
         click.echo(f"gate: refused: {exc}", err=True)
         sys.exit(2)
-    for line in result.reasons:
+    for line in [*result.reasons, *result.notes]:
         click.echo(line)
+    click.echo(summary(result, base, alpha, min_effect, max_latency_ratio, latency_floor_ms))
     if not result.passed:
         sys.exit(1)
-    click.echo(summary(result, base, alpha, min_effect, max_latency_ratio))
 
 
 @cli.command("eval")

@@ -177,5 +177,6 @@ def decide(work: Path, env: dict, names: dict[str, str], tmp_path: Path) -> None
     assert same.returncode == 0 and same.stdout.startswith("gate: passed"), same.stdout + same.stderr
     worse = run([*bench, "gate", names["turn"]], work, env, ok=False)
     assert worse.returncode == 1, worse.stdout + worse.stderr
-    lines = worse.stdout.strip().splitlines()
-    assert lines and all(line.startswith("gate: ") and " is worse: " in line for line in lines), lines
+    *reasons, last = worse.stdout.strip().splitlines()
+    assert reasons and all(line.startswith("gate: ") and " is worse: " in line for line in reasons), reasons
+    assert last.startswith("gate: failed: ") and "queries: " in last, last

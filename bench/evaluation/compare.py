@@ -40,6 +40,7 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,8 +171,9 @@ REQUIRED = ("query_id", "modality", "unanswerable", "failed")
 MAX_UNPAIRED = 0.01
 
 
-def check_table(df: Any, label: str, k: int) -> None:
-    """Refuse a per-query table the comparison cannot read honestly (one line)."""
+def check_table(df: Any, label: str, k: int, tested: Sequence[Measure] | None = None) -> None:
+    """Refuse a per-query table the comparison cannot read honestly (one line); ``tested``:
+    the measures whose columns must hold numbers (default: those bench compare tests)."""
     if not isinstance(df, pd.DataFrame):
         raise CompareError(f"{label}: not a per-query table")
     missing = [c for c in REQUIRED if c not in df.columns]
@@ -192,13 +194,13 @@ def check_table(df: Any, label: str, k: int) -> None:
     first = measures(k)[0].column
     if first not in df.columns:
         raise CompareError(f"{label}: per-query table has no {first} column (k = {k})")
-    _check_measure_values(df, label, k)
+    _check_measure_values(df, label, compared(k) if tested is None else tested)
 
 
-def _check_measure_values(df: pd.DataFrame, label: str, k: int) -> None:
-    """Refuse a compared measure's column holding a non-number or an infinite value."""
+def _check_measure_values(df: pd.DataFrame, label: str, tested: Sequence[Measure]) -> None:
+    """Refuse a tested measure's column holding a non-number or an infinite value."""
     qid = df["query_id"]
-    for m in compared(k):
+    for m in tested:
         col = m.column
         if col not in df.columns:
             continue
@@ -211,27 +213,31 @@ def _check_measure_values(df: pd.DataFrame, label: str, k: int) -> None:
             raise CompareError(f"{label}: malformed per-query table: {col} holds an infinite value (query {qid[inf].iloc[0]})")
 
 
-def check_values(a: pd.DataFrame, b: pd.DataFrame, k: int, labels: tuple[str, str] = ("A", "B")) -> None:
+def check_values(a: pd.DataFrame, b: pd.DataFrame, k: int, labels: tuple[str, str] = ("A", "B"), *,
+                 tested: Sequence[Measure] | None = None, undefined_ok: bool = False) -> None:
     """Refuse per-query values the paired tests would read wrongly, naming table, row and column.
 
-    Every measure `bench compare` tests is a per-query share: its values lie in [0, 1];
-    NaN (undefined) is allowed only where the query is outside the measure's denominator
-    or failed (it then counts the worst case), never where the denominator rule would
-    silently read it as 0. A query in both tables must carry the same modality (the
-    groups are formed from it). Rows are numbered from 0, as the parquet file's rows."""
+    Every measure `bench compare` tests (``tested``: those given instead) is a per-query
+    share: its values lie in [0, 1]; NaN (undefined) is allowed only where the query is
+    outside the measure's denominator or failed (it then counts the worst case), never
+    where the denominator rule would silently read it as 0 (``undefined_ok``: the caller
+    leaves such a measure's rows out itself, as ``bench gate`` does, see :func:`undefined`).
+    A query in both tables must carry the same modality (the groups are formed from it).
+    Rows are numbered from 0, as the parquet file's rows."""
     for label, df in zip(labels, (a, b), strict=True):
-        unans, failed = df["unanswerable"].astype(bool).to_numpy(), df["failed"].astype(bool).to_numpy()
-        for m in compared(k):
+        failed = df["failed"].astype(bool).to_numpy()
+        for m in compared(k) if tested is None else tested:
             if m.column not in df.columns:
                 continue
             values = pd.to_numeric(df[m.column], errors="coerce").to_numpy(dtype=float)
             outside = np.flatnonzero(~np.isnan(values) & ((values < 0) | (values > 1)))
-            undefined = np.flatnonzero(np.isnan(values) & in_denominator(m.scope, unans) & ~failed)
+            undefined = np.flatnonzero(np.isnan(values) & in_denominator(m.scope, df["unanswerable"].astype(bool).to_numpy())
+                                       & ~failed)
             if outside.size:
                 i = int(outside[0])
                 raise CompareError(f"{label}: per-query table row {i} (query {df['query_id'].iloc[i]}): column {m.column}: "
                                    f"{float(values[i])} is outside [0, 1]")
-            if undefined.size:
+            if undefined.size and not undefined_ok:
                 i = int(undefined[0])
                 raise CompareError(f"{label}: per-query table row {i} (query {df['query_id'].iloc[i]}): column {m.column}: NaN where "
                                    f"the query is in the denominator ({m.scope}, not failed); it would count as 0")
@@ -244,6 +250,59 @@ def check_values(a: pd.DataFrame, b: pd.DataFrame, k: int, labels: tuple[str, st
         row = int(np.flatnonzero(mod_b.index == q)[0])
         raise CompareError(f"{labels[1]}: per-query table row {row} (query {q}): column modality: {mod_b[q]!r} where "
                            f"{labels[0]} has {mod_a[q]!r} for the same query: the tables disagree (edited?)")
+
+
+def set_files(run: RunData) -> dict[str, str] | None:
+    """The sha256 of every set file the run was evaluated over (its dev.json's ``sha256.sets``,
+    path -> digest); None when its dev.json records none."""
+    sha = run.metrics.get("sha256")
+    sets = sha.get("sets") if isinstance(sha, dict) else None
+    if not isinstance(sets, dict) or not sets:
+        return None
+    return {str(path): str(digest) for path, digest in sets.items()}
+
+
+def check_sets(a: RunData, b: RunData, *, allow_different: bool = False, labels: tuple[str, str] | None = None) -> str:
+    """Refuse two runs evaluated over different set files (a file whose sha256 differs, or that
+    only one run read) with one line naming each, unless ``allow_different``; what the
+    comparison's one line says of the set files otherwise. Runs whose dev.json records no
+    digests cannot be checked: the text says so."""
+    la, lb = labels or (a.label, b.label)
+    sa, sb = set_files(a), set_files(b)
+    if sa is None or sb is None:
+        lost = " and ".join(label for label, s in ((la, sa), (lb, sb)) if s is None)
+        return f"set files not checked (no sha256 of them in the dev.json of {lost})"
+    paths = sorted(set(sa) | set(sb))
+    differ = [p for p in paths if sa.get(p) != sb.get(p)]
+    if not differ:
+        return f"the same {len(paths)} set files (sha256)" if len(paths) > 1 else f"the same set file {paths[0]} (sha256)"
+    what = "; ".join(_set_change(p, sa.get(p), sb.get(p), la, lb) for p in differ)
+    if not allow_different:
+        raise CompareError(f"{la} and {lb} were evaluated over different set files ({len(differ)} of {len(paths)}: {what}): "
+                           "their queries differ by more than a change of system; pass --allow-different-sets to compare the "
+                           "queries both hold")
+    return f"different set files, allowed ({what})"
+
+
+def _set_change(path: str, x: str | None, y: str | None, la: str, lb: str) -> str:
+    if x is None:
+        return f"{path} only in {lb}"
+    if y is None:
+        return f"{path} only in {la}"
+    return f"{path} sha256 {x[:12]}… in {la}, {y[:12]}… in {lb}"
+
+
+def unpaired(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, Any]:
+    """How many queries of each table the other lacks, in all and per modality (modalities
+    with none left out): ``both``, ``only_a``, ``only_b``, ``only_a_by_modality``, ``only_b_by_modality``."""
+    ia, ib = pd.Index(a["query_id"].astype(str)), pd.Index(b["query_id"].astype(str))
+    out: dict[str, Any] = {"both": int(len(ia.intersection(ib)))}
+    for name, frame, own, other in (("a", a, ia, ib), ("b", b, ib, ia)):
+        alone = ~own.isin(other)
+        out[f"only_{name}"] = int(alone.sum())
+        counts = frame.loc[alone, "modality"].astype(str).value_counts()
+        out[f"only_{name}_by_modality"] = {str(m): int(n) for m, n in sorted(counts.items())}
+    return out
 
 
 def compare(
@@ -291,19 +350,21 @@ def compare(
     }
 
 
-def _paired_queries(a: pd.DataFrame, b: pd.DataFrame, max_unpaired: float) -> tuple[pd.Index, int, int]:
+def _paired_queries(a: pd.DataFrame, b: pd.DataFrame, max_unpaired: float,
+                    labels: tuple[str, str] = ("A", "B")) -> tuple[pd.Index, int, int]:
     """The query ids of both runs (sorted) and the counts only in A and only in B; refuses
     runs over different query sets or different unanswerable flags."""
+    la, lb = labels
     common = a.index.intersection(b.index).sort_values()
     only_a, only_b = len(a.index.difference(b.index)), len(b.index.difference(a.index))
     union = len(common) + only_a + only_b
     if len(common) == 0:
-        raise CompareError(f"A and B share no query_id ({len(a)} and {len(b)} queries): zero paired queries, nothing to compare")
+        raise CompareError(f"{la} and {lb} share no query_id ({len(a)} and {len(b)} queries): zero paired queries, nothing to compare")
     if (only_a + only_b) / union > max_unpaired:
         raise CompareError(
-            f"A and B were evaluated on different query sets: {only_a} of A's {len(a)} queries are not in B and {only_b} of B's "
-            f"{len(b)} are not in A ({(only_a + only_b) / union:.1%} of {union} unpaired, tolerance {max_unpaired:.1%}); "
-            "compare runs over the same data sets and sets (or raise --max-unpaired)")
+            f"{la} and {lb} were evaluated on different query sets: {only_a} of {la}'s {len(a)} queries are not in {lb} and "
+            f"{only_b} of {lb}'s {len(b)} are not in {la} ({(only_a + only_b) / union:.1%} of {union} unpaired, tolerance "
+            f"{max_unpaired:.1%}); compare runs over the same data sets and sets (or raise --max-unpaired)")
     if (a.loc[common, "unanswerable"].astype(bool) != b.loc[common, "unanswerable"].astype(bool)).any():
         raise CompareError("the two runs disagree on which queries are unanswerable: different sets")
     return common, only_a, only_b

@@ -21,9 +21,18 @@ queries every run shares, per modality and overall:
   run's rank in each resample is recorded (rank 1 is the best; equal means share the
   better rank), the interval being the 2.5th and 97.5th percentiles of its ranks; runs
   whose intervals overlap are statistically tied;
-* the Pareto frontier on quality against cost: a run is on it when no other run is at
-  least as good on recall@budget (higher), cartridge@k (lower) and latency p50 (lower)
-  and better on one; overall, every modality's cartridge@k is a cost of its own;
+* the Pareto frontier on quality against cost, differences within noise being ties: a
+  run is dominated when another is no worse beyond noise on recall@budget (higher), its
+  cost (lower) and latency p50 (lower) and better beyond noise on one. Quality: better
+  beyond noise when the 95% paired bootstrap interval of the two runs' difference in
+  recall@budget (queries resampled, the same draw for every pair) lies above 0, else
+  tied. Latency: differences of at most ``latency_floor_ms`` (the gate's floor, 5 ms)
+  are ties. Cost: what the budget measures pack, the median per query of the per-query
+  column :data:`PACKED` over the answered answerable entries of a modality, in its unit
+  (exact: a cost is no measurement); a table without that column falls back to
+  cartridge@k (the top k's extent) and the board says so. Overall, every modality's cost
+  is an axis of its own. Each row lists the runs it is tied with on every axis and the
+  runs that dominate it;
 * the minimum detectable effect per modality of recall@k and recall@budget
   (bench.evaluation.power: ``fewest`` and ``independent`` from the baseline's per-query
   values, ``typical`` from the median standard deviation of the runs' per-query
@@ -31,11 +40,14 @@ queries every run shares, per modality and overall:
 
 Refusals are bench compare's (:class:`~bench.evaluation.compare.CompareError`, one line):
 a malformed table, values the paired tests would misread, query sets that differ beyond
-the tolerance, different cut-offs k, and, as for k, different budgets.
+the tolerance, different cut-offs k, and, as for k, different budgets; and runs evaluated
+over different set files (their sha256 in dev.json: bench.evaluation.compare.check_sets)
+unless ``allow_different_sets``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,18 +55,33 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.compare import MAX_UNPAIRED, CompareError, RunData, _git, _paired_queries, _row, check_table, check_values
+from bench.evaluation.compare import (
+    MAX_UNPAIRED,
+    CompareError,
+    RunData,
+    _git,
+    _paired_queries,
+    _row,
+    check_sets,
+    check_table,
+    check_values,
+)
+from bench.evaluation.gate import LATENCY_FLOOR_MS
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted
 from bench.evaluation.power import mde_measures, mde_of
 from bench.evaluation.uncertainty import holm, rng_for
 
-__all__ = ["RANK_BY", "board_measures", "changed_params", "experiment_names", "flatten", "leaderboard", "pareto"]
+__all__ = ["PACKED", "RANK_BY", "board_measures", "changed_params", "experiment_names", "flatten", "leaderboard", "pareto"]
 
 RANK_BY = "recall@budget"
 #: params blocks that never change a result (left out of "changed params")
 QUIET = ("executor",)
 BATCH = 200  # bootstrap resamples per batch of the rank intervals
+#: the per-query column of what the budget measures pack for an entry (the cartridge's extent,
+#: in the entry's unit; NaN where nothing is packed for it): the frontier's cost when every
+#: run's table has it, else cartridge@k
+PACKED = "cartridge@budget"
 
 
 def experiment_names(root: Path) -> list[str]:
@@ -96,8 +123,12 @@ def _budget(run: RunData) -> dict[str, Any] | None:
     return {m: (c or {}).get("amount") for m, c in budget.items()} if isinstance(budget, dict) else None
 
 
-def _check_runs(runs: Sequence[RunData], base: int, k: int, max_unpaired: float) -> pd.Index:
-    """Refuse what bench compare refuses; the query ids every run holds (sorted)."""
+def _check_runs(runs: Sequence[RunData], base: int, k: int, max_unpaired: float, allow_different_sets: bool = False) -> pd.Index:
+    """Refuse what bench compare refuses, and runs over different set files (unless allowed);
+    the query ids every run holds (sorted)."""
+    for i, run in enumerate(runs):
+        if i != base:
+            check_sets(runs[base], run, allow_different=allow_different_sets)
     for run in runs:
         check_table(run.per_query, run.label, k)
         if run.k is not None and run.k != k:
@@ -132,14 +163,28 @@ def _percentile(values: np.ndarray, q: float) -> float | None:
     return float(np.percentile(v, q)) if len(v) else None
 
 
-def _costs(frame: pd.DataFrame, k: int, pooled: bool) -> dict[str, float | None]:
-    """latency p50 of the timed queries and (per modality) cartridge@k p50 of the answered answerable entries."""
+def _costs(frame: pd.DataFrame, k: int, pooled: bool, cost: str) -> dict[str, float | None]:
+    """latency p50 of the timed queries and (per modality) the p50 of cartridge@k and of the
+    frontier's cost column `cost` over the answered answerable entries."""
     ok = ~frame["failed"].astype(bool).to_numpy()
     lat = frame["latency_ms"].to_numpy(float) if "latency_ms" in frame.columns else np.full(len(frame), np.nan)
-    column = f"retrieved_extent@{k}"
     answered = ok & ~frame["unanswerable"].astype(bool).to_numpy()
-    cart = None if pooled or column not in frame.columns else _percentile(frame[column].to_numpy(float)[answered], 50)
-    return {"latency_p50_ms": _percentile(lat[ok], 50), f"cartridge_p50@{k}": cart}
+
+    def p50(column: str) -> float | None:
+        return None if pooled or column not in frame.columns else _percentile(frame[column].to_numpy(float)[answered], 50)
+
+    return {"latency_p50_ms": _percentile(lat[ok], 50), f"cartridge_p50@{k}": p50(f"retrieved_extent@{k}"), "cost_p50": p50(cost)}
+
+
+def cost_of(runs: Sequence[RunData], k: int) -> dict[str, Any]:
+    """The frontier's cost: :data:`PACKED` when every run's table has it, else cartridge@k with a note."""
+    if all(PACKED in r.per_query.columns for r in runs):
+        return {"column": PACKED, "name": f"{PACKED} p50", "packed": True, "note": None}
+    lacking = [r.label for r in runs if PACKED not in r.per_query.columns]
+    return {"column": f"retrieved_extent@{k}", "name": f"cartridge_p50@{k}", "packed": False,
+            "note": f"the per-query table of {', '.join(lacking)} has no {PACKED} column (what the budget measures pack): "
+                    f"the frontier's cost is cartridge@{k}, the top {k}'s extent, which smaller atoms make cheaper whatever "
+                    "the budget holds"}
 
 
 def _contributions(frame: pd.DataFrame, m: Measure) -> np.ndarray | None:
@@ -168,18 +213,81 @@ def _rank_interval(matrix: np.ndarray, higher: bool, resamples: int, rng: np.ran
     return point, np.stack([lo, hi], axis=1)
 
 
-def pareto(points: Sequence[Sequence[float | None]], better: Sequence[bool]) -> list[bool]:
-    """Which points no other point dominates (at least as good everywhere, better somewhere);
-    `better[j]`: higher is better on axis j. A missing value counts as the worst."""
+Tie = float | np.ndarray | None
+
+
+def _axes(points: Sequence[Sequence[float | None]], better: Sequence[bool],
+          ties: Sequence[Tie] | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per axis (gain, tied): ``gain[j, i]`` how much point j is better than point i (a missing
+    value the worst, two missing equal), ``tied[j, i]`` whether the axis calls them tied."""
+    n, axes = len(points), len(better)
     arr = np.array([[(-np.inf if hb else np.inf) if v is None else float(v) for v, hb in zip(p, better, strict=True)]
-                    for p in points], dtype=float).reshape(len(points), len(better))
+                    for p in points], dtype=float).reshape(n, axes)
     signed = np.where(np.array(better, dtype=bool), arr, -arr)
     out = []
-    for i in range(len(points)):
-        ge = (signed >= signed[i]).all(axis=1)
-        gt = (signed > signed[i]).any(axis=1)
-        out.append(not bool((ge & gt).any()))
+    for a in range(axes):
+        with np.errstate(invalid="ignore"):
+            gain = signed[:, a][:, None] - signed[:, a][None, :]
+        gain = np.where(np.isnan(gain), 0.0, gain)
+        tie = (ties or [None] * axes)[a]
+        if tie is None:
+            tied = gain == 0
+        elif isinstance(tie, np.ndarray):
+            tied = tie.astype(bool) | (gain == 0)
+        else:
+            tied = np.abs(gain) <= float(tie)
+        out.append((gain, tied))
     return out
+
+
+def dominance(points: Sequence[Sequence[float | None]], better: Sequence[bool], ties: Sequence[Tie] | None = None) -> np.ndarray:
+    """``out[j, i]``: point j dominates point i, i.e. is at least as good on every axis and
+    better on one, where a difference the axis calls a tie counts as equal. `better[a]`:
+    higher is better on axis a; `ties[a]`: None (only equal values tie), a number (values
+    at most that far apart tie) or a boolean points x points matrix (which pairs tie). A
+    missing value counts as the worst (two missing values are equal)."""
+    n = len(points)
+    no_worse, better_on = np.ones((n, n), dtype=bool), np.zeros((n, n), dtype=bool)
+    for gain, tied in _axes(points, better, ties):
+        no_worse &= (gain > 0) | tied
+        better_on |= (gain > 0) & ~tied
+    out = no_worse & better_on
+    np.fill_diagonal(out, False)
+    return out
+
+
+def tied_everywhere(points: Sequence[Sequence[float | None]], better: Sequence[bool], ties: Sequence[Tie] | None = None) -> np.ndarray:
+    """``out[j, i]``: points j and i are tied on every axis (:func:`dominance`'s ties)."""
+    n = len(points)
+    out = np.ones((n, n), dtype=bool)
+    for _, tied in _axes(points, better, ties):
+        out &= tied
+    return out
+
+
+def pareto(points: Sequence[Sequence[float | None]], better: Sequence[bool], ties: Sequence[Tie] | None = None) -> list[bool]:
+    """Which points no other point dominates (:func:`dominance`)."""
+    return [not bool(col.any()) for col in dominance(points, better, ties).T]
+
+
+def _paired_ties(matrix: np.ndarray, resamples: int, rng: np.random.Generator, alpha: float = 0.05) -> np.ndarray:
+    """``out[i, j]``: runs i and j (columns of `matrix`, queries x runs) are tied within noise:
+    the 1 - alpha paired bootstrap interval of mean(column j) - mean(column i) holds 0, or
+    fewer queries differ than the paired sign-flip test needs to reject at `alpha` at all
+    (x with 2 / 2^x <= alpha: 6 at 0.05; bench.evaluation.power, *fewest*), where a
+    percentile interval would exclude 0 on a handful of one-way changes. The queries are
+    resampled, the same draw for every pair (a resample's difference of means is the mean
+    of its paired differences)."""
+    n, runs = matrix.shape
+    fewest = math.ceil(math.log2(2 / alpha) - 1e-12)
+    moved = (matrix[:, :, None] != matrix[:, None, :]).sum(axis=0)
+    drawn = np.empty((resamples, runs))
+    for start in range(0, resamples, BATCH):
+        b = min(BATCH, resamples - start)
+        drawn[start:start + b] = rng.multinomial(n, np.full(n, 1.0 / n), size=b) @ matrix / n
+    diffs = drawn[:, None, :] - drawn[:, :, None]  # [r, i, j]: mean j - mean i
+    lo, hi = np.percentile(diffs, 50 * alpha, axis=0), np.percentile(diffs, 100 - 50 * alpha, axis=0)
+    return ((lo <= 0) & (hi >= 0)) | (moved < fewest)
 
 
 def leaderboard(
@@ -194,10 +302,13 @@ def leaderboard(
     alpha: float = 0.05,
     max_unpaired: float = MAX_UNPAIRED,
     rank_by: str = RANK_BY,
+    latency_floor_ms: float = LATENCY_FLOOR_MS,
+    allow_different_sets: bool = False,
 ) -> dict[str, Any]:
     """The leaderboard of `runs` against ``runs[base]`` (module docstring); ``params``: each
     run's params.yaml (for its changed params)."""
-    common = _check_runs(runs, base, k, max_unpaired)
+    common = _check_runs(runs, base, k, max_unpaired, allow_different_sets)
+    cost = cost_of(runs, k)
     tables = [r.per_query.assign(query_id=r.per_query["query_id"].astype(str)).set_index("query_id").loc[common] for r in runs]
     known = {m.name: m for m in board_measures(k)}
     if rank_by not in known:
@@ -208,18 +319,21 @@ def leaderboard(
     for group in [*modalities, "overall"]:
         idx = tables[base].index if group == "overall" else tables[base].index[tables[base]["modality"].astype(str) == group]
         frames = [t.loc[idx] for t in tables]
-        groups.append(_group(group, frames, runs, base, k, known, rank_by, resamples, permutations, seed))
+        groups.append(_group(group, frames, runs, base, k, known, rank_by, resamples, permutations, seed, cost["column"], alpha))
     for g in groups:  # one family per group's table: its runs x metrics
         for d, p in zip(g["diffs"], holm([d["p"] for d in g["diffs"]]), strict=True):
             d["p_holm"] = None if np.isnan(p) else float(p)
             d["significant"] = bool(d["p_holm"] is not None and d["p_holm"] < alpha)
         # the smallest p a Monte Carlo sign-flip test can give, Holm-scaled over the family
         g["smallest_p_holm"] = min(1.0, len(g["diffs"]) * 2 / (permutations + 1)) if g["diffs"] else None
-    _frontiers(groups, k)
+    _frontiers(groups, [r.label for r in runs], latency_floor_ms)
     given = list(params) if params is not None else [{} for _ in runs]
     return {
         "k": k, "baseline": labels[base], "alpha": alpha, "resamples": resamples, "permutations": permutations, "seed": seed,
         "max_unpaired": max_unpaired, "rank_by": rank_by, "budget": runs[base].metrics.get("run", {}).get("budget"),
+        "cost": cost, "latency_floor_ms": latency_floor_ms,
+        "sets": {r.label: check_sets(runs[base], r, allow_different=True, labels=("the baseline", "the run"))
+                 for i, r in enumerate(runs) if i != base},
         "queries": {"common": int(len(common)), "left_out": {r.label: int(len(r.per_query) - len(common)) for r in runs}},
         "runs": [{"label": r.label, "describe": r.describe(), "changed": changed_params(given[i], given[base]) if i != base else {}}
                  for i, r in enumerate(runs)],
@@ -229,20 +343,24 @@ def leaderboard(
 
 
 def _group(group: str, frames: list[pd.DataFrame], runs: Sequence[RunData], base: int, k: int, known: dict[str, Measure],
-           rank_by: str, resamples: int, permutations: int, seed: int) -> dict[str, Any]:
-    """One group's rows (values, costs, rank interval), its differences from the baseline and its MDE."""
+           rank_by: str, resamples: int, permutations: int, seed: int, cost: str, alpha: float) -> dict[str, Any]:
+    """One group's rows (values, costs, rank interval), its differences from the baseline, which
+    runs tie within noise on the frontier's quality and its MDE."""
     rules = [(r.metrics.get("run", {}).get("false_recall_rule") or {}).get(group, {}).get("rule") for r in runs]
     contributions = [{name: _contributions(f, m) for name, m in known.items()} for f in frames]
     rows = []
     for i, (run, f) in enumerate(zip(runs, frames, strict=True)):
         values = {name: (None if c is None or not len(c) else float(c.mean())) for name, c in contributions[i].items()}
-        rows.append({"run": run.label, "values": values, "false_recall_rule": rules[i], **_costs(f, k, group == "overall")})
+        rows.append({"run": run.label, "values": values, "false_recall_rule": rules[i], **_costs(f, k, group == "overall", cost)})
     ranked = [c for row in contributions if (c := row[rank_by]) is not None and len(c)]
     if len(ranked) == len(contributions):
         point, interval = _rank_interval(np.stack(ranked, axis=1), known[rank_by].higher_is_better, resamples,
                                          rng_for(seed, "rank", group, rank_by))
         for row, p, (lo, hi) in zip(rows, point, interval, strict=True):
             row["rank"], row["rank_ci95"] = int(p), [int(lo), int(hi)]
+    quality = [c for row in contributions if (c := row.get(RANK_BY)) is not None and len(c)]
+    ties = (_paired_ties(np.stack(quality, axis=1), resamples, rng_for(seed, "frontier", group, RANK_BY), alpha)
+            if len(quality) == len(contributions) else None)
     diffs = []
     for i, run in enumerate(runs):
         if i == base:
@@ -255,7 +373,7 @@ def _group(group: str, frames: list[pd.DataFrame], runs: Sequence[RunData], base
     for row in rows:
         lat = row["latency_p50_ms"]
         row["latency_ratio"] = None if lat is None or not base_lat else lat / base_lat
-    return {"group": group, "rows": rows, "diffs": diffs, "mde": _mde(contributions, base, k)}
+    return {"group": group, "rows": rows, "diffs": diffs, "mde": _mde(contributions, base, k), "quality_ties": ties}
 
 
 def _mde(contributions: list[dict[str, np.ndarray | None]], base: int, k: int) -> dict[str, Any]:
@@ -272,17 +390,23 @@ def _mde(contributions: list[dict[str, np.ndarray | None]], base: int, k: int) -
     return out
 
 
-def _frontiers(groups: list[dict[str, Any]], k: int) -> None:
-    """Mark each row on the Pareto frontier of its group (recall@budget up; cartridge@k and
-    latency p50 down; overall: every modality's cartridge@k as a cost of its own)."""
-    cart = f"cartridge_p50@{k}"
+def _frontiers(groups: list[dict[str, Any]], labels: list[str], latency_floor_ms: float) -> None:
+    """Mark each row on the Pareto frontier of its group (recall@budget up, the frontier's cost
+    and latency p50 down; overall: every modality's cost as an axis of its own), differences
+    within noise being ties (module docstring); each row lists the runs it ties with on every
+    axis (``tied_with``) and those that dominate it (``dominated_by``)."""
     per_modality = [g for g in groups if g["group"] != "overall"]
     for g in groups:
         if g["group"] == "overall":
-            points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], *(m["rows"][i][cart] for m in per_modality)]
+            points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], *(m["rows"][i]["cost_p50"] for m in per_modality)]
                       for i, row in enumerate(g["rows"])]
         else:
-            points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], row[cart]] for row in g["rows"]]
+            points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], row["cost_p50"]] for row in g["rows"]]
         better = [True] + [False] * (len(points[0]) - 1)
-        for row, on in zip(g["rows"], pareto(points, better), strict=True):
-            row["frontier"] = on
+        ties: list[Tie] = [g.pop("quality_ties"), latency_floor_ms] + [None] * (len(points[0]) - 2)
+        dom = dominance(points, better, ties)
+        same = tied_everywhere(points, better, ties)
+        for i, row in enumerate(g["rows"]):
+            row["frontier"] = not bool(dom[:, i].any())
+            row["dominated_by"] = [labels[j] for j in np.flatnonzero(dom[:, i])]
+            row["tied_with"] = [labels[j] for j in np.flatnonzero(same[:, i]) if j != i]

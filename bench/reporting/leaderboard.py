@@ -41,6 +41,41 @@ def _rank(row: dict[str, Any]) -> str:
     return f"{row['rank']} [{lo}, {hi}]"
 
 
+def _packed(board: dict[str, Any]) -> str | None:
+    """The frontier's cost column when it is not cartridge@k (already shown): what the budget packs."""
+    cost = board.get("cost") or {}
+    return cost.get("name") if cost.get("packed") else None
+
+
+def _frontier_lines(board: dict[str, Any]) -> list[str]:
+    cost = board.get("cost") or {}
+    name = cost.get("name", _cart(board))
+    out = [f"- {FRONTIER}: on the Pareto frontier of quality against cost (recall@budget higher; {name} and latency p50 lower; "
+           "overall, each modality's cost is an axis of its own), differences within noise being ties: recall@budget when the "
+           f"{1 - board['alpha']:.0%} paired bootstrap interval of the two runs' difference holds 0 or fewer queries differ than "
+           f"the sign-flip test needs at alpha {board['alpha']:g}, latency p50 within {board.get('latency_floor_ms', 5):g} ms. "
+           "≈: the runs a run ties with on every axis; below: the runs that dominate it."]
+    if cost.get("note"):
+        out.append(f"- Cost: {cost['note']}.")
+    by_text: dict[str, list[str]] = {}
+    for label, text in (board.get("sets") or {}).items():
+        by_text.setdefault(text, []).append(label)
+    if by_text:
+        out.append("- Set files against the baseline: " + ("; ".join(
+            text + ("" if len(by_text) == 1 else f" ({', '.join(labels)})") for text, labels in by_text.items())) + ".")
+    return out
+
+
+def _frontier(row: dict[str, Any]) -> str:
+    """The frontier cell: ◆ and the runs tied with it, or the runs that dominate it."""
+    def names(xs: list[str]) -> str:
+        return ", ".join(xs[:3]) + (f" +{len(xs) - 3}" if len(xs) > 3 else "")
+
+    if row.get("frontier"):
+        return FRONTIER + (f" ≈ {names(row['tied_with'])}" if row.get("tied_with") else "")
+    return f"below {names(row['dominated_by'])}" if row.get("dominated_by") else ""
+
+
 def _changed(changed: dict[str, Any]) -> str:
     return ", ".join(f"`{k}={v}`" for k, v in changed.items()) or "—"
 
@@ -70,8 +105,7 @@ def markdown(board: dict[str, Any]) -> str:
         f"- On the {board['queries']['common']} queries every run holds (left out: {left}); budgets: {budgets}.",
         f"- Rank by {board['rank_by']} with its 95% bootstrap interval ({board['resamples']} resamples of queries, seed "
         f"{board['seed']}; each resample ranks every run, rank 1 the best): runs whose intervals overlap are tied.",
-        f"- {FRONTIER}: on the Pareto frontier of quality against cost (recall@budget higher; cartridge@{board['k']} and "
-        "latency p50 lower; overall, each modality's cartridge is a cost of its own).",
+        *_frontier_lines(board),
         f"- Differences: run − baseline with a 95% paired bootstrap interval; p = two-sided paired randomization test "
         f"({board['permutations']} sign flips), p_holm Holm-corrected over each table's {n_diffs} differences (runs × "
         f"metrics); {MARK_BETTER}/{MARK_WORSE} significantly better/worse (p_holm < {board['alpha']}).",
@@ -89,9 +123,10 @@ def markdown(board: dict[str, Any]) -> str:
     out.append("")
     for g in board["groups"]:
         n = next((d["n"] for d in g["diffs"] if d["metric"] == metrics[0]), None) if metrics else None
+        packed = _packed(board)
         out += [f"## {g['group']}" + (f" (n = {n} answerable)" if n else ""), "",
-                "| rank (95%) | run | " + " | ".join(metrics) + f" | latency p50 (ms) | {cart} | frontier |",
-                "|---|---|" + "---:|" * (len(metrics) + 2) + "---|"]
+                "| rank (95%) | run | " + " | ".join(metrics) + f" | latency p50 (ms) | {cart} | " + (f"{packed} | " if packed else "")
+                + "frontier |", "|---|---|" + "---:|" * (len(metrics) + 2 + bool(packed)) + "---|"]
         for row in sorted(g["rows"], key=lambda r: (r.get("rank", 10**9), r["run"])):
             vals = []
             for m in metrics:
@@ -99,8 +134,8 @@ def markdown(board: dict[str, Any]) -> str:
                 if m == "false_recall" and row.get("false_recall_rule"):
                     text += f" {row['false_recall_rule']}"
                 vals.append(text)
-            out.append(f"| {_rank(row)} | {row['run']} | " + " | ".join(vals) +
-                       f" | {_f(row['latency_p50_ms'], 1)} | {_f(row[cart], 0)} | {FRONTIER if row.get('frontier') else ''} |")
+            out.append(f"| {_rank(row)} | {row['run']} | " + " | ".join(vals) + f" | {_f(row['latency_p50_ms'], 1)} | {_f(row[cart], 0)} | "
+                       + (f"{_f(row.get('cost_p50'), 0)} | " if packed else "") + f"{_frontier(row)} |")
         if g["diffs"]:
             by = {(d["run"], d["metric"]): d for d in g["diffs"]}
             out += ["", f"Against {board['baseline']}:", "", "| run | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from bench.cli import cli
-from bench.evaluation.compare import CompareError, RunData, common_k, compare, load_run, markdown
+from bench.evaluation.compare import CompareError, RunData, check_values, common_k, compare, load_run, markdown
 from bench.project.layout import DEV_METRICS, PER_QUERY
 
 
@@ -259,3 +259,33 @@ def test_the_cut_off_comes_from_each_run_s_dev_json_not_from_column_names():
         common_k(RunData("A", a, {"run": {"k": 5}}), RunData("B", b, {"run": {"k": 10}}), 10)
     with pytest.raises(CompareError, match=r"^A: per-query table has no recall@5 column \(k = 5\)$"):
         compare(a, b, k=5)
+
+
+def test_set_files_are_checked_by_their_sha256_and_unpaired_queries_counted_per_modality():
+    from bench.evaluation.compare import check_sets, unpaired
+
+    sets = {"bench/sets/mmlongbench.jsonl": "a" * 64, "bench/sets/locomo.jsonl": "b" * 64}
+    a = RunData("main", table(6), {"sha256": {"sets": sets}})
+    assert check_sets(a, RunData("b", table(6), {"sha256": {"sets": dict(sets)}})) == "the same 2 set files (sha256)"
+    edited = RunData("pr", table(6), {"sha256": {"sets": {**sets, "bench/sets/locomo.jsonl": "c" * 64, "bench/sets/coco.jsonl": "d" * 64}}})
+    with pytest.raises(CompareError) as err:
+        check_sets(a, edited)
+    assert str(err.value).startswith("main and pr were evaluated over different set files (2 of 3: bench/sets/coco.jsonl only in pr; "
+                                     "bench/sets/locomo.jsonl sha256 bbbbbbbbbbbb… in main, cccccccccccc… in pr)")
+    assert check_sets(a, edited, allow_different=True, labels=("BASE", "now")).startswith("different set files, allowed (bench/sets/coco")
+    assert check_sets(a, RunData("old", table(6), {})) == "set files not checked (no sha256 of them in the dev.json of old)"
+    x = table(7)
+    y = x.iloc[3:].copy()  # q0000 (pdf), q0001 (conversation), q0002 (pdf) left out
+    y.loc[len(x)] = y.iloc[0].to_dict() | {"query_id": "new"}
+    assert unpaired(x, y) == {"both": len(x) - 3, "only_a": 3, "only_b": 1, "only_a_by_modality": {"conversation": 1, "pdf": 2},
+                              "only_b_by_modality": {"conversation": 1}}
+
+
+def test_values_undefined_in_the_denominator_can_be_left_to_the_caller():
+    a = table(8)
+    b = a.assign(false_recall=np.nan)  # no value where the query is in its denominator
+    with pytest.raises(CompareError, match="NaN where the query is in the denominator"):
+        check_values(a, b, 10)
+    check_values(a, b, 10, undefined_ok=True)  # bench gate fails such a measure with its reason instead
+    with pytest.raises(CompareError, match="outside"):
+        check_values(a, a.assign(false_recall=2.0), 10, undefined_ok=True)  # out of range is still refused

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from bench.cli import cli
 from bench.evaluation.compare import CompareError, RunData, compare
-from bench.evaluation.leaderboard import changed_params, experiment_names, flatten, leaderboard, pareto
+from bench.evaluation.leaderboard import changed_params, dominance, experiment_names, flatten, leaderboard, pareto, tied_everywhere
 from bench.evaluation.uncertainty import holm
 from bench.reporting.leaderboard import as_html, markdown, page
 
@@ -36,10 +36,16 @@ def real_table() -> pd.DataFrame:
     return t
 
 
-def run_of(label: str, table: pd.DataFrame, *, k: int = K, budget: dict | None = None, strategy: str = "turn") -> RunData:
+SETS = {"bench/sets/locomo.jsonl": "d1943f9bf069c170abe74c35aa3c4b07af6e006261c8cb837abf2c77f07b9f64",
+        "bench/sets/mmlongbench.jsonl": "15a147993cbcd440088675d2e3109adb0633444bb2ec7f19ebd43e8594b9d402"}
+
+
+def run_of(label: str, table: pd.DataFrame, *, k: int = K, budget: dict | None = None, strategy: str = "turn",
+           sets: dict | None = None) -> RunData:
     doc = {"run": {"k": k, "system": "bm25", "chunking": {"conversation": {"strategy": strategy}},
                    "budget": BUDGET if budget is None else budget,
-                   "false_recall_rule": {"conversation": {"rule": "abstention"}, "pdf": {"rule": "abstention"}}}}
+                   "false_recall_rule": {"conversation": {"rule": "abstention"}, "pdf": {"rule": "abstention"}}},
+           "sha256": {"manifest": "-", "sets": SETS if sets is None else sets}}
     return RunData(label, table, doc)
 
 
@@ -122,6 +128,62 @@ def test_the_frontier_and_costs(board: dict) -> None:
     assert pareto([[0.5, 10], [0.6, 10], [0.6, 5], [0.4, 1], [None, 0]], [True, False]) == [False, False, True, True, True]
     assert pareto([[0.5, 10], [None, 10]], [True, False]) == [True, False]  # a missing value counts as the worst
     assert pareto([[0.5, 10], [0.5, 10]], [True, False]) == [True, True]  # equal points dominate neither
+    # ties: latency within a floor of 5, quality tied by a matrix (pairs whose paired interval holds 0)
+    assert pareto([[0.5, 10.0], [0.5, 12.0]], [True, False], [None, 5.0]) == [True, True]
+    assert pareto([[0.5, 10.0], [0.5, 16.0]], [True, False], [None, 5.0]) == [True, False]
+    tied = np.array([[True, True], [True, True]])
+    assert pareto([[0.50, 10.0], [0.51, 10.0]], [True, False], [tied, None]) == [True, True]
+    assert pareto([[0.50, 10.0], [0.51, 10.0]], [True, False], [~tied | np.eye(2, dtype=bool), None]) == [False, True]
+    assert (dominance([[0.5, 1.0], [0.6, 1.0]], [True, False]) == np.array([[False, False], [True, False]])).all()
+    assert tied_everywhere([[0.5, 10.0], [0.5, 12.0]], [True, False], [None, 5.0]).all()
+
+
+def _packed(table: pd.DataFrame, atoms_per_top_k: float = 1.0) -> pd.DataFrame:
+    """`table` with a cartridge@budget column: what the budget packs from a ranking whose
+    atoms are `atoms_per_top_k` times as many per top 10 (here: ten top 10s' extent, at most
+    the modality's budget; NaN where cartridge@10 is NaN)."""
+    amount = table["modality"].map({m: c["amount"] for m, c in BUDGET.items()}).to_numpy(float)
+    return table.assign(**{"cartridge@budget": np.minimum(table["retrieved_extent@10"].to_numpy(float) * 10 * atoms_per_top_k, amount)})
+
+
+def test_the_frontier_treats_differences_within_noise_as_ties() -> None:
+    base = real_table()
+    runs = [run_of("base", base), run_of("same", base.copy()),
+            run_of("slightly", better(base, 0.004, seed=3)),  # 4 conversation misses turned into hits: noise
+            run_of("faster", base.assign(latency_ms=base["latency_ms"] * 0.5)),  # 0.3 ms faster: within the floor
+            run_of("slow", base.assign(latency_ms=base["latency_ms"] + 20.0)),  # 20 ms slower: beyond it
+            run_of("up", better(base, 0.4))]
+    board = leaderboard(runs, k=K, resamples=200, permutations=200, seed=2)
+    conv = {r["run"]: r for r in _group(board, "conversation")["rows"]}
+    assert conv["slightly"]["values"]["recall@budget"] > conv["base"]["values"]["recall@budget"]  # higher, within noise
+    assert {r: conv[r]["frontier"] for r in conv} == {"base": False, "same": False, "slightly": False, "faster": False,
+                                                       "slow": False, "up": True}
+    assert conv["up"]["tied_with"] == [] and conv["slow"]["dominated_by"] == ["base", "same", "slightly", "faster", "up"]
+    assert set(conv["base"]["tied_with"]) == {"same", "slightly", "faster"} and conv["base"]["dominated_by"] == ["up"]
+    without_up = leaderboard(runs[:-1], k=K, resamples=200, permutations=200, seed=2)
+    front = {r["run"]: r["frontier"] for r in _group(without_up, "overall")["rows"]}
+    assert front == {"base": True, "same": True, "slightly": True, "faster": True, "slow": False}
+    md = markdown(without_up)
+    assert "| ◆ ≈ same, slightly, faster |" in md and "below base, same, slightly +1 |" in md
+    assert "latency p50 within 5 ms" in md
+
+
+def test_the_frontier_s_cost_is_what_the_budget_packs_when_the_table_says() -> None:
+    base = real_table()
+    # finer atoms: the same recall@budget, a top 10 a twentieth as long, and the budget packed alike
+    fine = base.assign(**{"retrieved_extent@10": base["retrieved_extent@10"] / 20})
+    old = leaderboard([run_of("base", base), run_of("fine", fine)], k=K, resamples=200, permutations=500)
+    assert not old["cost"]["packed"] and "has no cartridge@budget column" in old["cost"]["note"]
+    assert {r["run"]: r["frontier"] for r in _group(old, "pdf")["rows"]} == {"base": False, "fine": True}  # cartridge@10 buys it
+    assert "- Cost: the per-query table of base, fine has no cartridge@budget column" in markdown(old)
+    new = leaderboard([run_of("base", _packed(base)), run_of("fine", _packed(fine, 20.0))], k=K, resamples=200, permutations=500)
+    assert new["cost"] == {"column": "cartridge@budget", "name": "cartridge@budget p50", "packed": True, "note": None}
+    pdf = {r["run"]: r for r in _group(new, "pdf")["rows"]}
+    assert pdf["base"]["cost_p50"] == pytest.approx(np.nanpercentile(
+        _packed(base).query("modality == 'pdf' and not unanswerable")["cartridge@budget"], 50))
+    assert pdf["fine"]["cost_p50"] == pdf["base"]["cost_p50"] == 16000  # both fill the pdf budget
+    assert pdf["base"]["frontier"] and pdf["fine"]["frontier"] and pdf["base"]["tied_with"] == ["fine"]
+    assert "| cartridge@budget p50 | frontier |" in markdown(new)
 
 
 def test_minimum_detectable_effects_per_modality(board: dict) -> None:
@@ -165,11 +227,17 @@ def test_refusals_are_one_line() -> None:
         ([run_of("a", base), run_of("b", base.iloc[: len(base) // 2])], "different query sets"),
         ([run_of("a", base), run_of("b", base.drop(columns=["failed"]))], "no column 'failed'"),
         ([run_of("a", base), run_of("b", base.assign(mrr=np.where(base["unanswerable"], np.nan, 1.5)))], "outside [0, 1]"),
+        ([run_of("a", base), run_of("b", base, sets={**SETS, "bench/sets/locomo.jsonl": "0" * 64})],
+         "a and b were evaluated over different set files (1 of 2: bench/sets/locomo.jsonl sha256 d1943f9bf069… in a, 000000000000… in b)"),
     ]
     for runs, needle in cases:
         with pytest.raises(CompareError) as err:
             leaderboard(runs, resamples=20, permutations=20)
         assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+    other = [run_of("a", base), run_of("b", base, sets={"bench/sets/locomo.jsonl": SETS["bench/sets/locomo.jsonl"]})]
+    allowed = leaderboard(other, resamples=20, permutations=20, allow_different_sets=True)
+    assert allowed["sets"] == {"b": "different set files, allowed (bench/sets/mmlongbench.jsonl only in the baseline)"}
+    assert "- Set files against the baseline: different set files, allowed" in markdown(allowed)
     with pytest.raises(CompareError, match="not a leaderboard measure"):
         leaderboard([run_of("a", base), run_of("b", base)], resamples=20, permutations=20, rank_by="precision@10")
 
@@ -214,6 +282,9 @@ def test_the_command_over_experiments_of_head(tmp_path: Path) -> None:
         out = CliRunner().invoke(cli, ["leaderboard", "--all", "--json", str(tmp_path / "b.json"), "--html", str(tmp_path / "b.html")])
         none = CliRunner().invoke(cli, ["leaderboard"])
         bad = CliRunner().invoke(cli, ["leaderboard", "no-such-run"])
+        _write(tmp_path / "edited", run_of("edited", base, sets={"bench/sets/locomo.jsonl": "0" * 64}), "turn")
+        edited = CliRunner().invoke(cli, ["leaderboard", str(tmp_path / "edited")])
+        allowed = CliRunner().invoke(cli, ["leaderboard", str(tmp_path / "edited"), "--allow-different-sets", "--permutations", "200"])
     finally:
         os.chdir(cwd)
     assert out.exit_code == 0, out.output
@@ -221,5 +292,6 @@ def test_the_command_over_experiments_of_head(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "b.json").read_text())
     assert doc["baseline"] == "HEAD" and doc["resamples"] == 100 and [r["label"] for r in doc["runs"]] == ["HEAD", "gray-elms", "sunny-oaks"]
     assert (tmp_path / "b.html").read_text().count("<svg") == 3
-    for result, needle in ((none, "no run to rank"), (bad, "no-such-run")):
+    assert allowed.exit_code == 0 and "- Set files against the baseline: different set files, allowed" in allowed.output, allowed.output
+    for result, needle in ((none, "no run to rank"), (bad, "no-such-run"), (edited, "were evaluated over different set files")):
         assert result.exit_code == 1 and needle in result.output and result.output.strip().count("\n") == 0, result.output
