@@ -29,8 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from consolidating_memory import ConsolidatingMemory  # noqa: E402
-from mcp.server.mcpserver import MCPServer  # noqa: E402
+from consolidating_memory import ConsolidatingMemory
+from mcp.server.mcpserver import MCPServer
 
 
 def server(citations: bool = True) -> MCPServer:

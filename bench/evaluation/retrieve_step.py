@@ -75,9 +75,9 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
     from bench.evaluation.provenance import CitationCheck
     from bench.systems import MissingExtra
     from bench.systems.adapters import SystemCrash
+    from bench.systems.config import sandboxed
     from bench.systems.replay import event_stream
     from bench.systems.sandbox import SandboxError
-    from bench.systems.config import sandboxed
     from bench.systems.session import open_system, served_sources
 
     atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)

@@ -211,8 +211,7 @@ def _payload(result: Any) -> Any:
         if isinstance(structured, dict) and set(structured) == {"result"}:
             return structured["result"]  # the SDK's wrapping of a tool that returns a list or a scalar
         return structured
-    texts = [getattr(c, "text", None) for c in getattr(result, "content", None) or []]
-    texts = [t for t in texts if isinstance(t, str)]
+    texts: list[str] = [t for c in getattr(result, "content", None) or [] if isinstance(t := getattr(c, "text", None), str)]
     if not texts:
         raise MalformedResponse("the tool answered neither structured content nor text")
     if len(texts) > 1:  # one memory per text block, each a JSON value
@@ -398,12 +397,12 @@ class McpChannel:
                     self.owner.result(timeout=10)
                 except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                     self.owner.cancel()
-                except Exception:  # noqa: BLE001 - the session's own failure, already reported
+                except Exception:
                     pass
         finally:
             try:
                 self.portal_cm.__exit__(None, None, None)
-            except Exception:  # noqa: BLE001 - a cancelled session's leftovers
+            except Exception:
                 pass
             self.portal = self.portal_cm = self.owner = self.client = self.stop = None
 

@@ -91,6 +91,21 @@ def test_system_block_refusals():
     assert check_system({**base, "entry": "node s.js", "env": {"F": "{workdir}/m.jsonl"}, "mcp": REFERENCE_MCP}).adapter == "mcp"
 
 
+def test_tool_discovery_by_name():
+    from bench.systems.mcp import ToolCall, default_arguments, find_tool
+
+    tools = {"search_nodes": None, "query_graph": None, "addMemory": None, "read_graph": None}
+    assert find_tool(ToolCall(None, None), tools, ("store", "add", "remember", "ingest"), "observe") == "addMemory"
+    with pytest.raises(ValueError) as err:
+        find_tool(ToolCall(None, None), tools, ("search", "query", "recall"), "search")
+    assert str(err.value) == ("system.mcp.search: 2 tools (query_graph, search_nodes) named like search/query/recall; name one in "
+                              "system.mcp.search.tool; the server's tools: addMemory, query_graph, read_graph, search_nodes")
+    with pytest.raises(ValueError, match="system.mcp.observe: no tool named like store"):
+        find_tool(ToolCall(None, None), {"read_graph": None}, ("store",), "observe")
+    schema = {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}
+    assert default_arguments("search_nodes", schema, "{question}", "search") == {"query": "{question}"}
+
+
 def result(structured=None, text=None):
     content = [] if text is None else [SimpleNamespace(type="text", text=t) for t in ([text] if isinstance(text, str) else text)]
     return SimpleNamespace(structured_content=structured, content=content, is_error=False)
