@@ -16,6 +16,9 @@ No harness import: a memory server as a team would run it, with two tools --
                                               extent: "{extent}", observed_at: "{observed_at}"}}
         search: {tool: recall, arguments: {question: "{question}", holder: "{holder}", k: "{k}"}}
 
+``--http PORT`` serves it over Streamable HTTP at ``http://127.0.0.1:PORT/mcp`` instead of
+stdio (started by you: ``entry: http://127.0.0.1:PORT/mcp``, not sandboxed).
+
 ``recall`` answers ``{"memories": [{"id", "text", "score", "provenance"}, ...]}``; with
 ``--no-citations`` each memory has no ``provenance`` (as most memory products answer), and
 the harness attributes it (bench/evaluation/attribution.py).
@@ -57,4 +60,8 @@ def server(citations: bool = True) -> MCPServer:
 
 
 if __name__ == "__main__":
-    server(citations="--no-citations" not in sys.argv[1:]).run()
+    app = server(citations="--no-citations" not in sys.argv[1:])
+    if "--http" in sys.argv:
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[sys.argv.index("--http") + 1]))
+    else:
+        app.run()

@@ -302,3 +302,34 @@ def test_example_server_with_and_without_citations(real_corpus, tmp_path):
     for text, prov in zip(bare["text"], bare["provenance"], strict=True):
         units = [text_of[(c["source_id"], json.dumps(c["extent"], sort_keys=True))] for c in json.loads(prov)]
         assert support_mask(text, units)[0].all()
+
+
+def test_example_server_over_http(tmp_path):
+    """The same example served over Streamable HTTP (your own process: not sandboxed)."""
+    need_sdk()
+    import socket
+    import subprocess
+    import sys
+
+    from bench.systems.adapters import wait_for_port
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "examples" / "mcp_memory_server.py"), "--http", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for_port("127.0.0.1", port, 30)
+        mcp = {"observe": {"tool": "remember", "arguments": {"text": "{text}", "holder": "{holder}", "source_id": "{source_id}",
+                                                             "extent": "{extent}", "observed_at": "{observed_at}"}},
+               "search": {"tool": "recall", "arguments": {"question": "{question}", "holder": "{holder}", "k": "{k}"}}}
+        with open_mcp({"entry": f"http://127.0.0.1:{port}/mcp", "mcp": mcp}, tmp_path) as opened:
+            assert opened.info["isolation"] == "none"
+            ran = run_queries(opened.adapter, tiny_entries(), 10, events=tiny_events, timeout_s=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    mem = ran.memories
+    assert mem.loc[mem["query_id"] == "q2", "text"].str.contains("Carol: apples again").any()
+    assert not mem["memory_id"].str.startswith("attributed:").any()  # its own citations
+    assert json.loads(mem.loc[mem["query_id"] == "q1", "provenance"].iloc[0]) == [{"source_id": "t:a:s1", "extent": {"turn_start": 1, "turn_end": 2}}]
