@@ -1,14 +1,15 @@
 """An MCP memory server that misbehaves on demand (tests/systems/test_mcp.py), written with the official SDK.
 
-``python mcp_fake_server.py MODE``: ``store`` keeps each text; ``search`` answers by MODE:
-``plain`` (the stored texts containing a word of the query, as a JSON list of strings),
-``not-json`` (text that is not JSON), ``no-text`` (objects without a text field),
-``error`` (the tool raises), ``hang-once PATH`` (never answers, the first time: PATH does not
-exist yet, it is created), ``many`` (10^5 memories).
+``python mcp_fake_server.py MARKER``: ``store`` keeps each text; ``search`` answers by its
+query: ``not-json`` (text that is not JSON), ``no-text`` (objects without a text field),
+``error`` (the tool raises), ``hang`` (never answers the first time: MARKER does not exist
+yet, it is created), ``many`` (10^5 memories), anything else the stored texts sharing a
+word with it (a JSON list of strings).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -16,7 +17,6 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-MODE = sys.argv[1] if len(sys.argv) > 1 else "plain"
 app = MCPServer("fake-memory")
 texts: list[str] = []
 
@@ -31,21 +31,19 @@ def store(text: str) -> str:
 @app.tool(structured_output=False)
 def search(query: str) -> Any:
     """Search the texts."""
-    words = set(query.lower().split())
-    if MODE == "not-json":
+    if query == "not-json":
         return "I remember apples, I think"
-    if MODE == "no-text":
+    if query == "no-text":
         return '[{"id": 1, "body": "apples"}]'
-    if MODE == "error":
+    if query == "error":
         raise RuntimeError("the index is corrupt")
-    if MODE == "hang-once" and not os.path.exists(sys.argv[2]):
-        open(sys.argv[2], "w").close()
+    if query == "hang" and not os.path.exists(sys.argv[1]):
+        open(sys.argv[1], "w").close()
         time.sleep(3600)
-    if MODE == "many":
+    if query == "many":
         return '{"memories": [' + ",".join(f'{{"id": "m{i}", "text": "memory {i} about apples", "score": {1e6 - i}}}'
                                              for i in range(100_000)) + "]}"
-    import json
-
+    words = set(query.lower().split())
     return json.dumps([t for t in texts if words & set(t.lower().split())])
 
 

@@ -207,8 +207,8 @@ def test_tools_found_by_name_or_one_line_listing_them(tmp_path):
             opened.adapter.open()
 
 
-def fake(mode: str) -> dict:
-    return {"entry": f"{{python}} {FAKE} {mode}", "sandbox": "off"}
+def fake(tmp_path: Path) -> dict:
+    return {"entry": f"{{python}} {FAKE} {tmp_path / 'hung'}", "sandbox": "off"}
 
 
 TINY = [("t:a:s1", "t:a", 1, "Alice: I planted apples in the garden"), ("t:a:s1", "t:a", 1, "Bob: pears are better for jam"),
@@ -226,54 +226,58 @@ def tiny_entries() -> list[dict]:
     return [entry("q1", "apples", "t:a", "2023-05-01T12:00:00+00:00"), entry("q2", "apples", "t:b", "2023-05-03T00:00:00+00:00")]
 
 
-def test_tools_by_name_and_the_sdk_server_attributed_per_holder(tmp_path):
-    """No mcp block: store/search found by name, their one string argument inferred."""
+def test_the_sdk_server_tools_by_name_errors_hangs_and_attribution_per_holder(tmp_path):
+    """No mcp block: store/search found by name, their one string argument inferred. A tool that
+    raises fails its question; one that hangs times out, and the server is started again with
+    every event so far before the next question."""
     need_sdk()
-    with open_mcp(fake("plain"), tmp_path) as opened:
-        ran = run_queries(opened.adapter, tiny_entries(), 10, events=tiny_events, timeout_s=30)
+    entries = [entry("q1", "apples", "t:a", "2023-05-01T12:00:00+00:00"), entry("q-error", "error", "t:a", "2023-05-02T00:00:00+00:00"),
+               entry("q-hang", "hang", "t:a", "2023-05-02T00:00:01+00:00"), entry("q2", "apples", "t:b", "2023-05-03T00:00:00+00:00")]
+    start = time.perf_counter()
+    with open_mcp(fake(tmp_path), tmp_path) as opened:
+        ran = run_queries(opened.adapter, entries, 10, events=tiny_events, timeout_s=1.5)
+    assert time.perf_counter() - start < 25
+    failures = ran.failures.set_index("query_id")
+    assert failures.loc["q-error", "kind"] == "crash" and failures.loc["q-hang", "kind"] == "timeout" and len(failures) == 2
+    assert failures.loc["q-error", "message"].startswith("tool search (search) answered an error: Error executing tool search")
+    assert failures.loc["q-hang", "message"].startswith("tool search (search) gave no answer within 1.5 s")
+    assert ran.info["restarts"] == 1 and len(ran.ingest) == 3
     mem = ran.memories
     assert mem.loc[mem["query_id"] == "q1", "text"].tolist() == ["Alice: I planted apples in the garden"]  # b's turn not yet sent
     q2 = mem.loc[mem["query_id"] == "q2"]
-    assert set(q2["text"]) == {TINY[0][3], TINY[2][3]}
+    assert set(q2["text"]) == {TINY[0][3], TINY[2][3]}  # the restarted server was sent a's turns again
     cites = {t: json.loads(p) for t, p in zip(q2["text"], q2["provenance"], strict=True)}
     assert cites[TINY[2][3]] == [{"source_id": "t:b:s1", "extent": {"turn": 3}}]
     # a's turn answered to b: it supports no turn of b, so it is attributed to a's own turn (a leak, counted as one)
     assert cites[TINY[0][3]] == [{"source_id": "t:a:s1", "extent": {"turn": 1}}]
-    assert ran.latency["latency_ms"].gt(0).all() and len(ran.ingest) == 3
+    assert ran.latency["latency_ms"].gt(0).all()
 
 
-@pytest.mark.parametrize("mode, expect", [("not-json", "malformed response: the tool's text is not JSON"),
-                                          ("no-text", "memory 1: an object without a text field")])
-def test_malformed_tool_results_stop_the_run_naming_the_query(tmp_path, mode, expect):
+def test_malformed_results_and_100000_memories(tmp_path):
+    """Unreadable answers stop the run naming the question; 10^5 memories are cut at k."""
     need_sdk()
-    with open_mcp(fake(mode), tmp_path) as opened, pytest.raises(ValueError) as err:
-        run_queries(opened.adapter, tiny_entries(), 10, events=tiny_events, timeout_s=30)
-    assert "q1" in str(err.value) and expect in str(err.value) and "\n" not in str(err.value)
+    from bench.evaluation.retrieve import query_of
+    from bench.systems.protocol import request_of
 
-
-def test_an_erroring_tool_fails_the_query_and_a_hanging_one_times_out(tmp_path):
-    need_sdk()
-    with open_mcp(fake("error"), tmp_path) as opened:
-        ran = run_queries(opened.adapter, tiny_entries(), 10, events=tiny_events, timeout_s=30)
-    assert ran.failures["kind"].tolist() == ["crash", "crash"] and ran.run.empty
-    assert ran.failures["message"].str.startswith("tool search (search) answered an error: Error executing tool search").all()
-    start = time.perf_counter()
-    with open_mcp(fake(f"hang-once {tmp_path / 'hung'}"), tmp_path) as opened:
-        ran = run_queries(opened.adapter, tiny_entries(), 10, events=tiny_events, timeout_s=1.5)
-    assert ran.failures["query_id"].tolist() == ["q1"] and ran.failures["kind"].tolist() == ["timeout"]
-    assert ran.failures["message"].iloc[0].startswith("tool search (search) gave no answer within 1.5 s")
-    # stopped after q1, started again for q2 and sent every event so far again: it knows all three turns
-    assert ran.info["restarts"] == 1 and len(ran.memories) == 2 and set(ran.memories["query_id"]) == {"q2"}
-    assert time.perf_counter() - start < 20
-
-
-def test_a_server_returning_100000_memories_is_cut_at_k(tmp_path):
-    need_sdk()
-    with open_mcp(fake("many"), tmp_path) as opened:
-        ran = run_queries(opened.adapter, tiny_entries()[:1], 25, events=tiny_events, timeout_s=60)
-    mem = ran.memories
-    assert len(mem) == 25 and mem["memory_id"].tolist()[:2] == ["attributed:m0", "attributed:m1"]
-    assert ran.run["score"].tolist()[:2] == [1e6, 1e6 - 1]  # its own scores: they never rise
+    with open_mcp(fake(tmp_path), tmp_path) as opened:
+        with pytest.raises(ValueError) as err:
+            run_queries(opened.adapter, [entry("q-bad", "not-json", "t:a", "2023-05-02T00:00:00+00:00")], 10, events=tiny_events)
+        assert str(err.value) == ("query q-bad: malformed response: the tool's text is not JSON (Expecting value): "
+                                  "'I remember apples, I think'")
+        channel = opened.adapter.open()  # the same server, called directly
+        try:
+            channel.observe(tiny_events().iloc[0].to_dict() | {"observed_at": "2023-05-01T10:00:00+00:00"}, 30)
+            with pytest.raises(MalformedResponse, match="memory 1: an object without a text field"):
+                channel.call(request_of(query_of(entry("q", "no-text", "t:a", "2023-05-02T00:00:00+00:00"), 10), "r1"), 30)
+            start = time.perf_counter()
+            answer = channel.call(request_of(query_of(entry("q", "many", "t:a", "2023-05-02T00:00:00+00:00"), 25), "r2"), 60)
+            assert time.perf_counter() - start < 20
+        finally:
+            channel.close()
+    hits = answer["hits"]
+    assert len(hits) == 25 and [h["memory_id"] for h in hits[:2]] == ["attributed:m0", "attributed:m1"]
+    assert [h["score"] for h in hits[:2]] == [1e6, 1e6 - 1]  # its own scores: they never rise
+    assert hits[0]["provenance"] == [{"source_id": "t:a:s1", "extent": {"turn": 1}}]  # the one turn sent: no support, cited
 
 
 def test_example_server_with_and_without_citations(real_corpus, tmp_path):
