@@ -73,6 +73,8 @@ def check_mcp(cfg: SystemParams) -> None:
 
     mcp_plan(cfg.mcp)
     check_env(cfg.env)
+    if cfg.concurrency != 1:
+        raise ParamsError("system.concurrency", f"{cfg.concurrency}, but an MCP server is replayed over one session: set 1")
     if is_url(cfg.entry):
         try:
             loopback_url(str(cfg.entry))

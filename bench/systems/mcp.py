@@ -467,7 +467,7 @@ class McpChannel:
         self.prepare()
         self._observe(event, timeout)
         self.events.append(event)
-        self.shown.add(event["source_id"], event["extent"], str(event["text"]), event.get("holder"))
+        self.shown.add(event["source_id"], event["extent"], str(event.get("text") or ""), event.get("holder"))
 
     def call(self, request: dict[str, Any], timeout: float) -> Any:
         self.elapsed_ms = None
@@ -488,7 +488,7 @@ class McpChannel:
         """Each memory with its own provenance, else attributed (bench.evaluation.attribution)."""
         out = []
         for m in memories:
-            if m["provenance"] is not None:
+            if m["provenance"] not in (None, []):  # its own citations, checked by the wire's rules
                 out.append(m)
                 continue
             key = (m["text"], holder)

@@ -82,6 +82,7 @@ def test_system_block_refusals():
         ({"entry": "node s.js", "env": {"F": "{home}/m.jsonl"}}, "system.env.F"),
         ({"entry": "node s.js", "env": {"F": 3}}, "system.env.F"),
         ({"entry": "http://127.0.0.1:9/mcp", "sandbox": "required"}, "cannot be sandboxed"),
+        ({"entry": "node s.js", "concurrency": 2}, "system.concurrency: 2, but an MCP server is replayed over one session"),
     ):
         with pytest.raises(ValueError, match=None) as err:
             check_system({**base, **block})
