@@ -380,7 +380,8 @@ class McpChannel:
         self.started += 1
         self.adapter.resolve(self.tools)
         if self.adapter.reset is not None:
-            self._tool(self.adapter.reset, {}, timeout, "reset")
+            reset = self.adapter.plan.reset
+            self._tool(self.adapter.reset, (reset.arguments if reset is not None else None) or {}, timeout, "reset")
 
     def kill(self, graceful: bool = True) -> None:
         """End the session: the SDK terminates the server's process group; a cleanup that hangs is cancelled.
