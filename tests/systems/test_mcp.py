@@ -236,12 +236,12 @@ def test_the_sdk_server_tools_by_name_errors_hangs_and_attribution_per_holder(tm
                entry("q-hang", "hang", "t:a", "2023-05-02T00:00:01+00:00"), entry("q2", "apples", "t:b", "2023-05-03T00:00:00+00:00")]
     start = time.perf_counter()
     with open_mcp(fake(tmp_path), tmp_path) as opened:
-        ran = run_queries(opened.adapter, entries, 10, events=tiny_events, timeout_s=1.5)
-    assert time.perf_counter() - start < 25
+        ran = run_queries(opened.adapter, entries, 10, events=tiny_events, timeout_s=3)
+    assert time.perf_counter() - start < 45  # the hang costs its timeout, not an hour
     failures = ran.failures.set_index("query_id")
     assert failures.loc["q-error", "kind"] == "crash" and failures.loc["q-hang", "kind"] == "timeout" and len(failures) == 2
     assert failures.loc["q-error", "message"].startswith("tool search (search) answered an error: Error executing tool search")
-    assert failures.loc["q-hang", "message"].startswith("tool search (search) gave no answer within 1.5 s")
+    assert failures.loc["q-hang", "message"].startswith("tool search (search) gave no answer within 3 s")
     assert ran.info["restarts"] == 1 and len(ran.ingest) == 3
     mem = ran.memories
     assert mem.loc[mem["query_id"] == "q1", "text"].tolist() == ["Alice: I planted apples in the garden"]  # b's turn not yet sent
