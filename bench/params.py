@@ -169,6 +169,20 @@ def amounts() -> Check:
     return check
 
 
+def settings(*, any_value: bool = False) -> Check:
+    """null, or a mapping of names to strings (`any_value`: to any value; its own module checks them)."""
+    def check(key: str, value: Any) -> None:
+        if value is None:
+            return
+        if not isinstance(value, dict) or any(not isinstance(k, str) or not k for k in value):
+            raise ParamsError(key, f"must be a mapping of names to {'settings' if any_value else 'strings'}, got {_shown(value)}")
+        for name, item in value.items():
+            if not any_value and not isinstance(item, str):
+                raise ParamsError(f"{key}.{name}", f"must be a string, got {_shown(item)}")
+
+    return check
+
+
 def option_check(option: Option) -> Check:
     """The check of a modality's declared option (bench.modalities.base.Option)."""
     if option.whole:
@@ -199,7 +213,7 @@ class FetchParams:
 @dataclass(frozen=True)
 class SystemParams:
     name: str = _key(text())
-    adapter: str = _key(choice("builtin", "python", "command", "http", "langchain", "llamaindex"), "builtin")
+    adapter: str = _key(choice("builtin", "python", "command", "http", "langchain", "llamaindex", "mcp"), "builtin")
     entry: str | None = _key(text(nullable=True), None)
     atoms: str | None = _key(text(nullable=True), None)
     depth: int = _key(whole(1, high=MAX_DEPTH), 100)
@@ -211,6 +225,10 @@ class SystemParams:
     sandbox: str = _key(sandbox_mode(), "auto", _off)
     #: the system's own code shown to it (bench/systems/declared.py); null: what the entry names
     code: tuple[str, ...] | None = _key(code_paths(), None, _paths)
+    #: mcp systems: settings the server needs ({workdir}: its writable folder); checked by bench.systems.mcp
+    env: dict[str, str] | None = _key(settings(), None)
+    #: mcp systems: the observe/search tool calls, reset and results rule (bench.systems.mcp.mcp_plan)
+    mcp: dict[str, Any] | None = _key(settings(any_value=True), None)
 
 
 @dataclass(frozen=True)

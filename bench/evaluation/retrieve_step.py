@@ -75,6 +75,7 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
     from bench.evaluation.provenance import CitationCheck
     from bench.systems import MissingExtra
     from bench.systems.adapters import SystemCrash
+    from bench.systems.config import sandboxed
     from bench.systems.replay import event_stream
     from bench.systems.sandbox import SandboxError
     from bench.systems.session import open_system, served_sources
@@ -84,7 +85,7 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
     check = CitationCheck(corpus)
     try:
         start = time.perf_counter()
-        command = cfg.adapter == "command"
+        command = sandboxed(cfg)
         with open_system(cfg, served, atoms, segments=corpus() if command else None,
                          manifest_rows=manifest_rows if command else [], store=places.store, root=places.root,
                          temp_root=places.temp_root, protected=list(places.protected), host_env=places.host_env,
@@ -209,17 +210,18 @@ def retrieve(cfg: SystemParams, entries: list[dict], *, paths: RetrievePaths, pl
     from bench.ingest.corpus import Manifest, load_segments
     from bench.ingest.partitions import read_modalities
     from bench.io import write_json, write_parquet, write_text
+    from bench.systems.config import sandboxed
     from bench.systems.isolation import choose_isolation
     from bench.systems.sandbox import SandboxError
 
     try:  # first: a refused sandbox changes nothing
-        isolation = choose_isolation(cfg.sandbox, path_env=places.host_env.get("PATH")) if cfg.adapter == "command" else None
+        isolation = choose_isolation(cfg.sandbox, path_env=places.host_env.get("PATH")) if sandboxed(cfg) else None
     except SandboxError as exc:
         raise StepError(str(exc)) from None
     frames, provenance = served_atoms(cfg.atoms, paths, places.root)
     write_served(frames, paths)
     served = read_modalities(paths.served)
-    command = cfg.adapter == "command"
+    command = sandboxed(cfg)
     try:
         with open_executor(where.kind, where.address, where.workers) as ex, using(ex):
             ran = run_system(cfg, entries, served, places=places, segments=lambda: load_segments(paths.segments),

@@ -2,7 +2,7 @@
 
     system:
       name: bm25          # a built-in (bench.systems.BUILTINS) or a label for an external system
-      adapter: builtin    # builtin | python | command | http | langchain | llamaindex
+      adapter: builtin    # builtin | python | command | http | langchain | llamaindex | mcp
       entry: null         # python: "module:callable"; command: a command line; http: a loopback URL
       atoms: null         # the system's own atoms (JSONL or Parquet); null: the harness's chunks
       depth: 100          # k sent with every query
@@ -11,6 +11,8 @@
       warmup: 10          # queries sent once, untimed, before the timed run
       sandbox: auto       # command systems: auto (bwrap, else Landlock, else stop) | required (bwrap) | off
       code: null          # command systems: the system's own files/folders shown to them; null: the program the entry names
+      env: null           # mcp: settings the server needs ({workdir}: its writable folder)
+      mcp: null           # mcp: observe/search tool calls, reset, results rule (bench/systems/mcp.py)
 
 Its keys, types, bounds and defaults are bench.params.SystemParams (the typed
 configuration `bench.project.selection.config()` gives); :func:`check_system` adds
@@ -43,22 +45,51 @@ def check_system(system: SystemParams | Mapping[str, Any]) -> SystemParams:
             raise ParamsError("system.name", f"unknown built-in system {cfg.name!r}; built in: {', '.join(BUILTINS)}")
     elif cfg.entry is None:
         raise ParamsError("system.entry", f"the {cfg.adapter} adapter needs an entry (python, langchain, llamaindex: "
-                          "'module:callable', command: a command line, http: a URL)")
+                          "'module:callable', command: a command line, http: a URL, mcp: a command line or a URL)")
+    if cfg.adapter == "mcp":
+        check_mcp(cfg)
+    elif cfg.env is not None or cfg.mcp is not None:
+        raise ParamsError("system.env" if cfg.env is not None else "system.mcp", f"only for the mcp adapter, not {cfg.adapter}")
     if cfg.adapter == "http":
         try:
             loopback_url(str(cfg.entry))
         except ValueError as exc:  # its message names the key
             raise ParamsError("system.entry", str(exc).removeprefix("system.entry: ")) from None
-    if cfg.sandbox == "required" and cfg.adapter in ("python", "http", *FRAMEWORKS):
+    if cfg.sandbox == "required" and (cfg.adapter in ("python", "http", *FRAMEWORKS) or (cfg.adapter == "mcp" and not sandboxed(cfg))):
         raise ParamsError(
             "system.sandbox",
             f"required, but the {cfg.adapter} adapter cannot be sandboxed"
             + (" (it runs in the harness's process); run it through the command adapter: "
                "entry: \"{python} -m bench.systems.serve module:callable --atoms {atoms}\""
-               if cfg.adapter == "python" else " (it is your own server)" if cfg.adapter == "http"
+               if cfg.adapter == "python" else " (it is your own server)" if cfg.adapter in ("http", "mcp")
                else " (it runs in the harness's process)"),
         )
     return cfg
+
+
+def check_mcp(cfg: SystemParams) -> None:
+    """An mcp system's entry (a stdio command without {atoms}, or a loopback URL), env and mcp block."""
+    from bench.systems.mcp import check_env, is_url, mcp_plan
+
+    mcp_plan(cfg.mcp)
+    check_env(cfg.env)
+    if cfg.concurrency != 1:
+        raise ParamsError("system.concurrency", f"{cfg.concurrency}, but an MCP server is replayed over one session: set 1")
+    if is_url(cfg.entry):
+        try:
+            loopback_url(str(cfg.entry))
+        except ValueError as exc:
+            raise ParamsError("system.entry", str(exc).removeprefix("system.entry: ")) from None
+    elif names_atoms(cfg):
+        raise ParamsError("system.entry", "an MCP server is replayed (sent the events through its tools): its command line "
+                          "cannot name {atoms}")
+
+
+def sandboxed(cfg: SystemParams) -> bool:
+    """A system the harness starts as a process in its sandbox: a command, or an MCP server over stdio."""
+    from bench.systems.mcp import is_url
+
+    return cfg.adapter == "command" or (cfg.adapter == "mcp" and not is_url(cfg.entry))
 
 
 def command_argv(cfg: SystemParams, atoms_path: Path) -> list[str]:
@@ -101,6 +132,10 @@ def make_adapter(cfg: SystemParams, atoms: Any, launch: Launch | None = None) ->
         return adapter
     if cfg.adapter in FRAMEWORKS:
         return framework_adapter(cfg.adapter, str(cfg.entry), cfg.name, atoms)
+    if cfg.adapter == "mcp":
+        from bench.systems.mcp import mcp_adapter
+
+        return mcp_adapter(cfg, launch)
     if cfg.adapter == "command":
         if launch is None:
             raise ValueError("a command system needs its launch (working folder and environment)")

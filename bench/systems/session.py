@@ -19,7 +19,7 @@ from bench.io import write_jsonl
 from bench.params import SystemParams
 from bench.systems.adapters import Adapter
 from bench.systems.atoms import contract_rows
-from bench.systems.config import command_argv, make_adapter, names_atoms
+from bench.systems.config import command_argv, make_adapter, names_atoms, sandboxed
 from bench.systems.declared import Forbidden
 from bench.systems.isolation import Isolation, choose_isolation, prepare_launch
 from bench.systems.replay import ReplayFiles
@@ -110,7 +110,7 @@ def open_system(
     `mirrors` and `local_datasets` are the folders a system's code may never lie in
     (bench/systems/declared.py), besides the `protected` folders of the project `root`."""
     swept = sweep_stale(temp_root)
-    if cfg.adapter != "command":
+    if not sandboxed(cfg):
         adapter = make_adapter(cfg, atoms)
         yield Opened(adapter, {"isolation": "none", "isolation_note": f"not isolated: the {cfg.adapter} adapter is not sandboxed",
                                "swept_stale": len(swept)})
