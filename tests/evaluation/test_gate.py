@@ -97,8 +97,17 @@ def _noisy(rng: np.random.Generator, latencies: np.ndarray, n: int, *, scale: fl
     return x
 
 
+def sub_millisecond(n: int) -> np.ndarray:
+    """A quiet sub-millisecond run's per-query latencies (the issue's: the default run's bm25 on a quiet machine,
+    p50 0.64 ms, p95 0.95 ms, as committed at 55c57c9): log-normal with that median and p95, seeded. Fixed here so the
+    rule is tested on the issue's case whatever machine and load the committed run was measured on."""
+    sigma = float(np.log(0.952 / 0.637) / 1.6449)
+    return np.random.default_rng(35).lognormal(np.log(0.637), sigma, n)
+
+
 def test_sub_millisecond_reruns_never_fail_on_latency() -> None:
     table, doc = real()
+    table = table.assign(latency_ms=sub_millisecond(len(table)))
     lat = table["latency_ms"].to_numpy(float)
     # the issue's rerun: p95 5.84 x BASE's (0.95 ms -> 5.6 ms) on a loaded machine
     slow = table.copy()
@@ -120,7 +129,7 @@ def test_sub_millisecond_reruns_never_fail_on_latency() -> None:
 
 
 def test_heavy_tailed_reruns_pass_and_real_slowdowns_fail() -> None:
-    lat = real()[0]["latency_ms"].to_numpy(float)
+    lat = sub_millisecond(len(real()[0]))
     point_rule = 0  # ratio and floor on the point estimates, without the intervals
     for seed in range(100):
         rng = np.random.default_rng(seed)
@@ -227,8 +236,11 @@ def code_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunData]:
     symbol, served, description = retrieve({})
     windows = retrieve({"strategy": "lines", "window_lines": 10, "overlap_lines": 2})
     silent = symbol.latency.assign(n_returned=0, abstain=False)  # nothing returned, no abstention declared
-    return {"symbol": evaluate(symbol.run, symbol.latency, served, description, True),
-            "windows": evaluate(windows[0].run, windows[0].latency, windows[1], windows[2], True),
+    # the rankings as handed over: the built-in bm25 abstains on about half of CoSQA's questions, and an abstaining
+    # answer counts nothing in recall@budget (bench.evaluation.measures.false_recall), which would halve what the
+    # chunking change can show; a system that never abstains is judged on its ranking alone
+    return {"symbol": evaluate(symbol.run, symbol.latency.assign(abstain=False), served, description, False),
+            "windows": evaluate(windows[0].run, windows[0].latency.assign(abstain=False), windows[1], windows[2], False),
             "nothing": evaluate(symbol.run.iloc[:0], silent, served, description, False)}
 
 
