@@ -59,13 +59,24 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 PACKAGES = "packages"  # under Landlock: links to the packages of `-m`, the PYTHONPATH
 
 
+#: bubblewrap always: no capability inside (even as root), its own session (no TIOCSTI into the terminal)
+BWRAP_HARDEN = ("--cap-drop", "ALL", "--new-session")
+#: bubblewrap where the kernel allows it: a user namespace (uid 0 inside is no one outside), no nested one
+BWRAP_USERNS = ("--unshare-user", "--disable-userns")
+
+
 @dataclass(frozen=True)
 class Isolation:
-    """What `choose_isolation` decided: the isolation, the bwrap binary (for bwrap) and why."""
+    """What `choose_isolation` decided: the isolation, the bwrap binary (for bwrap) and why.
+
+    `userns`: bwrap runs the system in a user namespace of its own; `landlock_abi`: the
+    kernel's Landlock ABI (landlock only)."""
 
     kind: str
     note: str = ""
     bwrap: str | None = None
+    userns: bool = False
+    landlock_abi: int = 0
 
 
 # --------------------------------------------------------------------------- probes
@@ -104,33 +115,64 @@ def bwrap_candidates(path_env: str | None) -> list[tuple[str, str | None]]:
     return pair
 
 
-def bwrap_works(bwrap: str) -> tuple[bool, str]:
-    """Whether bubblewrap can make the namespaces here (a probe run); (ok, reason)."""
-    argv = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-net", "--unshare-pid",
-            "--die-with-parent", sys.executable, "-c", ""]  # an absolute program: the probe does not depend on PATH
+#: what the probe's program checks: it has no capability left (effective, permitted, bounding, ambient)
+_NO_CAPS = ("import sys\nst = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)\n"
+            "sys.exit(any(int(st[k], 16) for k in ('CapEff', 'CapPrm', 'CapBnd', 'CapAmb')))")
+
+
+def _bwrap_probe(bwrap: str, extra: Sequence[str]) -> tuple[bool, str]:
+    argv = [bwrap, *extra, *BWRAP_HARDEN, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-net",
+            "--unshare-pid", "--die-with-parent", sys.executable, "-c", _NO_CAPS]  # absolute: the probe does not depend on PATH
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"{type(exc).__name__}: {exc}"
+    if proc.returncode == 1 and not proc.stderr.strip():
+        return False, "the system would keep capabilities inside it"
     if proc.returncode != 0:
         return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
     return True, ""
 
 
-def landlock_works() -> tuple[bool, str]:
-    """Whether Landlock stops a read here: the launcher's probe on a file made for it."""
+def bwrap_works(bwrap: str) -> tuple[bool, str, bool]:
+    """Whether bubblewrap can make the namespaces here with no capability left inside (a probe
+    run); (ok, reason, user namespace): a user namespace when the kernel allows one, else without
+    (the reason it was refused is then the second item, for the isolation note)."""
+    ok, reason = _bwrap_probe(bwrap, BWRAP_USERNS)
+    if ok:
+        return True, "", True
+    ok, plain = _bwrap_probe(bwrap, ())
+    return (True, reason, False) if ok else (False, plain, False)
+
+
+def landlock_works() -> tuple[bool, str, int]:
+    """Whether Landlock stops a read here: the launcher's probe on a file made for it; (ok, reason, ABI)."""
     fd, probe = tempfile.mkstemp(prefix="bench-landlock-probe-")
     os.close(fd)
     try:
         proc = subprocess.run([sys.executable, "-I", landlock_exec.__file__, "--probe", probe],
                               capture_output=True, text=True, timeout=60, check=False, env={})
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"{type(exc).__name__}: {exc}"
+        return False, f"{type(exc).__name__}: {exc}", 0
     finally:
         os.unlink(probe)
     if proc.returncode == 0:
-        return True, ""
-    return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return True, "", int(proc.stdout.strip() or 0)
+    return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1], 0
+
+
+def bwrap_note(label: str, binary: str, userns: bool, no_userns_reason: str) -> str:
+    """What the bwrap isolation holds here, for `isolation_note`."""
+    if userns:
+        return f"{label} {binary}; user namespace, no capabilities, no_new_privs"
+    return (f"{label} {binary}; no user namespace here ({no_userns_reason}): the system runs as this user "
+            f"(uid {os.geteuid()}) with every capability dropped and no_new_privs")
+
+
+def landlock_note(abi: int) -> str:
+    """What the landlock isolation holds and cannot hold at this ABI, for `isolation_note`."""
+    return (f"landlock ABI {abi}; no capabilities, no_new_privs; not restricted at this ABI: "
+            + ", ".join(landlock_exec.unrestricted(abi)))
 
 
 def choose_isolation(mode: str, *, path_env: str | None = None, platform: str | None = None) -> Isolation:
@@ -149,14 +191,14 @@ def choose_isolation(mode: str, *, path_env: str | None = None, platform: str | 
         if binary is None:
             failed.append(f"{label}: not installed" if "pip" in label else f"{label}: not on PATH")
             continue
-        ok, reason = bwrap_works(binary)
+        ok, reason, userns = bwrap_works(binary)
         if ok:
-            return Isolation("bwrap", "; ".join([f"{label} {binary}", *failed]), binary)
+            return Isolation("bwrap", "; ".join([bwrap_note(label, binary, userns, reason), *failed]), binary, userns)
         failed.append(f"{label}: cannot run here: {reason}")
     if mode == "auto":
-        ok, reason = landlock_works()
+        ok, reason, abi = landlock_works()
         if ok:
-            return Isolation("landlock", "; ".join(["landlock", *failed]))
+            return Isolation("landlock", "; ".join([landlock_note(abi), *failed]), landlock_abi=abi)
         failed.append(f"landlock: {reason}")
     raise SandboxError(f"system.sandbox: {mode}, but no sandbox works here ({'; '.join(failed)}); "
                        f"install bubblewrap or allow user namespaces, or {OFF_HINT}")
@@ -176,12 +218,14 @@ def runtime_dirs() -> list[Path]:
 
 
 def bwrap_argv(bwrap: str, command: list[str], workdir: Workdir, files: Mapping[str, SourceFile],
-               code: Iterable[Path], protected: Iterable[Path], runtime: Iterable[Path]) -> list[str]:
+               code: Iterable[Path], protected: Iterable[Path], runtime: Iterable[Path], *, userns: bool = False) -> list[str]:
     """The bubblewrap command line that runs `command` with only what it may see.
 
+    No capability is left inside (BWRAP_HARDEN), in a user namespace when `userns`.
     The fresh /tmp comes first: a runtime (a venv) or code under /tmp is bound on top of it."""
-    args = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
-            "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    args = [bwrap, *(BWRAP_USERNS if userns else ()), *BWRAP_HARDEN, "--unshare-net", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--die-with-parent", "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev",
+            "--tmpfs", "/tmp", "--tmpfs", "/run"]
     for d in runtime:
         args += ["--ro-bind", str(d), str(d)]
     for name in TOP_DIRS:
@@ -265,11 +309,13 @@ class Launch:
 
 
 def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, SourceFile], *, isolation: Isolation,
-                   base: Path, forbidden: Forbidden, host_env: Mapping[str, str], code: Sequence[str] | None = None) -> Launch:
-    """Lay out the working folder and build the launch for `isolation`."""
+                   base: Path, forbidden: Forbidden, host_env: Mapping[str, str], code: Sequence[str] | None = None,
+                   runtime: Sequence[Path] | None = None) -> Launch:
+    """Lay out the working folder and build the launch for `isolation` (`runtime`: the
+    folders shown whole but for the protected paths inside them; None: runtime_dirs())."""
     if isolation.kind not in ISOLATIONS:
         raise SandboxError(f"unknown isolation {isolation.kind!r}")
-    runtime = runtime_dirs()
+    runtime = runtime_dirs() if runtime is None else list(runtime)
     plan = plan_code(command, code, base, forbidden, runtime, own=[workdir.path])
     lay_out(workdir, files, isolation.kind)
     pythonpath = plan.pythonpath
@@ -280,7 +326,8 @@ def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, Sou
     if isolation.kind == "bwrap":
         if isolation.bwrap is None:
             raise SandboxError("bwrap isolation without a bwrap binary")
-        argv = bwrap_argv(isolation.bwrap, argv, workdir, files, plan.visible, forbidden.protected, runtime)
+        argv = bwrap_argv(isolation.bwrap, argv, workdir, files, plan.visible, forbidden.protected, runtime,
+                          userns=isolation.userns)
     elif isolation.kind == "landlock":
         argv = landlock_argv(argv, workdir, files, plan.visible, list(forbidden.protected), runtime)
     return Launch(argv, env, workdir.path, isolation.kind)
