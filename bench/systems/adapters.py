@@ -54,6 +54,8 @@ __all__ = ["Adapter", "Channel", "CommandAdapter", "CommandChannel", "EventRefus
 
 # --------------------------------------------------------------------------- command
 
+#: seconds a reaper (bench/systems/reaper.py) is given to end a system's tree before its group is killed
+REAPER_GRACE_S = 10.0
 
 
 def accepted(send: Callable[[], Any], event: dict[str, Any]) -> None:
@@ -80,9 +82,10 @@ class CommandChannel:
 
     def __init__(
         self, argv: list[str], cwd: Path | None, startup_timeout: float, counter: Callable[[], None],
-        env: dict[str, str] | None = None, on_ready: Callable[[dict], None] | None = None,
+        env: dict[str, str] | None = None, on_ready: Callable[[dict], None] | None = None, reaped: bool = False,
     ) -> None:
         self.argv = argv
+        self.reaped = reaped  # its leader is bench/systems/reaper.py: SIGTERM to it ends the whole tree
         self.cwd = cwd
         self.env = env
         self.startup_timeout = startup_timeout
@@ -145,10 +148,19 @@ class CommandChannel:
             self.on_ready(ready)
 
     def kill(self) -> None:
-        """Kill the process and its whole process group; wait for it."""
+        """End the process and everything it started; wait for it.
+
+        A reaped launch's leader is sent SIGTERM first and given REAPER_GRACE_S to kill
+        every descendant (setsid daemons included); then the process group is killed."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
+        if self.reaped and proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=REAPER_GRACE_S)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # pgid == pid: it leads its own session
         except (ProcessLookupError, PermissionError):
@@ -245,7 +257,7 @@ class CommandAdapter:
 
     def __init__(
         self, argv: list[str], name: str, cwd: Path | None = None, startup_timeout: float = 600.0,
-        env: dict[str, str] | None = None, isolation: str = "process", given_atoms: bool = True,
+        env: dict[str, str] | None = None, isolation: str = "process", given_atoms: bool = True, reaped: bool = False,
     ) -> None:
         if not argv:
             raise ValueError("system.entry: the command is empty")
@@ -258,6 +270,7 @@ class CommandAdapter:
         self.abstains = False  # set when a ready line says {"abstains": true}
         self.replay = False  # set when a ready line says {"replay": true}
         self.given_atoms = given_atoms  # its command line names {atoms}: atoms and media laid out before it starts
+        self.reaped = reaped
         self.event_file: Callable[[dict[str, Any], str], str] | None = None  # replay: places an event's source file
         self._restarts = 0
         self._lock = threading.Lock()
@@ -273,7 +286,7 @@ class CommandAdapter:
             self.replay = True
 
     def open(self) -> CommandChannel:
-        channel = CommandChannel(self.argv, self.cwd, self.startup_timeout, self._count, self.env, self._ready)
+        channel = CommandChannel(self.argv, self.cwd, self.startup_timeout, self._count, self.env, self._ready, self.reaped)
         channel.start()
         return channel
 

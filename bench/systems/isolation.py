@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.systems import landlock_exec
+from bench.systems import landlock_exec, reaper
 from bench.systems.declared import Forbidden, allowed_parts, hidden_below, plan_code, within
 from bench.systems.sandbox import SandboxError, SourceFile, Workdir, lay_out, scrubbed_env
 
@@ -306,6 +306,7 @@ class Launch:
     env: dict[str, str]
     cwd: Path
     isolation: str
+    reaped: bool = False  # started through bench/systems/reaper.py: end it with SIGTERM to the reaper first
 
 
 def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, SourceFile], *, isolation: Isolation,
@@ -328,6 +329,12 @@ def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, Sou
             raise SandboxError("bwrap isolation without a bwrap binary")
         argv = bwrap_argv(isolation.bwrap, argv, workdir, files, plan.visible, forbidden.protected, runtime,
                           userns=isolation.userns)
-    elif isolation.kind == "landlock":
+        return Launch(argv, env, workdir.path, isolation.kind)
+    if isolation.kind == "landlock":
         argv = landlock_argv(argv, workdir, files, plan.visible, list(forbidden.protected), runtime)
-    return Launch(argv, env, workdir.path, isolation.kind)
+    return Launch(reaper_argv(argv), env, workdir.path, isolation.kind, reaped=True)
+
+
+def reaper_argv(command: list[str]) -> list[str]:
+    """`command` under bench/systems/reaper.py: nothing it starts outlives it (Landlock and `off`)."""
+    return [sys.executable, "-I", reaper.__file__, "--", *command]

@@ -15,13 +15,14 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from bench.systems import isolation, landlock_exec
+from bench.systems import isolation, landlock_exec, reaper
 from bench.systems.adapters import CommandChannel
 from bench.systems.declared import Forbidden
 from bench.systems.isolation import Isolation, bwrap_works, pip_bwrap, prepare_launch
@@ -78,7 +79,7 @@ def shared() -> Iterator[Shared]:
     folder.code.mkdir()
     shutil.copy(HERE / "hostile_system.py", folder.code / "hostile_system.py")
     folder.launcher.mkdir()
-    for module in (landlock_exec,):
+    for module in (landlock_exec, reaper):
         shutil.copy(str(module.__file__), folder.launcher)
     shutil.copytree(Path(landlockpy.__file__).parent, folder.launcher / "landlockpy", ignore=shutil.ignore_patterns("__pycache__"))
     binary = pip_bwrap()
@@ -97,11 +98,10 @@ def shared() -> Iterator[Shared]:
 def as_nobody(argv: list[str], shared: Shared) -> list[str]:
     """The launch's command line for uid/gid 65534: the copies instead of what lives under /root."""
     swap = {sys.executable: str(SYSTEM_PYTHON), str(landlock_exec.__file__): str(shared.launcher / "landlock_exec.py"),
-            str(pip_bwrap()): str(shared.bwrap)}
-    out = [swap.get(a, a) for a in argv]
-    if "-I" in out[:2]:  # the launchers' copies import landlockpy from beside them
-        at = out.index("-I")
-        out[at:at + 1] = ["-E", "-s"]
+            str(reaper.__file__): str(shared.launcher / "reaper.py"), str(pip_bwrap()): str(shared.bwrap)}
+    out: list[str] = []
+    for i, arg in enumerate(argv):  # the launchers' copies import landlockpy from beside them: no -I
+        out += ["-E", "-s"] if arg == "-I" and i > 0 and argv[i - 1] == sys.executable else [swap.get(arg, arg)]
     return [str(SETPRIV), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--", *out]
 
 
@@ -141,7 +141,7 @@ def start(level: str, user: str, shared: Shared, *args: str, runtime: list[Path]
         for path in [root, *root.rglob("*")]:
             os.lchown(path, NOBODY, NOBODY)
     ready: list[dict] = []
-    channel = CommandChannel(argv, launch.cwd, 60.0, lambda: None, launch.env, ready.append)
+    channel = CommandChannel(argv, launch.cwd, 60.0, lambda: None, launch.env, ready.append, launch.reaped)
     channel.start()
     return Started(channel, ready[0].get("hostile", {}), workdir.path)
 
@@ -174,3 +174,29 @@ def test_no_capability_and_no_handle_escape(shared, level, user):
         return
     assert report["caps"] == "0000000000000000", report
     assert report["handle"] == "EPERM" and report["mknod"] is False, report
+
+
+# --------------------------------------------------------------------------- 2. nothing outlives its stage
+
+
+@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("how", ["close", "kill"])
+def test_a_setsid_grandchild_that_ignores_sigterm_does_not_survive(shared, level, user, how):
+    """The grandchild double-forks, calls setsid, ignores SIGTERM and holds stdout: ended with the system
+    (close: end of input, the system exits; kill: what a timeout does), and the channel sees end of file."""
+    marker = f"bench-survivor-{os.getpid()}-{level}-{user}-{how}"
+    started = start(level, user, shared, f"survivor={marker}")
+    try:
+        assert marked(marker), "the grandchild did not start"
+        t0 = time.monotonic()
+        started.channel.close() if how == "close" else started.channel.kill()
+        elapsed = time.monotonic() - t0
+        deadline = time.monotonic() + 5
+        while marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marked(marker) == [], f"{level} as {user}: the grandchild outlived its system"
+        assert elapsed < 5, elapsed
+    finally:
+        for pid in marked(marker):
+            os.kill(pid, 9)

