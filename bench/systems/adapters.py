@@ -46,7 +46,7 @@ from bench.systems.inprocess import (
     SystemCrash,
     SystemTimeout,
 )
-from bench.systems.protocol import MalformedResponse, event_reply_problem
+from bench.systems.protocol import MAX_RESPONSE_CHARS, MalformedResponse, decode, event_reply_problem
 
 __all__ = ["Adapter", "Channel", "CommandAdapter", "CommandChannel", "EventRefused", "HttpAdapter", "HttpChannel", "PythonAdapter",
            "PythonChannel", "SystemCrash", "SystemTimeout", "loopback_url", "wait_for_port"]
@@ -54,6 +54,8 @@ __all__ = ["Adapter", "Channel", "CommandAdapter", "CommandChannel", "EventRefus
 
 # --------------------------------------------------------------------------- command
 
+#: put by the reader for a line longer than MAX_RESPONSE_CHARS (never a line a system can print: it holds a NUL)
+OVERLONG = "\0overlong"
 #: seconds a reaper (bench/systems/reaper.py) is given to end a system's tree before its group is killed
 REAPER_GRACE_S = 10.0
 
@@ -101,10 +103,14 @@ class CommandChannel:
 
     @staticmethod
     def _reader(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+        """Lines of the system's stdout; a line over MAX_RESPONSE_CHARS is put as OVERLONG and ends the reading."""
         stream = proc.stdout
         assert stream is not None
         try:
-            for line in stream:
+            while line := stream.readline(MAX_RESPONSE_CHARS + 1):
+                if len(line) > MAX_RESPONSE_CHARS:
+                    lines.put(OVERLONG)
+                    break
                 if line.strip():
                     lines.put(line)
         except (OSError, ValueError):
@@ -138,8 +144,8 @@ class CommandChannel:
             self.kill()
             raise SystemCrash(f"exited with code {code} before it was ready")
         try:
-            ready = json.loads(line)
-        except json.JSONDecodeError:
+            ready = decode(line, "first line")
+        except MalformedResponse:
             ready = None
         if not (isinstance(ready, dict) and ready.get("ready") is True):
             self.kill()
@@ -228,10 +234,10 @@ class CommandChannel:
             code = proc.wait()
             self.kill()
             raise SystemCrash(f"exited with code {code} while answering; it will be restarted")
-        try:
-            return json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise MalformedResponse(f"response line is not JSON ({exc.msg}): {line.strip()[:80]!r}") from None
+        if line == OVERLONG:
+            self.kill()
+            raise MalformedResponse(f"response line longer than {MAX_RESPONSE_CHARS} characters (the limit, docs/systems.md)")
+        return decode(line)
 
     def call(self, request: dict[str, Any], timeout: float) -> Any:
         self.last_timeout = timeout
@@ -354,7 +360,7 @@ class HttpChannel:
         try:
             conn.request("POST", self.path, body=body, headers={"Content-Type": "application/json"})
             reply = conn.getresponse()
-            data = reply.read()
+            data = reply.read(MAX_RESPONSE_CHARS + 1)
         except TimeoutError:
             self.close()
             raise SystemTimeout(f"no answer within {timeout:g} s") from None
@@ -368,17 +374,28 @@ class HttpChannel:
         if expired.is_set():
             self.close()
             raise SystemTimeout(f"no complete answer within {timeout:g} s (deadline for the whole call)")
-        if reply.status != 200:
-            raise SystemCrash(f"HTTP status {reply.status}: {data[:80]!r}")
-        try:
-            return json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise MalformedResponse(f"HTTP body is not JSON ({exc}): {data[:80]!r}") from None
+        if len(data) > MAX_RESPONSE_CHARS:
+            self.close()
+        return body_value(reply.status, data)
 
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+def body_value(status: int, data: bytes) -> Any:
+    """The JSON value of an HTTP answer: SystemCrash for an error status, MalformedResponse for a body
+    over MAX_RESPONSE_CHARS bytes or one that is not JSON."""
+    if len(data) > MAX_RESPONSE_CHARS:
+        raise MalformedResponse(f"HTTP body longer than {MAX_RESPONSE_CHARS} bytes (the limit, docs/systems.md)")
+    if status != 200:
+        raise SystemCrash(f"HTTP status {status}: {data[:80]!r}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedResponse(f"HTTP body is not JSON ({exc}): {data[:80]!r}") from None
+    return decode(text, "HTTP body")
 
 
 class HttpAdapter:

@@ -15,7 +15,8 @@ Before it says ready it finds out, and says in its ready line ``{"ready": true, 
   ignores SIGTERM, holds stdout and stderr open and sleeps for an hour, its command line
   carrying MARKER (so a test can look for it in /proc).
 
-Then it answers every query with no hits, or with `answer=LINE` verbatim (a malformed answer).
+Then it answers every query with no hits, or with `answer=LINE` verbatim (a malformed answer;
+`answer=@FILE`: the line in FILE), ID replaced by the request's id.
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ def main(argv: list[str]) -> int:
         subprocess.Popen([sys.executable, "-c", SURVIVOR, opts["survivor"][0]], start_new_session=True).wait()
     print(json.dumps({"ready": True, "hostile": report}), flush=True)
     answer = opts.get("answer", [None])[0]
+    if answer and answer.startswith("@"):  # the answer in a file (longer than a command line may be)
+        with open(answer[1:], encoding="utf-8") as fh:
+            answer = fh.read().strip()
     for line in sys.stdin:
         request = json.loads(line)
         print(answer.replace("ID", request["id"]) if answer else json.dumps({"id": request["id"], "hits": []}), flush=True)

@@ -125,7 +125,7 @@ def start(level: str, user: str, shared: Shared, *args: str, runtime: list[Path]
     reason = _usable(level, user)
     if reason:
         pytest.skip(reason)
-    root = shared.path / f"systems-{user}-{level}"
+    root = Path(tempfile.mkdtemp(dir=shared.path, prefix=f"systems-{user}-{level}-"))
     workdir = new_workdir(root)
     code = code or shared.code
     command = [str(SYSTEM_PYTHON), str(code / "hostile_system.py"), *args]
