@@ -162,7 +162,14 @@ def plan_code(argv: list[str], declared: Sequence[str] | None, base: Path, forbi
     docstring); `runtime` folders (the interpreter, /usr) and `own` folders (the
     working folder) are neither code nor checked."""
     fb = forbidden.resolved()
+    guarded = [fb.project, *fb.protected, *fb.mirrors, *fb.local_datasets]
     skip = [p.resolve() for p in (*runtime, *own)]
+
+    def skipped(path: Path) -> bool:
+        """A path of a runtime folder is not code and not checked, unless it lies in the project, a protected
+        path or a data root inside that runtime folder (a checkout under /usr/src is checked as any other)."""
+        return any(within(path, r) and not any(g != r and within(g, r) and within(path, g) for g in guarded) for r in skip)
+
     plan = CodePlan([])
     guessed: Path | None = None
     module_next = False
@@ -171,7 +178,7 @@ def plan_code(argv: list[str], declared: Sequence[str] | None, base: Path, forbi
             module_next = False
             plan.argv.append(arg)
             where = _module_path(arg, base)
-            if where is not None and not any(within(where, r) for r in skip):
+            if where is not None and not skipped(where):
                 check_path("system.entry", arg, where, fb, code=declared is None and guessed is None)
                 if guessed is None:
                     guessed = where
@@ -183,7 +190,7 @@ def plan_code(argv: list[str], declared: Sequence[str] | None, base: Path, forbi
             plan.argv.append(arg)
             continue
         path = _existing(arg, base)
-        if path is None or any(within(path, r) for r in skip):
+        if path is None or skipped(path):
             plan.argv.append(arg)
             continue
         check_path("system.entry", arg, path, fb, code=declared is None and guessed is None)

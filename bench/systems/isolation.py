@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.systems import landlock_exec, reaper
-from bench.systems.declared import Forbidden, allowed_parts, hidden_below, plan_code, within
+from bench.systems.declared import Forbidden, allowed_parts, hidden_below, is_checkout, plan_code, within
 from bench.systems.sandbox import SandboxError, SourceFile, Workdir, lay_out, scrubbed_env
 
 SANDBOX_MODES = ("auto", "required", "off")
@@ -217,17 +217,48 @@ def runtime_dirs() -> list[Path]:
     return dirs
 
 
+def guarded(fb: Forbidden) -> list[tuple[Path, str]]:
+    """(path, what it is) of everything a runtime folder may not show: the project, its protected
+    paths, the mirror roots, the local data sets and the other checkouts beside the project."""
+    fb = fb.resolved()
+    out = [(fb.project, "the project"), *[(p, "a protected path of the project") for p in fb.protected],
+           *[(m, "a mirror root") for m in fb.mirrors], *[(d, "a local data set folder") for d in fb.local_datasets]]
+    try:
+        siblings = sorted(fb.project.parent.iterdir())
+    except OSError:
+        siblings = []
+    out += [(s, "another checkout of this project") for s in siblings if s != fb.project and s.is_dir() and is_checkout(s)]
+    return out
+
+
+def hidden_in_runtime(runtime: Iterable[Path], fb: Forbidden) -> list[tuple[Path, Path, str]]:
+    """(runtime folder, path inside it to hide, what it is): the guarded paths strictly inside a
+    runtime folder (/usr/src/app under /usr; bench/sets, data ... under a venv that is the project)."""
+    out = []
+    for folder in (Path(r).resolve() for r in runtime):
+        for path, what in guarded(fb):
+            if path != folder and path.is_relative_to(folder) and os.path.lexists(path):
+                out.append((folder, path, what))
+    return out
+
+
 def bwrap_argv(bwrap: str, command: list[str], workdir: Workdir, files: Mapping[str, SourceFile],
-               code: Iterable[Path], protected: Iterable[Path], runtime: Iterable[Path], *, userns: bool = False) -> list[str]:
+               code: Iterable[Path], protected: Iterable[Path], runtime: Iterable[Path], *, userns: bool = False,
+               hide: Iterable[Path] = ()) -> list[str]:
     """The bubblewrap command line that runs `command` with only what it may see.
 
     No capability is left inside (BWRAP_HARDEN), in a user namespace when `userns`.
-    The fresh /tmp comes first: a runtime (a venv) or code under /tmp is bound on top of it."""
+    The fresh /tmp comes first: a runtime (a venv) or code under /tmp is bound on top of it.
+    `hide` (hidden_in_runtime) is covered right after the runtime folders (an empty tmpfs
+    over a folder, /dev/null over a file); the declared code is bound after that, so code
+    inside a hidden project is still shown, its own protected paths covered again."""
     args = [bwrap, *(BWRAP_USERNS if userns else ()), *BWRAP_HARDEN, "--unshare-net", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--die-with-parent", "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev",
             "--tmpfs", "/tmp", "--tmpfs", "/run"]
     for d in runtime:
         args += ["--ro-bind", str(d), str(d)]
+    for p in hide:
+        args += ["--tmpfs", str(p)] if p.is_dir() else ["--ro-bind", "/dev/null", str(p)]
     for name in TOP_DIRS:
         top = Path("/") / name
         if top.is_symlink():
@@ -317,6 +348,12 @@ def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, Sou
     if isolation.kind not in ISOLATIONS:
         raise SandboxError(f"unknown isolation {isolation.kind!r}")
     runtime = runtime_dirs() if runtime is None else list(runtime)
+    hide = hidden_in_runtime(runtime, forbidden)
+    if hide and isolation.kind == "landlock":
+        folder, path, what = hide[0]
+        raise SandboxError(f"the runtime folder {folder} holds {what} ({path}), and Landlock cannot hide a path inside a folder it "
+                           f"shows; move the project (or the virtual environment) out of {folder}, or install bubblewrap "
+                           "(system.sandbox: auto then hides it)")
     plan = plan_code(command, code, base, forbidden, runtime, own=[workdir.path])
     lay_out(workdir, files, isolation.kind)
     pythonpath = plan.pythonpath
@@ -328,7 +365,7 @@ def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, Sou
         if isolation.bwrap is None:
             raise SandboxError("bwrap isolation without a bwrap binary")
         argv = bwrap_argv(isolation.bwrap, argv, workdir, files, plan.visible, forbidden.protected, runtime,
-                          userns=isolation.userns)
+                          userns=isolation.userns, hide=[p for _, p, _ in hide])
         return Launch(argv, env, workdir.path, isolation.kind)
     if isolation.kind == "landlock":
         argv = landlock_argv(argv, workdir, files, plan.visible, list(forbidden.protected), runtime)

@@ -200,3 +200,60 @@ def test_a_setsid_grandchild_that_ignores_sigterm_does_not_survive(shared, level
     finally:
         for pid in marked(marker):
             os.kill(pid, 9)
+
+
+# --------------------------------------------------------------------------- 4. runtime folders are never shown whole
+
+
+@pytest.fixture(scope="module")
+def checkout_in_runtime(shared) -> dict:
+    """A small checkout at <runtime>/src/app (the python image's /usr/src/app), its mirror at
+    <runtime>/src/shared/mirror (the default ../shared/mirror) and another checkout beside it."""
+    rt = shared.path / "runtime"
+    app, mirror, other = rt / "src" / "app", rt / "src" / "shared" / "mirror", rt / "src" / "other"
+    gold = '{"query_id": "locomo:conv-26:q0", "gold": [{"source_id": "locomo:conv-26:session-1"}]}\n'
+    files = {app / "dvc.yaml": "stages: {}\n", app / "bench" / "sets" / "locomo.jsonl": gold, app / "data" / "sets" / "dev.jsonl": gold,
+             app / "reports" / "runs" / "dev.qrels": "locomo:conv-26:q0 0 s 1\n", app / ".dvc" / "cache" / "files" / "md5" / "ab" / "cd": gold,
+             app / "params.yaml": "seed: 1\n", mirror / "locomo" / "locomo10.json": "[]\n", other / "dvc.yaml": "stages: {}\n",
+             other / "bench" / "sets" / "locomo.jsonl": gold}
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (app / "tools").mkdir()
+    shutil.copy(HERE / "hostile_system.py", app / "tools" / "hostile_system.py")
+    for path in [rt, *rt.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return {"runtime": rt, "app": app, "forbidden": Forbidden(app, protected_paths(app), [mirror]),
+            "probes": [f"read={p}" for p in files]}
+
+
+def runtime_for(user: str, *extra: Path) -> list[Path]:
+    return [*([Path("/usr")] if user == "nobody" else isolation.runtime_dirs()), *extra]
+
+
+@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("level", ["bwrap", "landlock"])
+@pytest.mark.parametrize("where", ["checkout-under-runtime", "code-inside-the-hidden-checkout", "venv-is-the-checkout"])
+def test_a_checkout_inside_a_runtime_folder_is_hidden_or_refused(shared, checkout_in_runtime, level, user, where):
+    """bwrap covers the project, its data, the mirror and the other checkout inside the runtime folder (the
+    code is bound again on top); Landlock cannot hide inside a folder it shows, so the stage stops with one line."""
+    tree = checkout_in_runtime
+    runtime = runtime_for(user, tree["app"] if where == "venv-is-the-checkout" else tree["runtime"])
+    code = tree["app"] / "tools" if where == "code-inside-the-hidden-checkout" else None
+    if level == "landlock":
+        if _usable(level, user):
+            pytest.skip(str(_usable(level, user)))
+        with pytest.raises(isolation.SandboxError) as info:
+            start(level, user, shared, *tree["probes"], runtime=runtime, forbidden=tree["forbidden"], code=code)
+        held = f"a protected path of the project ({tree['app'] / 'bench' / 'sets'})" if where == "venv-is-the-checkout" \
+            else f"the project ({tree['app']})"
+        folder = runtime[-1]
+        assert str(info.value) == (f"the runtime folder {folder} holds {held}, and Landlock cannot hide a path inside a folder it "
+                                   f"shows; move the project (or the virtual environment) out of {folder}, or install bubblewrap "
+                                   "(system.sandbox: auto then hides it)")
+        return
+    started = start(level, user, shared, *tree["probes"], runtime=runtime, forbidden=tree["forbidden"], code=code)
+    started.channel.close()
+    # not one set, run, cache, mirror or other-checkout file; a venv that is the checkout shows what is not protected
+    shown = [str(tree["app"] / n) for n in ("dvc.yaml", "params.yaml")] if where == "venv-is-the-checkout" else []
+    assert started.report["read"] == shown, started.report
