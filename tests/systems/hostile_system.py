@@ -11,6 +11,8 @@ Before it says ready it finds out, and says in its ready line ``{"ready": true, 
 * ``mknod``: whether it could make a character device node in its scratch folder;
 * ``read``: which of the `read=` paths it could open and read one byte of (files) or list (folders);
 * ``chmod``: whether a chmod of the `chmod=` path (to its own mode) succeeded;
+* ``signal_parent``: whether it may signal its parent (``kill(ppid, 0)``: "ok" or the errno);
+* ``abstract``: with `abstract=NAME`, whether it reached a listener on the abstract unix socket NAME;
 * ``survivor``: with `survivor=MARKER` it starts a grandchild that calls setsid,
   ignores SIGTERM, holds stdout and stderr open and sleeps for an hour, its command line
   carrying MARKER (so a test can look for it in /proc).
@@ -81,6 +83,26 @@ def readable(path: str) -> bool:
         return False
 
 
+def signal_parent() -> str:
+    try:
+        os.kill(os.getppid(), 0)
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno or 0, str(exc.errno))
+
+
+def abstract(name: str) -> str:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(2)
+            sock.connect("\0" + name)
+        return "connected"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno or 0, str(exc.errno))
+
+
 def chmod(path: str) -> bool:
     try:
         os.chmod(path, stat.S_IMODE(os.stat(path).st_mode))
@@ -105,6 +127,9 @@ def main(argv: list[str]) -> int:
                                  "read": [p for p in opts.get("read", []) if readable(p)]}
     if "chmod" in opts:
         report["chmod"] = chmod(opts["chmod"][0])
+    report["signal_parent"] = signal_parent()
+    if "abstract" in opts:
+        report["abstract"] = abstract(opts["abstract"][0])
     if "survivor" in opts:
         subprocess.Popen([sys.executable, "-c", SURVIVOR, opts["survivor"][0]], start_new_session=True).wait()
     print(json.dumps({"ready": True, "hostile": report}), flush=True)

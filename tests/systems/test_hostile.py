@@ -166,14 +166,28 @@ def marked(marker: str) -> list[int]:
 @pytest.mark.parametrize("user", USERS)
 @pytest.mark.parametrize("level", LEVELS)
 def test_no_capability_and_no_handle_escape(shared, level, user):
-    started = start(level, user, shared)
-    started.channel.close()
+    """No capability inside (so no open_by_handle_at walk out of the mounts, no device node); under
+    Landlock (ABI >= 6) no signal to the reaper outside its domain and no abstract socket of the host."""
+    import socket
+
+    name = f"bench-hostile-{os.getpid()}-{level}-{user}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind("\0" + name)
+        listener.listen(4)
+        started = start(level, user, shared, f"abstract={name}")
+        started.channel.close()
     report = started.report
-    if level == "off" and user == "root":  # not isolated, and reported so: root keeps everything
-        assert int(report["caps"], 16) != 0 and report["handle"].startswith("listed"), report
-        return
+    if level == "off":  # not isolated, and reported so: root keeps everything
+        assert report["signal_parent"] == "ok" and report["abstract"] == "connected", report
+        if user == "root":
+            assert int(report["caps"], 16) != 0 and report["handle"].startswith("listed"), report
+            return
     assert report["caps"] == "0000000000000000", report
     assert report["handle"] == "EPERM" and report["mknod"] is False, report
+    if level == "bwrap":  # its own network namespace: the host's abstract sockets are not there
+        assert report["abstract"] == "ECONNREFUSED", report
+    if level == "landlock" and isolation.landlock_works()[2] >= 6:  # scoped: neither the reaper nor the host's sockets
+        assert report["signal_parent"] == "EPERM" and report["abstract"] == "EPERM", report
 
 
 # --------------------------------------------------------------------------- 2. nothing outlives its stage
