@@ -9,6 +9,7 @@ Before it says ready it finds out, and says in its ready line ``{"ready": true, 
   (ext4 inode 2, generation 0) opened from a mount it can see (/usr); "listed N
   entries" means it escaped its mount namespace, otherwise the errno;
 * ``mknod``: whether it could make a character device node in its scratch folder;
+* ``raw``: whether it could open a raw socket (ICMP);
 * ``read``: which of the `read=` paths it could open and read one byte of (files) or list (folders);
 * ``chmod``: whether a chmod of the `chmod=` path (to its own mode) succeeded;
 * ``signal_parent``: whether it may signal its parent (``kill(ppid, 0)``: "ok" or the errno);
@@ -71,6 +72,16 @@ def mknod() -> bool:
     return True
 
 
+def raw_socket() -> bool:
+    import socket
+
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close()
+        return True
+    except OSError:
+        return False
+
+
 def readable(path: str) -> bool:
     try:
         if os.path.isdir(path):
@@ -123,7 +134,7 @@ def main(argv: list[str]) -> int:
     for arg in argv:
         key, _, value = arg.partition("=")
         opts.setdefault(key, []).append(value)
-    report: dict[str, object] = {"caps": caps(), "handle": handle_escape(), "mknod": mknod(),
+    report: dict[str, object] = {"caps": caps(), "handle": handle_escape(), "mknod": mknod(), "raw": raw_socket(),
                                  "read": [p for p in opts.get("read", []) if readable(p)]}
     if "chmod" in opts:
         report["chmod"] = chmod(opts["chmod"][0])

@@ -319,6 +319,7 @@ def test_abstention_is_declared_in_the_ready_line_or_by_attribute(tmp_path):
 
 def test_a_run_sweeps_what_killed_runs_left(served, tmp_path):
     root = tmp_path / "systems"
+    root.mkdir(mode=0o700)  # as a run makes it (a root open to others is refused, not swept)
     stale = root / "run-deadbeef0000"
     (stale / "scratch").mkdir(parents=True)
     (stale / "atoms.jsonl").write_text("x" * 2_000_000)  # a killed run's atoms copy
