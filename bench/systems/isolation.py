@@ -17,13 +17,22 @@ Isolations recorded in ``run.isolation`` (with ``isolation_note`` saying which b
 ran and why the ones before it did not):
 
 * ``bwrap`` — new PID, network, IPC and UTS namespaces and a fresh /proc (the parent's
-  /proc entries do not exist); it sees the runtime (/usr, the libraries, a few /etc
-  files, the Python prefixes), its declared code (read-only; protected project folders
-  inside it covered) and the working folder.
-* ``landlock`` — bench/systems/landlock_exec.py restricts the process before exec: it
-  may read the same runtime, code and working folder, write its scratch folder only,
-  read /proc of its own pid only; TCP refused. Limits: see that module.
+  /proc entries do not exist), its own session, no capability (``--cap-drop ALL``) and
+  a user namespace where the kernel allows one (the note says when it does not); it
+  sees the runtime (/usr, the libraries, a few /etc files, the Python prefixes), its
+  declared code (read-only; protected project folders inside it covered) and the
+  working folder. A protected path inside a runtime folder (a checkout at /usr/src/app,
+  a venv that is the project) is covered too (`hidden_in_runtime`).
+* ``landlock`` — bench/systems/landlock_exec.py drops every capability, sets
+  no_new_privs and restricts the process before exec: it may read the same runtime,
+  code and working folder, write its scratch folder only, read /proc of its own pid
+  only; TCP refused; signals and abstract sockets scoped (ABI 6). What its ABI cannot
+  deny is in the note (`landlock_note`). A protected path inside a runtime folder
+  stops the stage: Landlock cannot hide it.
 * ``process`` — `sandbox: off` only.
+
+Landlock and ``process`` start the command under bench/systems/reaper.py, which ends
+every descendant when the system is done; bwrap's PID namespace does the same.
 
 macOS and Windows have neither: ``auto`` and ``required`` stop with one line there
 (set ``system.sandbox: off`` to run the system unisolated). Nothing here reads
@@ -61,7 +70,7 @@ PACKAGES = "packages"  # under Landlock: links to the packages of `-m`, the PYTH
 
 #: bubblewrap always: no capability inside (even as root), its own session (no TIOCSTI into the terminal)
 BWRAP_HARDEN = ("--cap-drop", "ALL", "--new-session")
-#: bubblewrap where the kernel allows it: a user namespace (uid 0 inside is no one outside), no nested one
+#: bubblewrap where the kernel allows it: a user namespace (capabilities in it count for nothing outside), no nested one
 BWRAP_USERNS = ("--unshare-user", "--disable-userns")
 
 
