@@ -18,6 +18,12 @@ Refused with one line, for the code and for every argument that names an existin
   (the project's own protected folders below it are hidden instead, so
   `-m bench.systems.serve` shows bench/ without bench/sets and bench/test).
 
+Declared code (and guessed code outside the project) is also checked by content:
+bench/systems/code_content.py (query ids of any set, also inside .gz/.zip/.parquet;
+hard links and byte-identical copies of protected files). A path of a runtime folder is
+neither code nor checked, unless it lies in the project or a data root inside that
+runtime folder (a checkout at /usr/src/app is checked as any other).
+
 Nothing here reads params.yaml or the environment.
 """
 
