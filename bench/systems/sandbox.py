@@ -56,9 +56,32 @@ def system_temp_root(project: Path) -> Path:
 
 
 def protected_paths(project: Path) -> list[Path]:
-    """What a system under test never sees, even inside a code folder it names."""
-    return [project / "bench" / "sets", project / "bench" / "test", project / "data", project / "reports",
-            project / ".git", project / ".dvc", project / "dvc.lock"]
+    """What a system under test never sees, even inside a code folder it names: the project's
+    sets, data, reports, git and DVC folders, and a DVC cache configured outside .dvc/."""
+    inside = [project / "bench" / "sets", project / "bench" / "test", project / "data", project / "reports",
+              project / ".git", project / ".dvc", project / "dvc.lock"]
+    return inside + [c for c in dvc_cache_dirs(project) if not c.is_relative_to((project / ".dvc").resolve())]
+
+
+_SECTION = re.compile(r"^\s*\[(?P<name>[^\]]+)\]\s*$")
+_CACHE_DIR = re.compile(r"^\s*dir\s*=\s*(?P<value>.+?)\s*$")
+
+
+def dvc_cache_dirs(project: Path) -> list[Path]:
+    """The `cache.dir` of the project's .dvc/config and .dvc/config.local (relative to .dvc/), resolved."""
+    out: list[Path] = []
+    for name in ("config", "config.local"):
+        try:
+            lines = (project / ".dvc" / name).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        section = ""
+        for line in lines:
+            if match := _SECTION.match(line):
+                section = match["name"].strip().strip("'\"")
+            elif section == "cache" and (match := _CACHE_DIR.match(line)):
+                out.append((project / ".dvc" / match["value"].strip("'\"")).resolve())
+    return out
 
 
 def _try_lock(path: Path) -> int | None:

@@ -421,3 +421,14 @@ def test_a_temp_root_made_by_someone_else_open_to_others_or_a_link_is_refused(tm
     with pytest.raises(SandboxError, match=r"is not a folder \(a link or a file took its place\); remove it and run again$"):
         new_workdir(root)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_dvc_cache_outside_the_project_is_protected(tmp_path):
+    from bench.systems.sandbox import protected_paths
+
+    project = tmp_path / "proj"
+    (project / ".dvc").mkdir(parents=True)
+    assert protected_paths(project)[-1] == project / "dvc.lock"  # no cache configured: the one in .dvc/ is covered
+    (project / ".dvc" / "config").write_text("[core]\n    autostage = false\n[cache]\n    dir = ../../shared-cache\n")
+    (project / ".dvc" / "config.local").write_text("['cache']\n    dir = /srv/dvc-cache\n")
+    assert protected_paths(project)[-2:] == [(tmp_path / "shared-cache").resolve(), Path("/srv/dvc-cache")]
