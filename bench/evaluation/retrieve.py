@@ -13,10 +13,11 @@ Robustness rules (docs/systems.md):
   unknown or duplicate atom ids, more than k hits, scores rising down the list)
   stops the run with a ValueError naming the query;
 * `concurrency` channels carry at most that many queries at once;
-* a system that starts failing (MAX_CONSECUTIVE_FAILURES = 5 timed queries in a row
-  time out or crash, counted in the order the answers come back) stops the run with
+* a system that starts failing (MAX_WINDOW_FAILURES = 5 of the last FAILURE_WINDOW = 10
+  timed queries time out or crash, counted in the order the answers come back: five in
+  a row, or a system alternating crash and success) stops the run with
   ConsecutiveFailures naming the failed queries so far, instead of costing the full
-  timeout on every remaining query;
+  timeout (or a restart) on every remaining query;
 * warm-up: before the timed run the first `warmup` queries are sent once each
   (spread over the channels), their answers checked and thrown away, their time
   not recorded. Then every query is sent and timed;
@@ -37,6 +38,7 @@ import json
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -59,8 +61,9 @@ RUN_COLUMNS = ["query_id", "rank", "atom_id", "score"]  # atom_id: the memory_id
 MEMORY_COLUMNS = ["query_id", "rank", "memory_id", "text", "provenance"]
 LATENCY_COLUMNS = ["query_id", "latency_ms", "n_returned", "abstain", "confidence"]
 FAILURE_COLUMNS = ["query_id", "modality", "kind", "message", "elapsed_ms"]
-#: timed queries in a row that may time out or crash before the run stops (docs/systems.md)
-MAX_CONSECUTIVE_FAILURES = 5
+#: the run stops once MAX_WINDOW_FAILURES of the last FAILURE_WINDOW timed answers were timeouts or crashes (docs/systems.md)
+MAX_WINDOW_FAILURES = 5
+FAILURE_WINDOW = 10
 SHOWN_FAILED = 30  # failed query ids named in that message at most
 #: the atom columns a system is given (the served atoms' common columns)
 SYSTEM_COLUMNS = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
@@ -193,31 +196,33 @@ def _on_executor(adapter: Adapter, executor: Executor | None, concurrency: int) 
 
 
 class ConsecutiveFailures(RuntimeError):
-    """The system failed too many timed queries in a row; str() names the failed ones so far."""
+    """The system failed too many of its recent timed queries; str() names the failed ones so far."""
 
 
 class _Streak:
-    """Consecutive failures of the timed run, in the order the answers come back."""
+    """Failures among the last `window` timed answers, in the order the answers come back."""
 
-    def __init__(self, limit: int | None) -> None:
-        self.limit, self.run, self.stopped, self.tripped = limit, 0, False, 0
+    def __init__(self, limit: tuple[int, int] | None) -> None:
+        self.limit, self.stopped, self.tripped = limit, False, 0
+        self.recent: deque[bool] = deque(maxlen=limit[1] if limit else 1)
         self.failed: list[str] = []
         self.lock = threading.Lock()
 
     def record(self, query_id: str, failed: bool) -> None:
         with self.lock:
-            self.run = self.run + 1 if failed else 0
+            self.recent.append(failed)
             if failed:
                 self.failed.append(query_id)
-            if self.limit is not None and self.run >= self.limit:
-                self.stopped, self.tripped = True, max(self.tripped, self.run)
+            if self.limit is not None and sum(self.recent) >= self.limit[0]:
+                self.stopped, self.tripped = True, max(self.tripped, sum(self.recent))
 
     def raise_if_stopped(self) -> None:
-        if self.stopped:
+        if self.stopped and self.limit is not None:
             shown = ", ".join(self.failed[:SHOWN_FAILED]) + (f" and {len(self.failed) - SHOWN_FAILED} more" if len(self.failed) > SHOWN_FAILED else "")
+            most, window = self.limit
             raise ConsecutiveFailures(
-                f"{self.tripped} queries in a row timed out or crashed after the warm-up (limit {self.limit}); stopped "
-                f"instead of waiting out every query; {len(self.failed)} failed so far: {shown}")
+                f"{self.tripped} of the last {window} timed queries timed out or crashed after the warm-up (limit {most} of {window}); "
+                f"stopped instead of waiting out every query; {len(self.failed)} failed so far: {shown}")
 
 
 def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str,
@@ -272,7 +277,7 @@ def run_queries(
     known_atoms: Collection[str] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     executor: Executor | None = None,
-    max_consecutive_failures: int | None = MAX_CONSECUTIVE_FAILURES,
+    max_failures: tuple[int, int] | None = (MAX_WINDOW_FAILURES, FAILURE_WINDOW),
     events: Callable[[], pd.DataFrame] | None = None,
     check_memory: Callable[[MemoryHit], None] | None = None,
 ) -> RunResult:
@@ -280,8 +285,8 @@ def run_queries(
 
     On an `executor` of kind dask a builtin or python system answers on the workers
     (DaskPythonAdapter), with at least one query in flight per worker; the answers are
-    the same, only latency (timed on the worker) may differ. After
-    `max_consecutive_failures` timed queries in a row time out or crash (None: never),
+    the same, only latency (timed on the worker) may differ. Once `max_failures` = (most,
+    window): `most` of the last `window` timed queries timed out or crashed (None: never),
     no further query is sent and ConsecutiveFailures names the failed queries so far.
 
     A system that opted in to replay (``adapter.replay`` once its channel is open) is sent
@@ -321,7 +326,7 @@ def run_queries(
             warm_failed = [o for o in warm if o.kind is not None]
             if n_warm and len(warm_failed) == n_warm:
                 raise RuntimeError(f"the system answered none of the {n_warm} warm-up queries; first failure: {warm_failed[0].kind}: {warm_failed[0].message}")
-            streak = _Streak(max_consecutive_failures)
+            streak = _Streak(max_failures)
             with progress.bar(len(entries), "retrieve: queries", "queries", count_failed=True) as bar:
 
                 def timed(i: int) -> _Outcome:

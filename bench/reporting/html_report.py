@@ -32,6 +32,8 @@ table.code pre{margin:0;font-size:.75rem;white-space:pre}table.code td{padding:0
 table.verdict td{text-align:right;font-variant-numeric:tabular-nums}table.verdict td.group{text-align:left;font-weight:600}
 td.met{background:#d9f7be;color:#135200}td.bought{background:#fff1b8;color:#614700}td.notmet{background:#ffccc7;color:#820014}td.nm{background:#f0f0f0;color:#595959;font-style:italic}
 td small{display:block;font-size:.72rem;opacity:.85}
+p.isolation{padding:.5rem .75rem;border-radius:4px;font-size:.95rem}p.isolation.isolated{background:#effaf1;border:1px solid #b7eb8f}
+p.isolation.not-isolated{background:#fff1f0;border:2px solid #cf1322;color:#820014}
 """
 
 
@@ -178,6 +180,17 @@ def mde_html(block: dict[str, Any] | None) -> str:
     return "\n".join(out)
 
 
+def isolation_banner_html(run: dict[str, Any]) -> str:
+    """dev.md's isolation heading as the banner at the top of the page (red when not isolated or not recorded)."""
+    from bench.reporting.report import isolation_heading
+
+    heading = isolation_heading(run)
+    bold, _, rest = heading.removeprefix("**").partition("**")
+    isolated = run.get("isolation") in ("bwrap", "landlock")
+    return (f"<p class='isolation {'isolated' if isolated else 'not-isolated'}' role='status'><strong>{_e(bold)}</strong>"
+            f"{_e(rest)}</p>")
+
+
 def run_html(run: dict[str, Any]) -> str:
     """How the run was made: system, false-recall rules per modality, isolation (when recorded)."""
     from bench.reporting.report import isolation_text
@@ -261,6 +274,7 @@ def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], 
         "<html lang='en'><head><meta charset='utf-8'>",
         f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
+        isolation_banner_html(run),
         f"<p>System <code>{_e(run.get('system', '?'))}</code> (depth {_e(run.get('depth', '?'))}), chunking: {_e(chunk)}. "
         f"Every metric has n (entries with a system result), its denominator (annotated entries it is defined over) and "
         f"a 95% percentile bootstrap interval over queries ({_e(boot.get('resamples', '?'))} resamples, seed {_e(boot.get('seed', '?'))}).</p>",

@@ -46,7 +46,7 @@ from bench.systems.inprocess import (
     SystemCrash,
     SystemTimeout,
 )
-from bench.systems.protocol import MalformedResponse, event_reply_problem
+from bench.systems.protocol import MAX_RESPONSE_CHARS, MalformedResponse, decode, event_reply_problem
 
 __all__ = ["Adapter", "Channel", "CommandAdapter", "CommandChannel", "EventRefused", "HttpAdapter", "HttpChannel", "PythonAdapter",
            "PythonChannel", "SystemCrash", "SystemTimeout", "loopback_url", "wait_for_port"]
@@ -54,6 +54,10 @@ __all__ = ["Adapter", "Channel", "CommandAdapter", "CommandChannel", "EventRefus
 
 # --------------------------------------------------------------------------- command
 
+#: put by the reader for a line longer than MAX_RESPONSE_CHARS (never a line a system can print: it holds a NUL)
+OVERLONG = "\0overlong"
+#: seconds a reaper (bench/systems/reaper.py) is given to end a system's tree before its group is killed
+REAPER_GRACE_S = 10.0
 
 
 def accepted(send: Callable[[], Any], event: dict[str, Any]) -> None:
@@ -80,9 +84,10 @@ class CommandChannel:
 
     def __init__(
         self, argv: list[str], cwd: Path | None, startup_timeout: float, counter: Callable[[], None],
-        env: dict[str, str] | None = None, on_ready: Callable[[dict], None] | None = None,
+        env: dict[str, str] | None = None, on_ready: Callable[[dict], None] | None = None, reaped: bool = False,
     ) -> None:
         self.argv = argv
+        self.reaped = reaped  # its leader is bench/systems/reaper.py: SIGTERM to it ends the whole tree
         self.cwd = cwd
         self.env = env
         self.startup_timeout = startup_timeout
@@ -98,10 +103,14 @@ class CommandChannel:
 
     @staticmethod
     def _reader(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+        """Lines of the system's stdout; a line over MAX_RESPONSE_CHARS is put as OVERLONG and ends the reading."""
         stream = proc.stdout
         assert stream is not None
         try:
-            for line in stream:
+            while line := stream.readline(MAX_RESPONSE_CHARS + 1):
+                if len(line) > MAX_RESPONSE_CHARS:
+                    lines.put(OVERLONG)
+                    break
                 if line.strip():
                     lines.put(line)
         except (OSError, ValueError):
@@ -135,8 +144,8 @@ class CommandChannel:
             self.kill()
             raise SystemCrash(f"exited with code {code} before it was ready")
         try:
-            ready = json.loads(line)
-        except json.JSONDecodeError:
+            ready = decode(line, "first line")
+        except MalformedResponse:
             ready = None
         if not (isinstance(ready, dict) and ready.get("ready") is True):
             self.kill()
@@ -145,10 +154,19 @@ class CommandChannel:
             self.on_ready(ready)
 
     def kill(self) -> None:
-        """Kill the process and its whole process group; wait for it."""
+        """End the process and everything it started; wait for it.
+
+        A reaped launch's leader is sent SIGTERM first and given REAPER_GRACE_S to kill
+        every descendant (setsid daemons included); then the process group is killed."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
+        if self.reaped and proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=REAPER_GRACE_S)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # pgid == pid: it leads its own session
         except (ProcessLookupError, PermissionError):
@@ -216,10 +234,10 @@ class CommandChannel:
             code = proc.wait()
             self.kill()
             raise SystemCrash(f"exited with code {code} while answering; it will be restarted")
-        try:
-            return json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise MalformedResponse(f"response line is not JSON ({exc.msg}): {line.strip()[:80]!r}") from None
+        if line == OVERLONG:
+            self.kill()
+            raise MalformedResponse(f"response line longer than {MAX_RESPONSE_CHARS} characters (the limit, docs/systems.md)")
+        return decode(line)
 
     def call(self, request: dict[str, Any], timeout: float) -> Any:
         self.last_timeout = timeout
@@ -245,7 +263,7 @@ class CommandAdapter:
 
     def __init__(
         self, argv: list[str], name: str, cwd: Path | None = None, startup_timeout: float = 600.0,
-        env: dict[str, str] | None = None, isolation: str = "process", given_atoms: bool = True,
+        env: dict[str, str] | None = None, isolation: str = "process", given_atoms: bool = True, reaped: bool = False,
     ) -> None:
         if not argv:
             raise ValueError("system.entry: the command is empty")
@@ -258,6 +276,7 @@ class CommandAdapter:
         self.abstains = False  # set when a ready line says {"abstains": true}
         self.replay = False  # set when a ready line says {"replay": true}
         self.given_atoms = given_atoms  # its command line names {atoms}: atoms and media laid out before it starts
+        self.reaped = reaped
         self.event_file: Callable[[dict[str, Any], str], str] | None = None  # replay: places an event's source file
         self._restarts = 0
         self._lock = threading.Lock()
@@ -273,7 +292,7 @@ class CommandAdapter:
             self.replay = True
 
     def open(self) -> CommandChannel:
-        channel = CommandChannel(self.argv, self.cwd, self.startup_timeout, self._count, self.env, self._ready)
+        channel = CommandChannel(self.argv, self.cwd, self.startup_timeout, self._count, self.env, self._ready, self.reaped)
         channel.start()
         return channel
 
@@ -341,7 +360,7 @@ class HttpChannel:
         try:
             conn.request("POST", self.path, body=body, headers={"Content-Type": "application/json"})
             reply = conn.getresponse()
-            data = reply.read()
+            data = reply.read(MAX_RESPONSE_CHARS + 1)
         except TimeoutError:
             self.close()
             raise SystemTimeout(f"no answer within {timeout:g} s") from None
@@ -355,17 +374,28 @@ class HttpChannel:
         if expired.is_set():
             self.close()
             raise SystemTimeout(f"no complete answer within {timeout:g} s (deadline for the whole call)")
-        if reply.status != 200:
-            raise SystemCrash(f"HTTP status {reply.status}: {data[:80]!r}")
-        try:
-            return json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise MalformedResponse(f"HTTP body is not JSON ({exc}): {data[:80]!r}") from None
+        if len(data) > MAX_RESPONSE_CHARS:
+            self.close()
+        return body_value(reply.status, data)
 
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+def body_value(status: int, data: bytes) -> Any:
+    """The JSON value of an HTTP answer: SystemCrash for an error status, MalformedResponse for a body
+    over MAX_RESPONSE_CHARS bytes or one that is not JSON."""
+    if len(data) > MAX_RESPONSE_CHARS:
+        raise MalformedResponse(f"HTTP body longer than {MAX_RESPONSE_CHARS} bytes (the limit, docs/systems.md)")
+    if status != 200:
+        raise SystemCrash(f"HTTP status {status}: {data[:80]!r}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedResponse(f"HTTP body is not JSON ({exc}): {data[:80]!r}") from None
+    return decode(text, "HTTP body")
 
 
 class HttpAdapter:

@@ -140,5 +140,5 @@ def make_adapter(cfg: SystemParams, atoms: Any, launch: Launch | None = None) ->
         if launch is None:
             raise ValueError("a command system needs its launch (working folder and environment)")
         return CommandAdapter(launch.argv, cfg.name, cwd=launch.cwd, startup_timeout=cfg.startup_timeout_s,
-                              env=launch.env, isolation=launch.isolation, given_atoms=names_atoms(cfg))
+                              env=launch.env, isolation=launch.isolation, given_atoms=names_atoms(cfg), reaped=launch.reaped)
     return HttpAdapter(str(cfg.entry), cfg.name, hello_timeout=cfg.timeout_s)

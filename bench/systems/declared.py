@@ -18,6 +18,12 @@ Refused with one line, for the code and for every argument that names an existin
   (the project's own protected folders below it are hidden instead, so
   `-m bench.systems.serve` shows bench/ without bench/sets and bench/test).
 
+Declared code (and guessed code outside the project) is also checked by content:
+bench/systems/code_content.py (query ids of any set, also inside .gz/.zip/.parquet;
+hard links and byte-identical copies of protected files). A path of a runtime folder is
+neither code nor checked, unless it lies in the project or a data root inside that
+runtime folder (a checkout at /usr/src/app is checked as any other).
+
 Nothing here reads params.yaml or the environment.
 """
 
@@ -31,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.systems.code_content import IdFinder, ProtectedFiles, code_files, id_problem
 from bench.systems.sandbox import SandboxError
 
 SPLIT_LOCK_NAME = "splits.lock"
@@ -46,10 +53,11 @@ class Forbidden:
     protected: Sequence[Path] = ()
     mirrors: Sequence[Path] = ()
     local_datasets: Sequence[Path] = ()
+    query_ids: frozenset[str] = frozenset()  # of every set: a code file holding one is refused (code_content.py)
 
     def resolved(self) -> Forbidden:
         return Forbidden(self.project.resolve(), [p.resolve() for p in self.protected],
-                         [p.resolve() for p in self.mirrors], [p.resolve() for p in self.local_datasets])
+                         [p.resolve() for p in self.mirrors], [p.resolve() for p in self.local_datasets], self.query_ids)
 
 
 @dataclass
@@ -128,6 +136,25 @@ def check_path(label: str, arg: str, path: Path, fb: Forbidden, *, code: bool) -
         raise SandboxError(f"{label}: {arg!r} {problem}")
 
 
+@dataclass
+class ContentCheck:
+    """`system.code` checked by content (bench/systems/code_content.py): built once per plan, lazily."""
+
+    fb: Forbidden
+    _finder: IdFinder | None = None
+    _files: ProtectedFiles | None = None
+
+    def __call__(self, label: str, arg: str, path: Path) -> None:
+        if self._finder is None:
+            self._finder = IdFinder(frozenset(self.fb.query_ids))
+            self._files = ProtectedFiles.of([*self.fb.protected, *self.fb.mirrors, *self.fb.local_datasets])
+        assert self._files is not None
+        for file in code_files(path, self.fb.protected):
+            problem = self._files.problem(file) or id_problem(file, self._finder)
+            if problem is not None:
+                raise SandboxError(f"{label}: {arg!r}: {file} {problem}")
+
+
 def _module_path(name: str, base: Path) -> Path | None:
     top = name.split(".")[0]
     saved = list(sys.path)
@@ -162,8 +189,16 @@ def plan_code(argv: list[str], declared: Sequence[str] | None, base: Path, forbi
     docstring); `runtime` folders (the interpreter, /usr) and `own` folders (the
     working folder) are neither code nor checked."""
     fb = forbidden.resolved()
+    guarded = [fb.project, *fb.protected, *fb.mirrors, *fb.local_datasets]
     skip = [p.resolve() for p in (*runtime, *own)]
+
+    def skipped(path: Path) -> bool:
+        """A path of a runtime folder is not code and not checked, unless it lies in the project, a protected
+        path or a data root inside that runtime folder (a checkout under /usr/src is checked as any other)."""
+        return any(within(path, r) and not any(g != r and within(g, r) and within(path, g) for g in guarded) for r in skip)
+
     plan = CodePlan([])
+    content = ContentCheck(fb)
     guessed: Path | None = None
     module_next = False
     for i, arg in enumerate(argv):
@@ -171,7 +206,7 @@ def plan_code(argv: list[str], declared: Sequence[str] | None, base: Path, forbi
             module_next = False
             plan.argv.append(arg)
             where = _module_path(arg, base)
-            if where is not None and not any(within(where, r) for r in skip):
+            if where is not None and not skipped(where):
                 check_path("system.entry", arg, where, fb, code=declared is None and guessed is None)
                 if guessed is None:
                     guessed = where
@@ -183,23 +218,33 @@ def plan_code(argv: list[str], declared: Sequence[str] | None, base: Path, forbi
             plan.argv.append(arg)
             continue
         path = _existing(arg, base)
-        if path is None or any(within(path, r) for r in skip):
+        if path is None or skipped(path):
             plan.argv.append(arg)
             continue
         check_path("system.entry", arg, path, fb, code=declared is None and guessed is None)
         if guessed is None:
             guessed = path
         plan.argv.append(str(path))
+    plan.visible = _shown_code(declared, guessed, base, fb, content)
+    return plan
+
+
+def _shown_code(declared: Sequence[str] | None, guessed: Path | None, base: Path, fb: Forbidden, content: ContentCheck) -> list[Path]:
+    """The code shown: each `system.code` item checked by place and content, else the guessed program
+    (by content too when it lies outside the project: the project's own code is the harness's, reviewed in git)."""
     if declared is None:
-        plan.visible = [] if guessed is None else [guessed]
-        return plan
+        if guessed is not None and not within(guessed, fb.project):
+            content("system.entry", str(guessed), guessed)
+        return [] if guessed is None else [guessed]
+    out = []
     for item in declared:
         path = _existing(item, base)
         if path is None:
             raise SandboxError(f"system.code: {item!r} does not exist (relative paths are read from the project root)")
         check_path("system.code", item, path, fb, code=True)
-        plan.visible.append(path)
-    return plan
+        content("system.code", item, path)
+        out.append(path)
+    return out
 
 
 def hidden_below(folder: Path, protected: Iterable[Path]) -> list[Path]:

@@ -17,13 +17,22 @@ Isolations recorded in ``run.isolation`` (with ``isolation_note`` saying which b
 ran and why the ones before it did not):
 
 * ``bwrap`` — new PID, network, IPC and UTS namespaces and a fresh /proc (the parent's
-  /proc entries do not exist); it sees the runtime (/usr, the libraries, a few /etc
-  files, the Python prefixes), its declared code (read-only; protected project folders
-  inside it covered) and the working folder.
-* ``landlock`` — bench/systems/landlock_exec.py restricts the process before exec: it
-  may read the same runtime, code and working folder, write its scratch folder only,
-  read /proc of its own pid only; TCP refused. Limits: see that module.
+  /proc entries do not exist), its own session, no capability (``--cap-drop ALL``) and
+  a user namespace where the kernel allows one (the note says when it does not); it
+  sees the runtime (/usr, the libraries, a few /etc files, the Python prefixes), its
+  declared code (read-only; protected project folders inside it covered) and the
+  working folder. A protected path inside a runtime folder (a checkout at /usr/src/app,
+  a venv that is the project) is covered too (`hidden_in_runtime`).
+* ``landlock`` — bench/systems/landlock_exec.py drops every capability, sets
+  no_new_privs and restricts the process before exec: it may read the same runtime,
+  code and working folder, write its scratch folder only, read /proc of its own pid
+  only; TCP refused; signals and abstract sockets scoped (ABI 6). What its ABI cannot
+  deny is in the note (`landlock_note`). A protected path inside a runtime folder
+  stops the stage: Landlock cannot hide it.
 * ``process`` — `sandbox: off` only.
+
+Landlock and ``process`` start the command under bench/systems/reaper.py, which ends
+every descendant when the system is done; bwrap's PID namespace does the same.
 
 macOS and Windows have neither: ``auto`` and ``required`` stop with one line there
 (set ``system.sandbox: off`` to run the system unisolated). Nothing here reads
@@ -42,8 +51,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.systems import landlock_exec
-from bench.systems.declared import Forbidden, allowed_parts, hidden_below, plan_code, within
+from bench.systems import landlock_exec, reaper
+from bench.systems.declared import Forbidden, allowed_parts, hidden_below, is_checkout, plan_code, within
 from bench.systems.sandbox import SandboxError, SourceFile, Workdir, lay_out, scrubbed_env
 
 SANDBOX_MODES = ("auto", "required", "off")
@@ -59,13 +68,24 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 PACKAGES = "packages"  # under Landlock: links to the packages of `-m`, the PYTHONPATH
 
 
+#: bubblewrap always: no capability inside (even as root), its own session (no TIOCSTI into the terminal)
+BWRAP_HARDEN = ("--cap-drop", "ALL", "--new-session")
+#: bubblewrap where the kernel allows it: a user namespace (capabilities in it count for nothing outside), no nested one
+BWRAP_USERNS = ("--unshare-user", "--disable-userns")
+
+
 @dataclass(frozen=True)
 class Isolation:
-    """What `choose_isolation` decided: the isolation, the bwrap binary (for bwrap) and why."""
+    """What `choose_isolation` decided: the isolation, the bwrap binary (for bwrap) and why.
+
+    `userns`: bwrap runs the system in a user namespace of its own; `landlock_abi`: the
+    kernel's Landlock ABI (landlock only)."""
 
     kind: str
     note: str = ""
     bwrap: str | None = None
+    userns: bool = False
+    landlock_abi: int = 0
 
 
 # --------------------------------------------------------------------------- probes
@@ -104,33 +124,64 @@ def bwrap_candidates(path_env: str | None) -> list[tuple[str, str | None]]:
     return pair
 
 
-def bwrap_works(bwrap: str) -> tuple[bool, str]:
-    """Whether bubblewrap can make the namespaces here (a probe run); (ok, reason)."""
-    argv = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-net", "--unshare-pid",
-            "--die-with-parent", sys.executable, "-c", ""]  # an absolute program: the probe does not depend on PATH
+#: what the probe's program checks: it has no capability left (effective, permitted, bounding, ambient)
+_NO_CAPS = ("import sys\nst = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)\n"
+            "sys.exit(any(int(st[k], 16) for k in ('CapEff', 'CapPrm', 'CapBnd', 'CapAmb')))")
+
+
+def _bwrap_probe(bwrap: str, extra: Sequence[str]) -> tuple[bool, str]:
+    argv = [bwrap, *extra, *BWRAP_HARDEN, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-net",
+            "--unshare-pid", "--die-with-parent", sys.executable, "-c", _NO_CAPS]  # absolute: the probe does not depend on PATH
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"{type(exc).__name__}: {exc}"
+    if proc.returncode == 1 and not proc.stderr.strip():
+        return False, "the system would keep capabilities inside it"
     if proc.returncode != 0:
         return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
     return True, ""
 
 
-def landlock_works() -> tuple[bool, str]:
-    """Whether Landlock stops a read here: the launcher's probe on a file made for it."""
+def bwrap_works(bwrap: str) -> tuple[bool, str, bool]:
+    """Whether bubblewrap can make the namespaces here with no capability left inside (a probe
+    run); (ok, reason, user namespace): a user namespace when the kernel allows one, else without
+    (the reason it was refused is then the second item, for the isolation note)."""
+    ok, reason = _bwrap_probe(bwrap, BWRAP_USERNS)
+    if ok:
+        return True, "", True
+    ok, plain = _bwrap_probe(bwrap, ())
+    return (True, reason, False) if ok else (False, plain, False)
+
+
+def landlock_works() -> tuple[bool, str, int]:
+    """Whether Landlock stops a read here: the launcher's probe on a file made for it; (ok, reason, ABI)."""
     fd, probe = tempfile.mkstemp(prefix="bench-landlock-probe-")
     os.close(fd)
     try:
         proc = subprocess.run([sys.executable, "-I", landlock_exec.__file__, "--probe", probe],
                               capture_output=True, text=True, timeout=60, check=False, env={})
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"{type(exc).__name__}: {exc}"
+        return False, f"{type(exc).__name__}: {exc}", 0
     finally:
         os.unlink(probe)
     if proc.returncode == 0:
-        return True, ""
-    return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return True, "", int(proc.stdout.strip() or 0)
+    return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1], 0
+
+
+def bwrap_note(label: str, binary: str, userns: bool, no_userns_reason: str) -> str:
+    """What the bwrap isolation holds here, for `isolation_note`."""
+    if userns:
+        return f"{label} {binary}; user namespace, no capabilities, no_new_privs"
+    return (f"{label} {binary}; no user namespace here ({no_userns_reason}): the system runs as this user "
+            f"(uid {os.geteuid()}) with every capability dropped and no_new_privs")
+
+
+def landlock_note(abi: int) -> str:
+    """What the landlock isolation holds and cannot hold at this ABI, for `isolation_note`."""
+    return (f"landlock ABI {abi}; no capabilities, no_new_privs; not restricted at this ABI: "
+            + ", ".join(landlock_exec.unrestricted(abi)))
 
 
 def choose_isolation(mode: str, *, path_env: str | None = None, platform: str | None = None) -> Isolation:
@@ -149,14 +200,14 @@ def choose_isolation(mode: str, *, path_env: str | None = None, platform: str | 
         if binary is None:
             failed.append(f"{label}: not installed" if "pip" in label else f"{label}: not on PATH")
             continue
-        ok, reason = bwrap_works(binary)
+        ok, reason, userns = bwrap_works(binary)
         if ok:
-            return Isolation("bwrap", "; ".join([f"{label} {binary}", *failed]), binary)
+            return Isolation("bwrap", "; ".join([bwrap_note(label, binary, userns, reason), *failed]), binary, userns)
         failed.append(f"{label}: cannot run here: {reason}")
     if mode == "auto":
-        ok, reason = landlock_works()
+        ok, reason, abi = landlock_works()
         if ok:
-            return Isolation("landlock", "; ".join(["landlock", *failed]))
+            return Isolation("landlock", "; ".join([landlock_note(abi), *failed]), landlock_abi=abi)
         failed.append(f"landlock: {reason}")
     raise SandboxError(f"system.sandbox: {mode}, but no sandbox works here ({'; '.join(failed)}); "
                        f"install bubblewrap or allow user namespaces, or {OFF_HINT}")
@@ -175,15 +226,48 @@ def runtime_dirs() -> list[Path]:
     return dirs
 
 
+def guarded(fb: Forbidden) -> list[tuple[Path, str]]:
+    """(path, what it is) of everything a runtime folder may not show: the project, its protected
+    paths, the mirror roots, the local data sets and the other checkouts beside the project."""
+    fb = fb.resolved()
+    out = [(fb.project, "the project"), *[(p, "a protected path of the project") for p in fb.protected],
+           *[(m, "a mirror root") for m in fb.mirrors], *[(d, "a local data set folder") for d in fb.local_datasets]]
+    try:
+        siblings = sorted(fb.project.parent.iterdir())
+    except OSError:
+        siblings = []
+    out += [(s, "another checkout of this project") for s in siblings if s != fb.project and s.is_dir() and is_checkout(s)]
+    return out
+
+
+def hidden_in_runtime(runtime: Iterable[Path], fb: Forbidden) -> list[tuple[Path, Path, str]]:
+    """(runtime folder, path inside it to hide, what it is): the guarded paths strictly inside a
+    runtime folder (/usr/src/app under /usr; bench/sets, data ... under a venv that is the project)."""
+    out = []
+    for folder in (Path(r).resolve() for r in runtime):
+        for path, what in guarded(fb):
+            if path != folder and path.is_relative_to(folder) and os.path.lexists(path):
+                out.append((folder, path, what))
+    return out
+
+
 def bwrap_argv(bwrap: str, command: list[str], workdir: Workdir, files: Mapping[str, SourceFile],
-               code: Iterable[Path], protected: Iterable[Path], runtime: Iterable[Path]) -> list[str]:
+               code: Iterable[Path], protected: Iterable[Path], runtime: Iterable[Path], *, userns: bool = False,
+               hide: Iterable[Path] = ()) -> list[str]:
     """The bubblewrap command line that runs `command` with only what it may see.
 
-    The fresh /tmp comes first: a runtime (a venv) or code under /tmp is bound on top of it."""
-    args = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
-            "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    No capability is left inside (BWRAP_HARDEN), in a user namespace when `userns`.
+    The fresh /tmp comes first: a runtime (a venv) or code under /tmp is bound on top of it.
+    `hide` (hidden_in_runtime) is covered right after the runtime folders (an empty tmpfs
+    over a folder, /dev/null over a file); the declared code is bound after that, so code
+    inside a hidden project is still shown, its own protected paths covered again."""
+    args = [bwrap, *(BWRAP_USERNS if userns else ()), *BWRAP_HARDEN, "--unshare-net", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--die-with-parent", "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev",
+            "--tmpfs", "/tmp", "--tmpfs", "/run"]
     for d in runtime:
         args += ["--ro-bind", str(d), str(d)]
+    for p in hide:
+        args += ["--tmpfs", str(p)] if p.is_dir() else ["--ro-bind", "/dev/null", str(p)]
     for name in TOP_DIRS:
         top = Path("/") / name
         if top.is_symlink():
@@ -262,14 +346,23 @@ class Launch:
     env: dict[str, str]
     cwd: Path
     isolation: str
+    reaped: bool = False  # started through bench/systems/reaper.py: end it with SIGTERM to the reaper first
 
 
 def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, SourceFile], *, isolation: Isolation,
-                   base: Path, forbidden: Forbidden, host_env: Mapping[str, str], code: Sequence[str] | None = None) -> Launch:
-    """Lay out the working folder and build the launch for `isolation`."""
+                   base: Path, forbidden: Forbidden, host_env: Mapping[str, str], code: Sequence[str] | None = None,
+                   runtime: Sequence[Path] | None = None) -> Launch:
+    """Lay out the working folder and build the launch for `isolation` (`runtime`: the
+    folders shown whole but for the protected paths inside them; None: runtime_dirs())."""
     if isolation.kind not in ISOLATIONS:
         raise SandboxError(f"unknown isolation {isolation.kind!r}")
-    runtime = runtime_dirs()
+    runtime = runtime_dirs() if runtime is None else list(runtime)
+    hide = hidden_in_runtime(runtime, forbidden)
+    if hide and isolation.kind == "landlock":
+        folder, path, what = hide[0]
+        raise SandboxError(f"the runtime folder {folder} holds {what} ({path}), and Landlock cannot hide a path inside a folder it "
+                           f"shows; move the project (or the virtual environment) out of {folder}, or install bubblewrap "
+                           "(system.sandbox: auto then hides it)")
     plan = plan_code(command, code, base, forbidden, runtime, own=[workdir.path])
     lay_out(workdir, files, isolation.kind)
     pythonpath = plan.pythonpath
@@ -280,7 +373,14 @@ def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, Sou
     if isolation.kind == "bwrap":
         if isolation.bwrap is None:
             raise SandboxError("bwrap isolation without a bwrap binary")
-        argv = bwrap_argv(isolation.bwrap, argv, workdir, files, plan.visible, forbidden.protected, runtime)
-    elif isolation.kind == "landlock":
+        argv = bwrap_argv(isolation.bwrap, argv, workdir, files, plan.visible, forbidden.protected, runtime,
+                          userns=isolation.userns, hide=[p for _, p, _ in hide])
+        return Launch(argv, env, workdir.path, isolation.kind)
+    if isolation.kind == "landlock":
         argv = landlock_argv(argv, workdir, files, plan.visible, list(forbidden.protected), runtime)
-    return Launch(argv, env, workdir.path, isolation.kind)
+    return Launch(reaper_argv(argv), env, workdir.path, isolation.kind, reaped=True)
+
+
+def reaper_argv(command: list[str]) -> list[str]:
+    """`command` under bench/systems/reaper.py: nothing it starts outlives it (Landlock and `off`)."""
+    return [sys.executable, "-I", reaper.__file__, "--", *command]

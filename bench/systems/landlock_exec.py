@@ -14,20 +14,31 @@ rules on it and every child; it cannot be undone) and execs the command:
   ``/proc/<ppid>/environ`` are out of reach (and ptrace of processes outside the domain is
   refused by Landlock itself);
 * the network: TCP bind and connect are refused (Landlock ABI >= 4); signals to and
-  abstract unix sockets of processes outside the domain are refused (ABI >= 6).
+  abstract unix sockets of processes outside the domain are refused (ABI >= 6); named
+  unix sockets outside scratch (ABI >= 9) and UDP (ABI >= 10) where the kernel has them;
+* privileges: before it restricts itself the launcher sets no_new_privs and drops every
+  capability (effective, permitted, inheritable, ambient and the bounding set), so a
+  system started as root keeps uid 0 but no capability: no raw socket, no device node,
+  no ``open_by_handle_at``, no reading past file modes; a set-uid program cannot give
+  any back. It checks /proc/self/status before it goes on.
 
-What Landlock does not restrict (the kernel's documented limits): ``stat`` of a path
-(a system can learn that a file exists, not read it or list its folder), UDP and unix
-sockets below ABI 6/8. Run with ``python -I`` (no environment, no user site, not the
-script's folder on sys.path): it imports only the standard library and landlockpy.
+What Landlock does not restrict (the kernel's documented limits, :func:`unrestricted`
+lists them for an ABI, and the isolation note repeats them): ``stat`` of a path (a
+system can learn that a file exists, not read it or list its folder); the metadata of
+files its user owns (chmod, chown to itself, utime, extended attributes: no Landlock
+right covers them; as root that is every root-owned file it can name); UDP below ABI 10
+and named unix sockets below ABI 9. Run with ``python -I`` (no environment, no user
+site, not the script's folder on sys.path): it imports only the standard library and
+landlockpy.
 
 ``--probe`` restricts itself to the runtime and checks that FORBIDDEN_FILE (made by the
-caller) can no longer be read: exit 0 when Landlock holds, 3 when it does not, 2 when it
-is not available (the reason on stderr).
+caller) can no longer be read: exit 0 when Landlock holds (the ABI printed on stdout),
+3 when it does not, 2 when it is not available (the reason on stderr).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import sys
@@ -36,6 +47,56 @@ from collections.abc import Iterable
 READ_RIGHTS = ("EXECUTE", "READ_FILE", "READ_DIR")
 DEVICE_RIGHTS = ("READ_FILE", "WRITE_FILE", "IOCTL_DEV")
 PROBE_READ = ("/usr", "/lib", "/lib64", "/bin", "/etc")
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
+CAPABILITY_VERSION_3 = 0x20080522
+CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapAmb")
+
+
+def unrestricted(abi: int) -> list[str]:
+    """What a Landlock domain of this ABI does not restrict (for the isolation note)."""
+    out = ["stat of paths", "chmod, chown, utime and extended attributes of files its user owns (no Landlock right covers metadata)"]
+    if abi < 4:
+        out.append("TCP")
+    if abi < 6:
+        out.append("abstract unix sockets and signals to processes outside it")
+    if abi < 9:
+        out.append("named unix sockets (ABI 9)")
+    if abi < 10:
+        out.append("UDP (ABI 10)")
+    return out
+
+
+def capabilities() -> dict[str, int]:
+    """This process's capability sets and no_new_privs, from /proc/self/status."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        fields = dict(line.split(":", 1) for line in fh if ":" in line)
+    out = {k: int(fields[k].strip(), 16) for k in (*CAP_FIELDS, "CapBnd") if k in fields}
+    out["NoNewPrivs"] = int(fields.get("NoNewPrivs", "0").strip())
+    return out
+
+
+def drop_capabilities() -> None:
+    """no_new_privs, then no capability left in any set (the bounding set too, where this process may drop it).
+
+    Root keeps its uid; what makes root powerful beyond file modes is gone for good."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL on kernels without ambient sets: none to clear
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as fh:
+            last = int(fh.read())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: then there was nothing to drop
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable (x2 words): all empty
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    left = capabilities()
+    if any(left.get(k, 0) for k in CAP_FIELDS) or not left["NoNewPrivs"] or (os.geteuid() == 0 and left.get("CapBnd", 0)):
+        raise OSError(f"capabilities still held after dropping them: {left}")
 
 
 def _rights(access: object, names: Iterable[str]) -> object:
@@ -77,7 +138,8 @@ def restrict(read: Iterable[str], write: Iterable[str], devices: Iterable[str] =
 
 def probe(forbidden: str) -> int:
     try:
-        restrict(PROBE_READ, [])
+        drop_capabilities()
+        abi = restrict(PROBE_READ, [])
     except (OSError, ImportError, AttributeError) as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
@@ -85,6 +147,7 @@ def probe(forbidden: str) -> int:
         with open(forbidden, "rb"):
             pass
     except PermissionError:
+        print(abi)
         return 0
     except OSError as exc:
         print(f"the probe file could not be opened for another reason: {exc}", file=sys.stderr)
@@ -102,6 +165,7 @@ def main(argv: list[str]) -> int:
     with open(argv[0], encoding="utf-8") as fh:
         spec = json.load(fh)
     try:
+        drop_capabilities()
         restrict(spec.get("read", []), spec.get("write", []), spec.get("devices", []))
     except (OSError, ImportError, AttributeError) as exc:
         print(f"landlock: cannot restrict: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -20,7 +20,11 @@ A hit may instead name a memory the system wrote (docs/systems.md, *Memory hits*
     {"memory_id": "m77", "score": 3.2, "text": "...",
      "provenance": [{"source_id": "locomo:conv-26:session-1", "extent": {"turn": 3}}, ...]}
 
-Any other shape is malformed and stops the run with an error naming the query. Whether
+Any other shape is malformed and stops the run with an error naming the query: so is a
+line (or HTTP body) longer than MAX_RESPONSE_CHARS, one that is not JSON, nests deeper
+than Python can parse or holds an integer of more digits than Python converts
+(sys.get_int_max_str_digits(), 4300), and a score or confidence that is not a finite
+number a 64-bit float can hold (NaN, Infinity, 1e400, a 400-digit integer). Whether
 each citation's source exists and its extent lies in it is checked against the corpus
 by the caller (bench.evaluation.provenance.CitationCheck).
 
@@ -30,8 +34,10 @@ answered by ``{"event": "<its id>", "ok": true}`` (:func:`event_reply_problem`).
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
+import sys
 from collections.abc import Collection
 from typing import Any
 
@@ -50,6 +56,8 @@ CITATION_KEYS = frozenset({"source_id", "extent"})
 #: bounds of one memory hit (docs/bad-input.md): citations, and characters of its text
 MAX_CITATIONS = 1000
 MAX_MEMORY_TEXT = 100_000
+#: the longest response line (command, in characters) or body (HTTP, in bytes) read: 32 MiB
+MAX_RESPONSE_CHARS = 32 * 1024 * 1024
 
 
 class MalformedResponse(ValueError):
@@ -106,8 +114,33 @@ def response_to_json(result: Any, request_id: str | None = None) -> dict[str, An
     return out
 
 
+def decode(text: str, what: str = "response line") -> Any:
+    """One JSON value of a system's answer; MalformedResponse (one line) when it is none."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MalformedResponse(f"{what} is not JSON ({exc.msg}): {text.strip()[:80]!r}") from None
+    except ValueError:  # Python's limit on the digits of an integer
+        raise MalformedResponse(f"{what} holds an integer of more than {sys.get_int_max_str_digits()} digits") from None
+    except RecursionError:
+        raise MalformedResponse(f"{what} nests its JSON too deeply to be read") from None
+
+
 def _number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
+    """A finite number that a 64-bit float holds (a 400-digit integer does not)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except (OverflowError, ValueError):
+        return False
+
+
+def shown(value: Any) -> str:
+    """A value for a one-line message: a huge integer by its size, anything else cut to 80 characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1024:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits, beyond a 64-bit float"
+    return repr(value)[:80]
 
 
 def _citations(where: str, provenance: Any) -> tuple[Citation, ...]:
@@ -164,11 +197,11 @@ def _hits(hits: list[Any], known_atoms: Collection[str] | None) -> list[Hit | Me
             found = Hit(hit_id, 0.0)
         score = hit["score"]
         if not _number(score):
-            raise MalformedResponse(f"{where} ({hit_id}): score must be a finite number, got {score!r}")
+            raise MalformedResponse(f"{where} ({hit_id}): score must be a finite number, got {shown(score)}")
         if hit_id in seen:
             raise MalformedResponse(f"{where}: {'memory' if memory else 'atom'} {hit_id} returned twice")
-        if score > previous:
-            raise MalformedResponse(f"{where} ({hit_id}): score {score!r} is above the previous hit's {previous!r}; hits must be ranked best first")
+        if float(score) > previous:
+            raise MalformedResponse(f"{where} ({hit_id}): score {float(score)!r} is above the previous hit's {previous!r}; hits must be ranked best first")
         seen.add(hit_id)
         previous = float(score)
         out.append(MemoryHit(hit_id, float(score), found.text, found.provenance) if isinstance(found, MemoryHit) else Hit(hit_id, float(score)))
@@ -195,7 +228,7 @@ def parse_response(raw: Any, k: int, known_atoms: Collection[str] | None, expect
         raise MalformedResponse(f"abstain must be true or false, got {abstain!r}")
     confidence = raw.get("confidence")
     if confidence is not None and not _number(confidence):
-        raise MalformedResponse(f"confidence must be a finite number or null, got {confidence!r}")
+        raise MalformedResponse(f"confidence must be a finite number or null, got {shown(confidence)}")
     return Response(out, abstain, None if confidence is None else float(confidence))
 
 

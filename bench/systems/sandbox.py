@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
@@ -55,9 +56,32 @@ def system_temp_root(project: Path) -> Path:
 
 
 def protected_paths(project: Path) -> list[Path]:
-    """What a system under test never sees, even inside a code folder it names."""
-    return [project / "bench" / "sets", project / "bench" / "test", project / "data", project / "reports",
-            project / ".git", project / ".dvc", project / "dvc.lock"]
+    """What a system under test never sees, even inside a code folder it names: the project's
+    sets, data, reports, git and DVC folders, and a DVC cache configured outside .dvc/."""
+    inside = [project / "bench" / "sets", project / "bench" / "test", project / "data", project / "reports",
+              project / ".git", project / ".dvc", project / "dvc.lock"]
+    return inside + [c for c in dvc_cache_dirs(project) if not c.is_relative_to((project / ".dvc").resolve())]
+
+
+_SECTION = re.compile(r"^\s*\[(?P<name>[^\]]+)\]\s*$")
+_CACHE_DIR = re.compile(r"^\s*dir\s*=\s*(?P<value>.+?)\s*$")
+
+
+def dvc_cache_dirs(project: Path) -> list[Path]:
+    """The `cache.dir` of the project's .dvc/config and .dvc/config.local (relative to .dvc/), resolved."""
+    out: list[Path] = []
+    for name in ("config", "config.local"):
+        try:
+            lines = (project / ".dvc" / name).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        section = ""
+        for line in lines:
+            if match := _SECTION.match(line):
+                section = match["name"].strip().strip("'\"")
+            elif section == "cache" and (match := _CACHE_DIR.match(line)):
+                out.append((project / ".dvc" / match["value"].strip("'\"")).resolve())
+    return out
 
 
 def _try_lock(path: Path) -> int | None:
@@ -76,6 +100,10 @@ def sweep_stale(root: Path) -> list[Path]:
     removed: list[Path] = []
     if not root.is_dir():
         return removed
+    try:
+        private_folder(root, "the systems' temp folder")
+    except SandboxError:
+        return removed  # not ours to clean: new_workdir refuses it with one line
     for folder in sorted(root.glob("run-*")):
         if not folder.is_dir():
             continue
@@ -131,16 +159,39 @@ class Workdir:
         self.close()
 
 
+def private_folder(path: Path, what: str) -> None:
+    """SandboxError (one line) unless `path` is a folder itself (not a link), owned by this user, closed to others."""
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise SandboxError(f"{what} {path} is not a folder (a link or a file took its place); remove it and run again")
+    if st.st_uid != os.geteuid():
+        raise SandboxError(f"{what} {path} belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()}): someone else made "
+                           "it; remove it and run again")
+    if st.st_mode & 0o077:
+        raise SandboxError(f"{what} {path} has mode {stat.S_IMODE(st.st_mode):04o}: others may enter it; it must be 0700 "
+                           f"(chmod 700 {path})")
+
+
 def new_workdir(root: Path) -> Workdir:
-    """A fresh, locked working folder under `root` (created with mode 0700)."""
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """A fresh, locked working folder under `root`; both checked: folders of this user with mode 0700.
+
+    `root` is made when missing and checked when found (never reused blindly: a folder
+    another user made, a link, or one others may enter stops the stage with one line); the
+    working folder is always new (a random name, created here)."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    private_folder(root, "the systems' temp folder")
     path = root / f"run-{secrets.token_hex(6)}"
     path.mkdir(mode=0o700)
+    private_folder(path, "the working folder")
     fd = _try_lock(path / LOCK)
     if fd is None:  # pragma: no cover - a fresh random name nobody else knows
         raise SandboxError(f"cannot lock the new working folder {path.name}")
     for sub in ("corpus", "scratch"):
-        (path / sub).mkdir()
+        (path / sub).mkdir(mode=0o700)
     return Workdir(path, fd)
 
 

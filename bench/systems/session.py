@@ -19,6 +19,7 @@ from bench.io import write_jsonl
 from bench.params import SystemParams
 from bench.systems.adapters import Adapter
 from bench.systems.atoms import contract_rows
+from bench.systems.code_content import set_query_ids
 from bench.systems.config import command_argv, make_adapter, names_atoms, sandboxed
 from bench.systems.declared import Forbidden
 from bench.systems.isolation import Isolation, choose_isolation, prepare_launch
@@ -117,7 +118,8 @@ def open_system(
         return
     if isolation is None:  # chosen here unless the stage chose it before writing anything
         isolation = choose_isolation(cfg.sandbox, path_env=host_env.get("PATH"))
-    forbidden = Forbidden(root, protected, mirrors, local_datasets)
+    forbidden = Forbidden(root, protected, mirrors, local_datasets,
+                          set_query_ids([root / "bench" / "sets", root / "data" / "sets", *local_datasets]))
     workdir = new_workdir(temp_root)
     try:
         sources = served_sources(served)

