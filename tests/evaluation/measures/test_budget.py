@@ -339,6 +339,9 @@ def test_on_the_real_run_an_unlimited_budget_is_recall_at_depth(real_budget: dic
     table = real_budget["unlimited"].query_table
     ans = table.loc[~table["unanswerable"].astype(bool)]
     assert len(ans) > 1000
+    assert (ans.loc[ans["abstained"] == 1, [RECALL, COVERAGE, TOUCH]] == 0).all().all()  # an abstaining answer hands over nothing
+    ans = ans.loc[ans["abstained"] == 0]  # the others: their whole ranking
+    assert len(ans) > 500
     assert np.allclose(ans[TOUCH], ans[f"recall@{real_budget['depth']}"])
     assert (ans[RECALL] <= ans[TOUCH] + 1e-12).all() and ans[RECALL].mean() > 0.9 * ans[TOUCH].mean()
     assert np.allclose(ans[COVERAGE], ans[f"coverage@{real_budget['depth']}"])
