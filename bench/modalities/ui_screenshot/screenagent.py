@@ -50,24 +50,20 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, is_number, load_pins
-from bench.modalities.derived import derive_subset
+from bench.modalities.derived import RULE, ask_at, moment_after
 from bench.modalities.ocr import ocr_many
 from bench.modalities.ui_screenshot.modality import SEGMENT_UI_COLUMNS, segment_rows
 
 ROOT = "data/ScreenAgent/test/"
 MIRROR_KEY = "screenagent_test"
 HOLDER = "owner"
-AS_OF_DELTA = timedelta(seconds=1)
-#: derived unanswerable entries: asked this long before the session's first screenshot
-BEFORE = timedelta(seconds=1)
-RULE = "before-capture"
 STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})_(\d{2})-(\d{2})-(\d{2})-(\d{6})$")
 
 
@@ -122,11 +118,12 @@ class ScreenAgent(Dataset):
     mirror_key: ClassVar[str] = MIRROR_KEY
     holders: ClassVar[str] = "every screenshot belongs to holder 'owner' (one operator's desktop)"
     observed_at_rule: ClassVar[str] = (
-        "screenshot: capture time in its file name, read as UTC; as_of: the step's screenshot time + 1 s"
+        "screenshot: capture time in its file name, read as UTC; as_of: one moment for every entry, "
+        "1 s after three quarters of the sessions ended"
     )
     caveats: ClassVar[str] = (
-        "No human unanswerable entries (ScreenAgent has none); derived ones ask a sub-task 1 s before "
-        "its session's first screenshot (origin.item '|derived:before-capture'). Questions are sub-task texts, several "
+        "No human unanswerable entries (ScreenAgent has none); derived ones are sub-tasks of sessions "
+        f"begun after the set's one moment (origin.item '|derived:{RULE}'). Questions are sub-task texts, several "
         "repeated across steps, and screenshots of a session look alike. Only the mirrored subset "
         "(steps with a clickable_area) is pinned. OCR text is Chinese/English from VNC desktops."
     )
@@ -203,7 +200,6 @@ class ScreenAgent(Dataset):
                     excluded.append({"item": item, "reason": problem})
                     continue
                 shot = screenshot_path(path, step)
-                as_of = stamp_time(shot) + AS_OF_DELTA
                 entries.append(
                     {
                         "query_id": f"{self.key}:{session}/{PurePosixPath(path).stem}#{index}",
@@ -213,26 +209,34 @@ class ScreenAgent(Dataset):
                         "answer_format": "none",
                         "gold": [{"source_id": f"{self.key}:{shot}", "region": {"bbox": bbox}}],
                         "scope": {"holder": HOLDER, "session": session, "scenario": "ui-grounding"},
-                        "as_of": as_of.isoformat(),
+                        "as_of": None,  # set by ask_at: the set's one moment
                         "unanswerable": False,
                         "origin": {"dataset": self.name, "revision": self.revision, "item": item, "license": self.license},
                         "split": splits[session],
                     }
                 )
-        # a session begins with its earliest screenshot in the corpus
+        # a session ends with its latest screenshot in the corpus (steps of every session, gold or not)
+        last_shot: dict[str, datetime] = {}
+        for path, step in steps:
+            if plain_name(step.get("saved_image_name")):
+                taken = stamp_time(screenshot_path(path, step))
+                last_shot[session_of(path)] = max(taken, last_shot.get(session_of(path), taken))
+        moment = moment_after(list(last_shot.values()))
         first_shot: dict[str, datetime] = {}
-        for e in entries:
-            taken = stamp_time(e["gold"][0]["source_id"])
-            session = e["scope"]["session"]
-            first_shot[session] = min(taken, first_shot.get(session, taken))
+        for path, step in steps:
+            if plain_name(step.get("saved_image_name")):
+                taken = stamp_time(screenshot_path(path, step))
+                first_shot[session_of(path)] = min(taken, first_shot.get(session_of(path), taken))
 
-        def moment(entry: dict) -> tuple[datetime | None, str | None]:
-            return first_shot[entry["scope"]["session"]] - BEFORE, None
+        def gold_times(entry: dict) -> list[datetime]:
+            # the session's first screenshot too: earlier screenshots of a session often show the
+            # same target, so a sub-task is unanswerable only while its session has not begun
+            return [first_shot[entry["scope"]["session"]], stamp_time(entry["gold"][0]["source_id"])]
 
-        derived, derived_notes = derive_subset(entries, moment, RULE, f"{self.key}:{RULE}")
+        asked, moment_notes = ask_at(entries, gold_times, moment)
         notes = {"step_files": len(steps), "boxed_actions": n_boxes, "missing_annotation_files": missing,
-                 "derived_unanswerable": derived_notes}
-        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)
+                 "moments": moment_notes}
+        return ImportResult(entries=asked, excluded=excluded, notes=notes)
 
 
 def session_of(path: str) -> str:

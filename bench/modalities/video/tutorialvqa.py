@@ -62,8 +62,8 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, load_pins
-from bench.modalities.derived import derive_subset
-from bench.modalities.video.modality import VideoModality, before_gold_moment, cue_frame, finish_segments
+from bench.modalities.derived import RULE, ask_at, moment_after
+from bench.modalities.video.modality import VideoModality, cue_frame, finish_segments, fully_watched, gold_cue_times
 
 EVENTS = "data/raw/helpx_photoshop_tutorials.events.json"
 QA = "data/qa.json"
@@ -72,9 +72,6 @@ SPLIT_FILES = {"train": "data/train.json", "dev": "data/dev.json", "test": "data
 #: upstream split -> ours; a pair takes the first of these its rows are in
 SPLIT_MAP = (("test", "test"), ("dev", "dev"), ("train", "dev"))
 HOLDER = "owner"
-RULE = "before-gold"
-#: after the last video's publication (2017-07-28 12:49:48 UTC), before the paper (2019)
-AS_OF = "2018-01-01T00:00:00+00:00"
 STAMP = re.compile(r"_(\d{14})\.[^/]*$")
 
 
@@ -123,12 +120,12 @@ class TutorialVQA(Dataset):
     holders: ClassVar[str] = "every video belongs to holder 'owner' (one learner's video library)"
     observed_at_rule: ClassVar[str] = (
         "each sentence: its video's publication stamp _YYYYMMDDhhmmss in the video_url, read as UTC "
-        f"(2015-06-23 .. 2017-07-28), plus the sentence's begin second; as_of {AS_OF} for every human "
-        "question; derived unanswerable twins 1 s before their first gold sentence"
+        f"(2015-06-23 .. 2017-07-28), plus the sentence's begin second; as_of: one moment for every entry, 1 s after three "
+        "quarters of the videos were watched to their end"
     )
     caveats: ClassVar[str] = (
-        "No human unanswerable questions; derived ones ask a question 1 s before its gold is said "
-        "(origin.item '|derived:before-gold'). No answer text (answer null). 89 question texts are gold "
+        "No human unanswerable questions; derived ones are questions whose video is watched after the "
+        f"set's one moment (origin.item '|derived:{RULE}'). No answer text (answer null). 89 question texts are gold "
         "in several videos and other videos may answer a question without being annotated "
         "(false-negative risk in corpus-wide retrieval). 15 transcript sentences with null or "
         "inverted times are not in the corpus. Upstream train rows are in dev."
@@ -193,7 +190,7 @@ class TutorialVQA(Dataset):
                     "answer_format": "none",
                     "gold": [{"source_id": source_id, "region": r} for r in regions],
                     "scope": {"holder": HOLDER, "session": None, "scenario": "video-qa"},
-                    "as_of": AS_OF,
+                    "as_of": None,  # set by ask_at: the set's one moment
                     "unanswerable": False,
                     "origin": {"dataset": self.name, "revision": self.revision, "item": item, "license": self.license},
                     "split": split,
@@ -212,9 +209,8 @@ class TutorialVQA(Dataset):
             "dropped_cues": segments.attrs["dropped_cues"],
             "upstream_cues": segments.attrs["upstream_cues"],
         }
-        derived, notes["derived_unanswerable"] = derive_subset(
-            entries, lambda e: before_gold_moment(e, by_source), RULE, f"{self.key}:{RULE}")
-        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)
+        asked, notes["moments"] = ask_at(entries, lambda e: gold_cue_times(e, by_source), moment_after(fully_watched(by_source)))
+        return ImportResult(entries=asked, excluded=excluded, notes=notes)
 
 
 def _load(mirror_dir: Path, path: str) -> Any:
