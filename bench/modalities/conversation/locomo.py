@@ -27,7 +27,7 @@ import pandas as pd
 
 from bench.ingest.archive import member_names, read_member
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
-from bench.modalities.derived import RULE, derive, question_key, status_at
+from bench.modalities.derived import RULE, derive, question_key, request_order, status_at
 
 ARCHIVE = "data/locomo10.zip"
 MEMBER_DIR = "data/multimodal_dialog/locomo10_v2/"
@@ -159,7 +159,7 @@ class LoCoMo(Dataset):
             entries.extend(asked_mid)
             notes["moments"][conv_key] = {"end": end.isoformat(), "mid": mid.isoformat(), "mid_after_session": mid_session,
                                           **mid_notes}
-        return ImportResult(entries=entries, excluded=excluded, notes=notes)
+        return ImportResult(entries=request_order(entries), excluded=excluded, notes=notes)
 
 
 def turn_rows(dataset_key: str, conv_key: str, conv: dict[str, Any]) -> list[dict]:

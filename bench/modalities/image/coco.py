@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
-from bench.modalities.derived import RULE, ask_at, moment_after
+from bench.modalities.derived import RULE, ask_at, moment_after, request_order
 from bench.modalities.image.modality import SEGMENT_IMAGE_COLUMNS
 from bench.modalities.ocr import ocr_many
 
@@ -193,4 +193,4 @@ class CocoCaptions(Dataset):
 
         asked, moment_notes = ask_at(entries, gold_times, moment)
         notes = {"upstream_captions": len(data["annotations"]), "images": len(images), "moments": moment_notes}
-        return ImportResult(entries=asked, excluded=excluded, notes=notes)
+        return ImportResult(entries=request_order(asked), excluded=excluded, notes=notes)

@@ -57,7 +57,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, is_number, load_pins
-from bench.modalities.derived import RULE, ask_at, moment_after
+from bench.modalities.derived import RULE, ask_at, moment_after, request_order
 from bench.modalities.ocr import ocr_many
 from bench.modalities.ui_screenshot.modality import SEGMENT_UI_COLUMNS, segment_rows
 
@@ -119,7 +119,7 @@ class ScreenAgent(Dataset):
     holders: ClassVar[str] = "every screenshot belongs to holder 'owner' (one operator's desktop)"
     observed_at_rule: ClassVar[str] = (
         "screenshot: capture time in its file name, read as UTC; as_of: one moment for every entry, "
-        "1 s after three quarters of the sessions ended"
+        "1 s after two thirds of the sessions ended"
     )
     caveats: ClassVar[str] = (
         "No human unanswerable entries (ScreenAgent has none); derived ones are sub-tasks of sessions "
@@ -208,7 +208,7 @@ class ScreenAgent(Dataset):
                         "answer": None,
                         "answer_format": "none",
                         "gold": [{"source_id": f"{self.key}:{shot}", "region": {"bbox": bbox}}],
-                        "scope": {"holder": HOLDER, "session": session, "scenario": "ui-grounding"},
+                        "scope": {"holder": HOLDER, "session": None, "scenario": "ui-grounding"},
                         "as_of": None,  # set by ask_at: the set's one moment
                         "unanswerable": False,
                         "origin": {"dataset": self.name, "revision": self.revision, "item": item, "license": self.license},
@@ -231,12 +231,13 @@ class ScreenAgent(Dataset):
         def gold_times(entry: dict) -> list[datetime]:
             # the session's first screenshot too: earlier screenshots of a session often show the
             # same target, so a sub-task is unanswerable only while its session has not begun
-            return [first_shot[entry["scope"]["session"]], stamp_time(entry["gold"][0]["source_id"])]
+            shot = entry["gold"][0]["source_id"]
+            return [first_shot[PurePosixPath(shot).parent.parent.name], stamp_time(shot)]
 
         asked, moment_notes = ask_at(entries, gold_times, moment)
         notes = {"step_files": len(steps), "boxed_actions": n_boxes, "missing_annotation_files": missing,
                  "moments": moment_notes}
-        return ImportResult(entries=asked, excluded=excluded, notes=notes)
+        return ImportResult(entries=request_order(asked), excluded=excluded, notes=notes)
 
 
 def session_of(path: str) -> str:

@@ -54,7 +54,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
-from bench.modalities.derived import RULE, ask_at
+from bench.modalities.derived import RULE, ask_at, request_order
 from bench.modalities.video.modality import VideoModality, cue_frame, duration_of, finish_segments, gold_cue_times
 
 CSV = "Dataset/test_merged_clean.csv"
@@ -233,7 +233,7 @@ class MedVidQA(Dataset):
             "excluded_by_reason": dict(Counter(e["reason"] for e in excluded)),
         }
         asked, notes["moments"] = ask_at(entries, lambda e: gold_cue_times(e, by_source), watch_moment(by_source))
-        return ImportResult(entries=asked, excluded=excluded, notes=notes)
+        return ImportResult(entries=request_order(asked), excluded=excluded, notes=notes)
 
 
 def watch_moment(by_source: dict[str, pd.DataFrame]) -> datetime:

@@ -62,7 +62,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, load_pins
-from bench.modalities.derived import RULE, ask_at, moment_after
+from bench.modalities.derived import RULE, ask_at, moment_after, request_order
 from bench.modalities.video.modality import VideoModality, cue_frame, finish_segments, fully_watched, gold_cue_times
 
 EVENTS = "data/raw/helpx_photoshop_tutorials.events.json"
@@ -210,7 +210,7 @@ class TutorialVQA(Dataset):
             "upstream_cues": segments.attrs["upstream_cues"],
         }
         asked, notes["moments"] = ask_at(entries, lambda e: gold_cue_times(e, by_source), moment_after(fully_watched(by_source)))
-        return ImportResult(entries=asked, excluded=excluded, notes=notes)
+        return ImportResult(entries=request_order(asked), excluded=excluded, notes=notes)
 
 
 def _load(mirror_dir: Path, path: str) -> Any:
