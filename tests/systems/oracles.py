@@ -21,7 +21,7 @@ tests/systems/test_oracles.py and by the measurements in docs/moments.md.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 

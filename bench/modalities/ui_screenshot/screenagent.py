@@ -215,18 +215,8 @@ class ScreenAgent(Dataset):
                         "split": splits[session],
                     }
                 )
-        # a session ends with its latest screenshot in the corpus (steps of every session, gold or not)
-        last_shot: dict[str, datetime] = {}
-        for path, step in steps:
-            if plain_name(step.get("saved_image_name")):
-                taken = stamp_time(screenshot_path(path, step))
-                last_shot[session_of(path)] = max(taken, last_shot.get(session_of(path), taken))
+        first_shot, last_shot = session_spans(steps)
         moment = moment_after(list(last_shot.values()))
-        first_shot: dict[str, datetime] = {}
-        for path, step in steps:
-            if plain_name(step.get("saved_image_name")):
-                taken = stamp_time(screenshot_path(path, step))
-                first_shot[session_of(path)] = min(taken, first_shot.get(session_of(path), taken))
 
         def gold_times(entry: dict) -> list[datetime]:
             # the session's first screenshot too: earlier screenshots of a session often show the
@@ -238,6 +228,18 @@ class ScreenAgent(Dataset):
         notes = {"step_files": len(steps), "boxed_actions": n_boxes, "missing_annotation_files": missing,
                  "moments": moment_notes}
         return ImportResult(entries=request_order(asked), excluded=excluded, notes=notes)
+
+
+def session_spans(steps: list[tuple[str, dict]]) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """Per session, its first and its last screenshot's capture time (every step, gold or not)."""
+    first: dict[str, datetime] = {}
+    last: dict[str, datetime] = {}
+    for path, step in steps:
+        if plain_name(step.get("saved_image_name")):
+            taken, session = stamp_time(screenshot_path(path, step)), session_of(path)
+            first[session] = min(taken, first.get(session, taken))
+            last[session] = max(taken, last.get(session, taken))
+    return first, last
 
 
 def session_of(path: str) -> str:

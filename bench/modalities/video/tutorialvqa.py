@@ -120,7 +120,7 @@ class TutorialVQA(Dataset):
     holders: ClassVar[str] = "every video belongs to holder 'owner' (one learner's video library)"
     observed_at_rule: ClassVar[str] = (
         "each sentence: its video's publication stamp _YYYYMMDDhhmmss in the video_url, read as UTC "
-        f"(2015-06-23 .. 2017-07-28), plus the sentence's begin second; as_of: one moment for every entry, 1 s after three "
+        "(2015-06-23 .. 2017-07-28), plus the sentence's begin second; as_of: one moment for every entry, 1 s after three "
         "quarters of the videos were watched to their end"
     )
     caveats: ClassVar[str] = (
