@@ -11,7 +11,9 @@ twin only in what it does with the field:
 * :class:`MomentAbstainer` (``as_of``): the twin's ranking, but abstains (confidence 0)
   when ``as_of`` is not the latest moment any request of its holder is asked at;
 * :class:`RecentSources` (``as_of``): searches only the sources observed in the last
-  quarter of the time between the holder's first atom and ``as_of``.
+  quarter of the time between the holder's first atom and ``as_of``;
+* :class:`FutureAtoms`: returns the holder's atoms observed *after* ``as_of`` (temporal
+  correctness must catch it).
 
 :func:`field_auroc` measures what a field can tell about answerability at most: the
 AUROC of P(unanswerable | field value) fitted on the gold labels themselves, against
@@ -31,7 +33,7 @@ import pandas as pd
 from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
 from bench.evaluation.in_memory import evaluate_entries
 from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries
-from bench.systems import Query
+from bench.systems import Hit, Query
 from bench.systems.bm25 import BM25System, scope_mask
 from bench.systems.config import check_system, make_adapter
 
@@ -71,6 +73,24 @@ class RecentSources(BM25System):
         first = self.observed[visible].min()
         as_of = np.datetime64(pd.Timestamp(query.as_of).tz_convert("UTC").tz_localize(None), "ns")
         return visible & (self.observed >= first + (as_of - first) * 3 // 4)
+
+
+class FutureAtoms(BM25System):
+    """The holder's atoms observed after as_of, earliest first: a system that leaks the future."""
+
+    def __init__(self, atoms: pd.DataFrame) -> None:
+        super().__init__(atoms, scoped=True, abstain=False)
+        self.name = "oracle-future"
+
+    def search(self, query: Query) -> list[Hit]:
+        as_of = np.datetime64(pd.Timestamp(query.as_of).tz_convert("UTC").tz_localize(None), "ns")
+        future = np.flatnonzero((self.holders == query.holder) & (self.observed > as_of))
+        future = future[np.argsort(self.observed[future], kind="stable")][: query.k]
+        return [Hit(str(self.atom_ids[i]), float(len(future) - r)) for r, i in enumerate(future)]
+
+
+def future_atoms(atoms: pd.DataFrame) -> FutureAtoms:
+    return FutureAtoms(atoms)
 
 
 def latest_source(atoms: pd.DataFrame) -> LatestSource:
