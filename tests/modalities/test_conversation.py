@@ -23,8 +23,8 @@ from bench.modalities.conversation.locomo import (
     session_end,
     sessions_of,
 )
-from bench.modalities.derived import is_derived
 from bench.modalities.conversation.modality import ATOM_CONVERSATION_COLUMNS
+from bench.modalities.derived import is_derived
 
 MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "mirror"
 LOCOMO_DIR = MIRROR / "locomo"

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from bench.modalities.base import ATOM_COLUMNS, SEGMENT_COLUMNS
-from bench.modalities.derived import is_derived, question_key
+from bench.modalities.derived import is_derived
 from bench.modalities.ocr import OcrBox, OcrResult, image_size, ocr_image
 from bench.modalities.ui_screenshot import DATASETS, MODALITY
 from bench.modalities.ui_screenshot import screenagent as sa_module

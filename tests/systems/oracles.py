@@ -102,16 +102,16 @@ def recent_sources(atoms: pd.DataFrame) -> RecentSources:
 
 
 def evaluate_system(entry_point: str, entries: list[dict], served: dict[str, pd.DataFrame], segments: pd.DataFrame,
-                    respond: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> Any:
+                    respond: Callable[[pd.DataFrame], pd.DataFrame] | None = None, depth: int = K) -> Any:
     """Run a python system over `entries` in process and evaluate it as the stages do.
 
     `respond` may rewrite the responses table (abstain, confidence) before evaluation:
     that is how the as_of-abstainer is made from its twin's run."""
     atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
     adapter = make_adapter(check_system({"name": entry_point, "adapter": "python", "entry": entry_point}), atoms)
-    ran = run_queries(adapter, entries, K, warmup=0, timeout_s=120, known_atoms=set(atoms["atom_id"].astype(str)))
+    ran = run_queries(adapter, entries, depth, warmup=0, timeout_s=120, known_atoms=set(atoms["atom_id"].astype(str)))
     responses = ran.latency if respond is None else respond(ran.latency)
-    desc = RunDescription(system=entry_point, depth=K, chunking={}, concurrency=1, warm=False, adapter="python",
+    desc = RunDescription(system=entry_point, depth=depth, chunking={}, concurrency=1, warm=False, adapter="python",
                           warmup_queries=0, timeout_s=120, latency=None)
     options = EvalOptions(k=K, bootstrap_resamples=10, bootstrap_seed=0, calibration_recall=0.9)
     return evaluate_entries(entries, [], ran.run, responses, no_failures(), served, segments, options, desc,

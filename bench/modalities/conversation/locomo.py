@@ -5,12 +5,28 @@ Only the spoken `text` of a turn is corpus text: blip_caption, the image search
 `query`, observations, summaries and events are model-made or derived and are never
 read. Each conversation is one holder ("locomo:conv-26").
 
-as_of (a replay of the conversation): a question is asked right after the session
-that holds its latest evidence turn, at min(session start + 1 hour, next session
-start - 1 second); a question without evidence is asked one day after the last
-session starts. Adversarial questions (category 5) keep this rule from the turn they
-name, but are unanswerable with empty gold. Session times carry no zone in LoCoMo and
-are read as UTC.
+Moments (bench/modalities/derived.py, docs/moments.md): a conversation's questions are
+asked at two moments fixed from its session dates alone, before looking at any evidence:
+
+* the *end*, one day after its last session starts: LoCoMo's own protocol, every
+  question after the whole conversation (query_id "locomo:conv-26:q<n>");
+* the *mid* moment, right after session ceil(n/2) of its n sessions in time order (a
+  session ends at min(its start + 1 hour, the next session's start - 1 second)). There a
+  question is answerable when every evidence session had started ("...:q<n>:mid",
+  origin.item "<item>|moment:mid"), temporally unanswerable when none had (derived:
+  "...:q<n>:mid:gold-later", empty gold, origin.item "<item>|moment:mid|derived:gold-later"),
+  and dropped when some had (listed in bench/sets/imports/locomo.json under
+  notes.moments.<conversation>.mid_dropped), as is a later question whose text is asked
+  more than once in the conversation. Category 5 stays unanswerable. Every answerable mid
+  entry is kept; unanswerable ones (category 5 and derived alike, salted sha256 order)
+  until their ratio to the answerable ones is the end's ratio of that conversation
+  (rounded half up), so answerable and unanswerable entries share one distribution of
+  as_of per conversation.
+
+Before issue 36 a question was asked right after the session holding its latest evidence
+turn, so the holder's latest session before as_of always held gold. Adversarial questions
+(category 5) are unanswerable with empty gold. Session times carry no zone in LoCoMo and
+are read as UTC. Entries are listed in a salted sha256 order of their query_id.
 """
 
 from __future__ import annotations

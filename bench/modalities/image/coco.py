@@ -18,18 +18,20 @@ Mapping: one entry per caption (annotations[]), in annotation-id order.
   five captions of an image share a split.
 
 Time: observed_at of an image = its images[].date_captured (COCO's collection time
-"YYYY-MM-DD HH:MM:SS", no zone recorded, read as UTC; all in Nov 2013); as_of is
-fixed at 2024-01-01T00:00:00+00:00, after every image.
-
-Derived unanswerable entries (bench/modalities/derived.py, rule "before-capture"):
-the caption asked 1 second before its image's date_captured, when the photo did not
-exist yet, so the memory cannot hold it: query_id ``coco:<id>:before-capture``,
-empty gold, origin.item ``annotation:<id>|derived:before-capture``, the source's
-split. Captions whose text (trimmed, case-folded) is a caption of another image are
-left out (none in this subset). A deterministic subset per split (salted sha256
-order) makes them 15 % of the split. Caveat: captions are generic and may fit photos
-captured earlier, which are in memory; COCO gold is only the captioned image, so such
-a photo is no more "the answer" here than it is a hit for the answerable twin.
+"YYYY-MM-DD HH:MM:SS", no zone recorded, read as UTC; all in Nov 2013). Every entry is
+asked at one moment, fixed from the capture times alone before looking at any caption
+(bench/modalities/derived.py, docs/moments.md): 1 s after the ceil(2/3)-th of the 79
+photos was captured (2013-11-20T16:22:19Z). A caption of a photo captured by then is an
+answerable entry; a caption of a later photo is a derived, temporally unanswerable one
+(the photo is future memory): query_id ``coco:<id>:gold-later``, empty gold, origin.item
+``annotation:<id>|derived:gold-later``, the caption's split. Captions whose text
+(trimmed, case-folded) is a caption of another image are not made unanswerable (none in
+this subset). One moment for all: ``as_of`` tells nothing about any entry (before issue
+36 the derived ones were asked 1 s before their own photo and the human ones at
+2024-01-01, so ``as_of`` alone gave answerability away). Caveat: captions are generic
+and may fit photos captured earlier, which are in memory; COCO gold is only the
+captioned image, so such a photo is no more "the answer" here than it is a hit for an
+answerable caption. Entries are listed in a salted sha256 order of their query_id.
 
 Upstream rows that cannot become entries (caption not a non-empty string, image id
 not in images[], file name not a plain 12-digit .jpg) are excluded with a reason.

@@ -17,26 +17,26 @@ Mapping: one entry per action that has a clickable_area.
 - answer null, answer_format "none" (grounding only); ScreenAgent has no human
   unanswerable sub-tasks (*_neg_eval.json files are retry negatives, not empty-gold
   queries, and are not mirrored): every human entry has unanswerable false.
-- scope: holder "owner", session = the ScreenAgent session id, scenario "ui-grounding".
+- scope: holder "owner", session null, scenario "ui-grounding". Not the session id:
+  at the set's one moment the session alone would tell whether a sub-task can be
+  answered (a session not begun yet holds none; docs/moments.md measured it).
 - split: assign_splits grouped by session (ScreenAgent's own split is "test" only).
 
 Time: observed_at of a screenshot is the capture time in its file name
-(``YYYY-MM-DD_HH-MM-SS-ffffff``; no zone is recorded, read as UTC). as_of = the
-observed_at of the step's screenshot + 1 second: the sub-task is asked about the
-screen just captured, so later screenshots of the session are future evidence.
-
-Derived unanswerable entries (bench/modalities/derived.py, rule "before-capture"):
-the sub-task asked 1 second before its session's first screenshot in the corpus,
-before the gold screenshot (or any screenshot of the session) existed. The session's
-start, not the gold screenshot's own time, because earlier screenshots of the same
-session often show the same target (a desktop icon, a menu bar): asked just before
-the gold screenshot, the answer could still be in memory. Sessions of other tasks
-may run at the same time (they are other sessions' memory). query_id
-``<source query_id>:before-capture``, empty gold, origin.item ``<step file>#actions[i]
-|derived:before-capture``, the source's split and scope. Sub-task texts that are gold
-on more than one screenshot are left out (listed in the imports file); a
-deterministic subset per split (salted sha256 order) makes derived entries 15 % of
-the split.
+(``YYYY-MM-DD_HH-MM-SS-ffffff``; no zone is recorded, read as UTC). Every entry is asked
+at one moment, fixed from the capture times alone before looking at any box
+(bench/modalities/derived.py, docs/moments.md): 1 s after ceil(2/3) of the 62 sessions
+ended (their last screenshot; 2024-01-13T21:43:44.382869Z). A sub-task of a session
+ended by then is answerable; one of a session not begun by then is a derived,
+temporally unanswerable entry (rule "gold-later": query_id ``<source query_id>:gold-later``,
+empty gold, origin.item ``<step file>#actions[i]|derived:gold-later``, the source's
+split and scope). A sub-task whose session had begun but whose screenshot came after the
+moment is dropped: earlier screenshots of the same session often show the same target
+(a desktop icon, a menu bar), so it is neither clearly answerable nor unanswerable.
+Sub-task texts that are gold on more than one screenshot are not made unanswerable.
+Before issue 36 each human entry was asked 1 s after its own screenshot, so the latest
+screenshot before as_of was always the gold one. Entries are listed in a salted sha256
+order of their query_id.
 
 annotation_files: every *.json of the pinned file list (bench/corpus/pins/
 screenagent_test.json, built at import time of the class). The pins record the

@@ -27,18 +27,18 @@ split with assign_splits (about 30% test). MedVidQA has no unanswerable question
 its own. Time has no source in the data: a memory is taken to start watching every
 video at OBSERVED_AT (the MedVidQA release, January 2022, by which all videos were
 published; the same start for all, as if watched side by side), so a caption is
-observed at OBSERVED_AT + its start second; every human question is asked at AS_OF
-(June 2023), after every video ended.
+observed at OBSERVED_AT + its start second.
 
-Derived unanswerable entries (bench/modalities/derived.py, rule "before-gold"): the
-question asked 1 s before the first caption that overlaps its gold window is
-observed, while the video plays; query_id "medvidqa:<row>:before-gold", empty gold,
-origin.item "row:<row>|derived:before-gold", the source's split. Left out (listed in
-bench/sets/imports/medvidqa.json, notes.derived_unanswerable): question texts gold in
-more than one video (none here) and windows whose first caption begins less than 2 s
-into the video (2). A deterministic subset per split makes them 15 % of the split.
-Because all videos share one start, at a derived as_of every video has been watched
-for the same few seconds.
+Moment: all videos start at OBSERVED_AT (the data has no dates), so every entry is asked
+at one offset into all of them at once, fixed from the videos alone before looking at any
+answer window (bench/modalities/derived.py, docs/moments.md): OBSERVED_AT + 2/3 of the
+median video duration (299 s). A question whose gold captions were all observed by then is
+answerable; one whose gold captions all come later is a derived, temporally unanswerable
+entry (rule "gold-later": query_id "medvidqa:<row>:gold-later", empty gold, origin.item
+"row:<row>|derived:gold-later", the source's split); one whose gold straddles the moment
+is dropped (listed in bench/sets/imports/medvidqa.json, notes.moments). A moment per video
+(a fraction of its own length) would tell which video a question is about, because the
+videos' lengths differ. Entries are listed in a salted sha256 order of their query_id.
 """
 
 from __future__ import annotations

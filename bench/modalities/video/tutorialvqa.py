@@ -35,19 +35,19 @@ TutorialVQA has no unanswerable questions of its own.
 
 Time: a memory watches each video from its publication time (the _YYYYMMDDhhmmss stamp
 of its video_url, UTC; 2015-06-23 .. 2017-07-28), so a transcript sentence is observed
-at publication + its begin second (bench/modalities/video/modality.py). Human entries
-are asked at AS_OF (2018-01-01), after every video has been watched to its end (the
-longest video ends minutes after publication), so every gold cue is observed by then.
-
-Derived unanswerable entries (bench/modalities/derived.py, rule "before-gold"): the
-question asked 1 s before the first sentence that overlaps its gold window(s) is
-observed (modality.before_gold_moment), i.e. while the video plays but before
-the answer is said. query_id "<source query_id>:before-gold", empty gold, origin.item
-"<source item>|derived:before-gold", the source's split. Left out (listed in
-bench/sets/imports/tutorialvqa.json, notes.derived_unanswerable): question texts that
-are gold in more than one video (another video, already watched, may answer them),
-and windows whose first sentence begins less than 2 s into the video. A deterministic
-subset per split makes derived entries 15 % of the split.
+at publication + its begin second (bench/modalities/video/modality.py). Every entry is
+asked at one moment, fixed from the videos alone before looking at any answer window
+(bench/modalities/derived.py, docs/moments.md): 1 s after ceil(2/3) of the 76 videos
+were watched to their end (2017-07-27T01:22:34.4Z). A question whose gold sentences were
+all observed by then is answerable; one whose gold sentences all come later is a derived,
+temporally unanswerable entry (rule "gold-later": query_id "<source query_id>:gold-later",
+empty gold, origin.item "<source item>|derived:gold-later", the source's split); one
+whose gold straddles the moment is dropped (listed in bench/sets/imports/tutorialvqa.json,
+notes.moments), as is a later question whose text is gold in more than one video
+(another video, already watched, may answer it). Before issue 36 human entries were
+asked at 2018-01-01 and derived ones 1 s before their first gold sentence, so as_of
+alone told them apart and, under replay, the next event was the twin's gold. Entries
+are listed in a salted sha256 order of their query_id.
 """
 
 from __future__ import annotations
