@@ -180,6 +180,8 @@ def moment_notes(source: list[dict], out: list[dict], dropped: list[dict], momen
         "entries": {s: sum(e["split"] == s for e in out) for s in splits},
         "unanswerable": {s: sum(e["split"] == s and e["unanswerable"] for e in out) for s in splits},
         "derived": {s: sum(e["split"] == s and is_derived(e) for e in out) for s in splits},
+        "meets_target": {s: meets_target(sum(e["split"] == s and e["unanswerable"] for e in out),
+                                         sum(e["split"] == s for e in out)) for s in splits},
         "dropped_by_reason": dict(sorted(Counter(d["reason"] for d in dropped).items())),
         "dropped": dropped,
     }
