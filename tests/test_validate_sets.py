@@ -215,7 +215,7 @@ def test_test_questions_copied_into_dev_are_refused(tmp_path, real_corpus):
     lock = load_lock(SETS / "splits.lock", "bench/sets/splits.lock")
     result = validate([path], real_corpus["manifest"], real_corpus["segments"], root=tmp_path, lock=lock)
     rows = [r for r in result.errors.to_dict("records") if r["check"] == "dev entry repeats a test entry"]
-    assert len(test) == 544 and len(rows) == 544
+    assert len(test) == 799 and len(rows) == 799
     assert rows[0]["query_id"].endswith(":copy") and rows[0]["value"].startswith(f"same question and gold as test entry {test[0]['query_id']} (locomo.jsonl:")
     assert result.entries == []  # nothing reaches data/sets/dev.jsonl
 

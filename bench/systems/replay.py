@@ -9,7 +9,9 @@ from, one event each, in this order:
 3. then the unit's position in its source (turn, page, cue, file order).
 
 Event ids are ``e1``, ``e2``, ... in that order. Queries are sorted by ``as_of`` ascending,
-then query id (never sent); each query is sent after every event with
+then by the sha256 of their query id (never sent; a query id names its data set's
+upstream row, so id order would tell which rows come together, and with them which are
+unanswerable: docs/moments.md); each query is sent after every event with
 ``observed_at <= as_of`` (an event observed at the very moment of the question comes
 first) and before every later event. Both orders are total, so two runs send the same
 lines in the same order.
@@ -26,6 +28,7 @@ Nothing of the sets is in an event: no query id, gold, answer or split.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -85,9 +88,9 @@ def _ns(values: Iterable[Any]) -> np.ndarray:
 
 
 def schedule(events: pd.DataFrame, entries: list[dict]) -> Schedule:
-    """Queries by as_of then query id; each after every event observed at or before its as_of."""
+    """Queries by as_of then the sha256 of their query id; each after every event observed at or before its as_of."""
     as_of = _ns(e["as_of"] for e in entries)
-    qids = np.asarray([str(e["query_id"]) for e in entries], dtype=object)
+    qids = np.asarray([hashlib.sha256(str(e["query_id"]).encode()).hexdigest() for e in entries], dtype=object)
     order = np.lexsort((qids, as_of)) if len(entries) else np.zeros(0, dtype=np.int64)
     times = _ns(events["observed_at"]) if len(events) else np.zeros(0, dtype=np.int64)
     return Schedule(order, np.searchsorted(times, as_of[order], side="right"))

@@ -199,7 +199,7 @@ def test_minimum_detectable_effects_per_modality(board: dict) -> None:
     base, up, down = (real_table(), better(real_table(), 0.4), worse(real_table(), 0.4))
     conv = lambda t: t.loc[(t["modality"] == "conversation") & ~t["unanswerable"], "recall@budget"].to_numpy(float)  # noqa: E731
     sds = [np.std(conv(t) - conv(base), ddof=1) for t in (up, down)]
-    assert mde["conversation"]["recall@budget"]["typical"] == pytest.approx(max(2.8016 * np.median(sds) / np.sqrt(1110),
+    assert mde["conversation"]["recall@budget"]["typical"] == pytest.approx(max(2.8016 * np.median(sds) / np.sqrt(len(conv(base))),
                                                                             mde["conversation"]["recall@budget"]["fewest"]), rel=1e-3)
 
 

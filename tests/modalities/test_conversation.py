@@ -14,8 +14,17 @@ import pytest
 from bench.ingest.archive import member_names, read_member
 from bench.modalities.base import assign_splits
 from bench.modalities.conversation import DATASETS, MODALITY
-from bench.modalities.conversation.locomo import ARCHIVE, MEMBER_DIR, LoCoMo, parse_session_time, replay_as_of, sessions_of
+from bench.modalities.conversation.locomo import (
+    ARCHIVE,
+    MEMBER_DIR,
+    LoCoMo,
+    conversation_moments,
+    parse_session_time,
+    session_end,
+    sessions_of,
+)
 from bench.modalities.conversation.modality import ATOM_CONVERSATION_COLUMNS
+from bench.modalities.derived import is_derived
 
 MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "mirror"
 LOCOMO_DIR = MIRROR / "locomo"
@@ -282,11 +291,13 @@ def qa_of(raw: dict, item: str) -> tuple[str, dict]:
 
 @need_locomo
 def test_importer_counts_and_exclusions(imported, raw):
-    assert len(imported.entries) == 1978
-    assert sum(e["unanswerable"] for e in imported.entries) == 446
+    at_end = [e for e in imported.entries if ":mid" not in e["query_id"]]
+    assert len(at_end) == 1978 and len(imported.entries) == 2870
+    assert sum(e["unanswerable"] for e in at_end) == 446
+    assert sum(e["unanswerable"] for e in imported.entries) == 648
     assert len(imported.excluded) == 8
     total = sum(len(c["qa"]) for c in raw.values())
-    assert len(imported.entries) + len(imported.excluded) == total == imported.notes["upstream_rows"]
+    assert len(at_end) + len(imported.excluded) == total == imported.notes["upstream_rows"]
     kinds = defaultdict(int)
     for x in imported.excluded:
         assert set(x) == {"item", "reason"} and x["reason"]
@@ -311,6 +322,8 @@ def test_importer_field_shapes_and_category_5(imported, raw):
     assert DATASETS[0].key == ds.key
     seen_items = set()
     for e in imported.entries:
+        if ":mid" in e["query_id"]:
+            continue  # the mid moment's entries: test_two_moments_per_conversation
         assert list(e) == SPEC_KEYS
         conv_key, qa = qa_of(raw, e["origin"]["item"])
         q_no = int(e["origin"]["item"].split("#qa:")[1])
@@ -337,7 +350,7 @@ def test_importer_field_shapes_and_category_5(imported, raw):
             for g in e["gold"]:
                 assert MODALITY.check_region_shape(g["region"]) is None
         seen_items.add(e["origin"]["item"])
-    assert len(seen_items) == len(imported.entries)
+    assert len(seen_items) == 1978
     assert sum(qa["category"] == 5 for c in raw.values() for qa in c["qa"]) == 446
 
 
@@ -349,37 +362,52 @@ def test_importer_gold_turns_exist(imported, by_source):
 
 
 @need_locomo
-def test_as_of_replay_rule(imported, raw):
-    all_starts = {k: {s: parse_session_time(c[f"session_{s}_date_time"]) for s in sessions_of(c)} for k, c in raw.items()}
-    checked = 0
+def test_two_moments_per_conversation(imported, raw):
+    """Every question at the conversation's end; again at its mid moment where all or none of its
+    evidence was said by then (category 5 stays unanswerable); the mid moment's unanswerable share
+    is the end's, per conversation, so as_of tells nothing about answerability."""
+    end_of = {e["query_id"]: e for e in imported.entries if ":mid" not in e["query_id"]}
+    per_conv: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for e in imported.entries:
-        conv_key, qa = qa_of(raw, e["origin"]["item"])
-        starts = all_starts[conv_key]
-        as_of = datetime.fromisoformat(e["as_of"])
-        sessions = {int(m) for cell in qa["evidence"] for m in re.findall(r"D(\d+):", cell)}
-        assert sessions, "every real entry names evidence (category 5 too)"
-        latest = max(starts[s] for s in sessions)
-        assert all(starts[s] <= as_of for s in sessions)  # every evidence session was observed
-        assert as_of <= latest + timedelta(hours=1)
-        later = [t for t in starts.values() if t > latest]
-        if later:
-            assert as_of < min(later)  # the next session is future memory
-            checked += 1
+        conv_key, qa = qa_of(raw, e["origin"]["item"].split("|")[0])
+        conv = raw[conv_key]
+        starts = {s: parse_session_time(conv[f"session_{s}_date_time"]) for s in sessions_of(conv)}
+        end, mid, _ = conversation_moments(sessions_of(conv), starts)
+        if ":mid" not in e["query_id"]:
+            assert e["as_of"] == end.isoformat() and all(t < end for t in starts.values())
+            per_conv[conv_key]["end"].append(e["unanswerable"])
+            continue
+        base = e["query_id"].split(":mid")[0]
+        twin = end_of[base]
+        assert e["as_of"] == mid.isoformat() and e["question"] == twin["question"] and e["split"] == twin["split"]
+        evidence = {starts[int(g["source_id"].rsplit("-", 1)[1])] for g in twin["gold"]}
         if not e["unanswerable"]:
-            gold_sessions = {int(g["source_id"].rsplit("-", 1)[1]) for g in e["gold"]}
-            assert gold_sessions == sessions
-    assert checked > 1000
+            assert e["gold"] == twin["gold"] and all(t <= mid for t in evidence)
+            assert e["origin"]["item"] == twin["origin"]["item"] + "|moment:mid"
+        elif is_derived(e):
+            assert e["query_id"] == base + ":mid:gold-later" and e["gold"] == [] and all(t > mid for t in evidence)
+        else:
+            assert twin["unanswerable"] and qa["category"] == 5
+        per_conv[conv_key]["mid"].append(e["unanswerable"])
+    assert len(per_conv) == 10
+    for conv_key, at in per_conv.items():
+        n_ans, n_un = at["end"].count(False), at["end"].count(True)
+        mid_ans, mid_un = at["mid"].count(False), at["mid"].count(True)
+        assert mid_ans > 0 and mid_un == (2 * mid_ans * n_un + n_ans) // (2 * n_ans), conv_key
+    futures = sum(1 for e in imported.entries if ":mid" in e["query_id"])
+    assert futures == 892  # questions asked while later sessions are still future memory
 
 
-def test_replay_as_of_edge_cases():
+def test_session_end_and_moments_edge_cases():
     t = lambda d, h=0, m=0: datetime(2023, 5, d, h, m, tzinfo=UTC)  # noqa: E731
-    starts = {1: t(1, 10), 2: t(1, 10, 30), 3: t(5, 9)}
-    sessions = [1, 2, 3]
-    # the next session starts within the hour: ask one second before it
-    assert replay_as_of([(1, 4)], sessions, starts) == t(1, 10, 30) - timedelta(seconds=1)
-    assert replay_as_of([(2, 1)], sessions, starts) == t(1, 11, 30)
-    assert replay_as_of([(1, 1), (3, 2)], sessions, starts) == t(5, 10)  # the latest evidence session counts
-    assert replay_as_of([], sessions, starts) == t(6, 9)  # no evidence: a day after the last session
+    starts = {1: t(1, 10), 2: t(1, 10, 30), 3: t(5, 9), 4: t(7, 9)}
+    sessions = [1, 2, 3, 4]
+    # the next session starts within the hour: one second before it
+    assert session_end(1, sessions, starts) == t(1, 10, 30) - timedelta(seconds=1)
+    assert session_end(2, sessions, starts) == t(1, 11, 30)
+    end, mid, mid_session = conversation_moments(sessions, starts)
+    assert (end, mid, mid_session) == (t(8, 9), t(1, 11, 30), 2)  # mid: after session ceil(4 / 2) in time order
+    assert conversation_moments([1, 2, 3], {1: t(1), 2: t(2), 3: t(3)})[2] == 2
 
 
 @need_locomo
@@ -405,4 +433,4 @@ def test_importer_is_deterministic(imported, tmp_path):
     for rel in ("locomo.jsonl", "imports/locomo.json"):
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
     record = json.loads((tmp_path / "a/imports/locomo.json").read_text(encoding="utf-8"))
-    assert (record["entries"], record["unanswerable"], record["excluded"]) == (1978, 446, 8)
+    assert (record["entries"], record["unanswerable"], record["excluded"]) == (2870, 648, 8)

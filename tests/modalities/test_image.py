@@ -140,27 +140,28 @@ def human(result) -> list[dict]:
 
 def test_importer_counts_and_fields(imported):
     entries = human(imported)
-    assert len(entries) == 395 and imported.excluded == []
-    assert {k: v for k, v in imported.notes.items() if k != "derived_unanswerable"} == {"upstream_captions": 395, "images": 79}
-    assert all(list(e) == SPEC_KEYS for e in entries)
-    assert len({e["query_id"] for e in entries}) == 395
+    assert len(imported.entries) == 395 and len(entries) == 265 and imported.excluded == []
+    assert {k: v for k, v in imported.notes.items() if k != "moments"} == {"upstream_captions": 395, "images": 79}
+    assert all(list(e) == SPEC_KEYS for e in imported.entries)
+    assert len({e["query_id"] for e in imported.entries}) == 395
     assert all(re.fullmatch(r"coco:\d+", e["query_id"]) for e in entries)
     assert not any(e["unanswerable"] for e in entries)
     assert all(e["answer"] is None and e["answer_format"] == "none" and e["modality"] == "image" for e in entries)
     per_image = Counter(e["gold"][0]["source_id"] for e in entries)
-    assert len(per_image) == 79 and set(per_image.values()) == {5}
+    assert len(per_image) == 53 and set(per_image.values()) == {5}  # ceil(2/3 of 79) photos captured by the moment
     assert all(e["gold"] == [{"source_id": e["gold"][0]["source_id"], "region": {}}] for e in entries)
-    assert all(e["as_of"] == "2024-01-01T00:00:00+00:00" for e in entries)
+    assert {e["as_of"] for e in imported.entries} == {"2013-11-20T16:22:19+00:00"}  # one moment, every entry
 
 
 def test_questions_verbatim_and_splits(imported):
     raw = json.loads((COCO_DIR / ANNOTATIONS).read_text(encoding="utf-8"))
     caption = {f"coco:{a['id']}": a["caption"] for a in raw["annotations"]}
-    assert all(e["question"] == caption[e["query_id"]] for e in human(imported))
+    assert all(e["question"] == caption[e["query_id"].removesuffix(":gold-later")] for e in imported.entries)
     assert any(e["question"].endswith(" ") for e in imported.entries)  # kept verbatim
-    split_of: dict[str, set[str]] = {}
-    for e in human(imported):
-        split_of.setdefault(e["gold"][0]["source_id"], set()).add(e["split"])
+    image_of = {f"coco:{a['id']}": a["image_id"] for a in raw["annotations"]}
+    split_of: dict[int, set[str]] = {}
+    for e in imported.entries:
+        split_of.setdefault(image_of[e["query_id"].removesuffix(":gold-later")], set()).add(e["split"])
     assert all(len(s) == 1 for s in split_of.values())
     assert Counter(next(iter(s)) for s in split_of.values())["test"] == round(0.3 * 79)
 
@@ -179,28 +180,31 @@ def test_bad_upstream_rows_excluded(tmp_path):
     (tmp_path / "annotations").mkdir()
     (tmp_path / ANNOTATIONS).write_text(json.dumps(raw), encoding="utf-8")
     res = CocoCaptions().import_set(tmp_path)
-    assert len(human(res)) == 393 and len(res.excluded) == 2
+    assert len(res.entries) == 393 and len(res.excluded) == 2
     assert {x["reason"].split(" ")[0] for x in res.excluded} == {"image_id", "caption"}
     assert np.all([x["item"].startswith("annotation:") for x in res.excluded])
 
 
-def test_derived_before_capture_real(imported):
-    """Each derived entry: a human caption asked 1 s before its image was captured."""
+def test_derived_after_the_moment_real(imported):
+    """One moment: 1 s after ceil(2/3) of the photos were captured. A caption of a photo captured by
+    then is answerable; one of a later photo is a derived unanswerable entry (the photo is future memory)."""
     raw = json.loads((COCO_DIR / ANNOTATIONS).read_text(encoding="utf-8"))
     captured = {f"coco:{i['file_name']}": pd.Timestamp(i["date_captured"], tz="UTC") for i in raw["images"]}
-    src = {e["query_id"]: e for e in human(imported)}
+    ann = {f"coco:{a['id']}": a for a in raw["annotations"]}
+    file_of = {i["id"]: f"coco:{i['file_name']}" for i in raw["images"]}
+    times = sorted(captured.values())
+    moment = times[52] + pd.Timedelta(seconds=1)  # ceil(2 * 79 / 3) = 53 photos
     derived = [e for e in imported.entries if is_derived(e)]
-    assert len(derived) == imported.notes["derived_unanswerable"]["derived"] == 71
-    assert imported.notes["derived_unanswerable"]["not_eligible"] == []  # no caption text is repeated
-    assert len({question_key(e["question"]) for e in src.values()}) == 395
-    for d in derived:
-        s = src[d["query_id"].removesuffix(":before-capture")]
-        assert list(d) == SPEC_KEYS and d["unanswerable"] is True and d["gold"] == [] and d["answer"] is None
-        assert (d["question"], d["scope"], d["split"]) == (s["question"], s["scope"], s["split"])
-        assert d["origin"] == {**s["origin"], "item": s["origin"]["item"] + "|derived:before-capture"}
-        shot = captured[s["gold"][0]["source_id"]]
-        assert pd.Timestamp(d["as_of"]) == shot - pd.Timedelta(seconds=1)  # the image is future memory
-        assert pd.Timestamp(s["as_of"]) > shot  # the answerable twin is asked after it was captured
+    assert len(derived) == 130 and imported.notes["moments"]["dropped"] == []  # no caption text is repeated
+    assert len({question_key(e["question"]) for e in imported.entries}) == 395
+    for e in imported.entries:
+        assert pd.Timestamp(e["as_of"]) == moment
+        shot = captured[file_of[ann[e["query_id"].removesuffix(":gold-later")]["image_id"]]]
+        if is_derived(e):
+            assert e["unanswerable"] is True and e["gold"] == [] and e["answer"] is None and shot > moment
+            assert e["origin"]["item"] == f"annotation:{ann[e['query_id'][:-11]]['id']}|derived:gold-later"
+        else:
+            assert shot <= moment
     for split in ("dev", "test"):
-        n, d = sum(e["split"] == split for e in src.values()), sum(e["split"] == split for e in derived)
-        assert 0.15 <= d / (n + d) < 0.16
+        n, d = sum(e["split"] == split for e in imported.entries), sum(e["split"] == split for e in derived)
+        assert d / n >= 0.15

@@ -239,6 +239,9 @@ def test_tutorialvqa_import_real():
     first, second = ds.import_set(TVQA_DIR), ds.import_set(TVQA_DIR)
     assert first.entries == second.entries and first.excluded == second.excluded and first.notes == second.notes
     entries = [e for e in first.entries if not is_derived(e)]
+    moments = first.notes["moments"]
+    assert moments["source_entries"] == 6003 and moments["dropped_by_reason"] == {
+        "gold after the moment, but the question text is gold in more than one source": 58}
     assert first.notes["upstream_rows"] == 6197
     assert first.notes["exact_duplicate_rows_dropped"] == 123
     assert first.notes["exact_duplicate_rows_dropped"] + first.notes["trimmed_question_duplicate_rows_dropped"] == 166
@@ -246,7 +249,7 @@ def test_tutorialvqa_import_real():
     assert first.notes["pairs_with_several_gold_windows"] == 24
     assert first.notes["gold_windows_ending_after_last_cue"] == 0
     assert first.notes["dropped_cues"] == {"missing_time": 13, "negative_time": 0, "inverted_time": 2}
-    assert len(entries) == 6003 and len(entries) + len(first.excluded) == 6007
+    assert len(first.entries) + 58 + len(first.excluded) == 6007
     # two upstream rows belong to no split; two questions are empty strings upstream
     assert Counter(x["reason"] for x in first.excluded) == {
         "row in none of the upstream train/dev/test files": 2,
@@ -254,11 +257,11 @@ def test_tutorialvqa_import_real():
     }
     assert all(e["question"].strip() for e in entries)
     assert len({e["query_id"] for e in entries}) == len(entries)
-    splits = Counter(e["split"] for e in entries)
-    assert splits == {"dev": 4773, "test": 1230}
+    assert Counter(e["split"] for e in first.entries) == {"dev": 4729, "test": 1216}
+    assert Counter(e["split"] for e in first.entries if e["unanswerable"]) == {"dev": 1541, "test": 347}
     for e in entries:
         check_entry_shape(e, "tutorialvqa")
-        assert pd.Timestamp(e["as_of"]) > pd.Timestamp("2017-07-28T12:49:48Z")
+    assert {e["as_of"] for e in first.entries} == {"2017-07-27T01:22:34.400000+00:00"} == {moments["moment"]}
 
 
 @need_tvqa
@@ -305,9 +308,14 @@ def test_medvidqa_import_real():
     entries = [e for e in first.entries if not is_derived(e)]
     assert first.notes["upstream_rows"] == 145 and first.notes["exact_duplicate_rows_dropped"] == 0
     assert first.notes["gold_windows_ending_after_last_cue"] == 1
-    assert len(entries) == 144
+    moments = first.notes["moments"]
+    assert moments["source_entries"] == 144 and moments["dropped_by_reason"] == {
+        "gold partly observed before the moment (some evidence before it, some after)": 12}
     assert first.excluded == [{"item": "row:94", "reason": "video_id '#NAME?' is not a YouTube id"}]
-    assert entries[0]["query_id"] == "medvidqa:0" and entries[0]["gold"][0]["region"] == {"t_start": 7.0, "t_end": 73.0}
+    row0 = next(e for e in entries if e["query_id"] == "medvidqa:0")
+    assert row0["gold"][0]["region"] == {"t_start": 7.0, "t_end": 73.0}
+    # one moment: every video has played for 2/3 of the median video's 448.38 s
+    assert {e["as_of"] for e in first.entries} == {"2022-01-01T00:04:59+00:00"}
     assert len({e["query_id"] for e in entries}) == len(entries)
     for e in entries:
         check_entry_shape(e, "medvidqa")
@@ -316,7 +324,8 @@ def test_medvidqa_import_real():
     for e in entries:
         by_video.setdefault(e["gold"][0]["source_id"], set()).add(e["split"])
     assert all(len(s) == 1 for s in by_video.values())
-    assert Counter(e["split"] for e in entries) == {"dev": 96, "test": 48}
+    assert Counter(e["split"] for e in first.entries) == {"dev": 90, "test": 42}
+    assert Counter(e["split"] for e in first.entries if e["unanswerable"]) == {"dev": 22, "test": 21}
 
 
 @need_medvid
@@ -345,80 +354,76 @@ def test_cue_observed_at_is_video_start_plus_cue_start():
     assert win["observed_at"].tolist() == [t0 + pd.Timedelta(seconds=s) for s in (4, 10, 20, 30)]
 
 
-def check_derived(result, segments: pd.DataFrame, rule: str) -> list[dict]:
-    """Derived entries of a real import: traced to a human entry, asked before any gold atom exists."""
-    human = {e["query_id"]: e for e in result.entries if not is_derived(e)}
+def import_with_sources(ds, folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple:
+    """(result, the human entries the importer asked at its moment, the moment)."""
+    import sys
+
+    module = sys.modules[type(ds).__module__]
+    seen: dict = {}
+    real = module.ask_at
+
+    def spy(entries, gold_times, moment, *args, **kwargs):
+        seen.update(entries=entries, moment=moment)
+        return real(entries, gold_times, moment, *args, **kwargs)
+
+    monkeypatch.setattr(module, "ask_at", spy)
+    return ds.import_set(folder), seen["entries"], pd.Timestamp(seen["moment"])
+
+
+def check_moment(result, human: list[dict], moment: pd.Timestamp, segments: pd.DataFrame) -> list[dict]:
+    """Every entry at the one moment; an answerable one's gold cues all observed by it, a derived
+    one's gold text all future memory then (cue and window atoms), traced to its human entry."""
+    by_id = {e["query_id"]: e for e in human}
     derived = [e for e in result.entries if is_derived(e)]
     assert derived and len({e["query_id"] for e in result.entries}) == len(result.entries)
-    notes = result.notes["derived_unanswerable"]
-    assert notes["derived"] == len(derived) and notes["rule"] == rule
+    assert {pd.Timestamp(e["as_of"]) for e in result.entries} == {moment}
     gold_sources: dict[str, set[str]] = {}
-    for e in human.values():
+    for e in human:
         gold_sources.setdefault(question_key(e["question"]), set()).update(g["source_id"] for g in e["gold"])
-    by_source = dict(tuple(segments.groupby("source_id")))
     atoms = {s: MODALITY.chunk(segments, s, {"window_seconds": 30, "overlap_seconds": 10}) for s in ("cue", "window")}
     atoms_by = {s: dict(tuple(a.groupby("source_id"))) for s, a in atoms.items()}
+    for e in result.entries:
+        src = by_id[e["query_id"].removesuffix(":gold-later")]
+        assert (e["question"], e["scope"], e["split"]) == (src["question"], src["scope"], src["split"])
+        for strategy, by_source in atoms_by.items():
+            for g in src["gold"]:
+                a = by_source[g["source_id"]]
+                hit = overlaps(a["t_start"].to_numpy(float), a["t_end"].to_numpy(float), g["region"]["t_start"], g["region"]["t_end"])
+                if not is_derived(e):
+                    assert e["gold"] == src["gold"]
+                    if strategy == "cue":  # every gold cue is in memory at the moment
+                        assert (a.loc[hit, "observed_at"] <= moment).all(), e["query_id"]
+                else:  # every gold atom that holds text is future memory at the moment
+                    text_hit = hit & (a["text"].str.len().to_numpy() > 0)
+                    assert (a.loc[text_hit, "observed_at"] > moment).all(), (e["query_id"], strategy)
     for d in derived:
-        assert list(d) == SPEC_KEYS and d["query_id"].endswith(f":{rule}")
-        src = human[d["query_id"][: -len(rule) - 1]]
-        assert d["origin"] == {**src["origin"], "item": src["origin"]["item"] + f"|derived:{rule}"}
-        assert (d["question"], d["scope"], d["split"]) == (src["question"], src["scope"], src["split"])
+        src = by_id[d["query_id"].removesuffix(":gold-later")]
+        assert list(d) == SPEC_KEYS and d["origin"] == {**src["origin"], "item": src["origin"]["item"] + "|derived:gold-later"}
         assert d["unanswerable"] is True and d["gold"] == [] and d["answer"] is None
         assert len(gold_sources[question_key(d["question"])]) == 1
-        as_of = pd.Timestamp(d["as_of"])
-        sid = src["gold"][0]["source_id"]
-        seg = by_source[sid]
-        start = seg["observed_at"].iloc[0] - pd.Timedelta(seconds=float(seg["t_start"].iloc[0]))
-        assert as_of >= start + pd.Timedelta(seconds=1)  # after the video started
-        for strategy in atoms_by:
-            a = atoms_by[strategy][sid]
-            lo, hi = a["t_start"].to_numpy(float), a["t_end"].to_numpy(float)
-            for g in src["gold"]:
-                hit = overlaps(lo, hi, g["region"]["t_start"], g["region"]["t_end"])
-                text_hit = hit & (a["text"].str.len().to_numpy() > 0)
-                # every gold atom that holds text is future memory at the derived as_of ...
-                assert (a.loc[text_hit, "observed_at"] > as_of).all(), (d["query_id"], strategy)
-                # ... and observed by the source entry's own as_of
-                assert (a.loc[hit, "observed_at"] <= pd.Timestamp(src["as_of"])).all()
     for split in ("dev", "test"):
-        n = sum(e["split"] == split for e in human.values())
-        d = sum(e["split"] == split for e in derived)
-        assert 0.15 <= d / (n + d) < 0.16
+        n = sum(e["split"] == split for e in result.entries)
+        assert sum(e["split"] == split for e in derived) / n >= 0.15
     return derived
 
 
 @need_tvqa
-def test_tutorialvqa_derived_unanswerable_real(tvqa_segments):
-    result = TutorialVQA().import_set(TVQA_DIR)
-    derived = check_derived(result, tvqa_segments, "before-gold")
-    notes = result.notes["derived_unanswerable"]
-    assert notes["not_eligible_by_reason"]["question text is gold in more than one source"] == 222
-    assert len(derived) == 1061 and notes["eligible"] == 5718
+def test_tutorialvqa_moment_real(tvqa_segments, monkeypatch):
+    result, human, moment = import_with_sources(TutorialVQA(), TVQA_DIR, monkeypatch)
+    derived = check_moment(result, human, moment, tvqa_segments)
+    assert len(derived) == 1888
+    # the moment: 1 s after 51 of the 76 videos (ceil(2/3 of them)) were watched to their end
+    ends = tvqa_segments.groupby("source_id")["observed_at"].max().sort_values()
+    assert moment == ends.iloc[50] + pd.Timedelta(seconds=1) and (ends <= moment).sum() == 51
 
 
 @need_medvid
-def test_medvidqa_derived_unanswerable_real(medvid_segments):
-    result = MedVidQA().import_set(MEDVID_DIR)
-    derived = check_derived(result, medvid_segments, "before-gold")
-    assert len(derived) == 26
-    assert result.notes["derived_unanswerable"]["not_eligible_by_reason"] == {
-        "first gold cue starts less than 2 s after the video starts": 2}
-
-
-@pytest.mark.parametrize("key", ["tutorialvqa", "medvidqa"])
-def test_human_entries_asked_after_their_gold_is_observed(key, request):
-    """Per-cue observed_at keeps temporal correctness meaningful: no human gold atom is future memory."""
-    ds = {"tutorialvqa": TutorialVQA(), "medvidqa": MedVidQA()}[key]
-    folder = {"tutorialvqa": TVQA_DIR, "medvidqa": MEDVID_DIR}[key]
-    segments = request.getfixturevalue({"tutorialvqa": "tvqa_segments", "medvidqa": "medvid_segments"}[key])
-    entries = [e for e in ds.import_set(folder).entries if not is_derived(e)]
-    for strategy in ("cue", "window"):
-        atoms = dict(tuple(MODALITY.chunk(segments, strategy, {"window_seconds": 30, "overlap_seconds": 10}).groupby("source_id")))
-        for e in entries:
-            for g in e["gold"]:
-                a = atoms[g["source_id"]]
-                hit = MODALITY.overlap(g["region"], a, None)
-                assert hit.any() and (a.loc[hit, "observed_at"] <= pd.Timestamp(e["as_of"])).all(), e["query_id"]
+def test_medvidqa_moment_real(medvid_segments, monkeypatch):
+    result, human, moment = import_with_sources(MedVidQA(), MEDVID_DIR, monkeypatch)
+    derived = check_moment(result, human, moment, medvid_segments)
+    assert len(derived) == 43
+    durations = medvid_segments.groupby("source_id")["t_end"].max()
+    assert moment == pd.Timestamp("2022-01-01T00:00:00Z") + pd.Timedelta(seconds=round(durations.median() * 2 / 3))
 
 
 # -- sizes: the window options are bounded before any work (issue 25 §3) -------------------

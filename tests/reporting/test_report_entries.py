@@ -27,11 +27,13 @@ def test_committed_sets_counted_by_origin_marker():
     entries = dev_entries("locomo", "coco", "screenagent", "medvidqa", "tutorialvqa")
     lines = entries_table(entries)
     conv = [e for e in entries if e["modality"] == "conversation"]
-    n_conv_un = sum(e["unanswerable"] for e in conv)
-    # LoCoMo's adversarial questions are human-labelled; nothing is derived there
-    assert row_of(lines, "conversation")[:4] == ["conversation", str(len(conv)), str(n_conv_un), "0"]
+    n_conv_derived = sum("|derived:" in e["origin"]["item"] for e in conv)
+    n_conv_human = sum(e["unanswerable"] for e in conv) - n_conv_derived
+    # LoCoMo's adversarial questions are human-labelled; its mid moment's temporally unanswerable ones are derived
+    assert n_conv_human > 0 and n_conv_derived > 0
+    assert row_of(lines, "conversation")[:4] == ["conversation", str(len(conv)), str(n_conv_human), str(n_conv_derived)]
     image = [e for e in entries if e["modality"] == "image"]
-    derived = [e for e in image if "|derived:before-capture" in e["origin"]["item"]]
+    derived = [e for e in image if "|derived:gold-later" in e["origin"]["item"]]
     assert derived and all(e["unanswerable"] for e in derived)
     cells = row_of(lines, "image")
     assert cells[:4] == ["image", str(len(image)), "0", str(len(derived))]

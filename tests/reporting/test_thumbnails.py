@@ -30,16 +30,22 @@ from tests.conftest import ROOT, need_mirror
 DATA_URI = re.compile(r'src="data:image/jpeg;base64,([A-Za-z0-9+/=]+)"')
 
 
-def first_dev_entry(key: str) -> dict:
-    """The first answerable dev entry of a real set whose gold file is in the mirror."""
+def first_dev_entry(key: str, query_id: str | None = None) -> dict:
+    """The first answerable dev entry of a real set whose gold file is in the mirror (or the one named)."""
     ds = datasets()[key]
     mirror = need_mirror(ds.mirror_key) / ds.mirror_key
     dev = {e.query_id for e in load_lock(ROOT / "bench/sets/splits.lock").entries if e.split == "dev"}
     for line in (ROOT / f"bench/sets/{key}.jsonl").read_text(encoding="utf-8").splitlines():
         entry = json.loads(line)
+        if query_id is not None and entry["query_id"] != query_id:
+            continue
         if entry["query_id"] in dev and entry["gold"] and (mirror / ds.file_of(entry["gold"][0]["source_id"])).is_file():
             return entry
     raise AssertionError(f"no answerable dev entry in {key}")
+
+
+#: a dark-themed desktop (a terminal showing an error message): its thumbnail is mostly dark
+DARK_SCREEN = "screenagent:08a2def941d942ffb542ba0ba3d8aa99/2024-01-13_21-37-47-367890#0"
 
 
 @pytest.fixture()
@@ -55,6 +61,8 @@ def files(tmp_path: Path) -> CorpusFiles:
         (store / key).symlink_to(mirror / datasets()[key].mirror_key, target_is_directory=True)
         entry = first_dev_entry(key)
         present.add((key, datasets()[key].file_of(entry["gold"][0]["source_id"])))
+    dark = first_dev_entry("screenagent", DARK_SCREEN)
+    present.add(("screenagent", datasets()["screenagent"].file_of(dark["gold"][0]["source_id"])))
     return CorpusFiles(store, frozenset(present))
 
 
@@ -201,7 +209,7 @@ def test_pictures_are_capped_per_modality_and_the_page_says_so(files):
 
 @pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="chromium is not installed")
 def test_pictures_show_in_headless_chromium(files, tmp_path):
-    entry = first_dev_entry("screenagent")
+    entry = first_dev_entry("screenagent", DARK_SCREEN)
     drill = {"k": 10, "modalities": {"ui_screenshot": {"total": 1, "shown": 1, "queries": [query(entry, [])]}}}
     page = render({"by_modality": {}, "overall": {}}, {}, drill, pictures=pictures(drill, files, {}))
     (tmp_path / "p.html").write_text(page, encoding="utf-8")

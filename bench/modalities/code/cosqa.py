@@ -41,6 +41,7 @@ import pandas as pd
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, load_pins
 from bench.modalities.code.modality import tree_segments
 from bench.modalities.code.symbols import parse_symbols, quiet_parse, resolve
+from bench.modalities.derived import request_order
 
 MANIFEST = "data/search/code_idx_map.txt"
 QA_DEV = "data/qa/cosqa-dev.json"
@@ -195,7 +196,7 @@ class CoSQA(Dataset):
             "gold_regions": dict(sorted(_count("symbol" if "symbol" in e["gold"][0]["region"] else "line"
                                                for e in entries if e["gold"]).items())),
         }
-        return ImportResult(entries=entries, excluded=excluded, notes=notes)
+        return ImportResult(entries=request_order(entries), excluded=excluded, notes=notes)
 
     def _check_row(self, row: dict, codes: dict[int, str], seen: set[str]) -> str | None:
         if row.get("label") != 1:

@@ -5,18 +5,36 @@ Only the spoken `text` of a turn is corpus text: blip_caption, the image search
 `query`, observations, summaries and events are model-made or derived and are never
 read. Each conversation is one holder ("locomo:conv-26").
 
-as_of (a replay of the conversation): a question is asked right after the session
-that holds its latest evidence turn, at min(session start + 1 hour, next session
-start - 1 second); a question without evidence is asked one day after the last
-session starts. Adversarial questions (category 5) keep this rule from the turn they
-name, but are unanswerable with empty gold. Session times carry no zone in LoCoMo and
-are read as UTC.
+Moments (bench/modalities/derived.py, docs/moments.md): a conversation's questions are
+asked at two moments fixed from its session dates alone, before looking at any evidence:
+
+* the *end*, one day after its last session starts: LoCoMo's own protocol, every
+  question after the whole conversation (query_id "locomo:conv-26:q<n>");
+* the *mid* moment, right after session ceil(n/2) of its n sessions in time order (a
+  session ends at min(its start + 1 hour, the next session's start - 1 second)). There a
+  question is answerable when every evidence session had started ("...:q<n>:mid",
+  origin.item "<item>|moment:mid"), temporally unanswerable when none had (derived:
+  "...:q<n>:mid:gold-later", empty gold, origin.item "<item>|moment:mid|derived:gold-later"),
+  and dropped when some had (listed in bench/sets/imports/locomo.json under
+  notes.moments.<conversation>.mid_dropped), as is a later question whose text is asked
+  more than once in the conversation. Category 5 stays unanswerable. Every answerable mid
+  entry is kept; unanswerable ones (category 5 and derived alike, salted sha256 order)
+  until their ratio to the answerable ones is the end's ratio of that conversation
+  (rounded half up), so answerable and unanswerable entries share one distribution of
+  as_of per conversation.
+
+Before issue 36 a question was asked right after the session holding its latest evidence
+turn, so the holder's latest session before as_of always held gold. Adversarial questions
+(category 5) are unanswerable with empty gold. Session times carry no zone in LoCoMo and
+are read as UTC. Entries are listed in a salted sha256 order of their query_id.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,10 +43,14 @@ import pandas as pd
 
 from bench.ingest.archive import member_names, read_member
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
+from bench.modalities.derived import RULE, derive, question_key, request_order, status_at
 
 ARCHIVE = "data/locomo10.zip"
 MEMBER_DIR = "data/multimodal_dialog/locomo10_v2/"
 EVIDENCE = re.compile(r"^D(\d+):(\d+)$")
+#: the second moment of a conversation: after this share (numerator, denominator) of its sessions
+MID_SHARE = (1, 2)
+MID = "mid"
 
 
 def parse_session_time(text: str) -> datetime:
@@ -85,7 +107,7 @@ class LoCoMo(Dataset):
         # unanswerable entries; gold sources are its sessions.
         found = set(super().sources_of(entry))
         parts = str(entry.get("query_id", "")).split(":")
-        if len(parts) == 3 and parts[0] == self.key:
+        if len(parts) >= 3 and parts[0] == self.key:
             found.add(f"{self.key}:{parts[1]}")
         return sorted(found)
 
@@ -111,46 +133,49 @@ class LoCoMo(Dataset):
         splits = assign_splits(list(convs), self.key)
         entries: list[dict] = []
         excluded: list[dict] = []
-        n_rows = 0
+        notes: dict[str, Any] = {"upstream_rows": 0, "moments": {}}
         for conv_key in sorted(convs, key=lambda k: int(k.split("-")[1])):
             conv = convs[conv_key]
             sessions = sessions_of(conv)
             starts = {s: parse_session_time(conv[f"session_{s}_date_time"]) for s in sessions}
             known = {(s, int(t["dia_id"].split(":")[1])) for s in sessions for t in conv[f"session_{s}"]}
+            end, mid, mid_session = conversation_moments(sessions, starts)
+            at_end: list[tuple[dict, list[tuple[int, int]]]] = []
             for q_no, qa in enumerate(conv["qa"]):
-                n_rows += 1
+                notes["upstream_rows"] += 1
                 item = f"{MEMBER_DIR}{conv_key[5:]}.json#qa:{q_no}"
                 turns, problem = parse_evidence(qa.get("evidence", []), known)
+                unanswerable = qa.get("category") == 5
+                answer = None if unanswerable else qa.get("answer")
+                if not problem and not unanswerable and answer is None:
+                    problem = "answerable question without an answer"
+                if not problem and not unanswerable and not turns:
+                    problem = "answerable question without evidence turns"
                 if problem:
                     excluded.append({"item": item, "reason": problem})
                     continue
-                unanswerable = qa.get("category") == 5
-                as_of = replay_as_of(turns, sessions, starts)
-                answer = None if unanswerable else qa.get("answer")
-                if not unanswerable and answer is None:
-                    excluded.append({"item": item, "reason": "answerable question without an answer"})
-                    continue
-                if not unanswerable and not turns:
-                    excluded.append({"item": item, "reason": "answerable question without evidence turns"})
-                    continue
-                entries.append(
-                    {
-                        "query_id": f"{self.key}:{conv_key}:q{q_no}",
-                        "modality": self.modality,
-                        "question": qa["question"],
-                        "answer": answer,
-                        "answer_format": answer_format(answer),
-                        "gold": [] if unanswerable else [
-                            {"source_id": f"{self.key}:{conv_key}:session-{s}", "region": {"turn": t}} for s, t in turns
-                        ],
-                        "scope": {"holder": f"{self.key}:{conv_key}", "session": None, "scenario": "conversation-qa"},
-                        "as_of": as_of.isoformat(),
-                        "unanswerable": unanswerable,
-                        "origin": {"dataset": self.name, "revision": self.revision, "item": item, "license": self.license},
-                        "split": splits[conv_key],
-                    }
-                )
-        return ImportResult(entries=entries, excluded=excluded, notes={"upstream_rows": n_rows})
+                entry = {
+                    "query_id": f"{self.key}:{conv_key}:q{q_no}",
+                    "modality": self.modality,
+                    "question": qa["question"],
+                    "answer": answer,
+                    "answer_format": answer_format(answer),
+                    "gold": [] if unanswerable else [
+                        {"source_id": f"{self.key}:{conv_key}:session-{s}", "region": {"turn": t}} for s, t in turns
+                    ],
+                    "scope": {"holder": f"{self.key}:{conv_key}", "session": None, "scenario": "conversation-qa"},
+                    "as_of": end.isoformat(),
+                    "unanswerable": unanswerable,
+                    "origin": {"dataset": self.name, "revision": self.revision, "item": item, "license": self.license},
+                    "split": splits[conv_key],
+                }
+                at_end.append((entry, turns))
+            asked_mid, mid_notes = ask_mid(at_end, {s: starts[s] for s in sessions}, mid)
+            entries.extend(e for e, _ in at_end)
+            entries.extend(asked_mid)
+            notes["moments"][conv_key] = {"end": end.isoformat(), "mid": mid.isoformat(), "mid_after_session": mid_session,
+                                          **mid_notes}
+        return ImportResult(entries=request_order(entries), excluded=excluded, notes=notes)
 
 
 def turn_rows(dataset_key: str, conv_key: str, conv: dict[str, Any]) -> list[dict]:
@@ -191,15 +216,74 @@ def parse_evidence(evidence: list[str], known: set[tuple[int, int]]) -> tuple[li
     return turns, None
 
 
-def replay_as_of(turns: list[tuple[int, int]], sessions: list[int], starts: dict[int, datetime]) -> datetime:
-    if not turns:
-        return starts[sessions[-1]] + timedelta(days=1)
-    latest = max((s for s, _ in turns), key=lambda s: starts[s])
-    later = [s for s in sessions if starts[s] > starts[latest]]
-    moment = starts[latest] + timedelta(hours=1)
-    if later:
-        moment = min(moment, min(starts[s] for s in later) - timedelta(seconds=1))
-    return moment
+def session_end(session: int, sessions: list[int], starts: dict[int, datetime]) -> datetime:
+    """Right after a session: min(its start + 1 hour, the next session's start - 1 second)."""
+    later = [starts[s] for s in sessions if starts[s] > starts[session]]
+    moment = starts[session] + timedelta(hours=1)
+    return min([moment, *(t - timedelta(seconds=1) for t in later)])
+
+
+def conversation_moments(sessions: list[int], starts: dict[int, datetime]) -> tuple[datetime, datetime, int]:
+    """(end, mid, mid's session): the conversation's two question moments, read from its sessions only.
+
+    end: one day after the last session starts (LoCoMo's own protocol, every question
+    after the whole conversation). mid: right after session number ceil(n * MID_SHARE)
+    of its n sessions in time order.
+    """
+    ordered = sorted(sessions, key=lambda s: starts[s])
+    num, den = MID_SHARE
+    mid_session = ordered[max(1, -(-num * len(ordered) // den)) - 1]
+    return starts[ordered[-1]] + timedelta(days=1), session_end(mid_session, sessions, starts), mid_session
+
+
+def salted_order(query_id: str) -> str:
+    return hashlib.sha256(f"locomo:{MID}\x00{query_id}".encode()).hexdigest()
+
+
+def ask_mid(
+    at_end: list[tuple[dict, list[tuple[int, int]]]], starts: dict[int, datetime], mid: datetime
+) -> tuple[list[dict], dict[str, Any]]:
+    """The conversation's questions asked again at its mid moment, with the end's unanswerable share.
+
+    At `mid` a question is answerable when every evidence turn's session started by
+    then, temporally unanswerable (derived) when none did, and dropped when some did;
+    category 5 stays unanswerable. Every answerable one is kept; unanswerable ones
+    (category 5 and derived alike, in a salted sha256 order of their query_id) are
+    kept until their ratio to the answerable ones is the end's (rounded half up), so
+    answerable and unanswerable entries have the same distribution of as_of.
+    """
+    texts = Counter(question_key(e["question"]) for e, _ in at_end)
+    answerable: list[dict] = []
+    unanswerable: list[dict] = []
+    dropped: list[dict] = []
+    for entry, turns in at_end:
+        twin = {**entry, "query_id": f"{entry['query_id']}:{MID}", "as_of": mid.isoformat(),
+                "origin": {**entry["origin"], "item": f"{entry['origin']['item']}|moment:{MID}"}}
+        status = "unanswerable" if entry["unanswerable"] else status_at([starts[s] for s, _ in turns], mid)
+        if status == "later" and texts[question_key(entry["question"])] > 1:
+            status = "repeated"
+        if status == "answerable":
+            answerable.append(twin)
+        elif status == "unanswerable":
+            unanswerable.append(twin)
+        elif status == "later":
+            unanswerable.append(derive(twin, mid, RULE, query_id=f"{twin['query_id']}:{RULE}"))
+        else:
+            dropped.append({"item": twin["origin"]["item"], "reason": MID_DROPS[status]})
+    n_ans = sum(not e["unanswerable"] for e, _ in at_end)
+    n_un = len(at_end) - n_ans
+    keep = (2 * len(answerable) * n_un + n_ans) // (2 * n_ans) if n_ans else 0
+    kept = set(sorted((e["query_id"] for e in unanswerable), key=salted_order)[:keep])
+    unanswerable_kept = [e for e in unanswerable if e["query_id"] in kept]
+    asked = sorted(answerable + unanswerable_kept, key=lambda e: int(e["query_id"].split(":")[2][1:]))
+    return asked, {"mid_answerable": len(answerable), "mid_unanswerable_candidates": len(unanswerable),
+                   "mid_unanswerable": len(unanswerable_kept), "mid_dropped": dropped}
+
+
+MID_DROPS = {
+    "partial": "at the mid moment: evidence partly said before it (some turns before, some after)",
+    "repeated": "at the mid moment: evidence later, but the question text is asked more than once in the conversation",
+}
 
 
 def answer_format(answer: Any) -> str:

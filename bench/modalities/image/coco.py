@@ -18,18 +18,20 @@ Mapping: one entry per caption (annotations[]), in annotation-id order.
   five captions of an image share a split.
 
 Time: observed_at of an image = its images[].date_captured (COCO's collection time
-"YYYY-MM-DD HH:MM:SS", no zone recorded, read as UTC; all in Nov 2013); as_of is
-fixed at 2024-01-01T00:00:00+00:00, after every image.
-
-Derived unanswerable entries (bench/modalities/derived.py, rule "before-capture"):
-the caption asked 1 second before its image's date_captured, when the photo did not
-exist yet, so the memory cannot hold it: query_id ``coco:<id>:before-capture``,
-empty gold, origin.item ``annotation:<id>|derived:before-capture``, the source's
-split. Captions whose text (trimmed, case-folded) is a caption of another image are
-left out (none in this subset). A deterministic subset per split (salted sha256
-order) makes them 15 % of the split. Caveat: captions are generic and may fit photos
-captured earlier, which are in memory; COCO gold is only the captioned image, so such
-a photo is no more "the answer" here than it is a hit for the answerable twin.
+"YYYY-MM-DD HH:MM:SS", no zone recorded, read as UTC; all in Nov 2013). Every entry is
+asked at one moment, fixed from the capture times alone before looking at any caption
+(bench/modalities/derived.py, docs/moments.md): 1 s after the ceil(2/3)-th of the 79
+photos was captured (2013-11-20T16:22:19Z). A caption of a photo captured by then is an
+answerable entry; a caption of a later photo is a derived, temporally unanswerable one
+(the photo is future memory): query_id ``coco:<id>:gold-later``, empty gold, origin.item
+``annotation:<id>|derived:gold-later``, the caption's split. Captions whose text
+(trimmed, case-folded) is a caption of another image are not made unanswerable (none in
+this subset). One moment for all: ``as_of`` tells nothing about any entry (before issue
+36 the derived ones were asked 1 s before their own photo and the human ones at
+2024-01-01, so ``as_of`` alone gave answerability away). Caveat: captions are generic
+and may fit photos captured earlier, which are in memory; COCO gold is only the
+captioned image, so such a photo is no more "the answer" here than it is a hit for an
+answerable caption. Entries are listed in a salted sha256 order of their query_id.
 
 Upstream rows that cannot become entries (caption not a non-empty string, image id
 not in images[], file name not a plain 12-digit .jpg) are excluded with a reason.
@@ -39,14 +41,14 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
-from bench.modalities.derived import derive_subset
+from bench.modalities.derived import RULE, ask_at, moment_after, request_order
 from bench.modalities.image.modality import SEGMENT_IMAGE_COLUMNS
 from bench.modalities.ocr import ocr_many
 
@@ -54,10 +56,6 @@ ANNOTATIONS = "annotations/captions_val2017.json"
 IMAGE_DIR = "val2017/"
 FILE_NAME = re.compile(r"^\d{12}\.jpg$")
 HOLDER = "owner"
-AS_OF = "2024-01-01T00:00:00+00:00"
-#: derived unanswerable entries: the caption asked this long before its image was captured
-BEFORE = timedelta(seconds=1)
-RULE = "before-capture"
 
 
 def captured_at(text: Any) -> datetime | None:
@@ -81,10 +79,13 @@ class CocoCaptions(Dataset):
     modality: ClassVar[str] = "image"
     mirror_key: ClassVar[str] = "coco_captions_val2017"
     holders: ClassVar[str] = "every image belongs to holder 'owner' (one person's photo library)"
-    observed_at_rule: ClassVar[str] = f"image: images[].date_captured read as UTC; as_of fixed {AS_OF}"
+    observed_at_rule: ClassVar[str] = (
+        "image: images[].date_captured read as UTC; as_of: one moment for every entry, 1 s after three "
+        "quarters of the photos were captured"
+    )
     caveats: ClassVar[str] = (
-        "No human unanswerable entries (COCO has none); derived ones ask a caption 1 s before its "
-        "image was captured (origin.item '|derived:before-capture'). Captions are generic and may fit other images; only "
+        "No human unanswerable entries (COCO has none); derived ones are captions of photos captured "
+        f"after the set's one moment (origin.item '|derived:{RULE}'). Captions are generic and may fit other images; only "
         "the captioned image is gold. Region {} is the whole image (the spec's image form), so the "
         "'whole' chunker is exact by construction; photos mostly give no OCR text."
     )
@@ -178,18 +179,20 @@ class CocoCaptions(Dataset):
                     "answer_format": "none",
                     "gold": [{"source_id": f"{self.key}:{img['file_name']}", "region": {}}],
                     "scope": {"holder": HOLDER, "session": None, "scenario": "image-retrieval"},
-                    "as_of": AS_OF,
+                    "as_of": None,  # set by ask_at: the set's one moment
                     "unanswerable": False,
                     "origin": {"dataset": self.name, "revision": self.revision, "item": item, "license": self.license},
                     "split": splits[str(img["id"])],
                 }
             )
-        captured = {f"{self.key}:{img['file_name']}": captured_at(img.get("date_captured")) for img in images.values()}
+        captured = {f"{self.key}:{img['file_name']}": captured_at(img.get("date_captured")) for img in images.values()
+                    if FILE_NAME.match(str(img.get("file_name", "")))}
+        moment = moment_after([t for t in captured.values() if t is not None])
 
-        def moment(entry: dict) -> tuple[datetime | None, str | None]:
-            when = captured[entry["gold"][0]["source_id"]]
-            return (when - BEFORE, None) if when is not None else (None, "image has no date_captured")
+        def gold_times(entry: dict) -> list[datetime] | None:
+            when = captured.get(entry["gold"][0]["source_id"])
+            return None if when is None else [when]
 
-        derived, derived_notes = derive_subset(entries, moment, RULE, f"{self.key}:{RULE}")
-        notes = {"upstream_captions": len(data["annotations"]), "images": len(images), "derived_unanswerable": derived_notes}
-        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)
+        asked, moment_notes = ask_at(entries, gold_times, moment)
+        notes = {"upstream_captions": len(data["annotations"]), "images": len(images), "moments": moment_notes}
+        return ImportResult(entries=request_order(asked), excluded=excluded, notes=notes)

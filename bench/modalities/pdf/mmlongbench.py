@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
+from bench.modalities.derived import request_order
 from bench.modalities.pdf.modality import MIN_LAYER_CHARS, add_ocr_text, extract_pdf
 
 FORMATS = {"Str": "str", "Int": "int", "Float": "float", "List": "list", "None": "none"}
@@ -120,7 +121,7 @@ class MMLongBench(Dataset):
                     "split": splits[doc],
                 }
             )
-        return ImportResult(entries=entries, excluded=excluded, notes={"upstream_rows": len(samples)})
+        return ImportResult(entries=request_order(entries), excluded=excluded, notes={"upstream_rows": len(samples)})
 
 
 def _extract_job(job: tuple[str, str]) -> list[dict]:

@@ -17,26 +17,26 @@ Mapping: one entry per action that has a clickable_area.
 - answer null, answer_format "none" (grounding only); ScreenAgent has no human
   unanswerable sub-tasks (*_neg_eval.json files are retry negatives, not empty-gold
   queries, and are not mirrored): every human entry has unanswerable false.
-- scope: holder "owner", session = the ScreenAgent session id, scenario "ui-grounding".
+- scope: holder "owner", session null, scenario "ui-grounding". Not the session id:
+  at the set's one moment the session alone would tell whether a sub-task can be
+  answered (a session not begun yet holds none; docs/moments.md measured it).
 - split: assign_splits grouped by session (ScreenAgent's own split is "test" only).
 
 Time: observed_at of a screenshot is the capture time in its file name
-(``YYYY-MM-DD_HH-MM-SS-ffffff``; no zone is recorded, read as UTC). as_of = the
-observed_at of the step's screenshot + 1 second: the sub-task is asked about the
-screen just captured, so later screenshots of the session are future evidence.
-
-Derived unanswerable entries (bench/modalities/derived.py, rule "before-capture"):
-the sub-task asked 1 second before its session's first screenshot in the corpus,
-before the gold screenshot (or any screenshot of the session) existed. The session's
-start, not the gold screenshot's own time, because earlier screenshots of the same
-session often show the same target (a desktop icon, a menu bar): asked just before
-the gold screenshot, the answer could still be in memory. Sessions of other tasks
-may run at the same time (they are other sessions' memory). query_id
-``<source query_id>:before-capture``, empty gold, origin.item ``<step file>#actions[i]
-|derived:before-capture``, the source's split and scope. Sub-task texts that are gold
-on more than one screenshot are left out (listed in the imports file); a
-deterministic subset per split (salted sha256 order) makes derived entries 15 % of
-the split.
+(``YYYY-MM-DD_HH-MM-SS-ffffff``; no zone is recorded, read as UTC). Every entry is asked
+at one moment, fixed from the capture times alone before looking at any box
+(bench/modalities/derived.py, docs/moments.md): 1 s after ceil(2/3) of the 62 sessions
+ended (their last screenshot; 2024-01-13T21:43:44.382869Z). A sub-task of a session
+ended by then is answerable; one of a session not begun by then is a derived,
+temporally unanswerable entry (rule "gold-later": query_id ``<source query_id>:gold-later``,
+empty gold, origin.item ``<step file>#actions[i]|derived:gold-later``, the source's
+split and scope). A sub-task whose session had begun but whose screenshot came after the
+moment is dropped: earlier screenshots of the same session often show the same target
+(a desktop icon, a menu bar), so it is neither clearly answerable nor unanswerable.
+Sub-task texts that are gold on more than one screenshot are not made unanswerable.
+Before issue 36 each human entry was asked 1 s after its own screenshot, so the latest
+screenshot before as_of was always the gold one. Entries are listed in a salted sha256
+order of their query_id.
 
 annotation_files: every *.json of the pinned file list (bench/corpus/pins/
 screenagent_test.json, built at import time of the class). The pins record the
@@ -50,24 +50,20 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, is_number, load_pins
-from bench.modalities.derived import derive_subset
+from bench.modalities.derived import RULE, ask_at, moment_after, request_order
 from bench.modalities.ocr import ocr_many
 from bench.modalities.ui_screenshot.modality import SEGMENT_UI_COLUMNS, segment_rows
 
 ROOT = "data/ScreenAgent/test/"
 MIRROR_KEY = "screenagent_test"
 HOLDER = "owner"
-AS_OF_DELTA = timedelta(seconds=1)
-#: derived unanswerable entries: asked this long before the session's first screenshot
-BEFORE = timedelta(seconds=1)
-RULE = "before-capture"
 STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})_(\d{2})-(\d{2})-(\d{2})-(\d{6})$")
 
 
@@ -122,11 +118,12 @@ class ScreenAgent(Dataset):
     mirror_key: ClassVar[str] = MIRROR_KEY
     holders: ClassVar[str] = "every screenshot belongs to holder 'owner' (one operator's desktop)"
     observed_at_rule: ClassVar[str] = (
-        "screenshot: capture time in its file name, read as UTC; as_of: the step's screenshot time + 1 s"
+        "screenshot: capture time in its file name, read as UTC; as_of: one moment for every entry, "
+        "1 s after two thirds of the sessions ended"
     )
     caveats: ClassVar[str] = (
-        "No human unanswerable entries (ScreenAgent has none); derived ones ask a sub-task 1 s before "
-        "its session's first screenshot (origin.item '|derived:before-capture'). Questions are sub-task texts, several "
+        "No human unanswerable entries (ScreenAgent has none); derived ones are sub-tasks of sessions "
+        f"begun after the set's one moment (origin.item '|derived:{RULE}'). Questions are sub-task texts, several "
         "repeated across steps, and screenshots of a session look alike. Only the mirrored subset "
         "(steps with a clickable_area) is pinned. OCR text is Chinese/English from VNC desktops."
     )
@@ -203,7 +200,6 @@ class ScreenAgent(Dataset):
                     excluded.append({"item": item, "reason": problem})
                     continue
                 shot = screenshot_path(path, step)
-                as_of = stamp_time(shot) + AS_OF_DELTA
                 entries.append(
                     {
                         "query_id": f"{self.key}:{session}/{PurePosixPath(path).stem}#{index}",
@@ -212,27 +208,38 @@ class ScreenAgent(Dataset):
                         "answer": None,
                         "answer_format": "none",
                         "gold": [{"source_id": f"{self.key}:{shot}", "region": {"bbox": bbox}}],
-                        "scope": {"holder": HOLDER, "session": session, "scenario": "ui-grounding"},
-                        "as_of": as_of.isoformat(),
+                        "scope": {"holder": HOLDER, "session": None, "scenario": "ui-grounding"},
+                        "as_of": None,  # set by ask_at: the set's one moment
                         "unanswerable": False,
                         "origin": {"dataset": self.name, "revision": self.revision, "item": item, "license": self.license},
                         "split": splits[session],
                     }
                 )
-        # a session begins with its earliest screenshot in the corpus
-        first_shot: dict[str, datetime] = {}
-        for e in entries:
-            taken = stamp_time(e["gold"][0]["source_id"])
-            session = e["scope"]["session"]
-            first_shot[session] = min(taken, first_shot.get(session, taken))
+        first_shot, last_shot = session_spans(steps)
+        moment = moment_after(list(last_shot.values()))
 
-        def moment(entry: dict) -> tuple[datetime | None, str | None]:
-            return first_shot[entry["scope"]["session"]] - BEFORE, None
+        def gold_times(entry: dict) -> list[datetime]:
+            # the session's first screenshot too: earlier screenshots of a session often show the
+            # same target, so a sub-task is unanswerable only while its session has not begun
+            shot = entry["gold"][0]["source_id"]
+            return [first_shot[PurePosixPath(shot).parent.parent.name], stamp_time(shot)]
 
-        derived, derived_notes = derive_subset(entries, moment, RULE, f"{self.key}:{RULE}")
+        asked, moment_notes = ask_at(entries, gold_times, moment)
         notes = {"step_files": len(steps), "boxed_actions": n_boxes, "missing_annotation_files": missing,
-                 "derived_unanswerable": derived_notes}
-        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)
+                 "moments": moment_notes}
+        return ImportResult(entries=request_order(asked), excluded=excluded, notes=notes)
+
+
+def session_spans(steps: list[tuple[str, dict]]) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """Per session, its first and its last screenshot's capture time (every step, gold or not)."""
+    first: dict[str, datetime] = {}
+    last: dict[str, datetime] = {}
+    for path, step in steps:
+        if plain_name(step.get("saved_image_name")):
+            taken, session = stamp_time(screenshot_path(path, step)), session_of(path)
+            first[session] = min(taken, first.get(session, taken))
+            last[session] = max(taken, last.get(session, taken))
+    return first, last
 
 
 def session_of(path: str) -> str:

@@ -27,40 +27,40 @@ split with assign_splits (about 30% test). MedVidQA has no unanswerable question
 its own. Time has no source in the data: a memory is taken to start watching every
 video at OBSERVED_AT (the MedVidQA release, January 2022, by which all videos were
 published; the same start for all, as if watched side by side), so a caption is
-observed at OBSERVED_AT + its start second; every human question is asked at AS_OF
-(June 2023), after every video ended.
+observed at OBSERVED_AT + its start second.
 
-Derived unanswerable entries (bench/modalities/derived.py, rule "before-gold"): the
-question asked 1 s before the first caption that overlaps its gold window is
-observed, while the video plays; query_id "medvidqa:<row>:before-gold", empty gold,
-origin.item "row:<row>|derived:before-gold", the source's split. Left out (listed in
-bench/sets/imports/medvidqa.json, notes.derived_unanswerable): question texts gold in
-more than one video (none here) and windows whose first caption begins less than 2 s
-into the video (2). A deterministic subset per split makes them 15 % of the split.
-Because all videos share one start, at a derived as_of every video has been watched
-for the same few seconds.
+Moment: all videos start at OBSERVED_AT (the data has no dates), so every entry is asked
+at one offset into all of them at once, fixed from the videos alone before looking at any
+answer window (bench/modalities/derived.py, docs/moments.md): OBSERVED_AT + 2/3 of the
+median video duration (299 s). A question whose gold captions were all observed by then is
+answerable; one whose gold captions all come later is a derived, temporally unanswerable
+entry (rule "gold-later": query_id "medvidqa:<row>:gold-later", empty gold, origin.item
+"row:<row>|derived:gold-later", the source's split); one whose gold straddles the moment
+is dropped (listed in bench/sets/imports/medvidqa.json, notes.moments). A moment per video
+(a fraction of its own length) would tell which video a question is about, because the
+videos' lengths differ. Entries are listed in a salted sha256 order of their query_id.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import statistics
 from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
-from bench.modalities.derived import derive_subset
-from bench.modalities.video.modality import VideoModality, before_gold_moment, cue_frame, finish_segments
+from bench.modalities.derived import RULE, ask_at, request_order
+from bench.modalities.video.modality import VideoModality, cue_frame, duration_of, finish_segments, gold_cue_times
 
 CSV = "Dataset/test_merged_clean.csv"
 ENCODING = "cp1252"
 HOLDER = "owner"
-RULE = "before-gold"
 OBSERVED_AT = "2022-01-01T00:00:00+00:00"
-AS_OF = "2023-06-01T00:00:00+00:00"
 #: the key regex of SOURCE.json, with the key's quotes so caption text cannot match it
 CUE_KEY = re.compile(r"""['"]\((\d+\.?\d*), (\d+\.?\d*)\)['"]:""")
 GOLD = re.compile(r"^\(\s*(\d+(?:\.\d*)?)\s*,\s*(\d+(?:\.\d*)?)\s*\)$")
@@ -148,12 +148,12 @@ class MedVidQA(Dataset):
     holders: ClassVar[str] = "every video belongs to holder 'owner' (one viewer's video library)"
     observed_at_rule: ClassVar[str] = (
         f"each caption: {OBSERVED_AT} (one start for every video; no date in the data) plus its start "
-        f"second; as_of {AS_OF}; derived unanswerable twins 1 s before their first gold caption"
+        f"second; as_of: one moment for every entry, OBSERVED_AT + 2/3 of the median video duration"
     )
     caveats: ClassVar[str] = (
         "Third-party merge, not the official release; 145 rows likely the official validation split. "
-        "No human unanswerable questions; derived ones ask a question 1 s before its gold is said "
-        "(origin.item '|derived:before-gold'). No human answer text (answer null). Captions are YouTube "
+        f"No human unanswerable questions; derived ones are questions whose gold is said after the set's one "
+        f"moment (origin.item '|derived:{RULE}'). No human answer text (answer null). Captions are YouTube "
         "tracks (rolling, overlapping). Row 94 (video id '#NAME?') excluded."
     )
     annotation_files: ClassVar[tuple[str, ...]] = (CSV,)
@@ -217,7 +217,7 @@ class MedVidQA(Dataset):
                     "answer_format": "none",
                     "gold": [{"source_id": source_id, "region": region}],
                     "scope": {"holder": HOLDER, "session": None, "scenario": "video-qa"},
-                    "as_of": AS_OF,
+                    "as_of": None,  # set by ask_at: the set's one moment
                     "unanswerable": False,
                     "origin": {"dataset": self.name, "revision": self.revision, "item": item, "license": self.license},
                     "split": splits[video],
@@ -232,6 +232,15 @@ class MedVidQA(Dataset):
             "upstream_cues": segments.attrs["upstream_cues"],
             "excluded_by_reason": dict(Counter(e["reason"] for e in excluded)),
         }
-        derived, notes["derived_unanswerable"] = derive_subset(
-            entries, lambda e: before_gold_moment(e, by_source), RULE, f"{self.key}:{RULE}")
-        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)
+        asked, notes["moments"] = ask_at(entries, lambda e: gold_cue_times(e, by_source), watch_moment(by_source))
+        return ImportResult(entries=request_order(asked), excluded=excluded, notes=notes)
+
+
+def watch_moment(by_source: dict[str, pd.DataFrame]) -> datetime:
+    """The set's one moment: every video has played for two thirds of the median video duration.
+
+    All videos start at OBSERVED_AT (the data has no dates), so the moment is one
+    offset into every video at once, read from the corpus (durations), never from gold.
+    """
+    durations = sorted(duration_of(seg) for seg in by_source.values() if len(seg))
+    return pd.Timestamp(OBSERVED_AT).to_pydatetime() + timedelta(seconds=round(statistics.median(durations) * 2 / 3))

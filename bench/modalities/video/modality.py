@@ -41,6 +41,7 @@ Chunkers
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Any, ClassVar
 
 import numpy as np
@@ -320,38 +321,25 @@ def finish_segments(cues: pd.DataFrame, dataset: str, holder: str, observed_at: 
     return df[cols]
 
 
-#: derived unanswerable video entries: asked this many seconds before the first gold cue
-BEFORE_GOLD_SECONDS = 1.0
-#: ... and at least this many seconds after the video started
-MIN_WATCHED_SECONDS = 1.0
+def gold_cue_times(entry: dict, segments: dict[str, pd.DataFrame]) -> list[datetime] | None:
+    """When each cue overlapping an entry's gold windows is observed (None: not placed).
 
-
-def before_gold_moment(entry: dict, segments: dict[str, pd.DataFrame]) -> tuple[Any, str | None]:
-    """as_of of an entry's unanswerable twin: just before its gold is first observed.
-
-    The earliest cue that overlaps any gold window (by the overlap rule) starts at s
-    seconds; the question is asked at the video's start + s - BEFORE_GOLD_SECONDS, so
-    no atom (cue or window, see the observed_at rules above) holding gold text is in
-    memory yet. Returns (None, reason) when s - BEFORE_GOLD_SECONDS is less than
-    MIN_WATCHED_SECONDS after the start (no moment after the video started) or when
-    the gold is not in one placed video.
+    A cue is observed at its video's start plus its start second (finish_segments), so
+    a gold window is observed by a moment when every cue overlapping it is.
     """
-    sources = {g["source_id"] for g in entry["gold"]}
-    if len(sources) != 1:
-        return None, "gold is not in exactly one video"
-    seg = segments.get(next(iter(sources)))
-    if seg is None or seg.empty:
-        return None, "video has no placed cues"
-    lo = seg["t_start"].to_numpy(dtype=float)
-    hi = seg["t_end"].to_numpy(dtype=float)
-    hit = np.zeros(len(seg), dtype=bool)
+    times: list[datetime] = []
     for g in entry["gold"]:
-        hit |= overlaps(lo, hi, float(g["region"]["t_start"]), float(g["region"]["t_end"]))
-    if not hit.any():
-        return None, "no cue overlaps the gold window"
-    first = float(lo[hit].min())
-    ask = first - BEFORE_GOLD_SECONDS
-    if ask < MIN_WATCHED_SECONDS:
-        return None, f"first gold cue starts less than {BEFORE_GOLD_SECONDS + MIN_WATCHED_SECONDS:g} s after the video starts"
-    when = video_start(seg.sort_values("seq", kind="stable")) + seconds(ask)
-    return when.to_pydatetime(), None
+        seg = segments.get(g["source_id"])
+        if seg is None or seg.empty:
+            return None
+        hit = overlaps(seg["t_start"].to_numpy(dtype=float), seg["t_end"].to_numpy(dtype=float),
+                       float(g["region"]["t_start"]), float(g["region"]["t_end"]))
+        if not hit.any():
+            return None
+        times.extend(t.to_pydatetime() for t in seg.loc[hit, "observed_at"])
+    return times
+
+
+def fully_watched(segments: dict[str, pd.DataFrame]) -> list[datetime]:
+    """Per video, when its last cue is observed: the video has been watched to its end."""
+    return [seg["observed_at"].max().to_pydatetime() for seg in segments.values() if len(seg)]

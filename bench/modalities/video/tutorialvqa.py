@@ -35,19 +35,19 @@ TutorialVQA has no unanswerable questions of its own.
 
 Time: a memory watches each video from its publication time (the _YYYYMMDDhhmmss stamp
 of its video_url, UTC; 2015-06-23 .. 2017-07-28), so a transcript sentence is observed
-at publication + its begin second (bench/modalities/video/modality.py). Human entries
-are asked at AS_OF (2018-01-01), after every video has been watched to its end (the
-longest video ends minutes after publication), so every gold cue is observed by then.
-
-Derived unanswerable entries (bench/modalities/derived.py, rule "before-gold"): the
-question asked 1 s before the first sentence that overlaps its gold window(s) is
-observed (modality.before_gold_moment), i.e. while the video plays but before
-the answer is said. query_id "<source query_id>:before-gold", empty gold, origin.item
-"<source item>|derived:before-gold", the source's split. Left out (listed in
-bench/sets/imports/tutorialvqa.json, notes.derived_unanswerable): question texts that
-are gold in more than one video (another video, already watched, may answer them),
-and windows whose first sentence begins less than 2 s into the video. A deterministic
-subset per split makes derived entries 15 % of the split.
+at publication + its begin second (bench/modalities/video/modality.py). Every entry is
+asked at one moment, fixed from the videos alone before looking at any answer window
+(bench/modalities/derived.py, docs/moments.md): 1 s after ceil(2/3) of the 76 videos
+were watched to their end (2017-07-27T01:22:34.4Z). A question whose gold sentences were
+all observed by then is answerable; one whose gold sentences all come later is a derived,
+temporally unanswerable entry (rule "gold-later": query_id "<source query_id>:gold-later",
+empty gold, origin.item "<source item>|derived:gold-later", the source's split); one
+whose gold straddles the moment is dropped (listed in bench/sets/imports/tutorialvqa.json,
+notes.moments), as is a later question whose text is gold in more than one video
+(another video, already watched, may answer it). Before issue 36 human entries were
+asked at 2018-01-01 and derived ones 1 s before their first gold sentence, so as_of
+alone told them apart and, under replay, the next event was the twin's gold. Entries
+are listed in a salted sha256 order of their query_id.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, load_pins
-from bench.modalities.derived import derive_subset
-from bench.modalities.video.modality import VideoModality, before_gold_moment, cue_frame, finish_segments
+from bench.modalities.derived import RULE, ask_at, moment_after, request_order
+from bench.modalities.video.modality import VideoModality, cue_frame, finish_segments, fully_watched, gold_cue_times
 
 EVENTS = "data/raw/helpx_photoshop_tutorials.events.json"
 QA = "data/qa.json"
@@ -72,9 +72,6 @@ SPLIT_FILES = {"train": "data/train.json", "dev": "data/dev.json", "test": "data
 #: upstream split -> ours; a pair takes the first of these its rows are in
 SPLIT_MAP = (("test", "test"), ("dev", "dev"), ("train", "dev"))
 HOLDER = "owner"
-RULE = "before-gold"
-#: after the last video's publication (2017-07-28 12:49:48 UTC), before the paper (2019)
-AS_OF = "2018-01-01T00:00:00+00:00"
 STAMP = re.compile(r"_(\d{14})\.[^/]*$")
 
 
@@ -123,12 +120,12 @@ class TutorialVQA(Dataset):
     holders: ClassVar[str] = "every video belongs to holder 'owner' (one learner's video library)"
     observed_at_rule: ClassVar[str] = (
         "each sentence: its video's publication stamp _YYYYMMDDhhmmss in the video_url, read as UTC "
-        f"(2015-06-23 .. 2017-07-28), plus the sentence's begin second; as_of {AS_OF} for every human "
-        "question; derived unanswerable twins 1 s before their first gold sentence"
+        "(2015-06-23 .. 2017-07-28), plus the sentence's begin second; as_of: one moment for every entry, 1 s after three "
+        "quarters of the videos were watched to their end"
     )
     caveats: ClassVar[str] = (
-        "No human unanswerable questions; derived ones ask a question 1 s before its gold is said "
-        "(origin.item '|derived:before-gold'). No answer text (answer null). 89 question texts are gold "
+        "No human unanswerable questions; derived ones are questions whose video is watched after the "
+        f"set's one moment (origin.item '|derived:{RULE}'). No answer text (answer null). 89 question texts are gold "
         "in several videos and other videos may answer a question without being annotated "
         "(false-negative risk in corpus-wide retrieval). 15 transcript sentences with null or "
         "inverted times are not in the corpus. Upstream train rows are in dev."
@@ -193,7 +190,7 @@ class TutorialVQA(Dataset):
                     "answer_format": "none",
                     "gold": [{"source_id": source_id, "region": r} for r in regions],
                     "scope": {"holder": HOLDER, "session": None, "scenario": "video-qa"},
-                    "as_of": AS_OF,
+                    "as_of": None,  # set by ask_at: the set's one moment
                     "unanswerable": False,
                     "origin": {"dataset": self.name, "revision": self.revision, "item": item, "license": self.license},
                     "split": split,
@@ -212,9 +209,8 @@ class TutorialVQA(Dataset):
             "dropped_cues": segments.attrs["dropped_cues"],
             "upstream_cues": segments.attrs["upstream_cues"],
         }
-        derived, notes["derived_unanswerable"] = derive_subset(
-            entries, lambda e: before_gold_moment(e, by_source), RULE, f"{self.key}:{RULE}")
-        return ImportResult(entries=entries + derived, excluded=excluded, notes=notes)
+        asked, notes["moments"] = ask_at(entries, lambda e: gold_cue_times(e, by_source), moment_after(fully_watched(by_source)))
+        return ImportResult(entries=request_order(asked), excluded=excluded, notes=notes)
 
 
 def _load(mirror_dir: Path, path: str) -> Any:
