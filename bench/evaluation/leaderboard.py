@@ -27,8 +27,10 @@ queries every run shares, per modality and overall:
   beyond noise when the 95% paired bootstrap interval of the two runs' difference in
   recall@budget (queries resampled, the same draw for every pair) lies above 0, else
   tied. Latency: differences of at most ``latency_floor_ms`` (the gate's floor, 5 ms)
-  are ties. Cost: what the budget measures pack, the median per query of the per-query
+  are ties. Cost: what the budget measures pack, the mean per query of the per-query
   column :data:`PACKED` over the answered answerable entries of a modality, in its unit
+  (the mean, not the median: an abstaining answer packs nothing, and a system that abstains
+  on most entries would otherwise cost 0)
   (exact: a cost is no measurement); a table without that column falls back to
   cartridge@k (the top k's extent) and the board says so. Overall, every modality's cost
   is an axis of its own. Each row lists the runs it is tied with on every axis and the
@@ -164,8 +166,9 @@ def _percentile(values: np.ndarray, q: float) -> float | None:
 
 
 def _costs(frame: pd.DataFrame, k: int, pooled: bool, cost: str) -> dict[str, float | None]:
-    """latency p50 of the timed queries and (per modality) the p50 of cartridge@k and of the
-    frontier's cost column `cost` over the answered answerable entries."""
+    """latency p50 of the timed queries and (per modality) the p50 of cartridge@k and the
+    frontier's cost -- the mean of :data:`PACKED`, or the p50 of cartridge@k it falls back to --
+    over the answered answerable entries."""
     ok = ~frame["failed"].astype(bool).to_numpy()
     lat = frame["latency_ms"].to_numpy(float) if "latency_ms" in frame.columns else np.full(len(frame), np.nan)
     answered = ok & ~frame["unanswerable"].astype(bool).to_numpy()
@@ -173,13 +176,21 @@ def _costs(frame: pd.DataFrame, k: int, pooled: bool, cost: str) -> dict[str, fl
     def p50(column: str) -> float | None:
         return None if pooled or column not in frame.columns else _percentile(frame[column].to_numpy(float)[answered], 50)
 
-    return {"latency_p50_ms": _percentile(lat[ok], 50), f"cartridge_p50@{k}": p50(f"retrieved_extent@{k}"), "cost_p50": p50(cost)}
+    def mean(column: str) -> float | None:  # what the budget packs per entry: an abstaining answer packs nothing, and counts
+        if pooled or column not in frame.columns:
+            return None
+        v = frame[column].to_numpy(float)[answered]
+        v = v[~np.isnan(v)]
+        return float(v.mean()) if len(v) else None
+
+    return {"latency_p50_ms": _percentile(lat[ok], 50), f"cartridge_p50@{k}": p50(f"retrieved_extent@{k}"),
+            "cost": mean(cost) if cost == PACKED else p50(cost)}
 
 
 def cost_of(runs: Sequence[RunData], k: int) -> dict[str, Any]:
     """The frontier's cost: :data:`PACKED` when every run's table has it, else cartridge@k with a note."""
     if all(PACKED in r.per_query.columns for r in runs):
-        return {"column": PACKED, "name": f"{PACKED} p50", "packed": True, "note": None}
+        return {"column": PACKED, "name": f"{PACKED} mean", "packed": True, "note": None}
     lacking = [r.label for r in runs if PACKED not in r.per_query.columns]
     return {"column": f"retrieved_extent@{k}", "name": f"cartridge_p50@{k}", "packed": False,
             "note": f"the per-query table of {', '.join(lacking)} has no {PACKED} column (what the budget measures pack): "
@@ -398,10 +409,10 @@ def _frontiers(groups: list[dict[str, Any]], labels: list[str], latency_floor_ms
     per_modality = [g for g in groups if g["group"] != "overall"]
     for g in groups:
         if g["group"] == "overall":
-            points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], *(m["rows"][i]["cost_p50"] for m in per_modality)]
+            points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], *(m["rows"][i]["cost"] for m in per_modality)]
                       for i, row in enumerate(g["rows"])]
         else:
-            points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], row["cost_p50"]] for row in g["rows"]]
+            points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], row["cost"]] for row in g["rows"]]
         better = [True] + [False] * (len(points[0]) - 1)
         ties: list[Tie] = [g.pop("quality_ties"), latency_floor_ms] + [None] * (len(points[0]) - 2)
         dom = dominance(points, better, ties)

@@ -135,7 +135,7 @@ def markdown(board: dict[str, Any]) -> str:
                     text += f" {row['false_recall_rule']}"
                 vals.append(text)
             out.append(f"| {_rank(row)} | {row['run']} | " + " | ".join(vals) + f" | {_f(row['latency_p50_ms'], 1)} | {_f(row[cart], 0)} | "
-                       + (f"{_f(row.get('cost_p50'), 0)} | " if packed else "") + f"{_frontier(row)} |")
+                       + (f"{_f(row.get('cost'), 0)} | " if packed else "") + f"{_frontier(row)} |")
         if g["diffs"]:
             by = {(d["run"], d["metric"]): d for d in g["diffs"]}
             out += ["", f"Against {board['baseline']}:", "", "| run | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
