@@ -220,8 +220,8 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, html_out: str | None
     """
     from bench.evaluation.compare import CompareError, common_k, load_run
     from bench.evaluation.compare import compare as run_compare
-    from bench.evaluation.compare import markdown as compare_md
     from bench.io import write_json
+    from bench.reporting.compare_report import markdown as compare_md
 
     root = find_root()
     metrics = _metrics_block(root)
@@ -274,23 +274,12 @@ def _metrics_block(root: Path) -> Any:
 
 
 def _run_params(spec: str, root: Path) -> dict[str, Any]:
-    """params.yaml of a run (a folder's own, or the commit's of a revision or experiment); {} without one."""
-    import yaml
+    from bench.evaluation.compare import CompareError, run_params
 
-    from bench.evaluation.compare import _exp_commit, _git
-
-    path = Path(spec)
-    if path.exists():
-        folder = path if path.is_dir() else path.parent.parent.parent  # reports/per_query/dev.parquet -> the project
-        data = (folder / "params.yaml").read_bytes() if (folder / "params.yaml").is_file() else None
-    else:
-        rev = spec if _git(root, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}") is not None else _exp_commit(root, spec)
-        data = _git(root, "show", f"{rev}:params.yaml") if rev else None
     try:
-        doc = yaml.safe_load(data) if data else {}
-    except yaml.YAMLError:
-        raise click.ClickException(f"{spec}: params.yaml is not readable YAML") from None
-    return doc if isinstance(doc, dict) else {}
+        return run_params(spec, root)
+    except CompareError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @cli.command()
@@ -318,11 +307,14 @@ def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str
     from bench.evaluation.leaderboard import experiment_names
     from bench.evaluation.leaderboard import leaderboard as board
     from bench.io import write_json, write_text
-    from bench.reporting.leaderboard import markdown, short_labels
+    from bench.reporting.leaderboard import markdown, parse_labels, short_labels
 
     root = find_root()
     metrics = _metrics_block(root)
-    given = _labels(labels)
+    try:
+        given = parse_labels(labels)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--label") from None
     try:
         names = list(dict.fromkeys([baseline, *runs, *(experiment_names(root) if every else [])]))
         if len(names) < 2:
@@ -345,19 +337,6 @@ def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str
     if html_out:
         write_text(html_out, _leaderboard_pages(result, loaded, names, Path(html_out), root, permutations, alpha, max_unpaired))
     click.echo(markdown(result))
-
-
-def _labels(given: tuple[str, ...]) -> dict[str, str]:
-    """--label NAME=RUN options as {NAME: RUN}; a malformed or repeated NAME is refused."""
-    out: dict[str, str] = {}
-    for item in given:
-        name, sep, spec = item.partition("=")
-        if not sep or not name.strip() or not spec.strip():
-            raise click.BadParameter(f"{item!r}: expected NAME=RUN", param_hint="--label")
-        if name in out:
-            raise click.BadParameter(f"{name!r} is given twice", param_hint="--label")
-        out[name.strip()] = spec.strip()
-    return out
 
 
 def _leaderboard_pages(result: dict[str, Any], loaded: list[Any], specs: list[str], out: Path, root: Path, permutations: int,

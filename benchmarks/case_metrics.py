@@ -114,7 +114,7 @@ def agreement(pq: pd.DataFrame, trec: dict) -> dict:
     qs = [q for q in trec if not df.at[q, "unanswerable"]]
     ours_m = df.loc[qs]
     out = {}
-    for ours_col, trec_key in (("ndcg@10", "ndcg_cut_10"), ("mrr", "recip_rank"), ("atom_recall@10", "recall_10")):
+    for ours_col, trec_key in (("atom_ndcg@10", "ndcg_cut_10"), ("mrr", "recip_rank"), ("atom_recall@10", "recall_10")):
         theirs = np.asarray([trec[q][trec_key] for q in qs])
         out[f"{ours_col}~{trec_key}"] = float(np.max(np.abs(ours_m[ours_col].to_numpy(float) - theirs))) if qs else 0.0
     out["queries_compared"] = len(qs)

@@ -166,6 +166,24 @@ def load_run(spec: str, root: Path, per_query: str, metrics_file: str) -> RunDat
 # --------------------------------------------------------------------------- comparing
 
 
+def run_params(spec: str, root: Path) -> dict[str, Any]:
+    """params.yaml of a run (a folder's own, or the commit's of a revision or experiment); {} without one."""
+    import yaml
+
+    path = Path(spec)
+    if path.exists():
+        folder = path if path.is_dir() else path.parent.parent.parent  # reports/per_query/dev.parquet -> the project
+        data = (folder / "params.yaml").read_bytes() if (folder / "params.yaml").is_file() else None
+    else:
+        rev = spec if _git(root, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}") is not None else _exp_commit(root, spec)
+        data = _git(root, "show", f"{rev}:params.yaml") if rev else None
+    try:
+        doc = yaml.safe_load(data) if data else {}
+    except yaml.YAMLError:
+        raise CompareError(f"{spec}: params.yaml is not readable YAML") from None
+    return doc if isinstance(doc, dict) else {}
+
+
 REQUIRED = ("query_id", "modality", "unanswerable", "failed")
 #: default share of all queries (union of A and B) that may be in only one run
 MAX_UNPAIRED = 0.01
@@ -412,59 +430,3 @@ def _verdict(r: dict[str, Any]) -> str:
         return "not significant"
     good = (r["diff"] > 0) == r["higher_is_better"]
     return "B better" if good else "B worse"
-
-
-# --------------------------------------------------------------------------- output
-
-
-def _f(x: Any, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and np.isnan(x)):
-        return "—"
-    return f"{x:.{digits}f}"
-
-
-def _p(x: Any) -> str:
-    if x is None:
-        return "—"
-    return "<0.0001" if x < 1e-4 else f"{x:.4f}"
-
-
-def markdown(result: dict[str, Any], label_a: str, label_b: str) -> str:
-    q = result["queries"]
-    scope = (f" on the {q['both']} queries both runs share ({q['only_a']} only in A and {q['only_b']} only in B are left out, "
-             f"within the {result.get('max_unpaired', MAX_UNPAIRED):.1%} tolerance)" if q["only_a"] or q["only_b"] else f" on the same {q['both']} queries")
-    out = [
-        f"# Comparison: B vs A (k = {result['k']}){scope}",
-        "",
-        f"- A: {label_a}",
-        f"- B: {label_b}",
-        f"- paired queries: {q['both']} (only in A: {q['only_a']}, only in B: {q['only_b']}; those are left out)",
-        f"- diff = B − A with a 95% bootstrap interval ({result['resamples']} resamples of queries, seed {result['seed']}); "
-        f"p = two-sided paired randomization test ({result['permutations']} sign flips), "
-        f"p_holm = Holm-corrected over all {len(result['rows'])} rows; significant when p_holm < {result['alpha']}.",
-        "- win/tie/loss: queries where B is better / equal / worse (for false_recall lower is better).",
-        "",
-        "| modality | metric | n | A | B | diff (B−A) | 95% CI | p | p_holm | win/tie/loss | verdict |",
-        "|---|---|---:|---:|---:|---:|---|---:|---:|---|---|",
-    ]
-    for r in result["rows"]:
-        lo, hi = r["ci95"]
-        out.append(
-            f"| {r['modality']} | {r['metric']} | {r['n']} | {_f(r['a'])} | {_f(r['b'])} | {r['diff']:+.4f} | "
-            f"[{_f(lo)}, {_f(hi)}] | {_p(r['p'])} | {_p(r['p_holm'])} | {r['wins']}/{r['ties']}/{r['losses']} | {r['verdict']} |"
-        )
-    sig = [r for r in result["rows"] if r["significant"]]
-    out.append("")
-    if not sig:
-        out.append("**No difference is significant** after Holm correction: on these queries the two runs cannot be told apart.")
-    else:
-        out.append(f"{len(sig)} of {len(result['rows'])} differences are significant after Holm correction; "
-                   f"the other {len(result['rows']) - len(sig)} are not significant.")
-    if result["ties"]:
-        out += ["", "Tied score positions in the top k (order set by the tie rule: score descending, then atom_id ascending):", ""]
-        for name, label in (("a", "A"), ("b", "B")):
-            t = result["ties"].get(name)
-            if t:
-                out.append(f"- {label}: {t['tied_positions']} tied positions in {t['queries_with_ties']} of {t['queries']} queries")
-    out.append("")
-    return "\n".join(out)

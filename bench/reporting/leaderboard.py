@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-__all__ = ["markdown", "page", "page_name", "quality_cost_svg", "runs_html", "short_labels"]
+__all__ = ["markdown", "page", "page_name", "parse_labels", "quality_cost_svg", "runs_html", "short_labels"]
 
 MARK_BETTER, MARK_WORSE, FRONTIER = "▲", "▼", "◆"
 
@@ -216,6 +216,19 @@ def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> 
     if shown:
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=min(3, len(shown) + (len(front) > 1)), fontsize=8, frameon=False)
     return _svg(fig)
+
+
+def parse_labels(given: tuple[str, ...]) -> dict[str, str]:
+    """--label NAME=RUN options as {NAME: RUN}; ValueError for a malformed or repeated NAME."""
+    out: dict[str, str] = {}
+    for item in given:
+        name, sep, spec = item.partition("=")
+        if not sep or not name.strip() or not spec.strip():
+            raise ValueError(f"{item!r}: expected NAME=RUN")
+        if name in out:
+            raise ValueError(f"{name!r} is given twice")
+        out[name.strip()] = spec.strip()
+    return out
 
 
 def short_labels(specs: list[str], given: dict[str, str]) -> list[str]:

@@ -69,7 +69,8 @@ def check_system(system: SystemParams | Mapping[str, Any]) -> SystemParams:
 
 def check_mcp(cfg: SystemParams) -> None:
     """An mcp system's entry (a stdio command without {atoms}, or a loopback URL), env and mcp block."""
-    from bench.systems.mcp import check_env, is_url, mcp_plan
+    from bench.systems.mcp import is_url
+    from bench.systems.mcp_plan import check_env, mcp_plan
 
     mcp_plan(cfg.mcp)
     check_env(cfg.env)

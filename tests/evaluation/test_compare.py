@@ -13,8 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from bench.cli import cli
-from bench.evaluation.compare import CompareError, RunData, check_values, common_k, compare, load_run, markdown
+from bench.evaluation.compare import CompareError, RunData, check_values, common_k, compare, load_run
 from bench.project.layout import DEV_METRICS, PER_QUERY
+from bench.reporting.compare_report import markdown
 
 
 def table(seed: int, n: int = 300, shift: float = 0.0, modality_split: bool = True) -> pd.DataFrame:

@@ -33,7 +33,7 @@ FAST = {"k": K, "resamples": 100, "permutations": 2000}
 
 
 def real() -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The committed real per-query table (8,697 dev queries of the eight data sets) and its dev.json."""
+    """The committed real per-query table (every dev query of the eight data sets) and its dev.json."""
     return pd.read_parquet(REAL), json.loads((ROOT / "reports" / "metrics" / "dev.json").read_text())
 
 
@@ -59,7 +59,7 @@ def test_an_identical_rerun_of_the_real_table_passes_and_its_line_says_what_was_
     assert len(result.rows) == len(PRIMARY) * 7 and result.family == 0  # 6 modalities and overall; no query differs
     text = line(result, "main")
     assert text.startswith("gate: passed: no primary measure is significantly worse than main ("), text
-    assert "queries: 8697 paired, 0 only in BASE, 0 only in the current run; the same 8 set files (sha256)" in text
+    assert f"queries: {len(table)} paired, 0 only in BASE, 0 only in the current run; the same 8 set files (sha256)" in text
     assert "\n" not in text
 
 
@@ -168,15 +168,16 @@ def test_different_set_files_are_refused_unless_allowed_and_the_line_names_every
     with pytest.raises(CompareError) as err:
         gate(RunData("main", table, doc), RunData(".", fewer, now), **FAST)
     message = str(err.value)
+    digest = doc["sha256"]["sets"]["bench/sets/cosqa.jsonl"][:12]
     assert message.startswith("BASE and the current run were evaluated over different set files (1 of 8: bench/sets/cosqa.jsonl "
-                              "sha256 a9e50679b08d… in BASE, "), message
+                              f"sha256 {digest}… in BASE, "), message
     assert "--allow-different-sets" in message and "\n" not in message
     result = gate(RunData("main", table, doc), RunData(".", fewer, now), allow_different_sets=True, **FAST)
     text = line(result)
-    assert "queries: 8679 paired, 18 only in BASE (code 18), 0 only in the current run; different set files, allowed" in text, text
+    assert f"queries: {len(table) - 18} paired, 18 only in BASE (code 18), 0 only in the current run; different set files, allowed" in text, text
     # the same set files and queries missing from the table (within the 1% tolerance): still named
     result = gate(RunData("main", table, doc), RunData(".", fewer, doc), **FAST)
-    assert "queries: 8679 paired, 18 only in BASE (code 18), 0 only in the current run; the same 8 set files" in line(result)
+    assert f"queries: {len(table) - 18} paired, 18 only in BASE (code 18), 0 only in the current run; the same 8 set files" in line(result)
     # runs whose dev.json records no digests: compared, and the line says the files were not checked
     bare = {k: v for k, v in doc.items() if k != "sha256"}
     assert "set files not checked (no sha256 of them in the dev.json of BASE)" in line(
@@ -316,5 +317,5 @@ def test_the_command_exits_0_1_or_2(tmp_path: Path) -> None:
         os.chdir(cwd)
     lines = worse.output.strip().splitlines()
     assert worse.exit_code == 1 and lines[0].startswith("gate: image holder_correctness is worse: "), worse.output
-    assert lines[-1].startswith("gate: failed: 2 reasons against ") and "queries: 8697 paired, 0 only in BASE" in lines[-1]
+    assert lines[-1].startswith("gate: failed: 2 reasons against ") and f"queries: {len(real()[0])} paired, 0 only in BASE" in lines[-1]
     assert all(x.startswith("gate: ") for x in lines)

@@ -1,4 +1,4 @@
-"""The mcp adapter (bench/systems/mcp.py, docs/systems.md *MCP*): params, results, and real servers over stdio.
+"""The mcp adapter (bench/systems/mcp.py and mcp_plan.py, docs/systems.md *MCP*): params, results, and real servers over stdio.
 
 Real servers: MCP's reference memory server from the npm registry (installed by .ci/run into
 .ci/node), the example consolidating memory behind MCP tools (examples/mcp_memory_server.py),
@@ -20,7 +20,7 @@ import pytest
 from bench.evaluation.retrieve import run_queries
 from bench.params import ParamsError
 from bench.systems.config import check_system
-from bench.systems.mcp import fill, mcp_plan, read_memories, results_path
+from bench.systems.mcp_plan import fill, mcp_plan, read_memories, results_path
 from bench.systems.protocol import MalformedResponse
 from bench.systems.replay import event_stream
 from tests.conftest import ROOT
@@ -93,7 +93,7 @@ def test_system_block_refusals():
 
 
 def test_tool_discovery_by_name():
-    from bench.systems.mcp import ToolCall, default_arguments, find_tool
+    from bench.systems.mcp_plan import ToolCall, default_arguments, find_tool
 
     tools = {"search_nodes": None, "query_graph": None, "addMemory": None, "read_graph": None}
     assert find_tool(ToolCall(None, None), tools, ("store", "add", "remember", "ingest"), "observe") == "addMemory"

@@ -1,0 +1,65 @@
+"""`bench compare`'s markdown: the rows of bench.evaluation.compare.compare as one table, with
+the paired queries, the test and the tie positions named."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bench.evaluation.compare import MAX_UNPAIRED
+
+__all__ = ["markdown"]
+
+
+def _f(x: Any, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and np.isnan(x)):
+        return "—"
+    return f"{x:.{digits}f}"
+
+
+def _p(x: Any) -> str:
+    if x is None:
+        return "—"
+    return "<0.0001" if x < 1e-4 else f"{x:.4f}"
+
+
+def markdown(result: dict[str, Any], label_a: str, label_b: str) -> str:
+    q = result["queries"]
+    scope = (f" on the {q['both']} queries both runs share ({q['only_a']} only in A and {q['only_b']} only in B are left out, "
+             f"within the {result.get('max_unpaired', MAX_UNPAIRED):.1%} tolerance)" if q["only_a"] or q["only_b"] else f" on the same {q['both']} queries")
+    out = [
+        f"# Comparison: B vs A (k = {result['k']}){scope}",
+        "",
+        f"- A: {label_a}",
+        f"- B: {label_b}",
+        f"- paired queries: {q['both']} (only in A: {q['only_a']}, only in B: {q['only_b']}; those are left out)",
+        f"- diff = B − A with a 95% bootstrap interval ({result['resamples']} resamples of queries, seed {result['seed']}); "
+        f"p = two-sided paired randomization test ({result['permutations']} sign flips), "
+        f"p_holm = Holm-corrected over all {len(result['rows'])} rows; significant when p_holm < {result['alpha']}.",
+        "- win/tie/loss: queries where B is better / equal / worse (for false_recall lower is better).",
+        "",
+        "| modality | metric | n | A | B | diff (B−A) | 95% CI | p | p_holm | win/tie/loss | verdict |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---|---|",
+    ]
+    for r in result["rows"]:
+        lo, hi = r["ci95"]
+        out.append(
+            f"| {r['modality']} | {r['metric']} | {r['n']} | {_f(r['a'])} | {_f(r['b'])} | {r['diff']:+.4f} | "
+            f"[{_f(lo)}, {_f(hi)}] | {_p(r['p'])} | {_p(r['p_holm'])} | {r['wins']}/{r['ties']}/{r['losses']} | {r['verdict']} |"
+        )
+    sig = [r for r in result["rows"] if r["significant"]]
+    out.append("")
+    if not sig:
+        out.append("**No difference is significant** after Holm correction: on these queries the two runs cannot be told apart.")
+    else:
+        out.append(f"{len(sig)} of {len(result['rows'])} differences are significant after Holm correction; "
+                   f"the other {len(result['rows']) - len(sig)} are not significant.")
+    if result["ties"]:
+        out += ["", "Tied score positions in the top k (order set by the tie rule: score descending, then atom_id ascending):", ""]
+        for name, label in (("a", "A"), ("b", "B")):
+            t = result["ties"].get(name)
+            if t:
+                out.append(f"- {label}: {t['tied_positions']} tied positions in {t['queries_with_ties']} of {t['queries']} queries")
+    out.append("")
+    return "\n".join(out)
