@@ -23,7 +23,7 @@ from bench.evaluation.atom_codes import ATOM_CODE
 from bench.evaluation.blocks import BlockSource, FrameBlocks, query_positions
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.measures import measures
-from bench.evaluation.measures.budget import SPENT_COLUMN, budget_columns, budgets
+from bench.evaluation.measures.budget import PACKED_COLUMN, budget_columns, budgets
 from bench.evaluation.measures.extent import MemoryExtents, amount_columns, atom_extents, atom_statistics, extent_columns
 from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column, tied_positions
@@ -303,7 +303,7 @@ def per_query_table(table: pd.DataFrame, k: int) -> pd.DataFrame:
     per-query values (not the AUROC's signal), the extent amounts, what the budget packs
     (``cartridge@budget``: the leaderboard's cost) and the tied positions,
     in `table`'s column order, sorted by query_id."""
-    named = {m.column for m in measures(k) if m.family != "auroc"} | {*amount_columns(k), tied_column(k), SPENT_COLUMN}
+    named = {m.column for m in measures(k) if m.family != "auroc"} | {*amount_columns(k), tied_column(k), PACKED_COLUMN}
     cols = [c for c in [*TABLE_COLUMNS, *(c for c in table.columns if c in named)] if c in table.columns]
     return table[list(dict.fromkeys(cols))].sort_values("query_id", kind="stable").reset_index(drop=True)
 

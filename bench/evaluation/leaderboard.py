@@ -71,6 +71,7 @@ from bench.evaluation.compare import (
 from bench.evaluation.gate import LATENCY_FLOOR_MS
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted
+from bench.evaluation.measures.budget import PACKED_COLUMN
 from bench.evaluation.power import mde_measures, mde_of
 from bench.evaluation.uncertainty import holm, rng_for
 
@@ -83,7 +84,7 @@ BATCH = 200  # bootstrap resamples per batch of the rank intervals
 #: the per-query column of what the budget measures pack for an entry (the cartridge's extent,
 #: in the entry's unit; NaN where nothing is packed for it): the frontier's cost when every
 #: run's table has it, else cartridge@k
-PACKED = "cartridge@budget"
+PACKED = PACKED_COLUMN  # what the budget measures pack per query (bench.evaluation.measures.budget)
 
 
 def experiment_names(root: Path) -> list[str]:

@@ -139,7 +139,7 @@ def start(level: str, user: str, shared: Shared, *args: str, runtime: list[Path]
     code = code or shared.code
     command = [str(SYSTEM_PYTHON), str(code / "hostile_system.py"), *args]
     if user == "nobody" and runtime is None:
-        runtime = [Path("/usr")]  # this interpreter's prefix (/root/.pyenv) is out of nobody's reach
+        runtime = [Path("/usr")]  # this interpreter's prefix (under the home of root) is out of nobody's reach
     launch = prepare_launch(command, workdir, {}, isolation=the_isolation(level, user), base=ROOT,
                             forbidden=forbidden or Forbidden(ROOT, protected_paths(ROOT)), host_env={"PATH": os.defpath},
                             code=[str(code)], runtime=runtime)

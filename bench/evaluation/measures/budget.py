@@ -114,7 +114,7 @@ _RECALL = RANKING[0]  # recall@k: its bar is the budget's bar (the spec's recall
 #: a region is held when the cartridge covers at least this share of it (of the budget, for a region larger than the budget)
 HELD = 0.5
 #: the per-query amount of the cartridge (module docstring): what the reader pays, in the modality's unit
-SPENT_COLUMN = "cartridge@budget"
+PACKED_COLUMN = "cartridge@budget"
 
 MEASURES = (
     Measure("recall@budget", "recall@budget", "answerable", "budget", Mean(worst=0.0), True, bar=_RECALL.bar,
@@ -166,7 +166,7 @@ def budget_columns(
     rows = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
     qids = rows["query_id"].tolist()
     recall, coverage, touch = (m.column for m in MEASURES)
-    out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=[BUDGET_COLUMN, *(m.column for m in MEASURES), SPENT_COLUMN])
+    out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=[BUDGET_COLUMN, *(m.column for m in MEASURES), PACKED_COLUMN])
     amounts = rows["modality"].astype(str).map(lambda m: budget.get(m)).astype(float).to_numpy()
     out[BUDGET_COLUMN] = amounts
     scored = ~rows["unanswerable"].to_numpy(dtype=bool) & ~rows["query_id"].isin(failed_ids).to_numpy() & ~np.isnan(amounts)
@@ -174,14 +174,14 @@ def budget_columns(
         return out.reset_index()
     which = pd.DataFrame({"query_id": np.asarray(qids, dtype=object)[scored], "entry_modality": rows["modality"].astype(str).to_numpy()[scored],
                           "amount": amounts[scored], "n_regions": rows["n_regions"].to_numpy(dtype=float)[scored]})
-    out.loc[which["query_id"], [recall, coverage, touch, SPENT_COLUMN]] = 0.0
+    out.loc[which["query_id"], [recall, coverage, touch, PACKED_COLUMN]] = 0.0
     empty = {str(q) for q in (abstained or [])}
     which = which.loc[~which["query_id"].isin(empty)]  # an abstaining answer hands over nothing
     if not len(which):
         return out.reset_index()
     packed = packed_atoms(run, atom_ext, which, memories)
     spent = packed.groupby("query_id")["packed_extent"].sum()
-    out.loc[spent.index, SPENT_COLUMN] = spent.to_numpy(dtype=float)
+    out.loc[spent.index, PACKED_COLUMN] = spent.to_numpy(dtype=float)
     touched, hits = _gold_hits(packed, gold, regions)
     if memories is not None:  # a packed memory covers its credited units' boxes, capped at its cost
         hits = memories.with_boxes(hits)
