@@ -7,8 +7,9 @@ differ from each other, and a non-default one equals a workspace run of the same
 frontier, in Markdown and JSON) and `bench gate` (exit 0 against the identical queued
 run, exit 1 against one the workspace run is significantly worse than).
 
-One test (one cold copy, three queued experiments, one workspace run) on MMLongBench-Doc
-(text layer: page OCR off in test copies) and LoCoMo, so the cost stays a few minutes."""
+One test (a clone of the session's reproduced project, three queued experiments, one workspace
+run) on MMLongBench-Doc (text layer: page OCR off in test copies) and LoCoMo, so the cost stays a
+few minutes."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import pytest
 import yaml
 
 from tests.conftest import MIRROR, need_mirror
-from tests.project_copy import copy_project, project_env, run
+from tests.project_copy import clone_project, project_env, run
 
 pytestmark = pytest.mark.e2e
 
@@ -75,17 +76,19 @@ def experiments(show: list) -> dict[str, tuple[str, dict]]:
     return found
 
 
-def test_queued_sweep_equals_workspace_runs_and_is_decided_by_leaderboard_and_gate(tmp_path: Path) -> None:
+def test_queued_sweep_equals_workspace_runs_and_is_decided_by_leaderboard_and_gate(tmp_path: Path, reproduced: Path) -> None:
     need_mirror("locomo", "mmlongbench-doc")
     base = tmp_path / "e2e"
     (base / "shared").mkdir(parents=True)
     (base / "shared" / "mirror").symlink_to(MIRROR, target_is_directory=True)
-    work = copy_project(base / "project", datasets=["mmlongbench", "locomo"])
+    # a clone of the session's reproduced project (its DVC cache and run cache): the relative mirror
+    # root changes fetch's params, so every queued experiment runs fetch from its copy and resolves it
+    work = clone_project(reproduced, base / "project")
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["fetch"]["mirror_dirs"] = ["../shared/mirror"]  # relative: as committed in the real project
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = project_env(base / "site-cache", drop=("BENCH_MIRROR_DIRS",))
-    for args in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "copy"]):
+    for args in (["git", "add", "-A"], ["git", "commit", "-q", "-m", "relative mirror root"]):
         run(args, work, env)
 
     for strategy in STRATEGIES:
