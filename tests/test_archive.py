@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bench.archive import ArchiveError, check_members, member_names, read_member
+from tests.conftest import MIRROR
 
-MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "mirror"
 LOCOMO_ZIP = MIRROR / "locomo" / "data" / "locomo10.zip"
 need_locomo = pytest.mark.skipif(not LOCOMO_ZIP.is_file(), reason=f"LoCoMo mirror absent at {LOCOMO_ZIP}")
 
