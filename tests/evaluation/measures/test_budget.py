@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from bench.acceptance.in_memory import evaluate_entries
 from bench.evaluation.evaluate import EvalOptions, RunDescription
-from bench.evaluation.measures.budget import MEASURES, budget_columns, budgets, no_budget, packed_atoms
+from bench.evaluation.measures.base import BlockRows, run_family
+from bench.evaluation.measures.budget import FAMILY, MEASURES, budget_columns, budgets, no_budget, packed_atoms
 from bench.ingest.atom_codes import ATOM_CODE
 from bench.modalities import modalities
 from bench.modalities.boxes import leading_interval
@@ -458,7 +459,11 @@ def test_fragments_that_touch_every_region_hold_none() -> None:
 
 
 def test_an_abstaining_answer_hands_over_an_empty_cartridge() -> None:
+    """The one rule of abstention (bench.evaluation.measures.base.run_family): the family's
+    measures declared ``abstained_nothing`` and its cartridge count 0 for the query."""
     f = frames({"g": ("s", 0, 10, 0, 1)}, ["g"], [("s", 0, 10, 0, 1)], LINE)
-    out = budget_columns(**_args(f), budget={LINE: 100}, abstained=["q"]).iloc[0]
+    given = {**_args(f), "k": 10, "failed": [], "budget": {LINE: 100}}
+    out = run_family(FAMILY, BlockRows(**given, abstained=frozenset({"q"}))).iloc[0]
     assert (out[RECALL], out[COVERAGE], out[TOUCH], out["cartridge@budget"]) == (0.0, 0.0, 0.0, 0.0)
-    assert budget_columns(**_args(f), budget={LINE: 100}).iloc[0][RECALL] == 1.0
+    out = run_family(FAMILY, BlockRows(**given)).iloc[0]
+    assert (out[RECALL], out[TOUCH]) == (1.0, 1.0) and out["cartridge@budget"] == 10.0
