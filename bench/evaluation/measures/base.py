@@ -27,7 +27,6 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from bench.evaluation.encoding import Encoded
-    from bench.evaluation.measures.extent import MemoryExtents
 
 __all__ = ["PHASES", "AllQueries", "Bar", "BlockRows", "Family", "Mean", "Measure", "MetricCell", "Phase", "QueryRows", "Reducer", "RunRecord",
            "Scope", "cell", "counted", "in_denominator", "run_family"]
@@ -214,7 +213,8 @@ class BlockRows:
     k: int
     failed: list[str]
     budget: Mapping[str, float | None]  # modality -> amount in its unit (None: no budget)
-    memories: MemoryExtents | None = None  # the run's memories, their codes after the served atoms'
+    #: the run's memories, their codes after the served atoms' (bench.evaluation.measures.extent.MemoryExtents; None: none)
+    memories: Any = None
     abstained: frozenset[str] = field(default_factory=frozenset)  # queries whose answer abstained
 
     def abstained_rows(self, out: Any) -> np.ndarray:

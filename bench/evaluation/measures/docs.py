@@ -89,14 +89,15 @@ def _anchor(m: Measure) -> str:
 def _entry(m: Measure, roles: Mapping[str, Sequence[str]], notes: Mapping[str, str]) -> list[str]:
     phase = next(f.phase for f in FAMILIES if f.name == m.family)
     column = m.column + ("@k" if m.cutoff else "")
-    heading = "" if m.heading is None else f" (column “{m.heading}{'@k' if m.cutoff else ''}”)"
+    heading = "" if m.heading is None else f"verdict (column “{m.heading}{'@k' if m.cutoff else ''}”)"
+    role = ", ".join(heading if r == "verdict" and heading else r for r in roles.get(m.name, ())) or "diagnostic"
     rows = [
         ("unit", m.unit),
         ("denominator", DENOMINATOR[m.scope]),
         ("worst case", m.reducer.worst_case),
         ("direction", "higher is better" if m.higher_is_better else "lower is better"),
         ("bar", _bar(m, notes)),
-        ("role", _role(m, roles) + (heading if "verdict" in roles.get(m.name, ()) else "")),
+        ("role", role),
         ("per-query column", f"`{column}` (family `{m.family}`, phase `{phase}`)"),
     ]
     if m.abstained_nothing:
