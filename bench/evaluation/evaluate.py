@@ -225,7 +225,6 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     table = per_query
     for frames in zip(*(p[1] for p in parts), strict=True):  # each family of phase block, in registry order
         table = table.merge(_concat(list(frames)), on="query_id", how="left")
-    table[tied_column(k)] = table[tied_column(k)].fillna(0).astype(int)  # a query with no run row has no tie
     for family in families("run"):
         table = table.assign(**run_family(family, RunRecord(table=table, responses=inputs.responses, k=k)))
 

@@ -1,14 +1,17 @@
 """What a measure declares, and the denominator rule every cell follows.
 
-A :class:`Measure` declares, once: its dev.json name and per-query column, whether it
-takes the cut-off ``k`` (``cutoff``: then :meth:`Measure.at` makes ``name@k`` of both),
-its scope (which entries are its denominator, and so which entries its per-query
-column is defined on), its family (the module of bench.evaluation.measures that
-computes the per-query column), its reducer (how a cell turns per-query values into
-one number, and what the bootstrap resamples), its direction, the spec's bar, the
-verdict column it fills and whether ``bench compare`` tests it.
+A :class:`Measure` declares, once and by keyword only: its dev.json name and per-query
+column, whether it takes the cut-off ``k`` (``cutoff``: then :meth:`Measure.at` makes
+``name@k`` of both), its scope (which entries are its denominator, and so which entries
+its per-query column is defined on), its reducer (how a cell turns per-query values into
+one number, and what the bootstrap resamples), its direction, what it is and its unit
+(``description``, ``unit``: docs/metrics.md is written from them), the spec's bar, the
+verdict column it fills, whether ``bench compare`` tests it and whether an abstaining
+answer counts 0 in it. Its family (the module of bench.evaluation.measures that computes
+the per-query column) is filled in by that module's :class:`Family`, which also declares
+the computation and the phase (:data:`PHASES`) it runs in; :func:`run_family` runs one.
 
-The denominator rule (README, *Metrics*): a metric's denominator is every annotated
+The denominator rule (docs/metrics.md): a metric's denominator is every annotated
 entry of its scope (answerable, unanswerable or all), never the number of hits; a
 failed query (timeout, crash) stays in it and counts as the worst case (:class:`Mean`'s
 ``worst``: 0 where higher is better, 1 for false recall and abstention rate); a

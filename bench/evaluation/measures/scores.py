@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.measures.base import Family
+from bench.evaluation.measures.base import BlockRows, Family
 
 __all__ = ["FAMILY", "REL_TIE", "reaches", "tie_groups", "tied_column", "tied_positions", "within_tie"]
 
@@ -76,4 +76,13 @@ def tied_positions(run: pd.DataFrame, k: int) -> pd.DataFrame:
     return counts.rename(tied_column(k)).rename_axis("query_id").reset_index()
 
 
-FAMILY = Family(name="scores", phase="block", measures=(), compute=lambda b: tied_positions(b.run, b.k), columns=lambda k: (tied_column(k),))
+def _tied(block: BlockRows) -> pd.DataFrame:
+    """``tied@k`` of every entry of a query block : 0
+    for a query without a tie or without a run row."""
+    ids = block.entries["query_id"].astype(str).to_numpy()
+    column = tied_column(block.k)
+    tied = tied_positions(block.run, block.k).set_index("query_id")[column]
+    return pd.DataFrame({"query_id": ids, column: tied.reindex(ids).fillna(0).astype(int).to_numpy()})
+
+
+FAMILY = Family(name="scores", phase="block", measures=(), compute=_tied, columns=lambda k: (tied_column(k),))
