@@ -26,8 +26,8 @@ declaration is and the denominator rule; ``scores`` the one rule for equal score
 ``docs`` writes docs/metrics.md from the declarations. The cells, intervals, ``bench
 compare``, the gate, the leaderboard and the verdict read only these declarations, through
 :func:`measures` (built once per cut-off: an immutable tuple). Adding a measure: its
-declaration in its family's ``FAMILY`` and its column in that family's computation
-(CONTRIBUTING.md, *Add a metric*), then ``bench docs metrics``.
+declaration in its family's ``FAMILY`` and its column in that family's computation, then
+``bench docs metrics`` (docs/metrics.md, *Adding a measure*).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ its text costs (:func:`bench.evaluation.measures.extent.capped_memory_boxes`).
                         least :data:`HELD` (half) of the region's extent, or, for a region
                         larger than the budget, half the budget of it. A region of zero
                         extent (a point) is held when a packed part touches it. 0 when
-                        n_regions is 0. Why half (docs/metrics.md, *recall@budget*): on the
+                        n_regions is 0. Why half (docs/measuring.md, *The budget*): on the
                         default chunkings an atom is a region or a region's window, so
                         every region held by the old touch rule is held at any threshold
                         up to a half; a fragment of a region (an 8-token window, a
