@@ -16,6 +16,7 @@ import click
 from bench.acceptance import report as acceptance
 from bench.acceptance.in_memory import evaluate_entries
 from bench.annotations.splits import load_lock
+from bench.annotations.validate import format_table, validate
 from bench.evaluation.evaluate import EvalOptions, RunDescription
 from bench.ingest.corpus import Manifest, load_segments
 from bench.ingest.partitions import read_modalities
@@ -25,7 +26,6 @@ from bench.project.selection import config, mirror_roots, set_files
 from bench.systems.config import check_system
 from bench.systems.run import latency_percentiles
 from bench.systems.step import StepError, SystemPlaces, run_system
-from bench.validate_sets import format_table, validate
 
 T = TypeVar("T")
 

@@ -32,11 +32,11 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("bench.trec", "bench.comparison"),
     ("bench.reporting",),
     ("bench.project", "bench.dvcignore"),
-    ("bench.acceptance", "bench.validate_sets"),
-    ("bench.cli", "bench", "stages", "benchmarks"),
+    ("bench.acceptance",),
+    ("bench.cli", "bench.cli_validate", "bench", "stages", "benchmarks"),
 )
 CORE = tuple(p for layer in ORDER[:10] for p in layer)
-ENTRY_LAYER = ("bench.project", "bench.cli", "stages")
+ENTRY_LAYER = ("bench.project", "bench.cli", "bench.cli_validate", "stages")
 
 
 def is_project(name: str) -> bool:

@@ -209,7 +209,7 @@ def code_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunData]:
     manifest = Manifest.load(base / "manifest.jsonl")
     segments = pd.concat(extract_all(manifest, base / "store").values(), ignore_index=True)
     set_file = ROOT / "bench" / "sets" / "cosqa.jsonl"
-    # the set file's dev entries as they are: bench.validate_sets keeps every one of CoSQA's (checked by its own tests;
+    # the set file's dev entries as they are: bench.annotations.validate keeps every one of CoSQA's (checked by its own tests;
     # skipped here, it would double the fixture's time)
     entries = [e for e in map(json.loads, set_file.read_text(encoding="utf-8").splitlines()) if e["split"] == "dev"]
     sha = {"manifest": "-", "sets": {"bench/sets/cosqa.jsonl": hashlib.sha256(set_file.read_bytes()).hexdigest()}}
