@@ -71,6 +71,7 @@ from bench.comparison.runs import CompareError, RunData
 from bench.evaluation.measures import by_name, measures
 from bench.evaluation.measures.base import Mean, Measure, counted, in_denominator
 from bench.evaluation.stats.uncertainty import bootstrap_ci, holm, rng_for
+from bench.numbers import number, p_value
 
 __all__ = ["LATENCY_FLOOR_MS", "MAX_LATENCY_RATIO", "PRIMARY", "GateResult", "LatencyCheck", "gate", "latency_check",
            "primary", "reported", "summary"]
@@ -282,21 +283,16 @@ def gate(base: RunData, current: RunData, *, k: int, alpha: float = 0.05, min_ef
     return out
 
 
-def _f(x: Any) -> str:
-    return "—" if x is None else f"{x:+.4f}"
-
-
 def _worse(r: dict[str, Any], alpha: float, min_effect: float | None) -> str:
     lo, hi = r["ci95"]
     head = "gate: " if min_effect is not None else "gate: reported, not gated: "
     beyond = f", beyond --min-effect {min_effect:g}" if min_effect is not None else ""
-    return (f"{head}{r['modality']} {r['metric']} is worse: {r['a']:.4f} -> {r['b']:.4f} ({r['diff']:+.4f}, 95% CI "
-            f"[{_f(lo)}, {_f(hi)}], n {r['n']}, {r['wins']} wins / {r['losses']} losses, p_holm {r['p_holm']:.4f} < {alpha:g}{beyond})")
+    return (f"{head}{r['modality']} {r['metric']} is worse: {number(r['a'])} -> {number(r['b'])} ({number(r['diff'], sign=True)}, 95% CI "
+            f"[{number(lo, sign=True)}, {number(hi, sign=True)}], n {r['n']}, {r['wins']} wins / {r['losses']} losses, p_holm {p_value(r['p_holm'])} < {alpha:g}{beyond})")
 
 
 def _lost(x: dict[str, Any]) -> str:
-    value = "—" if x["base_value"] is None else f"{x['base_value']:.4f}"
-    return f"gate: {x['modality']} {x['metric']} has no value in the current run (BASE {value}, n {x['n']}): {x['current']}"
+    return f"gate: {x['modality']} {x['metric']} has no value in the current run (BASE {number(x['base_value'])}, n {x['n']}): {x['current']}"
 
 
 def _ms(x: float | None) -> str:

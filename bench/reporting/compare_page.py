@@ -32,6 +32,7 @@ import pandas as pd
 
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted, in_denominator
+from bench.numbers import number
 from bench.reporting.html_report import SNIPPET  # characters of an atom's text shown beside a hit, as dev.html shows it
 
 __all__ = ["PICTURED", "RunDetail", "RunFiles", "load_detail", "outcomes", "page", "page_data", "set_entries", "summary_html"]
@@ -296,16 +297,12 @@ def _picture(modality: str, q: str, detail: RunDetail | None, entries: dict[str,
 # --------------------------------------------------------------------------- summary and page
 
 
-def _num(x: Any, digits: int = 4) -> str:
-    return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
-
-
 def _cell(doc: dict[str, Any], group: str, name: str) -> str:
     block = (doc.get("overall") if group == "overall" else (doc.get("by_modality") or {}).get(group)) or {}
     c = block.get(name)
     if not isinstance(c, dict) or "value" not in c:
         return "—"
-    return f"{_num(c['value'])}<small>{c.get('n', '?')}/{c.get('denominator', '?')}</small>"
+    return f"{number(c['value'])}<small>{c.get('n', '?')}/{c.get('denominator', '?')}</small>"
 
 
 def summary_html(result: dict[str, Any], doc_a: dict[str, Any], doc_b: dict[str, Any], k: int) -> str:
@@ -327,8 +324,8 @@ def summary_html(result: dict[str, Any], doc_a: dict[str, Any], doc_b: dict[str,
                 continue
             lo, hi = r["ci95"]
             cls = "better" if r["verdict"] == "B better" else "worse" if r["verdict"] == "B worse" else ""
-            lines["A"].append(f"<td>{_num(r['a'])}<small>n {r['n']}</small></td>")
-            lines["B"].append(f"<td>{_num(r['b'])}<small>n {r['n']}</small></td>")
+            lines["A"].append(f"<td>{number(r['a'])}<small>n {r['n']}</small></td>")
+            lines["B"].append(f"<td>{number(r['b'])}<small>n {r['n']}</small></td>")
             ci = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
             verdict = r["verdict"] if r["significant"] else "n.s."
             lines["B − A"].append(f"<td class='{cls}'>{r['diff']:+.4f}<small>{ci}</small><small>W/T/L {r['wins']}/{r['ties']}/"
