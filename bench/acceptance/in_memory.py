@@ -23,6 +23,7 @@ from bench.evaluation.memory_report import MemoryInputs
 from bench.gold.resolve import resolve_frames
 from bench.gold.table import Resolved
 from bench.ingest.atom_codes import ATOM_CODE, served_ids, to_codes
+from bench.systems.provenance import HIT_COLUMNS
 
 if TYPE_CHECKING:
     from bench.systems.run import RunResult
@@ -60,7 +61,7 @@ def memory_inputs(ran: RunResult, entries: list[dict], found: Resolved, served: 
 
     table = served_ids(served)
     coded, tables = coded_run(ran.run, ran.memories, table, CitationCheck(lambda: segments))
-    hits = coded.loc[coded[ATOM_CODE].to_numpy() >= len(table), ["query_id", "rank", ATOM_CODE]].astype({"query_id": str})
+    hits = coded.loc[coded[ATOM_CODE].to_numpy() >= len(table), HIT_COLUMNS].astype({"query_id": str})
     res = with_memories(entries, found.gold, found.segments, tables.memories, tables.units, hits,
                         given_atoms=not ran.info.get("replay", False))
     rows = res.memories.sort_values(ATOM_CODE, kind="stable").reset_index(drop=True)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "partition_ids", "served_ids", "to_codes", "with_atom_ids"]
 
-#: the code column of runs and gold (bench.evaluation.encoding.ATOM_CODE)
+#: the integer code column of runs, gold and memories: the atom's row in the served table (memories after)
 ATOM_CODE = "atom"
 #: codes fit int32 up to 2**31 - 1 atoms
 CODE_DTYPE = np.int32

@@ -32,6 +32,8 @@ import pandas as pd
 
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted, in_denominator
+from bench.gold.resolve import GOLD_COLUMNS
+from bench.ingest.atom_codes import ATOM_CODE
 from bench.numbers import number
 from bench.reporting.html_report import SNIPPET  # characters of an atom's text shown beside a hit, as dev.html shows it
 
@@ -165,11 +167,11 @@ def load_detail(files: RunFiles, k: int) -> RunDetail | None:
     entries = {str(e["query_id"]): e for _, e in iter_jsonl(lay.valid / "dev.jsonl")}
     memories = load_memory_inputs(lay.resolved)
     info = _atoms_info(read_modalities(lay.served), memories)
-    run = pd.read_parquet(lay.runs / "dev.parquet", columns=["query_id", "rank", "atom", "score"])
+    run = pd.read_parquet(lay.runs / "dev.parquet", columns=["query_id", "rank", ATOM_CODE, "score"])
     run = run.loc[run["rank"] <= k].astype({"query_id": str}).sort_values(["query_id", "rank"], kind="stable")
-    gold = pd.read_parquet(lay.resolved / GOLD_FILE, columns=["query_id", "gold_idx", "atom"]).astype({"query_id": str})
-    covers = gold.groupby(["query_id", "atom"])["gold_idx"].agg(lambda s: sorted(int(x) for x in s)).to_dict()
-    used = np.unique(run["atom"].to_numpy(np.int64))
+    gold = pd.read_parquet(lay.resolved / GOLD_FILE, columns=GOLD_COLUMNS).astype({"query_id": str})
+    covers = gold.groupby(["query_id", ATOM_CODE])["gold_idx"].agg(lambda s: sorted(int(x) for x in s)).to_dict()
+    used = np.unique(run[ATOM_CODE].to_numpy(np.int64))
     position = {int(code): i for i, code in enumerate(used)}
     atoms = []
     for code in used:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.ingest.atom_codes import ATOM_CODE
 from bench.numbers import NO_VALUE, number
 
 SNIPPET = 120
@@ -69,13 +70,13 @@ def drilldown(
     """
     ent = {e["query_id"]: e for e in entries}
     pq = per_query.assign(query_id=per_query["query_id"].astype(str))
-    key = "atom" if "atom" in run.columns and "atom" in gold.columns else "atom_id"  # codes when given (docstring)
+    key = ATOM_CODE if ATOM_CODE in run.columns and ATOM_CODE in gold.columns else "atom_id"  # codes when given (docstring)
     top = run.loc[run["rank"].astype(int) <= k].astype({"query_id": str, "atom_id": str})
     top_by_q = {q: g.sort_values("rank") for q, g in top.groupby("query_id", sort=False)}
     gold_sets = gold.astype({"query_id": str, "atom_id": str}).groupby("query_id")[key].agg(set).to_dict()
     reg = regions[["query_id", "gold_idx", "source_id", "extent", "n_atoms"]].astype({"query_id": str})
     reg_by_q = {q: g.sort_values("gold_idx") for q, g in reg.groupby("query_id", sort=False)}
-    info = atoms.reset_index(drop=True) if key == "atom" else atoms.set_index("atom_id")
+    info = atoms.reset_index(drop=True) if key == ATOM_CODE else atoms.set_index("atom_id")
     rc, cc = f"recall@{k}", f"coverage@{k}"
     out: dict[str, Any] = {}
     for modality, grp in pq.groupby("modality", sort=True):

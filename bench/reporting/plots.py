@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluation.measures.extent import RATIOS
+from bench.gold.resolve import GOLD_COLUMNS
+from bench.ingest.atom_codes import ATOM_CODE
 
 PERCENTILES = np.arange(0, 101, 1)
 
@@ -43,10 +45,10 @@ def _base(per_query: pd.DataFrame) -> pd.DataFrame:
 def _region_first_rank(run: pd.DataFrame, gold: pd.DataFrame, failed: set[str]) -> pd.DataFrame:
     """Gold rows joined to the run rows of the same query and atom (column ``atom``: its
     code, bench.ingest.atom_codes), failed queries left out."""
-    r = run[["query_id", "atom", "rank", "score"]].astype({"query_id": str})
+    r = run[["query_id", ATOM_CODE, "rank", "score"]].astype({"query_id": str})
     r = r.loc[~r["query_id"].isin(failed)]
-    g = gold[["query_id", "gold_idx", "atom"]].astype({"query_id": str})
-    return g.merge(r, on=["query_id", "atom"])
+    g = gold[GOLD_COLUMNS].astype({"query_id": str})
+    return g.merge(r, on=["query_id", ATOM_CODE])
 
 
 def recall_curve(per_query: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, max_k: int = 100) -> pd.DataFrame:

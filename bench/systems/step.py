@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from bench.ingest.atom_codes import ATOM_CODE
 from bench.systems.run import SYSTEM_COLUMNS, ReplayError, RunResult, latency_percentiles, run_queries
 
 if TYPE_CHECKING:
@@ -222,7 +223,7 @@ def retrieve(cfg: SystemParams, entries: list[dict], *, paths: RetrievePaths, pl
     from bench.ingest.partitions import read_modalities
     from bench.systems.config import sandboxed
     from bench.systems.isolation import choose_isolation
-    from bench.systems.provenance import coded_run
+    from bench.systems.provenance import HIT_COLUMNS, coded_run
     from bench.systems.sandbox import SandboxError
 
     try:  # first: a refused sandbox changes nothing
@@ -244,8 +245,8 @@ def retrieve(cfg: SystemParams, entries: list[dict], *, paths: RetrievePaths, pl
         coded, memories = coded_run(ran.result.run, ran.result.memories, served_ids(served), ran.citations)
     except AtomCodeError as exc:
         raise StepError(f"system {cfg.name!r}: {exc}") from None
-    mine = coded["atom"].to_numpy() >= len(served_ids(served))
-    hits = coded.loc[mine, ["query_id", "rank", "atom"]].astype({"query_id": str})
+    mine = coded[ATOM_CODE].to_numpy() >= len(served_ids(served))
+    hits = coded.loc[mine, HIT_COLUMNS].astype({"query_id": str})
     counts = pd.concat([f["modality"] for f in served.values()]).value_counts().sort_index()
     lat = info["latency"]
     p50 = "—" if lat["p50_ms"] is None else f"{lat['p50_ms']:.2f} ms"
