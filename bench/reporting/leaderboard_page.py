@@ -180,9 +180,9 @@ def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> 
     against every cost); the grey line joins the runs no other beats on this picture's two axes.
     The cost axis is linear with plain-number ticks unless the costs span more than
     :data:`LOG_SPAN` times (then logarithmic, still with plain-number ticks)."""
-    from bench.reporting.plots import _figure, _svg
+    from bench.reporting.plots import figure, svg
 
-    fig, ax = _figure(*PICTURE)
+    fig, ax = figure(*PICTURE)
     from bench.comparison.leaderboard import pareto
 
     shown = [p for p in points if p["x"] is not None and p["y"] is not None]
@@ -205,7 +205,7 @@ def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> 
     ax.set_title(title, fontsize=10)
     if shown:
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=min(3, len(shown) + (len(front) > 1)), fontsize=8, frameon=False)
-    return _svg(fig)
+    return svg(fig)
 
 
 def parse_labels(given: tuple[str, ...]) -> dict[str, str]:
