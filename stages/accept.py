@@ -1,7 +1,7 @@
 """The locked acceptance stage (bench/test/dvc.yaml): the only reader of test entries.
 
 Only `bench accept`'s single-use token opens it (never `dvc exp run`); every check `bench accept` made is
-made again. The dev stages' steps run the system (retrieve_step.run_system: the same sandbox) over the valid
+made again. The dev stages' steps run the system (bench.systems.step.run_system: the same sandbox) over the valid
 test entries on the atoms the dev run served and resolve and evaluate them (in_memory.evaluate_entries). Writes reports/metrics/test.json and appends one row to
 reports/acceptance.jsonl (`persist` outputs: a refused or failed run leaves the previous ones)."""
 

@@ -377,7 +377,7 @@ def page(result: dict[str, Any], data: dict[str, Any], detail: dict[str, Any], *
 def build(result: dict[str, Any], a: Any, b: Any, *, files: tuple[RunFiles | None, RunFiles | None], set_files: list[Path],
           pictured: int = PICTURED) -> str:
     """The page of `bench compare A B --html` from the comparison `result` and the two runs
-    (bench.comparison.compare.RunData); `files`: where each run's data/ outputs are (None: a
+    (bench.comparison.compare.LoadedRun); `files`: where each run's data/ outputs are (None: a
     run named by revision or experiment); `set_files`: the project's sets, read for questions
     when neither run holds its validated entries."""
     k = result["k"]

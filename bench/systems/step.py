@@ -58,7 +58,11 @@ class SystemPlaces:
 
 
 @dataclass
-class Ran:
+class SystemRun:
+    """One run of the system under test as the step made it (run_system): the named run, latency,
+    failures and memory hits (bench.systems.run.RunResult), the system.json record, and the check
+    of memory citations. `retrieve` turns it into what the stage writes (Retrieved)."""
+
     result: RunResult
     info: dict[str, Any] = field(default_factory=dict)  # the system.json record (isolation included)
     citations: Any = None  # the run's bench.systems.provenance.CitationCheck (memory hits' units)
@@ -66,7 +70,7 @@ class Ran:
 
 def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.DataFrame], *, places: SystemPlaces,
                segments: pd.DataFrame | Callable[[], pd.DataFrame | None] | None, manifest_rows: list[dict], executor: Any = None,
-               isolation: Any = None) -> Ran:
+               isolation: Any = None) -> SystemRun:
     """Open `cfg`'s system over the served atoms and send it `entries` (timed); StepError on any refusal or fault.
 
     `segments` (or a function loading them, called when first needed) give a command
@@ -108,7 +112,7 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
         raise StepError(f"system {cfg.name!r} could not be started: {exc}") from None
     except (ValueError, RuntimeError) as exc:
         raise StepError(f"system {cfg.name!r}: {exc}") from None
-    return Ran(result, system_record(cfg, result, len(entries), len(atoms), sandbox, declared, build_s, run_s), check)
+    return SystemRun(result, system_record(cfg, result, len(entries), len(atoms), sandbox, declared, build_s, run_s), check)
 
 
 def _loaded(corpus: Callable[[], pd.DataFrame | None]) -> pd.DataFrame:

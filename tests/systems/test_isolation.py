@@ -245,7 +245,7 @@ def test_every_result_states_its_isolation():
     import pandas as pd
 
     from bench.acceptance.report import audit_row
-    from bench.comparison.runs import RunData
+    from bench.comparison.runs import LoadedRun
     from bench.reporting.report import isolation_heading
 
     assert isolation_heading({"isolation": "process"}).startswith("**Isolation: process** — NOT ISOLATED (system.sandbox: off)")
@@ -253,7 +253,7 @@ def test_every_result_states_its_isolation():
     assert isolation_heading({"isolation": "bwrap"}).startswith("**Isolation: bwrap** — isolated (bubblewrap")
     assert isolation_heading({"isolation": "landlock"}).startswith("**Isolation: landlock** — isolated (Landlock")
     assert isolation_heading({}).startswith("**Isolation: not recorded**")
-    labels = [RunData("A", pd.DataFrame(), {"run": {"system": "s", "isolation": iso}}).describe() for iso in ("process", "bwrap", None)]
+    labels = [LoadedRun("A", pd.DataFrame(), {"run": {"system": "s", "isolation": iso}}).describe() for iso in ("process", "bwrap", None)]
     assert labels == ["A (s; chunking unknown; isolation process (not isolated))", "A (s; chunking unknown; isolation bwrap)",
                       "A (s; chunking unknown; isolation not recorded)"]
     doc = {"invalid_entries": 0, "run": {"system": "s", "isolation": "landlock"}, "overall": {}, "by_modality": {}}
