@@ -319,6 +319,3 @@ def iter_jsonl(path: str | os.PathLike, display: str | None = None) -> Iterator[
             except json.JSONDecodeError as exc:
                 raise LineError(name, lineno, "<line>", f"invalid JSON: {exc.msg} at column {exc.colno}") from None
 
-
-def read_jsonl(path: str | os.PathLike, display: str | None = None) -> list[tuple[int, Any]]:
-    return list(iter_jsonl(path, display))

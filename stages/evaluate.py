@@ -43,7 +43,7 @@ def main() -> None:
     options = EvalOptions.from_params(cfg.metrics, abstains=description.abstains)
     memories = load_memory_inputs(RESOLVED)  # memory hits: codes after the served atoms' (bench/evaluation/memory_report.py)
     with run_blocks(RUNS / "dev.parquet", RESOLVED / GOLD_FILE, len(entries), in_core_rows) as run:
-        inputs = EvalInputs(entries=entries, run=None, gold=None, regions=resolved.regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
+        inputs = EvalInputs(entries=entries, regions=resolved.regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
                             failures=pd.read_parquet(failures) if failures.exists() else no_failures(), served=served, memories=memories,
                             gold_segments=resolved.segments_by_source(), invalid=invalid, sha256=summary["sha256"], source=run.source)
         result = evaluate_run(inputs, options, description)

@@ -46,7 +46,7 @@ def evaluate_entries(entries: list[dict], invalid: list[dict], run: pd.DataFrame
     else:
         coded, gold = to_codes(getattr(run, "run", run), served_ids(served), "run"), found.gold
     with run_blocks(coded, gold, len(entries), in_core_rows) as blocks:
-        inputs = EvalInputs(entries=entries, run=None, gold=None, regions=found.regions, responses=responses, failures=failures,
+        inputs = EvalInputs(entries=entries, regions=found.regions, responses=responses, failures=failures,
                             served=served, gold_segments=found.segments_by_source(), invalid=invalid, sha256=sha256,
                             source=blocks.source, memories=memories)
         return evaluate_run(inputs, options, description)

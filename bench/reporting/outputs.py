@@ -69,7 +69,7 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
     atoms_info["amount"] = result.atom_extents["extent"].to_numpy(float)
     # the drill-down's queries are chosen from the per-query table alone; then only their run and gold rows are
     # read, and their atom codes named (the one place the report decodes them)
-    source = inputs.blocks()
+    source = inputs.source
     shown = drilldown(inputs.entries, full, _no_rows(RUN_COLS), _no_rows(GOLD_COLS), inputs.regions, atoms_info.iloc[:0], k=k)
     wanted = [q["query_id"] for m in shown["modalities"].values() for q in m["queries"]]
     table = served_ids(inputs.served, memories.ids if memories is not None else ())

@@ -197,12 +197,12 @@ def code_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, LoadedRun]:
     from bench.acceptance.in_memory import evaluate_entries
     from bench.corpus_sources import datasets
     from bench.evaluation.evaluate import EvalOptions, RunDescription
-    from bench.ingest.chunking import chunk_all
     from bench.ingest.corpus import Manifest, extract_all
     from bench.ingest.fetch import FetchLog, fetch_dataset, sort_manifest
     from bench.io import write_jsonl
     from bench.systems.config import check_system, make_adapter
     from bench.systems.run import SYSTEM_COLUMNS, run_queries
+    from tests.ingest.chunks import chunk_all
 
     base = tmp_path_factory.mktemp("cosqa")
     write_jsonl(base / "manifest.jsonl", sort_manifest(fetch_dataset(datasets()["cosqa"], base / "store", [mirror], False, FetchLog())))

@@ -174,10 +174,10 @@ def real_trec_files(real_corpus, tmp_path_factory) -> tuple[Path, Path]:
     from bench.annotations.splits import load_lock
     from bench.gold.resolve import resolve
     from bench.ingest.atom_codes import served_ids, with_atom_ids
-    from bench.ingest.chunking import chunk_all
     from bench.io import iter_jsonl
     from bench.systems import build_system
     from bench.trec.files import trec_qrels, trec_run
+    from tests.ingest.chunks import chunk_all
     from tests.systems.python_system import run_python_system
 
     atoms = chunk_all(real_corpus["segments"], {"pdf": {"strategy": "page"}, "conversation": {"strategy": "turn"}})
