@@ -410,9 +410,9 @@ def remove_token(root: Path) -> None:
 
 
 
-def record_acceptance(root: Path, doc: dict, *, summary: dict, test_entries: int, params_path: Path) -> dict:
-    """Write test.json and append its audit row, the chain checked again right before;
-    ValueError (one line) when the audit file forbids it. Returns the row."""
+def acceptance_row(root: Path, doc: dict, *, summary: dict, test_entries: int, params_path: Path) -> dict:
+    """The audit row of this acceptance, the chain checked again right before; ValueError (one
+    line) when the audit file forbids it. Nothing is written (write_acceptance)."""
     audit = root / AUDIT
     try:
         earlier = read_audit(audit)
@@ -424,7 +424,11 @@ def record_acceptance(root: Path, doc: dict, *, summary: dict, test_entries: int
     row = audit_row(earlier, utc=datetime.now(UTC).isoformat(timespec="seconds"), git_commit=git_commit(root),
                     params_sha256=sha256_file(params_path), sha256=summary["sha256"], dev_metrics_sha256=sha256_file(root / DEV_METRICS),
                     doc=doc, test_entries=test_entries, prev_sha256=last_line_sha256(audit))
+    return row
+
+
+def write_acceptance(root: Path, doc: dict, row: dict) -> None:
+    """test.json, test.md and one more audit row (the stage writes them together: io.atomic_outputs)."""
     write_json(root / TEST_METRICS, doc)
     write_text(root / TEST_REPORT, acceptance_markdown(doc, row["acceptance"], row["git_commit"]))
-    append_audit(audit, row)
-    return row
+    append_audit(root / AUDIT, row)
