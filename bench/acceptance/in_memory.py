@@ -22,8 +22,7 @@ from bench.evaluation.evaluate import EvalInputs, EvalOptions, EvalResult, RunDe
 from bench.evaluation.memory_report import MemoryInputs
 from bench.gold.resolve import resolve_frames
 from bench.gold.table import Resolved
-from bench.ingest.atom_codes import ATOM_CODE, served_ids, to_codes
-from bench.systems.provenance import HIT_COLUMNS
+from bench.ingest.atom_codes import ATOM_CODE, HIT_COLUMNS, served_ids, to_codes
 
 if TYPE_CHECKING:
     from bench.systems.run import RunResult

@@ -30,8 +30,7 @@ import pandas as pd
 
 from bench.evaluation.measures.extent import ATOM_EXTENT_COLUMNS, BOX, MemoryExtents, capped_memory_boxes
 from bench.gold.table import MEMORY_ROW_COLUMNS
-from bench.ingest.atom_codes import ATOM_CODE
-from bench.systems.provenance import HIT_COLUMNS
+from bench.ingest.atom_codes import ATOM_CODE, HIT_COLUMNS
 
 __all__ = ["MemoryInputs", "load_memory_inputs", "memory_block"]
 

@@ -29,12 +29,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.gold.resolve import GOLD_COLUMNS
-from bench.gold.table import MEMORY_ROW_COLUMNS
-from bench.ingest.atom_codes import ATOM_CODE, CODE_DTYPE
+from bench.gold.table import GOLD_COLUMNS, MEMORY_ROW_COLUMNS
+from bench.ingest.atom_codes import ATOM_CODE, CODE_DTYPE, HIT_COLUMNS, MEMORY_TABLE_COLUMNS, UNIT_TABLE_COLUMNS
 from bench.modalities import modalities
 from bench.modalities.boxes import PLACED
-from bench.systems.provenance import HIT_COLUMNS, MEMORY_TABLE_COLUMNS, UNIT_TABLE_COLUMNS
 from bench.systems.support import credited, support_mask
 
 __all__ = ["SEVERAL_HOLDERS", "MemoryGold", "Resolution", "judge_units", "memory_rows", "read_memories", "resolve_memories",

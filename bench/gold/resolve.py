@@ -35,7 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.gold.table import Resolved
+from bench.gold.table import GOLD_COLUMNS, Resolved
 from bench.ingest.atom_codes import ATOM_CODE, CODE_DTYPE
 from bench.ingest.partitions import Partition, scan_files, scan_sources
 from bench.ingest.store import segment_files
@@ -44,7 +44,6 @@ from bench.modalities.base import PLACED, Modality, place_regions_per_region
 
 #: ``atom``: the atom's code, its row in the served table (bench.ingest.atom_codes:
 #: the atom frames in modality-name order, concatenated)
-GOLD_COLUMNS = ["query_id", "gold_idx", ATOM_CODE]
 #: how a modality's regions are placed: its vectorised hook, or the per-region reference
 Place = Callable[[Modality, pd.DataFrame, pd.DataFrame], pd.DataFrame]
 

@@ -44,6 +44,8 @@ __all__ = ["GOLD_FILE", "MEMORY_ROW_COLUMNS", "Resolved", "ResolvedRegions", "re
 
 GOLD_FILE, REGIONS, SEGMENTS, UNREADABLE = "gold.parquet", "regions.parquet", "segments.parquet", "unreadable_gold.json"
 #: one row per memory (memories.parquet, bench.gold.memories.memory_rows): what the evaluation and the report read
+#: the resolved gold (GOLD_FILE): one row per (entry, gold region, overlapping atom code)
+GOLD_COLUMNS = ["query_id", "gold_idx", ATOM_CODE]
 MEMORY_ROW_COLUMNS = [ATOM_CODE, "memory_id", "text", "provenance", "holder", "observed_at", "text_chars", "citations",
                       "citations_supported", "units", "units_judged", "units_supported", "units_credited", "modalities"]
 

@@ -32,7 +32,6 @@ import pandas as pd
 
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted, in_denominator
-from bench.gold.resolve import GOLD_COLUMNS
 from bench.ingest.atom_codes import ATOM_CODE
 from bench.numbers import number
 from bench.reporting.html_report import SNIPPET  # characters of an atom's text shown beside a hit, as dev.html shows it
@@ -156,7 +155,7 @@ def _atoms_info(served: dict[str, pd.DataFrame], memories: Any) -> pd.DataFrame:
 def load_detail(files: RunFiles, k: int) -> RunDetail | None:
     """The cartridges of the run whose data/ outputs `files` names (None when they are not there)."""
     from bench.evaluation.memory_report import load_memory_inputs
-    from bench.gold.table import GOLD_FILE, read_regions
+    from bench.gold.table import GOLD_COLUMNS, GOLD_FILE, read_regions
     from bench.ingest.partitions import read_modalities
     from bench.io import iter_jsonl
 

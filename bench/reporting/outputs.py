@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.evaluation.evaluate import EvalInputs, EvalResult
-from bench.gold.resolve import GOLD_COLUMNS
+from bench.gold.table import GOLD_COLUMNS
 from bench.ingest.atom_codes import ATOM_CODE, served_ids, with_atom_ids
 from bench.modalities import modalities
 from bench.reporting.html_report import drilldown, render

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluation.measures.extent import RATIOS
-from bench.gold.resolve import GOLD_COLUMNS
+from bench.gold.table import GOLD_COLUMNS
 from bench.ingest.atom_codes import ATOM_CODE
 
 PERCENTILES = np.arange(0, 101, 1)

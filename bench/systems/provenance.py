@@ -24,17 +24,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.ingest.atom_codes import ATOM_CODE
+from bench.ingest.atom_codes import ATOM_CODE, MEMORY_TABLE_COLUMNS, UNIT_TABLE_COLUMNS
 from bench.modalities import modalities
 from bench.modalities.base import extent_json, short
 from bench.systems import MemoryHit
 from bench.systems.protocol import MalformedResponse
 
-__all__ = ["HIT_COLUMNS", "MEMORY_TABLE_COLUMNS", "UNIT_TABLE_COLUMNS", "CitationCheck", "MemoryTables", "coded_run", "memory_tables"]
+__all__ = ["CitationCheck", "MemoryTables", "coded_run", "memory_tables"]
 
-MEMORY_TABLE_COLUMNS = [ATOM_CODE, "memory_id", "text", "provenance"]  # data/memories/memories.parquet
-UNIT_TABLE_COLUMNS = [ATOM_CODE, "citation", "unit", "source_id", "modality", "extent", "observed_at", "holder", "text"]  # units.parquet
-HIT_COLUMNS = ["query_id", "rank", ATOM_CODE]  # hits.parquet: the ranks at which memories were returned
 
 
 class CitationCheck:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from bench.ingest.atom_codes import ATOM_CODE
+from bench.ingest.atom_codes import ATOM_CODE, HIT_COLUMNS
 from bench.systems.run import SYSTEM_COLUMNS, ReplayError, RunResult, latency_percentiles, run_queries
 
 if TYPE_CHECKING:
@@ -253,7 +253,7 @@ def retrieve(cfg: SystemParams, entries: list[dict], serving: Serving, *, paths:
     from bench.ingest.corpus import Manifest, load_segments
     from bench.ingest.partitions import read_modalities
     from bench.systems.config import sandboxed
-    from bench.systems.provenance import HIT_COLUMNS, coded_run
+    from bench.systems.provenance import coded_run
 
     served = read_modalities(paths.served)
     command = sandboxed(cfg)
