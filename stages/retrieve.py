@@ -18,7 +18,7 @@ import os
 
 import click
 
-from bench.io import iter_jsonl, write_json, write_parquet, write_text
+from bench.io import atomic_outputs, iter_jsonl, write_json, write_parquet, write_text
 from bench.project.layout import ATOMS, MANIFEST, MEMORIES, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
 from bench.project.selection import config, mirror_roots
 from bench.systems.config import check_system
@@ -43,17 +43,18 @@ def main() -> None:
         out = retrieve(system, entries, serving, paths=paths, places=places, where=cfg.executor)
     except StepError as exc:
         fail(str(exc))
-    write_parquet(RUNS / "dev.parquet", out.run)
-    write_parquet(RUNS / "latency.parquet", out.result.latency)
-    write_parquet(RUNS / "failures.parquet", out.result.failures)
-    write_parquet(RUNS / "ingest.parquet", out.result.ingest)
-    write_json(RUNS / "system.json", out.info)
-    write_parquet(MEMORIES / "memories.parquet", out.memories)
-    write_parquet(MEMORIES / "units.parquet", out.units)
-    write_parquet(MEMORIES / "hits.parquet", out.hits)
-    write_json(MEMORIES / "replay.json", {"replay": out.info["replay"], "given_atoms": out.info["given_atoms"]})
-    write_json(SERVED / "served.json", out.served)
-    write_text(REPORTS / "runs" / "dev.run", trec_run(out.result.run, system.name.replace(" ", "_")))
+    with atomic_outputs(on_disk_full=fail):  # the run's files change together or not at all
+        write_parquet(RUNS / "dev.parquet", out.run)
+        write_parquet(RUNS / "latency.parquet", out.result.latency)
+        write_parquet(RUNS / "failures.parquet", out.result.failures)
+        write_parquet(RUNS / "ingest.parquet", out.result.ingest)
+        write_json(RUNS / "system.json", out.info)
+        write_parquet(MEMORIES / "memories.parquet", out.memories)
+        write_parquet(MEMORIES / "units.parquet", out.units)
+        write_parquet(MEMORIES / "hits.parquet", out.hits)
+        write_json(MEMORIES / "replay.json", {"replay": out.info["replay"], "given_atoms": out.info["given_atoms"]})
+        write_json(SERVED / "served.json", out.served)
+        write_text(REPORTS / "runs" / "dev.run", trec_run(out.result.run, system.name.replace(" ", "_")))
     click.echo(out.summary)
 
 
