@@ -224,7 +224,8 @@ def test_a_refused_retrieve_keeps_the_previous_run(monkeypatch, tmp_path):
     monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "no landlock", 0))
     paths = RetrievePaths(atoms=tmp_path / "atoms", segments=tmp_path / "segments", manifest=tmp_path / "manifest",
                           served=tmp_path / "served")
-    old = {paths.atoms / "pdf" / "a.parquet": b"atoms", paths.served / "served.json": b"{}"}
+    old = {paths.atoms / "pdf" / "a.parquet": b"atoms", paths.served / "served.json": b"{}",
+           paths.served / "conversation" / "locomo.parquet": b"old atoms"}
     for path, data in old.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
