@@ -20,6 +20,7 @@ from bench.gold.table import GOLD_FILE, read_regions
 from bench.ingest.corpus import Manifest
 from bench.ingest.partitions import read_modalities
 from bench.io import atomic_outputs, iter_jsonl, write_json, write_parquet, write_text
+from bench.numbers import number
 from bench.project.layout import ATOMS, MANIFEST, REPORTS, RESOLVED, ROOT, RUNS, SERVED, SETS_DIR, STORE, VALID_DIR, fail, read_json
 from bench.project.selection import config, local_datasets
 from bench.reporting.outputs import dev_report
@@ -66,7 +67,7 @@ def main() -> None:
         write_text(REPORTS / "dev.html", report.html)
     o = doc["overall"]
     recall = f"recall@{k}"
-    click.echo(f"evaluate: {recall} {o[recall]['value']:.4f} (n={o[recall]['n']}), mrr {o['mrr']['value']:.4f}, invalid {doc['invalid_entries']}")
+    click.echo(f"evaluate: {recall} {number(o[recall]['value'])} (n={o[recall]['n']}), mrr {number(o['mrr']['value'])}, invalid {doc['invalid_entries']}")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file, write_json, write_text
+from bench.numbers import number
 from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, MANIFEST_FILE, SUMMARY, TEST_METRICS, TEST_REPORT
 from bench.reporting.report import acceptance_markdown
 
@@ -332,10 +333,9 @@ def describe(row: dict, k: int) -> str:
     head = f"acceptance #{row['acceptance']} on commit {str(row['git_commit'])[:12]}"
     if row["earlier_on_this_commit"]:
         head += f" (this commit was already accepted: #{', #'.join(str(n) for n in row['earlier_on_this_commit'])}; all rows kept)"
-    value = cell.get("value")
     return (
-        f"{head}: recall@{k} {value if value is None else round(value, 4)} (n={cell.get('n')}/{cell.get('denominator')}), "
-        f"mrr {mrr.get('value') if mrr.get('value') is None else round(mrr['value'], 4)}; {row['test_entries']} test entries, "
+        f"{head}: recall@{k} {number(cell.get('value'))} (n={cell.get('n')}/{cell.get('denominator')}), "
+        f"mrr {number(mrr.get('value'))}; {row['test_entries']} test entries, "
         f"{row['invalid_entries']} invalid"
     )
 
