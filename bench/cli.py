@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from bench.cli_validate import validate_command
 from bench.comparison.compare import MAX_UNPAIRED
 from bench.comparison.gate import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO
 from bench.io import LineError
@@ -17,7 +18,6 @@ from bench.modalities import names as modality_names
 from bench.project.docs import docs_command
 from bench.project.layout import AUDIT, DEV_METRICS, PER_QUERY, TEST_METRICS, Layout, find_root, read_params
 from bench.project.selection import config, local_datasets, mirror_roots, set_files
-from bench.validate_sets import validate_command
 
 
 @click.group()

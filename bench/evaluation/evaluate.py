@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.blocks import BlockSource, FrameBlocks, query_positions
+from bench.evaluation.blocks import BlockSource, query_positions
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.document import metrics_document
 from bench.evaluation.measures import families, measures
@@ -52,8 +52,9 @@ class EvalInputs:
     """What one run over the valid entries of a split produced."""
 
     entries: list[dict[str, Any]]  # valid entries (schema b-2 rows)
-    run: pd.DataFrame | None  # query_id, atom (code), rank, score (None: read block by block from `source`)
-    gold: pd.DataFrame | None  # resolved gold: query_id, gold_idx, atom (code) (None: from `source`)
+    #: the run (query_id, atom code, rank, score) and resolved gold (query_id, gold_idx, atom code), read one
+    #: block of queries at a time (bench.evaluation.blocks: FrameBlocks in core, DuckDBBlocks out of core)
+    source: BlockSource
     regions: pd.DataFrame  # resolved regions, typed and placed (bench.gold.table)
     responses: pd.DataFrame  # query_id, latency_ms, abstain, confidence of every answered query
     failures: pd.DataFrame  # query_id, kind (timeout, crash) of every failed query
@@ -61,17 +62,8 @@ class EvalInputs:
     gold_segments: dict[str, pd.DataFrame]  # source_id -> segments of the gold sources (the report's pictures only)
     invalid: list[dict[str, Any]]  # invalid entries of the split (counted apart)
     sha256: dict[str, Any]  # manifest, sets and split lock the run used
-    #: where run and gold are read block by block (bench.evaluation.blocks); None: `run` and `gold` as one block
-    source: BlockSource | None = None
     #: the run's memories (bench.evaluation.memory_report): more rows of the atom table, after the served atoms
     memories: MemoryInputs | None = None
-
-    def blocks(self) -> BlockSource:
-        if self.source is not None:
-            return self.source
-        if self.run is None or self.gold is None:
-            raise ValueError("EvalInputs needs run and gold, or a source")
-        return FrameBlocks(self.run, self.gold)
 
 
 @dataclass(frozen=True)
@@ -197,7 +189,7 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     """Per-query metrics, chunk-fair metrics and ties, every measure's cell per modality and
     overall with its 95% interval, and the metrics document (README, *Metrics*).
 
-    The run and gold are read one query block at a time (``inputs.blocks()``: one block
+    The run and gold are read one query block at a time (``inputs.source``: one block
     when they are in memory); each block gives its queries' per-query columns
     (:func:`evaluate_block`), and what needs every query -- the false-recall calibration,
     the AUROC signal, the cells and their intervals -- runs once on those O(queries) rows.
@@ -213,7 +205,7 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     memories = None
     if inputs.memories:  # memory codes follow the served atoms' (bench.systems.provenance)
         atoms, atom_ext, memories = inputs.memories.joined(atoms, atom_ext)
-    source = inputs.blocks()
+    source = inputs.source
     budget = options.budgets()
     abstained = abstained_queries(inputs.responses)  # they hand over nothing (measures.base.run_family)
     parts = [evaluate_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, atom_ext, inputs.regions, k=k, failed=failed,
