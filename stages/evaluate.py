@@ -16,11 +16,27 @@ import pandas as pd
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate_run, no_failures, per_query_table
 from bench.evaluation.memory_report import load_memory_inputs
 from bench.evaluation.resolved import GOLD_FILE, read_regions
+from bench.evaluation.resolved import SEGMENTS as SEGMENTS_FILE
 from bench.evaluation.steps import run_blocks
 from bench.ingest.corpus import Manifest
 from bench.ingest.partitions import read_modalities
-from bench.io import atomic_outputs, iter_jsonl, write_json, write_parquet, write_text
-from bench.project.layout import ATOMS, MANIFEST, REPORTS, RESOLVED, ROOT, RUNS, SERVED, SETS_DIR, STORE, VALID_DIR, fail, read_json
+from bench.io import atomic_outputs, iter_jsonl, sha256_bytes, sha256_file, write_json, write_parquet, write_text
+from bench.memo import Memo
+from bench.project.layout import (
+    ATOMS,
+    MANIFEST,
+    REPORTS,
+    RESOLVED,
+    ROOT,
+    RUNS,
+    SERVED,
+    SETS_DIR,
+    STORE,
+    VALID_DIR,
+    fail,
+    memo_dir,
+    read_json,
+)
 from bench.project.selection import config, local_datasets
 from bench.reporting.outputs import dev_report
 from bench.reporting.report import markdown
@@ -46,9 +62,11 @@ def main() -> None:
         inputs = EvalInputs(entries=entries, run=None, gold=None, regions=resolved.regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
                             failures=pd.read_parquet(failures) if failures.exists() else no_failures(), served=served, memories=memories,
                             gold_segments=resolved.segments_by_source(), invalid=invalid, sha256=summary["sha256"], source=run.source)
-        result = evaluate_run(inputs, options, description)
+        memo = Memo(memo_dir(ROOT))  # intervals reused by content (bench/memo.py)
+        result = evaluate_run(inputs, options, description, memo)
         report = dev_report(result, inputs, k=options.k, max_k=cfg.system.depth, calibration_recall=options.calibration_recall,
-                            corpus=CorpusFiles.from_manifest(Manifest.load(MANIFEST), STORE))
+                            corpus=CorpusFiles.from_manifest(Manifest.load(MANIFEST), STORE), memo=memo,
+                            content=sha256_bytes(f"{sha256_file(MANIFEST)} {sha256_file(RESOLVED / SEGMENTS_FILE)}".encode()))
         if (line := run.describe(in_core_rows)) is not None:
             click.echo(f"evaluate: {line} (DuckDB)", err=True)
     doc, k = result.document, options.k

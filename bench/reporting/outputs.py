@@ -10,6 +10,7 @@ import pandas as pd
 
 from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.evaluate import EvalInputs, EvalResult
+from bench.memo import Memo
 from bench.modalities import modalities
 from bench.reporting.html_report import drilldown, render
 from bench.reporting.plots import (
@@ -34,12 +35,13 @@ class DevReport:
 
 
 def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, calibration_recall: float,
-               corpus: CorpusFiles) -> DevReport:
+               corpus: CorpusFiles, memo: Memo | None = None, content: str | None = None) -> DevReport:
     """The plot tables (`dvc plots`) and the HTML report with its figures, drill-down and pictures.
 
     ``max_k``: the recall curve's last cut-off (params system.depth); ``calibration_recall``:
     params metrics.calibration_recall (marked on the threshold figure); ``corpus``: where
-    the pictures of gold sources are read from."""
+    the pictures of gold sources are read from; ``memo`` and ``content``: pictures reused
+    by content (bench.reporting.thumbnails.pictures)."""
     doc, full = result.document, result.query_table
     # the curves read only the run rows that hit a gold atom (collected block by block by the evaluation)
     hit_run = result.hits[["query_id", "atom", "rank", "score"]].drop_duplicates(["query_id", "atom"])
@@ -74,7 +76,7 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
     table = served_ids(inputs.served, memories.ids if memories is not None else ())
     run, gold = (with_atom_ids(rows, table) for rows in source.rows_of(wanted))
     drill = drilldown(inputs.entries, full, run, gold, inputs.regions, atoms_info, k=k)
-    pics = pictures(drill, corpus, inputs.gold_segments)
+    pics = pictures(drill, corpus, inputs.gold_segments, memo=memo, content=content)
     return DevReport(plots, render(doc, figures, drill, pictures=pics))
 
 
