@@ -113,7 +113,8 @@ class Memo:
         data = self.get(kind, key)
         if data is not None:
             try:
-                return json.loads(data)  # type: ignore[no-any-return]
+                found: T = json.loads(data)
+                return found
             except ValueError:
                 pass
         value = compute()

@@ -109,7 +109,11 @@ def pictures(drill: dict[str, Any], files: CorpusFiles, segments: dict[str, pd.D
         answerable = [q for q in block["queries"] if q.get("gold")]
         for q in answerable[:per_modality]:
             key = store.key("pictures", content, modality, json.dumps(q, sort_keys=True, default=str))
-            fragment = store.text("pictures", key, lambda m=modality, q=q: query_pictures(m, q, files, segments))
+
+            def draw(m: str = modality, q: dict = q) -> str:
+                return query_pictures(m, q, files, segments)
+
+            fragment = store.text("pictures", key, draw)
             if fragment:
                 out[q["query_id"]] = fragment
     files.close()
