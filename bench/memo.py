@@ -18,6 +18,7 @@ Nothing here reads params.yaml or the environment; the stage passes the folder
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -34,6 +35,8 @@ __all__ = ["Memo", "code_version"]
 
 T = TypeVar("T")
 
+#: the folder's size kept by :meth:`Memo.prune` (the eight default data sets store about 17 MiB per chunking tried)
+MAX_BYTES = 1 << 30
 #: libraries whose results (random streams, parsing, rendering, scoring) could change with their version
 LIBRARIES = ("numpy", "pandas", "pyarrow", "pillow", "pypdfium2", "bm25s", "matplotlib")
 
@@ -95,6 +98,8 @@ class Memo:
             self.misses += 1
             return None
         self.hits += 1
+        with contextlib.suppress(OSError):  # its modification time is its last use (prune keeps the recent)
+            os.utime(path)  # type: ignore[arg-type]  # not None: data was read from it
         return data[: -len(b"\n#end\n")]
 
     def put(self, kind: str, key: str, data: bytes) -> None:
@@ -132,6 +137,28 @@ class Memo:
         value = compute()
         self.put(kind, key, value.encode("utf-8"))
         return value
+
+    def prune(self, max_bytes: int = MAX_BYTES) -> int:
+        """Delete the least recently used entries until the folder holds at most
+        `max_bytes` (a deleted entry is computed again when next needed); returns the
+        entries deleted."""
+        if self.root is None or not self.root.is_dir():
+            return 0
+        entries = []
+        for path in self.root.glob("*/*/*"):
+            with contextlib.suppress(OSError):
+                st = path.stat()
+                entries.append((st.st_mtime, st.st_size, path))
+        total = sum(size for _, size, _ in entries)
+        deleted = 0
+        for _, size, path in sorted(entries, key=lambda e: e[0]):
+            if total <= max_bytes:
+                break
+            with contextlib.suppress(OSError):
+                path.unlink()
+                total -= size
+                deleted += 1
+        return deleted
 
     def summary(self) -> str:
         return f"{self.hits} reused, {self.misses} computed" + ("" if self.root is None else f" ({os.fspath(self.root)})")

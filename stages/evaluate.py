@@ -82,6 +82,7 @@ def main() -> None:
         for name, text in report.plots.items():
             write_text(REPORTS / "plots" / name, text)
         write_text(REPORTS / "dev.html", report.html)
+    memo.prune()  # the least recently used reusable results beyond bench.memo.MAX_BYTES
     o = doc["overall"]
     recall = f"recall@{k}"
     click.echo(f"evaluate: {recall} {o[recall]['value']:.4f} (n={o[recall]['n']}), mrr {o['mrr']['value']:.4f}, invalid {doc['invalid_entries']}")

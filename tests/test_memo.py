@@ -53,3 +53,18 @@ def test_memo_dir_of_a_project_and_of_a_queued_experiment(tmp_path: Path) -> Non
     assert memo_dir(exp, {}) == project.resolve() / MEMO_DIR  # a queued experiment shares its project's memo
     assert memo_dir(project, {"BENCH_MEMO_DIR": "off"}) is None
     assert memo_dir(project, {"BENCH_MEMO_DIR": str(tmp_path / "m")}) == tmp_path / "m"
+
+
+def test_prune_deletes_the_least_recently_used_first(tmp_path: Path) -> None:
+    import os
+
+    memo = Memo(tmp_path)
+    keys = [memo.key("t", i) for i in range(4)]
+    for i, key in enumerate(keys):
+        memo.put("t", key, b"x" * 100)
+        path = next(tmp_path.glob(f"t/*/{key}"))
+        os.utime(path, (1000 + i, 1000 + i))
+    assert memo.get("t", keys[0]) == b"x" * 100  # used now: the most recent
+    assert memo.prune(max_bytes=250) == 2
+    assert memo.get("t", keys[0]) is not None and memo.get("t", keys[3]) is not None
+    assert memo.get("t", keys[1]) is None and memo.get("t", keys[2]) is None
