@@ -22,6 +22,7 @@ from bench.ingest.corpus import Manifest
 from bench.ingest.partitions import read_modalities
 from bench.io import atomic_outputs, iter_jsonl, sha256_bytes, sha256_file, write_json, write_parquet, write_text
 from bench.memo import Memo
+from bench.numbers import number
 from bench.project.layout import (
     ATOMS,
     MANIFEST,
@@ -59,7 +60,7 @@ def main() -> None:
     options = EvalOptions.from_params(cfg.metrics, abstains=description.abstains)
     memories = load_memory_inputs(RESOLVED)  # memory hits: codes after the served atoms' (bench/evaluation/memory_report.py)
     with run_blocks(RUNS / "dev.parquet", RESOLVED / GOLD_FILE, len(entries), in_core_rows) as run:
-        inputs = EvalInputs(entries=entries, run=None, gold=None, regions=resolved.regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
+        inputs = EvalInputs(entries=entries, regions=resolved.regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
                             failures=pd.read_parquet(failures) if failures.exists() else no_failures(), served=served, memories=memories,
                             gold_segments=resolved.segments_by_source(), invalid=invalid, sha256=summary["sha256"], source=run.source)
         memo = Memo(memo_dir(ROOT))  # intervals reused by content (bench/memo.py)
@@ -85,7 +86,7 @@ def main() -> None:
     memo.prune()  # the least recently used reusable results beyond bench.memo.MAX_BYTES
     o = doc["overall"]
     recall = f"recall@{k}"
-    click.echo(f"evaluate: {recall} {o[recall]['value']:.4f} (n={o[recall]['n']}), mrr {o['mrr']['value']:.4f}, invalid {doc['invalid_entries']}")
+    click.echo(f"evaluate: {recall} {number(o[recall]['value'])} (n={o[recall]['n']}), mrr {number(o['mrr']['value'])}, invalid {doc['invalid_entries']}")
 
 
 if __name__ == "__main__":
