@@ -8,7 +8,7 @@ computes the per-query column), its reducer (how a cell turns per-query values i
 one number, and what the bootstrap resamples), its direction, the spec's bar, the
 verdict column it fills and whether ``bench compare`` tests it.
 
-The denominator rule (README, *Metrics*): a metric's denominator is every annotated
+The denominator rule (docs/measuring.md): a metric's denominator is every annotated
 entry of its scope (answerable, unanswerable or all), never the number of hits; a
 failed query (timeout, crash) stays in it and counts as the worst case (:class:`Mean`'s
 ``worst``: 0 where higher is better, 1 for false recall and abstention rate); a
