@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from bench.evaluation.compare import MAX_UNPAIRED
-from bench.evaluation.gate import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO
+from bench.comparison.compare import MAX_UNPAIRED
+from bench.comparison.gate import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO
 from bench.io import LineError
 from bench.modalities import names as modality_names
 from bench.project.layout import AUDIT, DEV_METRICS, PER_QUERY, TEST_METRICS, Layout, find_root, read_params
@@ -78,7 +78,7 @@ def accept(show_status: bool) -> None:
     import secrets
     import subprocess
 
-    from bench import accept as acc
+    from bench.acceptance import report as acc
     from bench.dvcignore import lifted
     from bench.io import sha256_file, write_text
 
@@ -119,7 +119,7 @@ def _accept_status(root: Path) -> int:
     """`dvc status` of the acceptance stage alone: 0 when the accepted result is current."""
     import subprocess
 
-    from bench import accept as acc
+    from bench.acceptance import report as acc
     from bench.dvcignore import lifted
 
     if not (root / TEST_METRICS).is_file():
@@ -168,7 +168,7 @@ def splits_freeze(reason: str) -> None:
     import os
     from datetime import datetime
 
-    from bench.accept import experiment_reason, git_commit
+    from bench.acceptance.report import experiment_reason, git_commit
     from bench.annotations.splits import changes, freeze, load_lock, lock_text, set_triples
     from bench.io import write_text
 
@@ -218,8 +218,8 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, html_out: str | None
     A and B are each a folder (holding reports/per_query/dev.parquet), a git revision
     or a DVC experiment name. See docs/comparing.md.
     """
-    from bench.evaluation.compare import CompareError, common_k, load_run
-    from bench.evaluation.compare import compare as run_compare
+    from bench.comparison.compare import compare as run_compare
+    from bench.comparison.runs import CompareError, common_k, load_run
     from bench.io import write_json
     from bench.reporting.compare_report import markdown as compare_md
 
@@ -274,7 +274,7 @@ def _metrics_block(root: Path) -> Any:
 
 
 def _run_params(spec: str, root: Path) -> dict[str, Any]:
-    from bench.evaluation.compare import CompareError, run_params
+    from bench.comparison.runs import CompareError, run_params
 
     try:
         return run_params(spec, root)
@@ -303,11 +303,11 @@ def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str
     p-values against the baseline; rank intervals; the Pareto frontier over what the budget
     packs, differences within noise being ties. See docs/comparing.md.
     """
-    from bench.evaluation.compare import CompareError, load_run
-    from bench.evaluation.leaderboard import experiment_names
-    from bench.evaluation.leaderboard import leaderboard as board
+    from bench.comparison.leaderboard import experiment_names
+    from bench.comparison.leaderboard import leaderboard as board
+    from bench.comparison.runs import CompareError, load_run
     from bench.io import write_json, write_text
-    from bench.reporting.leaderboard import markdown, parse_labels, short_labels
+    from bench.reporting.leaderboard_page import markdown, parse_labels, short_labels
 
     root = find_root()
     metrics = _metrics_block(root)
@@ -343,10 +343,10 @@ def _leaderboard_pages(result: dict[str, Any], loaded: list[Any], specs: list[st
                        alpha: float, max_unpaired: float) -> str:
     """Each run's A/B page against the baseline beside `out` (bench.reporting.compare_page), and the
     leaderboard page linking them; the comparisons use the leaderboard's statistics options."""
-    from bench.evaluation.compare import compare as run_compare
+    from bench.comparison.compare import compare as run_compare
     from bench.io import write_text
     from bench.reporting.compare_page import build
-    from bench.reporting.leaderboard import page, page_name
+    from bench.reporting.leaderboard_page import page, page_name
 
     base = loaded[0]
     links = {}
@@ -378,9 +378,9 @@ def gate(base: str, min_effect: float, max_latency_ratio: float, latency_floor_m
     other verdict measures are reported. Exit 0: passed; 1: failed (one line per reason, then
     the gate's line); 2: the two runs cannot be compared (one line). See docs/comparing.md.
     """
-    from bench.evaluation.compare import CompareError, common_k, load_run
-    from bench.evaluation.gate import gate as run_gate
-    from bench.evaluation.gate import summary
+    from bench.comparison.gate import gate as run_gate
+    from bench.comparison.gate import summary
+    from bench.comparison.runs import CompareError, common_k, load_run
 
     root = find_root()
     metrics = _metrics_block(root)
@@ -412,7 +412,7 @@ def eval_(qrels: str, run: str, per_query_lines: bool, complete: bool, as_json: 
 
     Measures: map, recip_rank, P_10, recall_10, ndcg_cut_10. See docs/trec-eval.md.
     """
-    from bench.evaluation.trec_eval import NoCommonQuery, evaluate, format_trec, read_qrels, read_run, to_json
+    from bench.trec.trec_eval import NoCommonQuery, evaluate, format_trec, read_qrels, read_run, to_json
 
     try:
         result = evaluate(read_qrels(qrels), read_run(run), complete=complete)

@@ -100,9 +100,9 @@ OCR_STAGES = ("extract@image", "extract@ui_screenshot")
 def bm25_latency(work: Path, repeats_per_query: int = 1) -> dict:
     """Compile latency (question -> ranked list) of the built-in bm25 over the run's atoms."""
     sys.path.insert(0, str(work))
-    from bench.evaluation.retrieve import query_of
     from bench.io import iter_jsonl
     from bench.systems.bm25 import bm25, tokenize
+    from bench.systems.run import query_of
 
     frames = [pd.read_parquet(p, columns=["atom_id", "source_id", "text", "holder", "observed_at"])
               for p in sorted((work / "data" / "atoms").glob("*/*.parquet"))]

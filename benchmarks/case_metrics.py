@@ -13,7 +13,7 @@ from benchmarks.common import best_of, figure
 def make_codes(n_queries: int, depth: int = 100, seed: int = 0) -> dict[str, pd.DataFrame]:
     """A run of `depth` atoms per query over a pool of atoms, with realistic gold density,
     in the form the pipeline stores: atoms as integer codes (rows of ``atoms``), query
-    ids categorical (bench/evaluation/atom_codes.py). No id strings but the query ids.
+    ids categorical (bench/ingest/atom_codes.py). No id strings but the query ids.
 
     10 % of queries are unanswerable (no gold); answerable ones have 1-3 gold regions
     resolving to 1-4 atoms; about 60 % of them have a gold atom somewhere in the list.

@@ -26,10 +26,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import MIRROR, best_of, figure
-
-SCREENS = MIRROR / "screenagent_test" / "data" / "ScreenAgent" / "test"
-PHOTOS = MIRROR / "coco_captions_val2017" / "val2017"
+from benchmarks.common import PHOTOS, SCREENS, best_of, figure
 
 
 def images(n_screens: int, n_photos: int) -> list[Path]:
@@ -93,8 +90,8 @@ def run_case(n_screens: int, n_photos: int, repeats: int) -> list[dict] | dict:
 
 def run_settings_case(n_pages: int, n_images: int, repeats: int) -> list[dict] | dict:
     """The chosen setting against the old one on the same PDF pages (with accuracy) and images."""
-    from benchmarks.ocr_accuracy import sample_pages, summarise
     from benchmarks.ocr_candidates import TODAY, best_of_interleaved, current
+    from benchmarks.ocr_scoring import sample_pages, summarise
 
     sample = sample_pages()
     if not sample:

@@ -1,4 +1,4 @@
-"""Case 2: gold resolution (bench/evaluation/resolve.py) on synthetic regions and atoms of all six modalities."""
+"""Case 2: gold resolution (bench/gold/resolve.py) on synthetic regions and atoms of all six modalities."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.evaluation.resolve import resolve, resolve_per_region
+from bench.gold.resolve import resolve, resolve_per_region
 from benchmarks.common import best_of, figure
 from benchmarks.synth import make_case
 
@@ -27,7 +27,7 @@ def run_case(base_regions: int, base_atoms: int, scales: list[int], repeats: int
     same = g1.equals(g2) and r1.equals(r2)
     figures.append(figure(
         f"resolve {small.n_regions} regions x {small.n_atoms} atoms vs per-region reference", t_vec, t_ref,
-        "bench.evaluation.resolve.resolve_per_region (one Modality.overlap call per region)", "ratio <= 1.0 and identical frames",
+        "bench.gold.resolve.resolve_per_region (one Modality.overlap call per region)", "ratio <= 1.0 and identical frames",
         goal_ratio=1.0, regions=small.n_regions, atoms=small.n_atoms, identical=same, repeats=repeats,
         statistic="best of repeats (reference: 1 run)"))
     figures[-1]["met"] = bool(figures[-1]["met"]) and same
@@ -83,7 +83,7 @@ _FRESH = r'''
 import hashlib, json, pickle, sys, time
 from pathlib import Path
 import pandas as pd
-from bench.evaluation.resolve import resolve, resolve_files
+from bench.gold.resolve import resolve, resolve_files
 from bench.ingest.partitions import partitions, read_modalities
 from benchmarks.common import peak_rss_kib
 folder, mode = Path(sys.argv[1]), sys.argv[2]
@@ -102,7 +102,7 @@ print(json.dumps({"seconds": t, "peak_kib": peak_rss_kib(), "gold": len(gold), "
 
 
 def files_figure(base_regions: int, base_atoms: int, more: int) -> dict:
-    """The resolve stage's path (bench.evaluation.resolve.resolve_files: partition by
+    """The resolve stage's path (bench.gold.resolve.resolve_files: partition by
     partition from disk, only gold sources' rows kept) against reading every partition
     into memory and resolving there, each in a fresh process on the same files: time
     ratio, peak RSS of both, identical gold."""

@@ -23,7 +23,7 @@ from functools import partial
 
 import numpy as np
 
-from bench.evaluation.uncertainty import bootstrap_ci, paired_randomization_test, rng_for
+from bench.evaluation.stats.uncertainty import bootstrap_ci, paired_randomization_test, rng_for
 from benchmarks.common import best_of, figure
 
 RESAMPLES = 1000

@@ -15,6 +15,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = ROOT.parent / "shared" / "mirror"
+#: the images the OCR cases read (ScreenAgent screenshots, COCO photos)
+SCREENS = MIRROR / "screenagent_test" / "data" / "ScreenAgent" / "test"
+PHOTOS = MIRROR / "coco_captions_val2017" / "val2017"
 #: the checkout's own OCR caches (data/ocr-cache/<modality>/, filled by `dvc repro`)
 PROJECT_OCR_CACHE = ROOT / "data" / "ocr-cache"
 

@@ -169,7 +169,7 @@ def run_settings(settings: Sequence[Setting], pages: Sequence[tuple[str, int]], 
     during the run falls on every setting alike. Pages/s is pages / summed wall time;
     CPU s per page is the worker processes' CPU time (all their threads)."""
     from bench.modalities.ocr import OcrBox
-    from benchmarks.ocr_accuracy import page_scores
+    from benchmarks.ocr_scoring import page_scores
 
     chunks = [c for c in (list(range(r, len(pages), rounds)) for r in range(rounds)) if c]
     walls = [0.0] * len(settings)
@@ -211,7 +211,7 @@ def best_of_interleaved(settings: Sequence[Setting], pages: Sequence[tuple[str, 
     (extraction runs one single-thread engine per core) and 1 / (s per page) for one process
     with 2 threads."""
     from bench.modalities.ocr import PageImage, image_size, make_engine, render_page, to_boxes
-    from benchmarks.ocr_accuracy import page_scores
+    from benchmarks.ocr_scoring import page_scores
 
     engines = [make_engine(s.params) for s in settings]
     best = [[float("inf")] * len(pages) for _ in settings]
@@ -247,8 +247,8 @@ def pipeline_mix(every: int) -> dict[str, list[tuple[str, int]]]:
     """Every `every`-th item of each kind the pipeline OCRs (sorted, so the same set each run):
     the text-less MMLongBench-Doc pages (index >= 0), the ScreenAgent screenshots and the COCO
     photos of the mirror (index -1: an image file)."""
-    from benchmarks.case_ocr import PHOTOS, SCREENS
     from benchmarks.case_scale import DOCS, textless_pages
+    from benchmarks.common import PHOTOS, SCREENS
 
     pages = textless_pages(sorted(DOCS.glob("*.pdf")) if DOCS.is_dir() else [], 1 << 30)
     screens = sorted(SCREENS.glob("*/images/*.jpg")) if SCREENS.is_dir() else []
@@ -323,7 +323,7 @@ def measure_cpu(settings: Sequence[Setting], items: Sequence[tuple[str, int]], p
               "pages and every K-th item of the pipeline's mix (`measure_cpu`)")
 def main(every: int, rounds: int, only: tuple[str, ...], best: int, mix_every: int) -> None:
     """Measure the candidate settings on the same pages; print and write reports/ocr_candidates.json."""
-    from benchmarks.ocr_accuracy import doc_kinds, sample_pages, summarise
+    from benchmarks.ocr_scoring import doc_kinds, sample_pages, summarise
 
     pages = sample_pages()[::every]
     kinds = doc_kinds()
@@ -359,7 +359,7 @@ def main(every: int, rounds: int, only: tuple[str, ...], best: int, mix_every: i
 def _main_best(chosen: Sequence[Setting], pages: Sequence[tuple[str, int]], best: int, kinds: dict[str, str],
                load: list[float]) -> None:
     from bench.io import write_json
-    from benchmarks.ocr_accuracy import summarise
+    from benchmarks.ocr_scoring import summarise
 
     rows = []
     for s, m in zip(chosen, best_of_interleaved(chosen, pages, best)):
@@ -380,7 +380,7 @@ def _main_cpu(chosen: Sequence[Setting], pages: Sequence[tuple[str, int]], every
               load: list[float]) -> None:
     from bench.io import write_json
     from bench.modalities.ocr import OcrBox
-    from benchmarks.ocr_accuracy import page_scores, summarise
+    from benchmarks.ocr_scoring import page_scores, summarise
 
     mix = pipeline_mix(mix_every)
     counts = dict(mix.pop("_counts"))  # type: ignore[arg-type]

@@ -13,18 +13,18 @@ from typing import TypeVar
 
 import click
 
-from bench import accept as acceptance
+from bench.acceptance import report as acceptance
+from bench.acceptance.in_memory import evaluate_entries
 from bench.annotations.splits import load_lock
 from bench.evaluation.evaluate import EvalOptions, RunDescription
-from bench.evaluation.in_memory import evaluate_entries
-from bench.evaluation.retrieve import latency_percentiles
-from bench.evaluation.retrieve_step import StepError, SystemPlaces, run_system
 from bench.ingest.corpus import Manifest, load_segments
 from bench.ingest.partitions import read_modalities
 from bench.io import LineError
 from bench.project.layout import DEV_METRICS, MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, STORE, SUMMARY, fail, read_json
 from bench.project.selection import config, mirror_roots, set_files
 from bench.systems.config import check_system
+from bench.systems.run import latency_percentiles
+from bench.systems.step import StepError, SystemPlaces, run_system
 from bench.validate_sets import format_table, validate
 
 T = TypeVar("T")
@@ -68,7 +68,7 @@ def main() -> None:
         fail("no served atoms in data/served; run the dev pipeline (`dvc repro`) first")
     places = SystemPlaces.of_project(ROOT, STORE, os.environ, mirror_roots(list(cfg.fetch.mirror_dirs), os.environ, ROOT),
                                      list(cfg.local_datasets))
-    # the dev retrieve stage's step: the same sandbox, declared code and refusals (bench/evaluation/retrieve_step.py)
+    # the dev retrieve stage's step: the same sandbox, declared code and refusals (bench/systems/step.py)
     ran_system = _or_fail(lambda: run_system(sys_cfg, test, served, places=places, segments=segments, manifest_rows=list(manifest.rows)),
                           StepError)
     ran, isolation = ran_system.result, ran_system.info["isolation"]

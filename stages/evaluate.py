@@ -1,8 +1,8 @@
 """DVC stage evaluate: metrics per modality (reports/metrics/dev.json), reports/dev.md,
 reports/dev.html, the per-query table and the plot tables.
 
-Reads the dev run's files and the resolve stage's (bench.evaluation.resolved), hands them to
-the evaluation step (bench.evaluation.steps.run_blocks, bench.evaluation.evaluate.evaluate_run:
+Reads the dev run's files and the resolve stage's (bench.gold.table), hands them to
+the evaluation step (bench.evaluation.blocks.run_blocks, bench.evaluation.evaluate.evaluate_run:
 the same as the acceptance stage's) and writes the results."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from bench.evaluation.blocks import run_blocks
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate_run, no_failures, per_query_table
 from bench.evaluation.memory_report import load_memory_inputs
-from bench.evaluation.resolved import GOLD_FILE, read_regions
-from bench.evaluation.steps import run_blocks
+from bench.gold.table import GOLD_FILE, read_regions
 from bench.ingest.corpus import Manifest
 from bench.ingest.partitions import read_modalities
 from bench.io import atomic_outputs, iter_jsonl, write_json, write_parquet, write_text

@@ -21,8 +21,8 @@ import shutil
 
 import click
 
+from bench.archive import ArchiveError
 from bench.corpus_sources import datasets
-from bench.ingest.archive import ArchiveError
 from bench.ingest.fetch import FetchJob, FetchLog, fetch_datasets, network_available, sort_manifest
 from bench.io import write_json, write_jsonl
 from bench.project.layout import LOCAL_FINGERPRINTS, MANIFEST, ROOT, STORE, fail

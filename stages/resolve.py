@@ -1,10 +1,10 @@
 """DVC stage resolve: gold regions of dev entries -> overlapping atom codes, each region
 typed and placed in its modality's unit, the gold sources' segments (data/resolved/,
-bench.evaluation.resolved), the memory hits' gold by provenance (bench.evaluation.memory_gold)
+bench.gold.table), the memory hits' gold by provenance (bench.gold.memories)
 and the TREC qrels.
 
 The served atoms are read partition by partition (data/served/<modality>/<dataset>.parquet),
-keeping only the rows of gold sources: bench.evaluation.resolve.resolve_files."""
+keeping only the rows of gold sources: bench.gold.resolve.resolve_files."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import dataclasses
 
 import click
 
-from bench.evaluation.atom_codes import partition_ids
-from bench.evaluation.memory_gold import read_memories, with_memories, write_memories
-from bench.evaluation.resolve import resolve_files
-from bench.evaluation.resolved import write_resolved
-from bench.evaluation.retrieve import trec_qrels
+from bench.gold.memories import read_memories, with_memories, write_memories
+from bench.gold.resolve import resolve_files
+from bench.gold.table import write_resolved
+from bench.ingest.atom_codes import partition_ids
 from bench.ingest.partitions import partitions
 from bench.io import iter_jsonl, write_text
 from bench.project.layout import MEMORIES, REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
+from bench.trec.files import trec_qrels
 
 
 @click.command()
@@ -30,7 +30,7 @@ def main() -> None:
     # the atoms the system under test serves (its own, or the harness chunks): see stages/retrieve.py
     served = partitions(SERVED)
     found = resolve_files(entries, served, SEGMENTS)
-    # the run's memory hits resolve by their provenance (bench/evaluation/memory_gold.py); codes after the served atoms'
+    # the run's memory hits resolve by their provenance (bench/gold/memories.py); codes after the served atoms'
     memories, units, hits, replay = read_memories(MEMORIES)
     mem = with_memories(entries, found.gold, found.segments, memories, units, hits, given_atoms=not replay.get("replay", False))
     # gold (atom codes into data/served, memories after), typed and placed regions, the gold sources' segments, unreadable gold

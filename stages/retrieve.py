@@ -9,7 +9,7 @@
    (`system.code`); every dev query timed, failures recorded, malformed answers and a
    run of consecutive failures stop the stage.
 
-The step is bench.evaluation.retrieve_step.retrieve; this script reads params and paths.
+The step is bench.systems.step.retrieve; this script reads params and paths.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import os
 
 import click
 
-from bench.evaluation.retrieve_step import RetrievePaths, StepError, SystemPlaces, retrieve
-from bench.io import iter_jsonl
+from bench.io import iter_jsonl, write_json, write_parquet, write_text
 from bench.project.layout import ATOMS, MANIFEST, MEMORIES, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
 from bench.project.selection import config, mirror_roots
 from bench.systems.config import check_system
+from bench.systems.step import RetrievePaths, StepError, SystemPlaces, retrieve
+from bench.trec.files import trec_run
 
 
 @click.command()
@@ -35,12 +36,23 @@ def main() -> None:
     entries = [e for _, e in iter_jsonl(VALID_DIR / "dev.jsonl")]
     places = SystemPlaces.of_project(ROOT, STORE, os.environ, mirror_roots(list(cfg.fetch.mirror_dirs), os.environ, ROOT),
                                      list(cfg.local_datasets))
-    paths = RetrievePaths(atoms=ATOMS, segments=SEGMENTS, manifest=MANIFEST, served=SERVED, runs=RUNS, dev_run=REPORTS / "runs" / "dev.run",
-                          memories=MEMORIES)
+    paths = RetrievePaths(atoms=ATOMS, segments=SEGMENTS, manifest=MANIFEST, served=SERVED)
     try:  # where: params executor, not a DVC param (it never changes a result)
-        click.echo(retrieve(system, entries, paths=paths, places=places, where=cfg.executor))
+        out = retrieve(system, entries, paths=paths, places=places, where=cfg.executor)
     except StepError as exc:
         fail(str(exc))
+    write_parquet(RUNS / "dev.parquet", out.run)
+    write_parquet(RUNS / "latency.parquet", out.result.latency)
+    write_parquet(RUNS / "failures.parquet", out.result.failures)
+    write_parquet(RUNS / "ingest.parquet", out.result.ingest)
+    write_json(RUNS / "system.json", out.info)
+    write_parquet(MEMORIES / "memories.parquet", out.memories)
+    write_parquet(MEMORIES / "units.parquet", out.units)
+    write_parquet(MEMORIES / "hits.parquet", out.hits)
+    write_json(MEMORIES / "replay.json", {"replay": out.info["replay"], "given_atoms": out.info["given_atoms"]})
+    write_json(SERVED / "served.json", out.served)
+    write_text(REPORTS / "runs" / "dev.run", trec_run(out.result.run, system.name.replace(" ", "_")))
+    click.echo(out.summary)
 
 
 if __name__ == "__main__":

@@ -61,17 +61,17 @@ def test_suite_ocr_cache_is_seeded_from_a_cache_folder_and_keeps_what_it_has(tmp
     assert copy_ocr_cache(tmp_path / "absent", dest) == 0
 
 
-# -- OCR accuracy against text layers (benchmarks/ocr_accuracy.py) -----------------------
+# -- OCR accuracy against text layers (benchmarks/ocr_scoring.py) -----------------------
 
 
 def test_normalise_folds_ligatures_quotes_dashes_controls_and_whitespace() -> None:
-    from benchmarks.ocr_accuracy import normalise
+    from benchmarks.ocr_scoring import normalise
 
     assert normalise("ﬁnal “quoted” — it’s\u00ad ok\x00\n\n  Ｗide\tend ") == "final \"quoted\" - it's ok Wide end"
 
 
 def test_error_counts_against_hand_checked_strings() -> None:
-    from benchmarks.ocr_accuracy import bag_of_words_errors, cer_counts, ordered_word_errors
+    from benchmarks.ocr_scoring import bag_of_words_errors, cer_counts, ordered_word_errors
 
     assert cer_counts("kitten", "sitting") == (3, 6)  # k->s, e->i, +g
     assert cer_counts("abc", "abc") == (0, 3)
@@ -84,7 +84,7 @@ def test_error_counts_against_hand_checked_strings() -> None:
 
 
 def test_reading_lines_puts_both_columns_of_a_line_together() -> None:
-    from benchmarks.ocr_accuracy import Piece, reading_lines
+    from benchmarks.ocr_scoring import Piece, reading_lines
 
     layer = [Piece(0, 0, 50, 10, "L1"), Piece(0, 20, 50, 30, "L2"), Piece(60, 1, 110, 11, "R1"), Piece(60, 21, 110, 31, "R2")]
     assert reading_lines(layer) == "L1 R1\nL2 R2"
@@ -92,7 +92,7 @@ def test_reading_lines_puts_both_columns_of_a_line_together() -> None:
 
 
 def test_pooled_rate_and_its_bootstrap_interval() -> None:
-    from benchmarks.ocr_accuracy import pooled
+    from benchmarks.ocr_scoring import pooled
 
     pages = [{"e": 1, "n": 10}, {"e": 3, "n": 10}, {"e": 0, "n": 20}]
     got = pooled(pages, "e", "n", resamples=500)
@@ -116,8 +116,8 @@ PINNED_PAGES = [
 def test_ocr_accuracy_of_three_fixed_pages_is_pinned() -> None:
     import pytest
 
-    from benchmarks.ocr_accuracy import DOCUMENTS, summarise
     from benchmarks.ocr_candidates import best_of_interleaved, current
+    from benchmarks.ocr_scoring import DOCUMENTS, summarise
 
     pages = [(str(DOCUMENTS / doc), page - 1) for doc, page, *_ in PINNED_PAGES]
     if not all((DOCUMENTS / doc).is_file() for doc, *_ in PINNED_PAGES):

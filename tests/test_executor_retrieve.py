@@ -1,4 +1,4 @@
-"""Queries of a Python system on Dask workers (bench.evaluation.retrieve with an executor of kind dask):
+"""Queries of a Python system on Dask workers (bench.systems.run with an executor of kind dask):
 the same run, failures and abstentions as in process; latency timed on the worker; a
 system that cannot be pickled is answered in process. LocalCluster started here."""
 
@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from bench.evaluation.retrieve import run_queries
 from bench.executor import open_executor
 from bench.systems.adapters import PythonAdapter
+from bench.systems.run import run_queries
 from tests.systems.conftest import entry, make_atoms
 from tests.systems.fake import Fake
 

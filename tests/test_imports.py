@@ -1,5 +1,6 @@
-"""The import graph of the project's own code: no cycle, no stage importing a stage, and
-the core packages free of the entry-point layer (bench.project, bench.cli, stages).
+"""The import graph of the project's own code (bench/, stages/ and benchmarks/): no cycle, no
+stage importing a stage, and every import running down the package order (`ORDER`): a package
+imports only its own layer or a lower one, so the folders read in the order data flows.
 
 Edges are the imports written in the code, module-level and function-level alike
 (a function-level import is still a dependency; hiding a cycle in a function does not
@@ -13,15 +14,50 @@ from pathlib import Path
 
 import pytest
 
-from tests.dvc_deps import ROOT, is_project
+from tests.dvc_deps import ROOT, module_file
 
-CORE = ("bench.ingest", "bench.annotations", "bench.evaluation", "bench.reporting", "bench.modalities", "bench.systems")
+PACKAGES = ("bench", "stages", "benchmarks")
+
+#: the package order, lowest first; a module belongs to the longest prefix named here. A module
+#: may import its own layer and those below it, never one above (docs/architecture.md).
+ORDER: tuple[tuple[str, ...], ...] = (
+    ("bench.io", "bench.executor", "bench.progress", "bench.archive"),
+    ("bench.modalities",),
+    ("bench.params", "bench.corpus_sources"),
+    ("bench.ingest",),
+    ("bench.annotations",),
+    ("bench.systems",),
+    ("bench.gold",),
+    ("bench.evaluation",),
+    ("bench.trec", "bench.comparison"),
+    ("bench.reporting",),
+    ("bench.project", "bench.dvcignore"),
+    ("bench.acceptance", "bench.validate_sets"),
+    ("bench.cli", "bench", "stages", "benchmarks"),
+)
+CORE = tuple(p for layer in ORDER[:10] for p in layer)
 ENTRY_LAYER = ("bench.project", "bench.cli", "stages")
+
+
+def is_project(name: str) -> bool:
+    return name.split(".")[0] in PACKAGES and module_file(name) is not None
+
+
+def layer(name: str) -> int:
+    """The layer of module `name` in ORDER (by its longest listed prefix)."""
+    best, found = -1, -1
+    for i, prefixes in enumerate(ORDER):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best:
+                best, found = len(prefix), i
+    if found < 0:
+        raise AssertionError(f"{name}: in no layer of tests/test_imports.py ORDER; place its package there")
+    return found
 
 
 def modules() -> dict[str, Path]:
     out = {}
-    for pkg in ("bench", "stages"):
+    for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
             if "__pycache__" in path.parts:
                 continue
@@ -31,9 +67,10 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def edges(name: str, path: Path) -> dict[str, int]:
-    """Project modules `name` imports -> the first line that does."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def edges(name: str, path: Path, source: str | None = None) -> dict[str, int]:
+    """Project modules `name` imports -> the first line that does (`source`: the text to read
+    instead of the file's)."""
+    tree = ast.parse(path.read_text(encoding="utf-8") if source is None else source)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: dict[str, int] = {}
     for node in ast.walk(tree):
@@ -111,3 +148,34 @@ def test_core_does_not_import_the_entry_layer() -> None:
     bad = [f"{m} line {line} imports {t}" for m, deps in GRAPH.items() if m.startswith(CORE)
            for t, line in deps.items() if t.startswith(ENTRY_LAYER)]
     assert not bad, "the core takes values as arguments; it never imports the entry layer: " + "; ".join(bad)
+
+
+def upward(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Every import that runs up the package order, as 'module line N imports target'."""
+    return [f"{m} line {line} imports {t}" for m, deps in sorted(graph.items()) for t, line in sorted(deps.items())
+            if layer(t) > layer(m)]
+
+
+def test_every_module_has_a_layer() -> None:
+    for name in GRAPH:
+        layer(name)
+
+
+def test_imports_run_down_the_package_order() -> None:
+    bad = upward(GRAPH)
+    assert not bad, "imports up the package order (tests/test_imports.py ORDER): " + "; ".join(bad)
+
+
+@pytest.mark.parametrize(("module", "planted"), [
+    ("bench.modalities.base", "from bench.reporting.report import markdown"),
+    ("bench.systems.run", "from bench.gold import resolve"),
+    ("bench.evaluation.evaluate", "from bench.reporting.report import metric_table"),
+    ("bench.ingest.chunking", "import bench.annotations.schema"),
+])
+def test_a_planted_upward_import_fails(module: str, planted: str) -> None:
+    """The order check sees an upward import written into a real module (module level or in a function)."""
+    path = modules()[module]
+    text = path.read_text(encoding="utf-8") + "\n\ndef _planted():\n    " + planted + "\n"
+    graph = {**GRAPH, module: edges(module, path, text)}
+    assert any(line.startswith(f"{module} line ") for line in upward(graph))
+    assert not [line for line in upward(GRAPH) if line.startswith(f"{module} line ")]

@@ -195,14 +195,14 @@ ENTRY = {"query_id": "q:1", "question": "q", "as_of": "2024-01-01T00:00:00+00:00
     ],
 )
 def test_bad_system_result_names_the_query(hits, message):
-    from bench.evaluation.retrieve import run_system
+    from bench.systems.run import run_system
 
     with pytest.raises(ValueError, match=f"^{message}$"):
         run_system(FakeSystem(hits), [ENTRY], 10, known_atoms={"a1", "a2"})
 
 
 def test_good_system_result_passes():
-    from bench.evaluation.retrieve import run_system
+    from bench.systems.run import run_system
 
     run, latency = run_system(FakeSystem([Hit("a2", 2.0), Hit("a1", 2.0)]), [ENTRY], 10, known_atoms={"a1", "a2"})
     assert run["atom_id"].tolist() == ["a2", "a1"] and len(latency) == 1

@@ -78,9 +78,9 @@ def test_terminal_gets_a_rich_bar():
 
 
 def test_retrieve_reports_queries_and_failures():
-    from bench.evaluation.retrieve import run_queries
     from bench.systems import Hit
     from bench.systems.adapters import PythonAdapter
+    from bench.systems.run import run_queries
 
     class Flaky:
         name = "flaky"

@@ -14,6 +14,10 @@ Two sources:
   query's block number in one pass and writes the rows partitioned by block under
   ``temp_dir``; each block is then read back alone, in (query, rank) order.
 
+:func:`run_blocks` hands the run and its resolved gold (files or frames) to the evaluation as a
+block source (the evaluate stage, the acceptance and the fixtures call it). Nothing is decoded here:
+atom ids are named only by the writers (bench.reporting.outputs, the TREC files).
+
 :func:`queries_per_block` sizes the blocks from the run's row count and the
 ``executor.in_core_rows`` threshold (the stage passes it; nothing here reads params).
 
@@ -37,6 +41,9 @@ from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
+
+#: DuckDB's memory bound when the run is read out of core (it spills to a temporary folder beyond it)
+DUCKDB_MEMORY = "2GB"
 
 __all__ = ["Block", "BlockSource", "DuckDBBlocks", "FrameBlocks", "block_bounds", "parquet_rows", "queries_per_block", "query_positions"]
 
@@ -203,7 +210,7 @@ class DuckDBBlocks:
     Run rows come in (query, rank) order, gold rows in query order."""
 
     def __init__(self, run_path: Path, gold_path: Path, per_block: int, *, temp_dir: Path | None = None,
-                 memory_limit: str = "2GB", threads: int | None = None) -> None:
+                 memory_limit: str = DUCKDB_MEMORY, threads: int | None = None) -> None:
         if per_block < 1:
             raise ValueError("per_block must be >= 1")
         self.run_path, self.gold_path, self.per_block = Path(run_path), Path(gold_path), int(per_block)
@@ -305,3 +312,40 @@ def _like(frame: pd.DataFrame, empty: pd.DataFrame, queries: Sequence[str]) -> p
 
 def _sql_path(path: Path) -> str:
     return str(path).replace("'", "''")
+
+
+
+@dataclass(frozen=True)
+class RunBlocks:
+    """Where the evaluation reads the run from, and how it was cut."""
+
+    source: BlockSource
+    run_rows: int
+    per_block: int | None  # queries per block; None: in core, one block
+
+    def describe(self, in_core_rows: int) -> str | None:
+        """The line the stage prints for an out-of-core evaluation (None in core)."""
+        if self.per_block is None:
+            return None
+        return (f"out of core: {self.run_rows} run rows > executor.in_core_rows {in_core_rows}: "
+                f"{self.source.block_count} query blocks of <= {self.per_block} queries")
+
+
+@contextlib.contextmanager
+def run_blocks(run: Path | pd.DataFrame, gold: Path | pd.DataFrame, n_queries: int, in_core_rows: int,
+               memory_limit: str = DUCKDB_MEMORY) -> Iterator[RunBlocks]:
+    """The run and gold (Parquet files as retrieve and resolve write them, or frames of the
+    same columns) as a block source for the evaluation; a context manager (DuckDB's copy
+    is removed on exit)."""
+    rows = parquet_rows(run) if isinstance(run, Path) else len(run)
+    per_block = queries_per_block(rows, n_queries, in_core_rows)
+    if isinstance(run, Path) and isinstance(gold, Path):
+        if per_block is None:
+            yield RunBlocks(FrameBlocks(pd.read_parquet(run), pd.read_parquet(gold)), rows, None)
+            return
+        with DuckDBBlocks(run, gold, per_block, memory_limit=memory_limit) as source:
+            yield RunBlocks(source, rows, per_block)
+        return
+    if isinstance(run, Path) or isinstance(gold, Path):
+        raise ValueError("run and gold are both files or both frames")
+    yield RunBlocks(FrameBlocks(run, gold, per_block), rows, per_block)

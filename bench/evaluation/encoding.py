@@ -7,7 +7,7 @@ Inputs
              (the entry's ``scope.holder``), n_regions (number of gold regions; 0 for
              unanswerable entries).
 ``run``      query_id, atom (integer code: the atom's row in ``atoms``,
-             bench.evaluation.atom_codes) or atom_id, rank (1-based), score. A query
+             bench.ingest.atom_codes) or atom_id, rank (1-based), score. A query
              may be absent: the system returned nothing; it still counts in every
              denominator.
 ``gold``     query_id, gold_idx, atom or atom_id: the atom overlaps gold region
@@ -48,7 +48,7 @@ __all__ = ["ATOM_CODE", "Atoms", "Entries", "GoldRows", "RunRows", "count_per_qu
 ENTRY_REQUIRED = ("query_id", "modality", "unanswerable", "as_of", "holder", "n_regions")
 RUN_REQUIRED = ("query_id", "rank", "score")  # and atom_id or atom
 GOLD_REQUIRED = ("query_id", "gold_idx")  # and atom_id or atom
-#: integer atom code column: the atom's row in ``atoms`` (bench.evaluation.atom_codes)
+#: integer atom code column: the atom's row in ``atoms`` (bench.ingest.atom_codes)
 ATOM_CODE = "atom"
 ATOM_REQUIRED = ("atom_id", "holder", "observed_at")
 

@@ -5,7 +5,7 @@ the acceptance stage (stages/accept.py) alike.
 failures, the resolved gold and regions, the served atoms) and returns the metrics
 document (dev.json / test.json: every measure's cell with n, denominator and ci95, the
 run block, atom statistics, ties) and the per-query frames behind it. Atoms are integer
-codes throughout (bench.evaluation.atom_codes) and query ids stay as the stages write
+codes throughout (bench.ingest.atom_codes) and query ids stay as the stages write
 them; nothing here turns a code back into an atom id. It reads nothing and writes
 nothing: the stages read their inputs and write the results with bench.io's atomic helpers.
 """
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.atom_codes import ATOM_CODE
 from bench.evaluation.blocks import BlockSource, FrameBlocks, query_positions
 from bench.evaluation.cells import metric_cells
+from bench.evaluation.document import metrics_document
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.budget import PACKED_COLUMN, budget_columns, budgets
 from bench.evaluation.measures.extent import MemoryExtents, amount_columns, atom_extents, atom_statistics, extent_columns
@@ -29,10 +29,10 @@ from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column, tied_positions
 from bench.evaluation.memory_report import MemoryInputs, memory_block
 from bench.evaluation.per_query import finish_per_query, query_block
-from bench.evaluation.power import mde_block
-from bench.evaluation.uncertainty import add_intervals
+from bench.evaluation.stats.power import mde_block
+from bench.evaluation.stats.uncertainty import add_intervals
+from bench.ingest.atom_codes import ATOM_CODE
 from bench.modalities import modalities
-from bench.reporting.report import metrics_document
 
 if TYPE_CHECKING:
     from bench.params import MetricsParams
@@ -53,7 +53,7 @@ class EvalInputs:
     entries: list[dict[str, Any]]  # valid entries (schema b-2 rows)
     run: pd.DataFrame | None  # query_id, atom (code), rank, score (None: read block by block from `source`)
     gold: pd.DataFrame | None  # resolved gold: query_id, gold_idx, atom (code) (None: from `source`)
-    regions: pd.DataFrame  # resolved regions, typed and placed (bench.evaluation.resolved)
+    regions: pd.DataFrame  # resolved regions, typed and placed (bench.gold.table)
     responses: pd.DataFrame  # query_id, latency_ms, abstain, confidence of every answered query
     failures: pd.DataFrame  # query_id, kind (timeout, crash) of every failed query
     served: dict[str, pd.DataFrame]  # modality -> the atoms the system was served (row i of them in name order: code i)
@@ -110,11 +110,11 @@ class RunDescription:
     adapter: str
     warmup_queries: int
     timeout_s: float | None
-    latency: Mapping[str, Any] | None  # bench.evaluation.retrieve.latency_percentiles
+    latency: Mapping[str, Any] | None  # bench.systems.run.latency_percentiles
     isolation: str | None = None  # the sandbox's isolation, when the run recorded it
     split: str | None = None  # "test" for the acceptance
     abstains: bool = False  # the system abstained or declared it can (the record's; false recall reads it)
-    #: a replayed run: events sent and ingest_ms percentiles per modality (bench.evaluation.retrieve_step.replay_record)
+    #: a replayed run: events sent and ingest_ms percentiles per modality (bench.systems.step.replay_record)
     replay: Mapping[str, Any] | None = None
 
     @classmethod
@@ -206,11 +206,11 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     # failed queries (timeout, crash) stay in every denominator and count as the worst case
     # (bench.evaluation.measures.base: 0 for ranking metrics, 1 for false recall and abstention)
     failed = inputs.failures["query_id"].astype(str).tolist()
-    # row i = atom code i (bench.evaluation.atom_codes: modalities in name order)
+    # row i = atom code i (bench.ingest.atom_codes: modalities in name order)
     atoms = pd.concat([inputs.served[m][PER_QUERY_ATOM_COLUMNS] for m in sorted(inputs.served)], ignore_index=True)
     served_ext = atom_ext = atom_extents(inputs.served)
     memories = None
-    if inputs.memories:  # memory codes follow the served atoms' (bench.evaluation.provenance)
+    if inputs.memories:  # memory codes follow the served atoms' (bench.systems.provenance)
         atoms, atom_ext, memories = inputs.memories.joined(atoms, atom_ext)
     source = inputs.blocks()
     budget = options.budgets()

@@ -1,9 +1,9 @@
 """A run's memories in the evaluation: their rows in the atom table, their extents, and the
 ``memories`` block of dev.json (docs/systems.md, *Memory hits*).
 
-Memory codes follow the served atoms' (bench.evaluation.provenance), so the evaluation
+Memory codes follow the served atoms' (bench.systems.provenance), so the evaluation
 reads a memory as one more row of its atom table: ``holder`` and ``observed_at`` as
-bench.evaluation.memory_gold sets them (the leak measures: a citation of another holder's
+bench.gold.memories sets them (the leak measures: a citation of another holder's
 source is a holder leak, of what was not yet observed a temporal violation), its paid
 extent its own text in characters, and the boxes of its credited units what it covers
 (where the question's modality counts characters: bench.evaluation.measures.extent and
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.atom_codes import ATOM_CODE
 from bench.evaluation.measures.extent import ATOM_EXTENT_COLUMNS, BOX, MemoryExtents, capped_memory_boxes
-from bench.evaluation.resolved import MEMORY_ROW_COLUMNS
+from bench.gold.table import MEMORY_ROW_COLUMNS
+from bench.ingest.atom_codes import ATOM_CODE
 
 __all__ = ["MemoryInputs", "load_memory_inputs", "memory_block"]
 

@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.ingest.archive import read_member
+from bench.archive import read_member
 from bench.ingest.download import download, network_available  # noqa: F401 - re-exported for callers
 from bench.ingest.place import (  # noqa: F401 - re-exported: callers and tests import them from here
     CHUNK,

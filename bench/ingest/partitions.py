@@ -4,11 +4,11 @@ The chunk stage writes ``data/atoms/<modality>/<dataset>.parquet`` (one file per
 segment file, so per modality and data set) and the retrieve stage copies them, or
 the system's own atoms split the same way, to ``data/served/``. A reader takes one
 partition at a time: resolve streams the partitions and keeps only the rows of gold
-sources (bench.evaluation.resolve.resolve_files), so no step of it holds the corpus.
+sources (bench.gold.resolve.resolve_files), so no step of it holds the corpus.
 
 The *served table* is the partitions in code order (modality name, then data set
 key) with rows in file order; an atom's code is its row there
-(bench.evaluation.atom_codes). :func:`partitions` gives each partition's first code
+(bench.ingest.atom_codes). :func:`partitions` gives each partition's first code
 from the files' Parquet footers, without reading a row.
 """
 

@@ -62,7 +62,7 @@ def declared_datasets() -> dict[str, Dataset]:
     return _load()[1]
 
 
-#: the columns of a resolved region row that are not a region's own (bench.evaluation.resolve)
+#: the columns of a resolved region row that are not a region's own (bench.gold.resolve)
 RESOLVED_REGION_COLUMNS = ("query_id", "modality", "gold_idx", "source_id", "part", "x0", "x1", "y0", "y1", "extent",
                            "n_atoms", "n_future_atoms")
 

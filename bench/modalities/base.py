@@ -117,7 +117,7 @@ class Modality:
         """The region as (part, x0, x1, y0, y1) in the atoms' coordinates, or None if it cannot be placed."""
         raise NotImplementedError
 
-    # -- gold regions as typed columns, placed (bench/evaluation/resolve.py) ------------------
+    # -- gold regions as typed columns, placed (bench/gold/resolve.py) ------------------
     #: a region's typed columns in data/resolved/regions.parquet: name -> pandas dtype, all
     #: nullable (a key a region form leaves out is <NA>); by default the region's keys
     region_columns: ClassVar[dict[str, str]] = {}
@@ -156,7 +156,7 @@ class Modality:
         `regions` has columns source_id and region (the region dict); `atoms` holds the
         modality's atoms; `segments` the segments of (at least) their sources.
         Modalities override this with a vectorised join giving the same pairs (gold
-        resolution, bench/evaluation/resolve.py); this default calls `overlap` once per
+        resolution, bench/gold/resolve.py); this default calls `overlap` once per
         region (see overlap_pairs_per_region).
         """
         return overlap_pairs_per_region(self, regions, atoms, segments)
@@ -176,7 +176,7 @@ class Modality:
         """
         raise ValueError(f"the {self.name} modality does not take system-provided atoms")
 
-    # -- replay and memory citations (bench/systems/replay.py, bench/evaluation/provenance.py)
+    # -- replay and memory citations (bench/systems/replay.py, bench/systems/provenance.py)
     def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:
         """One source's events for a replay, in order: its finest units (a turn, a page, a
         cue, a file, a screenshot, a photo) as :func:`unit_frame` rows."""
@@ -344,7 +344,7 @@ def assign_splits(groups: list[str], salt: str, test_share: float = TEST_SHARE) 
     return {g: ("test" if g in test else "dev") for g in unique}
 
 
-# -- vectorised overlap (gold resolution, see bench/evaluation/resolve.py) ----------------------
+# -- vectorised overlap (gold resolution, see bench/gold/resolve.py) ----------------------
 
 def overlap_pairs_per_region(modality: Modality, regions: pd.DataFrame, atoms: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
     """Reference join: `modality.overlap` called once per region on its source's atoms.

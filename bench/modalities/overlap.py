@@ -1,4 +1,4 @@
-"""The vectorised overlap join of gold resolution (bench/evaluation/resolve.py): each
+"""The vectorised overlap join of gold resolution (bench/gold/resolve.py): each
 modality's `overlap_pairs` finds candidate (region, atom) pairs with `candidate_pairs`
 and keeps those its exact overlap rule accepts."""
 

@@ -62,7 +62,7 @@ def intersects(lo: np.ndarray, hi: np.ndarray, g_lo: float, g_hi: float) -> np.n
     return (np.minimum(hi, g_hi) - np.maximum(lo, g_lo)) > 0
 
 
-# -- many sources at once (gold resolution and placement, bench/evaluation/resolve.py) ----------
+# -- many sources at once (gold resolution and placement, bench/gold/resolve.py) ----------
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ def _atoms_info(served: dict[str, pd.DataFrame], memories: Any) -> pd.DataFrame:
 def load_detail(files: RunFiles, k: int) -> RunDetail | None:
     """The cartridges of the run whose data/ outputs `files` names (None when they are not there)."""
     from bench.evaluation.memory_report import load_memory_inputs
-    from bench.evaluation.resolved import GOLD_FILE, read_regions
+    from bench.gold.table import GOLD_FILE, read_regions
     from bench.ingest.partitions import read_modalities
     from bench.io import iter_jsonl
 
@@ -252,7 +252,7 @@ def draw_pictures(data: dict[str, Any], a: RunDetail | None, b: RunDetail | None
     dev report's drawing, each marking the ranks its run returned the gold at) for up to
     `per_modality` answerable queries per modality: losses first, then wins, then the rest."""
     from bench.corpus_sources import datasets
-    from bench.evaluation.resolved import read_regions
+    from bench.gold.table import read_regions
     from bench.ingest.corpus import Manifest
     from bench.reporting.thumbnails import CorpusFiles
 
@@ -347,7 +347,7 @@ def _script_json(obj: Any) -> str:
 
 def page(result: dict[str, Any], data: dict[str, Any], detail: dict[str, Any], *, describe: tuple[str, str],
          doc_a: dict[str, Any], doc_b: dict[str, Any], notes: list[str] | None = None) -> str:
-    """The whole page (module docstring): ``result`` is bench.evaluation.compare.compare's,
+    """The whole page (module docstring): ``result`` is bench.comparison.compare.compare's,
     ``data`` :func:`page_data`'s, ``detail`` :func:`details`'s; ``describe`` the runs' one-line
     descriptions (system, chunking, isolation)."""
     k = result["k"]
@@ -378,7 +378,7 @@ def page(result: dict[str, Any], data: dict[str, Any], detail: dict[str, Any], *
 def build(result: dict[str, Any], a: Any, b: Any, *, files: tuple[RunFiles | None, RunFiles | None], set_files: list[Path],
           pictured: int = PICTURED) -> str:
     """The page of `bench compare A B --html` from the comparison `result` and the two runs
-    (bench.evaluation.compare.RunData); `files`: where each run's data/ outputs are (None: a
+    (bench.comparison.compare.RunData); `files`: where each run's data/ outputs are (None: a
     run named by revision or experiment); `set_files`: the project's sets, read for questions
     when neither run holds its validated entries."""
     k = result["k"]

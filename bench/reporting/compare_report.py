@@ -1,4 +1,4 @@
-"""`bench compare`'s markdown: the rows of bench.evaluation.compare.compare as one table, with
+"""`bench compare`'s markdown: the rows of bench.comparison.compare.compare as one table, with
 the paired queries, the test and the tie positions named."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.evaluation.compare import MAX_UNPAIRED
+from bench.comparison.compare import MAX_UNPAIRED
 
 __all__ = ["markdown"]
 

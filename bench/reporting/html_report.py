@@ -70,7 +70,7 @@ def drilldown(
     ties by query_id. ``run`` and ``gold`` name atoms by atom_id, and by their code (``atom``)
     when they hold it: then row i of ``atoms`` is code i, so the versions of a memory that
     share an id (a memory rewritten over time) are told apart; ``regions``: query_id,
-    gold_idx, source_id, extent, n_atoms (bench.evaluation.resolved), each region's own
+    gold_idx, source_id, extent, n_atoms (bench.gold.table), each region's own
     object shown as the entry gives it. ``atoms``: atom_id, text, extent (JSON) and
     ``amount`` (extent in the modality's unit). Returns {"modalities": {m: {"total", "shown", "queries"}}}.
     """
@@ -163,7 +163,7 @@ def verdict_html(doc: dict[str, Any]) -> str:
 
 
 def mde_html(block: dict[str, Any] | None) -> str:
-    """The minimum detectable effects beside the verdict (bench.evaluation.power)."""
+    """The minimum detectable effects beside the verdict (bench.evaluation.stats.power)."""
     if not block:
         return ""
     names = list(block["overall"])

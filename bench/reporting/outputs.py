@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.evaluation.atom_codes import served_ids, with_atom_ids
 from bench.evaluation.evaluate import EvalInputs, EvalResult
+from bench.ingest.atom_codes import served_ids, with_atom_ids
 from bench.modalities import modalities
 from bench.reporting.html_report import drilldown, render
 from bench.reporting.plots import (

@@ -42,7 +42,7 @@ def _base(per_query: pd.DataFrame) -> pd.DataFrame:
 
 def _region_first_rank(run: pd.DataFrame, gold: pd.DataFrame, failed: set[str]) -> pd.DataFrame:
     """Gold rows joined to the run rows of the same query and atom (column ``atom``: its
-    code, bench.evaluation.atom_codes), failed queries left out."""
+    code, bench.ingest.atom_codes), failed queries left out."""
     r = run[["query_id", "atom", "rank", "score"]].astype({"query_id": str})
     r = r.loc[~r["query_id"].isin(failed)]
     g = gold[["query_id", "gold_idx", "atom"]].astype({"query_id": str})

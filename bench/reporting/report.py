@@ -102,13 +102,13 @@ def verdict_markdown(doc: dict[str, Any]) -> list[str]:
 
 
 def mde_markdown(block: dict[str, Any] | None) -> list[str]:
-    """The minimum detectable effects beside the verdict (bench.evaluation.power)."""
+    """The minimum detectable effects beside the verdict (bench.evaluation.stats.power)."""
     if not block:
         return []
     names = list(block["overall"]) or next((list(r) for r in block["by_modality"].values()), [])
     out = [
         (f"**Can this set see a change?** The minimum detectable effect of a paired comparison (power {block['power']:.0%}, "
-         f"α {block['alpha']:g}; bench.evaluation.power) from this run's per-query values: the smallest any change can be seen "
+         f"α {block['alpha']:g}; bench.evaluation.stats.power) from this run's per-query values: the smallest any change can be seen "
          "at (one that moves entries one way only) – the largest, for two runs whose per-query values are unrelated; a "
          "typical pair of runs lies between (`bench leaderboard` measures it)."),
         "",
@@ -170,27 +170,6 @@ def false_recall_section(run: dict[str, Any]) -> list[str]:
         out.append(f"| {m} | {r.get('rule')} | {r.get('unanswerable', '—')} | {kept} | {r.get('reason', '')} |")
     out.append("")
     return out
-
-
-def metrics_document(
-    aggregated: dict[str, Any],
-    invalid: list[dict],
-    sha256: dict[str, Any],
-    run_info: dict[str, Any],
-) -> dict[str, Any]:
-    """dev.json: the contract keys first, then what the run was."""
-    reasons: dict[str, int] = {}
-    for row in invalid:
-        kind = row["reason"].split(": ")[0]
-        reasons[kind] = reasons.get(kind, 0) + 1
-    return {
-        "by_modality": aggregated["by_modality"],
-        "overall": aggregated["overall"],
-        "invalid_entries": len(invalid),
-        "invalid_by_reason": dict(sorted(reasons.items())),
-        "sha256": sha256,
-        "run": run_info,
-    }
 
 
 def _fmt(value: Any) -> str:

@@ -50,7 +50,7 @@ class MemoryHit:
     """A memory the system wrote, named instead of a served atom (docs/systems.md, *Memory hits*).
 
     Gold resolves through its provenance: a citation counts where the memory's text is
-    supported by the cited units' own text (bench/evaluation/support.py)."""
+    supported by the cited units' own text (bench/systems/support.py)."""
 
     memory_id: str
     score: float

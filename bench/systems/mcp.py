@@ -20,7 +20,7 @@ string is replaced by its text. Event placeholders: :data:`EVENT_FIELDS`; questi
 placeholders: :data:`QUESTION_FIELDS`.
 
 A tool's answer is read as a list of memories (:func:`read_memories`); a memory without
-provenance is attributed by the harness (bench.evaluation.attribution) to the units the
+provenance is attributed by the harness (bench.systems.attribution) to the units the
 server was sent at or before the question, and named ``attributed:<id>``.
 
 Latency: the search tool call alone (``elapsed_ms``); each event's tool call is its ingest
@@ -93,7 +93,7 @@ class McpChannel:
         self.events: list[dict[str, Any]] = []  # sent again to a restarted server
         self.elapsed_ms: float | None = None
         self.started = 0
-        from bench.evaluation.attribution import Shown
+        from bench.systems.attribution import Shown
 
         self.shown = Shown()
         self._attributed: dict[tuple[str, str | None], tuple[int, list[dict[str, Any]]]] = {}
@@ -240,7 +240,7 @@ class McpChannel:
         return {"id": request["id"], "hits": self._provenanced(memories, scope.get("holder"))}
 
     def _provenanced(self, memories: list[dict[str, Any]], holder: str | None) -> list[dict[str, Any]]:
-        """Each memory with its own provenance, else attributed (bench.evaluation.attribution)."""
+        """Each memory with its own provenance, else attributed (bench.systems.attribution)."""
         out = []
         for m in memories:
             if m["provenance"] not in (None, []):  # its own citations, checked by the wire's rules

@@ -26,7 +26,7 @@ than Python can parse or holds an integer of more digits than Python converts
 (sys.get_int_max_str_digits(), 4300), and a score or confidence that is not a finite
 number a 64-bit float can hold (NaN, Infinity, 1e400, a 400-digit integer). Whether
 each citation's source exists and its extent lies in it is checked against the corpus
-by the caller (bench.evaluation.provenance.CitationCheck).
+by the caller (bench.systems.provenance.CitationCheck).
 
 Replay (docs/systems.md, *Replay*): an event is sent as ``{"observe": {...}}`` and
 answered by ``{"event": "<its id>", "ok": true}`` (:func:`event_reply_problem`).

@@ -1,6 +1,6 @@
 """The real run the evaluation tests share: LoCoMo and MMLongBench-Doc dev entries, the
 built-in bm25 over the page/turn atoms, gold resolved, regions typed and placed by the stages' step
-(bench.evaluation.resolve.resolve_frames)."""
+(bench.gold.resolve.resolve_frames)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.evaluation.resolve import resolve_frames
-from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries
+from bench.gold.resolve import resolve_frames
 from bench.ingest.chunking import chunk_all
 from bench.systems.config import check_system, make_adapter
+from bench.systems.run import SYSTEM_COLUMNS, run_queries
 from bench.validate_sets import validate
 from tests.conftest import ROOT
 
@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 @pytest.fixture(scope="session")
 def real_run(real_corpus: dict) -> dict[str, Any]:
     """params, checked sets, dev entries, served atoms, the system's config and adapter, its
-    run (RunResult) and its resolved gold (bench.evaluation.resolved.Resolved: gold as atom codes, typed and
+    run (RunResult) and its resolved gold (bench.gold.table.Resolved: gold as atom codes, typed and
     placed regions, the gold sources' segments). Read only: tests copy what they change."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     segments = real_corpus["segments"]

@@ -17,10 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.evaluation.atom_codes import served_ids, to_codes
-from bench.evaluation.blocks import DuckDBBlocks, FrameBlocks, block_bounds, parquet_rows, queries_per_block
+from bench.evaluation.blocks import DuckDBBlocks, FrameBlocks, block_bounds, parquet_rows, queries_per_block, run_blocks
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate_run, per_query_table
-from bench.evaluation.steps import run_blocks
+from bench.ingest.atom_codes import served_ids, to_codes
 from bench.params import MetricsParams
 from bench.reporting.outputs import dev_report
 from bench.reporting.thumbnails import CorpusFiles

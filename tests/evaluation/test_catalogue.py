@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.evaluation.compare import compare, compared
+from bench.acceptance.in_memory import evaluate_entries
+from bench.comparison.compare import compare, compared
 from bench.evaluation.evaluate import EvalOptions, RunDescription, per_query_table
-from bench.evaluation.in_memory import evaluate_entries
 from bench.evaluation.measures import CATALOGUE, by_name, measures
 from bench.evaluation.measures.base import Bar, Mean, Measure, counted
 from bench.evaluation.measures.latency import Percentile
@@ -77,7 +77,7 @@ def test_the_denominator_rule_by_hand() -> None:
 
 @pytest.fixture(scope="module")
 def real_eval(real_run: dict) -> dict:
-    """The acceptance's evaluation step (bench.evaluation.in_memory.evaluate_entries) over the real run."""
+    """The acceptance's evaluation step (bench.acceptance.in_memory.evaluate_entries) over the real run."""
     params, segments, checked, entries = real_run["params"], real_run["segments"], real_run["checked"], real_run["entries"]
     served, cfg, adapter, ran = real_run["served"], real_run["cfg"], real_run["adapter"], real_run["ran"]
     # real queries marked failed (as a timeout leaves them: no ranking, no response)

@@ -2,7 +2,7 @@
 
 Each probe is a run a user could hand the harness -- fragments at depth, whole sessions as the
 system's own atoms, the harness's own chunks handed back, memories of three rare words citing a
-turn, abstaining answers -- evaluated as the stages evaluate (bench.evaluation.in_memory), on
+turn, abstaining answers -- evaluated as the stages evaluate (bench.acceptance.in_memory), on
 real LoCoMo conversations, MMLongBench-Doc documents and MedVidQA videos. None beats the default
 on recall@budget unless its coverage@budget does too, and none buys a "met". The touch rule
 (``touch_recall@budget``) is shown to be bought by the same runs, so each test can fail."""
@@ -18,15 +18,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.acceptance.in_memory import evaluate_entries
 from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
-from bench.evaluation.in_memory import evaluate_entries
 from bench.evaluation.measures.extent import atom_extents
-from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries, run_system
 from bench.ingest.chunking import chunk_modality
 from bench.modalities.video.medvidqa import CSV, MedVidQA
 from bench.systems import build_system
 from bench.systems.adapters import PythonAdapter
 from bench.systems.atoms import atoms_from_extents, contract_rows, validate_contract
+from bench.systems.run import SYSTEM_COLUMNS, run_queries, run_system
 from tests.conftest import MIRROR, ROOT, need_mirror
 
 pytestmark = pytest.mark.e2e
@@ -152,7 +152,7 @@ class KeywordMemory:
 
 
 def memory_run(conv: dict, system: KeywordMemory) -> pd.DataFrame:
-    from bench.evaluation.provenance import CitationCheck
+    from bench.systems.provenance import CitationCheck
 
     atoms = conv["served"]["conversation"][SYSTEM_COLUMNS]
     ran = run_queries(PythonAdapter(system, "keywords"), conv["entries"], 100, warmup=0, timeout_s=120,

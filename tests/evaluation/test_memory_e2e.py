@@ -18,14 +18,15 @@ import pytest
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
+from bench.acceptance.in_memory import evaluate_entries, memory_inputs
 from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
-from bench.evaluation.in_memory import evaluate_entries, memory_inputs
-from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries, trec_qrels, trec_run
-from bench.evaluation.trec_eval import evaluate as trec_evaluate
-from bench.evaluation.trec_eval import read_qrels, read_run
 from bench.ingest.chunking import chunk_all
 from bench.systems.config import check_system, make_adapter
 from bench.systems.replay import event_stream
+from bench.systems.run import SYSTEM_COLUMNS, run_queries
+from bench.trec.files import trec_qrels, trec_run
+from bench.trec.trec_eval import evaluate as trec_evaluate
+from bench.trec.trec_eval import read_qrels, read_run
 from bench.validate_sets import validate
 from tests.conftest import ROOT
 
@@ -53,7 +54,7 @@ def run(locomo: dict, entry: str) -> dict[str, Any]:
     atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
     adapter = make_adapter(check_system({"name": "memory", "adapter": "python", "entry": entry}), atoms)
     sources = sorted(seg["source_id"].unique())
-    from bench.evaluation.provenance import CitationCheck
+    from bench.systems.provenance import CitationCheck
 
     ran = run_queries(adapter, entries, 100, warmup=0, timeout_s=120, known_atoms=set(atoms["atom_id"]),
                       events=lambda: event_stream(seg, sources), check_memory=CitationCheck(lambda: seg))
@@ -160,8 +161,8 @@ def test_citing_another_holders_session_is_a_holder_leak(locomo):
 
 
 def test_bench_eval_on_the_run_and_qrels_gives_the_harness_numbers(locomo, real_corpus, tmp_path):
-    from bench.evaluation.atom_codes import served_ids, with_atom_ids
-    from bench.evaluation.resolve import resolve_frames
+    from bench.gold.resolve import resolve_frames
+    from bench.ingest.atom_codes import served_ids, with_atom_ids
 
     honest = run(locomo, HONEST)
     ran, served, seg, entries = honest["ran"], locomo["served"], locomo["segments"], locomo["entries"]

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from bench.evaluation.atom_codes import served_ids
+from bench.ingest.atom_codes import served_ids
 from bench.ingest.partitions import concat_partitions, partition_files, partitions, read_modalities, scan_sources, write_partitions
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.ingest.archive import member_names, read_member
+from bench.archive import member_names, read_member
 from bench.modalities.base import assign_splits
 from bench.modalities.conversation import DATASETS, MODALITY
 from bench.modalities.conversation.locomo import (

@@ -101,7 +101,7 @@ def build_photos(folder: Path) -> None:
 
 
 def build_chat(folder: Path) -> None:
-    from bench.ingest.archive import read_member
+    from bench.archive import read_member
     from bench.modalities.conversation.locomo import (
         ARCHIVE,
         MEMBER_DIR,

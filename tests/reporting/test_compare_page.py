@@ -13,11 +13,12 @@ import pytest
 from click.testing import CliRunner
 
 from bench.cli import cli
-from bench.evaluation.compare import RunData, compare
+from bench.comparison.compare import compare
+from bench.comparison.runs import RunData
 from bench.evaluation.measures import measures
 from bench.project.layout import PER_QUERY
 from bench.reporting.compare_page import build, outcome_measures, outcomes, page_data, verdict_measures
-from bench.reporting.leaderboard import page_name, short_labels
+from bench.reporting.leaderboard_page import page_name, short_labels
 
 ROOT = Path(__file__).resolve().parents[2]
 

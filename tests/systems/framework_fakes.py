@@ -60,7 +60,7 @@ def not_a_retriever(atoms: pd.DataFrame) -> object:
     return {"atoms": len(atoms)}
 
 
-#: a memory's facts about the conversation of tests/evaluation/test_memory_gold.py: (memory_id, text, provenance)
+#: a memory's facts about the conversation of tests/gold/test_memories.py: (memory_id, text, provenance)
 MEMORIES = [
     ("pixel", "Ann adopted Pixel, a grey cat, who sleeps on the keyboard and broke a vase",
      [{"source_id": "c:h1:s1", "extent": {"turn": 1}}, {"source_id": "c:h1:s1", "extent": {"turn": 3}},

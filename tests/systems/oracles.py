@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.acceptance.in_memory import evaluate_entries
 from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
-from bench.evaluation.in_memory import evaluate_entries
-from bench.evaluation.retrieve import SYSTEM_COLUMNS, run_queries
 from bench.systems import Hit, Query
 from bench.systems.bm25 import BM25System, scope_mask
 from bench.systems.config import check_system, make_adapter
+from bench.systems.run import SYSTEM_COLUMNS, run_queries
 
 K = 10
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.evaluation.retrieve import run_queries
 from bench.systems import isolation
 from bench.systems.config import check_system
+from bench.systems.run import run_queries
 from bench.systems.sandbox import protected_paths
 from bench.systems.session import open_system
 from tests.systems.conftest import entry

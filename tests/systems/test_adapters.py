@@ -12,9 +12,9 @@ import pytest
 
 from bench.evaluation.cells import aggregate
 from bench.evaluation.per_query import per_query
-from bench.evaluation.retrieve import run_queries
 from bench.systems.adapters import CommandAdapter, HttpAdapter, PythonAdapter, wait_for_port
 from bench.systems.protocol import REQUEST_KEYS
+from bench.systems.run import run_queries
 from tests.systems.conftest import ROOT, entry, make_atoms, serve_argv
 from tests.systems.fake import Fake
 

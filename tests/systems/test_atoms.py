@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.evaluation.atom_codes import served_ids, with_atom_ids
-from bench.evaluation.resolve import resolve
+from bench.gold.resolve import resolve
+from bench.ingest.atom_codes import served_ids, with_atom_ids
 from bench.ingest.chunking import chunk_all
 from bench.io import iter_jsonl, write_jsonl
 from bench.systems.atoms import (

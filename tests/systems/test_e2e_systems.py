@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.evaluation.atom_codes import served_ids, with_atom_ids
+from bench.ingest.atom_codes import served_ids, with_atom_ids
 from bench.ingest.partitions import read_modalities
 from tests.conftest import MIRROR
 from tests.project_copy import clone_project, project_env, run

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from bench.evaluation.retrieve import run_queries
 from bench.systems import MissingExtra
 from bench.systems.config import check_system, make_adapter
 from bench.systems.frameworks import FRAMEWORKS, FrameworkAdapter, Item, ScoreMode, current_query, hit_of, wire_hits
 from bench.systems.protocol import MalformedResponse
+from bench.systems.run import run_queries
 from tests.extras import need
 from tests.systems.conftest import entry, make_atoms
 
@@ -242,8 +242,8 @@ def test_a_raising_retriever_fails_its_query_and_a_slow_one_times_out(fakes):
 
 def step(cfg_block: dict, tmp_path) -> str:
     """The one line the retrieve stage prints (after `error: `) when opening the system fails."""
-    from bench.evaluation.retrieve_step import StepError, SystemPlaces, run_system
     from bench.systems.sandbox import protected_paths
+    from bench.systems.step import StepError, SystemPlaces, run_system
     from tests.conftest import ROOT
 
     places = SystemPlaces(root=ROOT, store=tmp_path / "store", temp_root=tmp_path / "systems", protected=protected_paths(ROOT), host_env={})
@@ -299,10 +299,10 @@ def test_a_frameworks_memory_hits_are_checked_and_credited_by_provenance(fakes, 
     citation of a whole session for one turn's fact is credited with that turn)."""
     import pandas as pd
 
+    from bench.acceptance.in_memory import evaluate_entries
     from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
-    from bench.evaluation.in_memory import evaluate_entries
-    from bench.evaluation.provenance import CitationCheck
     from bench.ingest.chunking import chunk_all
+    from bench.systems.provenance import CitationCheck
     from tests.evaluation.test_memory_gold import entry as memory_entry
     from tests.evaluation.test_memory_gold import segments
 

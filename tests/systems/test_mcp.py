@@ -17,12 +17,12 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from bench.evaluation.retrieve import run_queries
 from bench.params import ParamsError
 from bench.systems.config import check_system
 from bench.systems.mcp_plan import fill, mcp_plan, read_memories, results_path
 from bench.systems.protocol import MalformedResponse
 from bench.systems.replay import event_stream
+from bench.systems.run import run_queries
 from tests.conftest import ROOT
 from tests.extras import need
 
@@ -257,8 +257,8 @@ def test_the_sdk_server_tools_by_name_errors_hangs_and_attribution_per_holder(tm
 def test_malformed_results_and_100000_memories(tmp_path):
     """Unreadable answers stop the run naming the question; 10^5 memories are cut at k."""
     need_sdk()
-    from bench.evaluation.retrieve import query_of
     from bench.systems.protocol import request_of
+    from bench.systems.run import query_of
 
     with open_mcp(fake(tmp_path), tmp_path) as opened:
         with pytest.raises(ValueError) as err:
@@ -285,7 +285,7 @@ def test_example_server_with_and_without_citations(real_corpus, tmp_path):
     """examples/mcp_memory_server.py over stdio, sandboxed: with citations its memories are its
     own; without, they are attributed, and every cited turn supports the memory."""
     need_sdk()
-    from bench.evaluation.support import support_mask
+    from bench.systems.support import support_mask
 
     seg, sessions = locomo_pieces(real_corpus)
     events = event_stream(seg, sessions)

@@ -5,7 +5,7 @@ bm25-scoped by 0.15 recall@10 on LoCoMo, and one that abstained when ``as_of`` w
 human entries' constant got a plain "met" on false recall. Each oracle here uses one field
 of the request plus the atoms (tests/systems/oracles.py); it must gain nothing over its
 honest twin (the built-in bm25-scoped) beyond the minimum detectable effect of the pair
-(bench.evaluation.power), and get no plain "met". The measured lifts of every field on
+(bench.evaluation.stats.power), and get no plain "met". The measured lifts of every field on
 every set are in docs/moments.md.
 """
 
@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.evaluation.power import fewest, mde
+from bench.evaluation.stats.power import fewest, mde
 from bench.ingest.chunking import chunk_all
 from bench.modalities.derived import is_derived
 from bench.systems.replay import schedule

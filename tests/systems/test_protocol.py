@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.evaluation.retrieve import query_of
 from bench.systems.adapters import loopback_url
 from bench.systems.config import check_system
 from bench.systems.protocol import REQUEST_KEYS, MalformedResponse, parse_response, request_of
+from bench.systems.run import query_of
 from tests.systems.conftest import entry
 
 KNOWN = {"a", "b", "c"}
@@ -185,9 +185,9 @@ HOSTILE = str(Path(__file__).resolve().parent / "hostile_system.py")
 )
 def test_malformed_answers_are_one_line_naming_the_query(monkeypatch, tmp_path, answer, message):
     """Through a real command system and the run: never a traceback, always the query."""
-    from bench.evaluation.retrieve import run_queries
     from bench.systems import adapters
     from bench.systems.adapters import CommandAdapter
+    from bench.systems.run import run_queries
 
     monkeypatch.setattr(adapters, "MAX_RESPONSE_CHARS", 250_000)  # the real limit is 32 MiB; the rule is the same
     (tmp_path / "answer.json").write_text(answer)

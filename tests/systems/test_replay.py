@@ -9,10 +9,10 @@ import sys
 import pandas as pd
 import pytest
 
-from bench.evaluation.retrieve import ReplayError, run_queries
 from bench.systems.adapters import CommandAdapter, HttpAdapter
 from bench.systems.config import check_system, make_adapter
 from bench.systems.replay import ReplayFiles, event_stream, schedule
+from bench.systems.run import ReplayError, run_queries
 from tests.conftest import ROOT
 
 DAY = "2023-05-0{}T10:00:00+00:00"

@@ -12,10 +12,10 @@ import json
 import pandas as pd
 import pytest
 
-from bench.evaluation.provenance import CitationCheck
-from bench.evaluation.retrieve import run_queries
 from bench.io import iter_jsonl
+from bench.systems.provenance import CitationCheck
 from bench.systems.replay import event_stream
+from bench.systems.run import run_queries
 from bench.systems.session import served_sources
 from tests.conftest import ROOT
 from tests.systems.conftest import open_for

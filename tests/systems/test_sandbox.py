@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.evaluation.retrieve import run_queries
 from bench.systems import landlock_exec
 from bench.systems.adapters import CommandAdapter, HttpAdapter
 from bench.systems.config import check_system
 from bench.systems.isolation import choose_isolation
+from bench.systems.run import run_queries
 from bench.systems.sandbox import ENV_ALLOW, SandboxError, new_workdir, sweep_stale
 from tests.systems.conftest import ROOT, bwrap_usable, entry, open_for
 
@@ -344,7 +344,7 @@ for line in sys.stdin:
 
 
 def test_a_system_hanging_after_warmup_stops_the_run_after_five_failures(tmp_path):
-    from bench.evaluation.retrieve import FAILURE_WINDOW, MAX_WINDOW_FAILURES, ConsecutiveFailures
+    from bench.systems.run import FAILURE_WINDOW, MAX_WINDOW_FAILURES, ConsecutiveFailures
 
     script = tmp_path / "hang_after_warmup.py"
     script.write_text(HANG_AFTER_WARMUP)
@@ -383,7 +383,7 @@ for line in sys.stdin:
 
 def test_a_system_alternating_crash_and_success_stops_at_five_of_ten(tmp_path):
     """Never five in a row, but five of the last ten: stopped after ten answers, not after all forty."""
-    from bench.evaluation.retrieve import ConsecutiveFailures
+    from bench.systems.run import ConsecutiveFailures
 
     script = tmp_path / "alternate.py"
     script.write_text(ALTERNATE)

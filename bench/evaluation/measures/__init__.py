@@ -14,7 +14,7 @@ module             measures (the per-query computation beside the declaration)
 
 ``base`` holds what a declaration is (:class:`~bench.evaluation.measures.base.Measure`)
 and the denominator rule; ``scores`` the one rule for equal scores. The cells
-(bench.evaluation.cells), the intervals (bench.evaluation.uncertainty), ``bench
+(bench.evaluation.cells), the intervals (bench.evaluation.stats.uncertainty), ``bench
 compare``, the verdict (bench.reporting.report) and the per-query table
 (bench.evaluation.per_query) read only these declarations. Adding a measure: its
 declaration in its family's ``MEASURES`` and its per-query column where that family

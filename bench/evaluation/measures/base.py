@@ -49,7 +49,7 @@ class Reducer(Protocol):
 
     @property
     def statistic(self) -> str | Callable[[np.ndarray], np.ndarray]:
-        """What bench.evaluation.uncertainty.bootstrap_ci computes on each resample."""
+        """What bench.evaluation.stats.uncertainty.bootstrap_ci computes on each resample."""
         ...
 
     def cell(self, measure: Measure, group: pd.DataFrame) -> MetricCell:

@@ -34,7 +34,7 @@ unit is characters (``Modality.extent_unit`` "chars": pdf, conversation, code) a
 hit is packed from B like an atom of that modality, but never cut (a part of its text
 would not carry its citations): whole when it fits, else it is the boundary and is left
 out. A packed memory counts for a region through its gold rows, i.e. its supported
-(credited) citations that overlap the region (bench.evaluation.memory_gold), and covers
+(credited) citations that overlap the region (bench.gold.memories), and covers
 the boxes of those units (coverage@budget). In a modality of another unit (seconds,
 pixel area, whole images) characters are no price: a memory hit is left out of the
 cartridge (it counts for nothing there and costs nothing, so packing goes on past it);
@@ -51,7 +51,7 @@ its text costs (:func:`bench.evaluation.measures.extent.capped_memory_boxes`).
 
 ``recall@budget``       share of the entry's ``n_regions`` gold regions that the cartridge
                         *holds*: the packed parts of the query's resolved gold atoms for
-                        the region (bench.evaluation.resolve: they overlap it and were
+                        the region (bench.gold.resolve: they overlap it and were
                         observed by ``as_of``; a memory's capped credited boxes) cover at
                         least :data:`HELD` (half) of the region's extent, or, for a region
                         larger than the budget, half the budget of it. A region of zero
@@ -85,10 +85,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.atom_codes import ATOM_CODE
 from bench.evaluation.measures.base import Mean, Measure
 from bench.evaluation.measures.extent import BOX, MemoryExtents, box_measure, own_unit_rows
 from bench.evaluation.measures.ranking import MEASURES as RANKING
+from bench.ingest.atom_codes import ATOM_CODE
 from bench.modalities import modalities
 
 __all__ = ["BUDGET_COLUMN", "MEASURES", "budget_columns", "budgets", "no_budget"]
@@ -156,7 +156,7 @@ def budget_columns(
     ``entries``: query_id, modality, unanswerable, n_regions. ``run``: query_id,
     atom (code), rank (every returned rank). ``gold``: query_id, gold_idx, atom (code;
     resolved). ``regions``: query_id, gold_idx, source_id and the placement (part, x0,
-    x1, y0, y1) of every gold region (bench.evaluation.resolved). ``atom_ext``:
+    x1, y0, y1) of every gold region (bench.gold.table). ``atom_ext``:
     bench.evaluation.measures.extent.atom_extents, row i the atom of code i. ``budget``:
     modality -> amount in its unit (None: no budget); ``memories``: the run's memories, whose
     codes follow the served atoms' (module docstring, *Memory hits*); ``abstained``: the

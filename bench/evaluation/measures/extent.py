@@ -71,18 +71,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.evaluation.atom_codes import ATOM_CODE as ATOM
 from bench.evaluation.measures.base import Mean, Measure
 from bench.evaluation.measures.latency import Percentile
+from bench.ingest.atom_codes import ATOM_CODE as ATOM
 from bench.modalities import modalities
 
 __all__ = ["COSTS", "MEASURES", "RATIOS", "TEXT_UNIT", "MemoryExtents", "amount_columns", "atom_extents", "atom_statistics", "box_measure",
            "capped_memory_boxes",
            "extent_columns", "own_unit_rows"]
 
-#: a box's columns, in atom extents and in resolved regions (bench.evaluation.resolved)
+#: a box's columns, in atom extents and in resolved regions (bench.gold.table)
 BOX = ["x0", "x1", "y0", "y1"]
-#: row i is the atom of code i (bench.evaluation.atom_codes)
+#: row i is the atom of code i (bench.ingest.atom_codes)
 ATOM_EXTENT_COLUMNS = ["atom_id", "modality", "source_id", "part", *BOX, "extent"]
 
 #: the unit a memory's own text is priced in (the text modalities' ``Modality.extent_unit``)
@@ -96,7 +96,7 @@ class MemoryExtents:
     Memory codes are ``first`` (the number of served atoms) and up; a memory's row of the
     atom extents has no box and its text's length as its extent. ``boxes``: atom (code),
     source_id, part, x0, x1, y0, y1 of its credited units in gold sources
-    (bench.evaluation.memory_gold)."""
+    (bench.gold.memories)."""
 
     first: int
     boxes: pd.DataFrame
@@ -323,7 +323,7 @@ def extent_columns(
     ``entries``: query_id, unanswerable. ``run``: query_id, atom (code), rank.
     ``gold``: query_id, gold_idx, atom (code; resolved). ``regions``: query_id,
     source_id and the placement (part, x0, x1, y0, y1) of every gold region
-    (bench.evaluation.resolved). ``atom_ext``: :func:`atom_extents`, row i the atom of code i
+    (bench.gold.table). ``atom_ext``: :func:`atom_extents`, row i the atom of code i
     (a run's memories after the served atoms: ``memories``, and ``entries`` then needs modality).
     """
     k = int(k)

@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from bench.ingest.archive import member_names, read_member
+from bench.archive import member_names, read_member
 from bench.modalities.base import CorpusFile, Dataset, ImportResult, assign_splits, load_pins
 from bench.modalities.derived import RULE, derive, question_key, request_order, status_at
 

@@ -10,7 +10,7 @@ import pytest
 from bench.evaluation.cells import aggregate
 from bench.evaluation.measures.auroc import auroc_codes, auroc_from_codes
 from bench.evaluation.per_query import per_query
-from bench.evaluation.uncertainty import bootstrap_ci, rng_for
+from bench.evaluation.stats.uncertainty import bootstrap_ci, rng_for
 from tests.evaluation.measures.test_false_recall import _calib_case
 
 scipy_stats = pytest.importorskip("scipy.stats")

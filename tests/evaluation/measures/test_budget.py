@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.evaluation.atom_codes import ATOM_CODE
+from bench.acceptance.in_memory import evaluate_entries
 from bench.evaluation.evaluate import EvalOptions, RunDescription
-from bench.evaluation.in_memory import evaluate_entries
 from bench.evaluation.measures.budget import MEASURES, budget_columns, budgets, no_budget, packed_atoms
+from bench.ingest.atom_codes import ATOM_CODE
 from bench.modalities import modalities
 from bench.modalities.boxes import leading_interval
 
@@ -365,13 +365,13 @@ def _real_pdf_budget(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.D
     with the most dev questions, chunked by `strategy`."""
     import json
 
-    from bench.evaluation.atom_codes import served_ids, to_codes
     from bench.evaluation.measures.extent import atom_extents
     from bench.evaluation.per_query import per_query
-    from bench.evaluation.resolve import resolve
-    from bench.evaluation.retrieve import run_system
+    from bench.gold.resolve import resolve
+    from bench.ingest.atom_codes import served_ids, to_codes
     from bench.ingest.chunking import chunk_modality
     from bench.systems import build_system
+    from bench.systems.run import run_system
     from tests.conftest import ROOT
 
     seg = real_corpus["segments"]

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.evaluation.atom_codes import served_ids, to_codes
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.measures.extent import RATIOS, atom_extents, atom_statistics, extent_columns
+from bench.ingest.atom_codes import served_ids, to_codes
 from bench.modalities import modalities
 
 
@@ -139,10 +139,10 @@ def test_modality_extents_and_intersection():
 
 def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.DataFrame:
     from bench.evaluation.per_query import per_query
-    from bench.evaluation.resolve import resolve
-    from bench.evaluation.retrieve import run_system
+    from bench.gold.resolve import resolve
     from bench.ingest.chunking import chunk_modality
     from bench.systems import build_system
+    from bench.systems.run import run_system
     from tests.conftest import ROOT
 
     seg = real_corpus["segments"]

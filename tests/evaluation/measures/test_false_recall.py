@@ -132,7 +132,7 @@ def test_calibrate_edges() -> None:
 
 
 def test_acceptance_reuses_the_dev_thresholds_and_never_recalibrates() -> None:
-    from bench.accept import dev_thresholds
+    from bench.acceptance.report import dev_thresholds
 
     entries, run, gold, atoms, responses = _calib_case()
     dev = per_query(entries, run, gold, atoms, responses=responses)
