@@ -303,8 +303,8 @@ def test_a_frameworks_memory_hits_are_checked_and_credited_by_provenance(fakes, 
     from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
     from bench.ingest.chunking import chunk_all
     from bench.systems.provenance import CitationCheck
-    from tests.evaluation.test_memory_gold import entry as memory_entry
-    from tests.evaluation.test_memory_gold import segments
+    from tests.gold.test_memories import entry as memory_entry
+    from tests.gold.test_memories import segments
 
     seg = segments()
     served = chunk_all(seg, {"conversation": {"strategy": "turn"}})

