@@ -10,13 +10,14 @@ from typing import Any
 
 import click
 
+from bench.cli_validate import validate_command
 from bench.comparison.compare import MAX_UNPAIRED
 from bench.comparison.gate import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO
 from bench.io import LineError
 from bench.modalities import names as modality_names
+from bench.project.docs import docs_command
 from bench.project.layout import AUDIT, DEV_METRICS, PER_QUERY, TEST_METRICS, Layout, find_root, read_params
 from bench.project.selection import config, local_datasets, mirror_roots, set_files
-from bench.validate_sets import validate_command
 
 
 @click.group()
@@ -25,6 +26,7 @@ def cli() -> None:
 
 
 cli.add_command(validate_command, "validate")
+cli.add_command(docs_command, "docs")
 
 
 @cli.group()
@@ -61,7 +63,6 @@ def sources() -> None:
     from bench.corpus_sources import datasets
 
     local_datasets(Layout(find_root()))
-
     click.echo(json.dumps([ds.describe() for ds in datasets().values()], indent=2))
 
 

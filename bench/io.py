@@ -40,6 +40,11 @@ def make_readable(path: str | os.PathLike) -> None:
     os.chmod(path, 0o666 & ~_umask())
 
 
+def make_readable_dir(path: str | os.PathLike) -> None:
+    """mkdtemp creates 0700 folders; give output folders the usual umask-based mode instead."""
+    os.chmod(path, 0o777 & ~_umask())
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -207,7 +212,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp
-        os.chmod(tmp, 0o777 & ~_umask())
+        make_readable_dir(tmp)
         old = None
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
@@ -314,6 +319,3 @@ def iter_jsonl(path: str | os.PathLike, display: str | None = None) -> Iterator[
             except json.JSONDecodeError as exc:
                 raise LineError(name, lineno, "<line>", f"invalid JSON: {exc.msg} at column {exc.colno}") from None
 
-
-def read_jsonl(path: str | os.PathLike, display: str | None = None) -> list[tuple[int, Any]]:
-    return list(iter_jsonl(path, display))

@@ -97,7 +97,7 @@ def ocr_stats(output: str) -> dict[str, dict[str, int]]:
 OCR_STAGES = ("extract@image", "extract@ui_screenshot")
 
 
-def bm25_latency(work: Path, repeats_per_query: int = 1) -> dict:
+def bm25_latency(work: Path) -> dict:
     """Compile latency (question -> ranked list) of the built-in bm25 over the run's atoms."""
     sys.path.insert(0, str(work))
     from bench.io import iter_jsonl

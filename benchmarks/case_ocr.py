@@ -53,7 +53,7 @@ def run_case(n_screens: int, n_photos: int, repeats: int) -> list[dict] | dict:
         return {"skipped": "no ScreenAgent or COCO images in the mirror"}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     used = max(1, min(cores, len(paths)))
-    engine = ocr._engine()
+    engine = ocr.engine()
     _bare(engine, paths[:1])  # warm the reference engine
     progress.configure(enabled=False)
     scratch = Path(tempfile.mkdtemp(prefix="bench-ocr-"))

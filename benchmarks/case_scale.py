@@ -125,7 +125,7 @@ def run_case(scale: int, pdf_sample: int, screen_sample: int, page_sample: int, 
     from bench import progress
     from bench.executor import open_executor
     from bench.modalities.ocr import PageImage, ocr_job
-    from bench.modalities.pdf.mmlongbench import _extract_job
+    from bench.modalities.pdf.mmlongbench import extract_job
     from bench.modalities.pdf.modality import RENDER_SCALE
 
     pdfs, screens, pages = corpus(scale)
@@ -160,7 +160,7 @@ def run_case(scale: int, pdf_sample: int, screen_sample: int, page_sample: int, 
             with open_executor(kind, address, workers) as ex:
                 start_s = time.perf_counter() - t0
                 n = ex.workers
-                t_pdf, out_pdf, c_pdf = _timed_map(ex, _extract_job, pdf_jobs, pdf_jobs[:n])
+                t_pdf, out_pdf, c_pdf = _timed_map(ex, extract_job, pdf_jobs, pdf_jobs[:n])
                 t_screen, out_screen, c_screen = _timed_map(ex, ocr_job, screen_jobs, screen_jobs[:n])
                 t_page, out_page, c_page = _timed_map(ex, ocr_job, page_jobs, page_jobs[:n]) if page_jobs else (0.0, [], 0.0)
                 ex.map(_noop, list(range(min(noop_tasks, 20))))

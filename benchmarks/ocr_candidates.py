@@ -157,11 +157,6 @@ def ocr_pages(setting: Setting, pages: Sequence[tuple[str, int]]) -> tuple[float
     return wall, [cpu for cpu, _ in out], [boxes for _, boxes in out]
 
 
-def run_setting(setting: Setting, pages: Sequence[tuple[str, int]], rounds: int = 1) -> dict[str, Any]:
-    """OCR `pages` with `setting` (in `rounds` interleaved chunks) and score every page against its layer."""
-    return run_settings([setting], pages, rounds)[0]
-
-
 def run_settings(settings: Sequence[Setting], pages: Sequence[tuple[str, int]], rounds: int = 1,
                  score: bool = True) -> list[dict[str, Any]]:
     """Each setting over the same `pages`, interleaved: the pages are cut into `rounds` chunks

@@ -1,9 +1,9 @@
 """The locked acceptance stage (bench/test/dvc.yaml): the only reader of test entries.
 
 Only `bench accept`'s single-use token opens it (never `dvc exp run`); every check `bench accept` made is
-made again. The dev stages' steps run the system (retrieve_step.run_system: the same sandbox) over the valid
-test entries on the atoms the dev run served and resolve and evaluate them (in_memory.evaluate_entries). Writes reports/metrics/test.json and appends one row to
-reports/acceptance.jsonl (`persist` outputs: a refused or failed run leaves the previous ones)."""
+made again. The dev stages' steps run the system (bench.systems.step.run_system: the same sandbox) over the valid test entries on
+the atoms the dev run served and resolve and evaluate them (in_memory.evaluate_entries). Writes reports/metrics/test.json,
+reports/test.md and one more row of reports/acceptance.jsonl, together (`persist`: a refused or failed run leaves the previous ones)."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ import click
 from bench.acceptance import report as acceptance
 from bench.acceptance.in_memory import evaluate_entries
 from bench.annotations.splits import load_lock
+from bench.annotations.validate import format_table, validate
 from bench.evaluation.evaluate import EvalOptions, RunDescription
 from bench.ingest.corpus import Manifest, load_segments
 from bench.ingest.partitions import read_modalities
-from bench.io import LineError
+from bench.io import LineError, atomic_outputs
 from bench.project.layout import DEV_METRICS, MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, STORE, SUMMARY, fail, read_json
 from bench.project.selection import config, mirror_roots, set_files
 from bench.systems.config import check_system
 from bench.systems.run import latency_percentiles
 from bench.systems.step import StepError, SystemPlaces, run_system
-from bench.validate_sets import format_table, validate
 
 T = TypeVar("T")
 
@@ -80,7 +80,9 @@ def main() -> None:
     doc = evaluate_entries(test, [r for r in result.invalid if r["split"] == "test"], ran, ran.latency, ran.failures, served, segments,
                            EvalOptions.from_params(cfg.metrics, abstains=abstains, thresholds=thresholds), description,
                            in_core_rows=cfg.executor.in_core_rows, sha256=summary["sha256"]).document
-    row = _or_fail(lambda: acceptance.record_acceptance(ROOT, doc, summary=summary, test_entries=len(test), params_path=PARAMS), ValueError)
+    row = _or_fail(lambda: acceptance.acceptance_row(ROOT, doc, summary=summary, test_entries=len(test), params_path=PARAMS), ValueError)
+    with atomic_outputs(on_disk_full=fail):  # test.json, test.md and the audit row change together or not at all
+        acceptance.write_acceptance(ROOT, doc, row)
     click.echo(f"accept: {acceptance.describe(row, cfg.metrics.k)}")
 
 

@@ -20,6 +20,7 @@ from bench.gold.table import GOLD_FILE, read_regions
 from bench.ingest.corpus import Manifest
 from bench.ingest.partitions import read_modalities
 from bench.io import atomic_outputs, iter_jsonl, write_json, write_parquet, write_text
+from bench.numbers import number
 from bench.project.layout import ATOMS, MANIFEST, REPORTS, RESOLVED, ROOT, RUNS, SERVED, SETS_DIR, STORE, VALID_DIR, fail, read_json
 from bench.project.selection import config, local_datasets
 from bench.reporting.outputs import dev_report
@@ -43,7 +44,7 @@ def main() -> None:
     options = EvalOptions.from_params(cfg.metrics, abstains=description.abstains)
     memories = load_memory_inputs(RESOLVED)  # memory hits: codes after the served atoms' (bench/evaluation/memory_report.py)
     with run_blocks(RUNS / "dev.parquet", RESOLVED / GOLD_FILE, len(entries), in_core_rows) as run:
-        inputs = EvalInputs(entries=entries, run=None, gold=None, regions=resolved.regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
+        inputs = EvalInputs(entries=entries, regions=resolved.regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
                             failures=pd.read_parquet(failures) if failures.exists() else no_failures(), served=served, memories=memories,
                             gold_segments=resolved.segments_by_source(), invalid=invalid, sha256=summary["sha256"], source=run.source)
         result = evaluate_run(inputs, options, description)
@@ -66,7 +67,7 @@ def main() -> None:
         write_text(REPORTS / "dev.html", report.html)
     o = doc["overall"]
     recall = f"recall@{k}"
-    click.echo(f"evaluate: {recall} {o[recall]['value']:.4f} (n={o[recall]['n']}), mrr {o['mrr']['value']:.4f}, invalid {doc['invalid_entries']}")
+    click.echo(f"evaluate: {recall} {number(o[recall]['value'])} (n={o[recall]['n']}), mrr {number(o['mrr']['value'])}, invalid {doc['invalid_entries']}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import click
 from bench.gold.memories import read_memories, with_memories, write_memories
 from bench.gold.resolve import resolve_files
 from bench.gold.table import write_resolved
-from bench.ingest.atom_codes import partition_ids
+from bench.ingest.atom_codes import ATOM_CODE, partition_ids
 from bench.ingest.partitions import partitions
 from bench.io import iter_jsonl, write_text
 from bench.project.layout import MEMORIES, REPORTS, RESOLVED, SEGMENTS, SERVED, VALID_DIR, fail
@@ -37,7 +37,7 @@ def main() -> None:
     write_resolved(RESOLVED, dataclasses.replace(found, gold=mem.gold))
     write_memories(RESOLVED, mem, hits)
     gold, regions = mem.gold, found.regions
-    qrels = gold.assign(atom_id=partition_ids(gold["atom"], served, mem.ids).to_numpy(), query_id=gold["query_id"].astype(str))
+    qrels = gold.assign(atom_id=partition_ids(gold[ATOM_CODE], served, mem.ids).to_numpy(), query_id=gold["query_id"].astype(str))
     write_text(REPORTS / "runs" / "dev.qrels", trec_qrels(qrels))
     missed = int((regions["n_atoms"] == 0).sum())
     click.echo(

@@ -9,7 +9,7 @@
    (`system.code`); every dev query timed, failures recorded, malformed answers and a
    run of consecutive failures stop the stage.
 
-The step is bench.systems.step.retrieve; this script reads params and paths.
+The step is bench.systems.step (serve, then retrieve); this script reads params and paths and writes.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import os
 
 import click
 
-from bench.io import iter_jsonl, write_json, write_parquet, write_text
+from bench.io import atomic_outputs, iter_jsonl, write_json, write_parquet, write_text
 from bench.project.layout import ATOMS, MANIFEST, MEMORIES, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
 from bench.project.selection import config, mirror_roots
 from bench.systems.config import check_system
-from bench.systems.step import RetrievePaths, StepError, SystemPlaces, retrieve
+from bench.systems.step import RetrievePaths, StepError, SystemPlaces, retrieve, serve, write_served
 from bench.trec.files import trec_run
 
 
@@ -38,20 +38,23 @@ def main() -> None:
                                      list(cfg.local_datasets))
     paths = RetrievePaths(atoms=ATOMS, segments=SEGMENTS, manifest=MANIFEST, served=SERVED)
     try:  # where: params executor, not a DVC param (it never changes a result)
-        out = retrieve(system, entries, paths=paths, places=places, where=cfg.executor)
+        serving = serve(system, paths, places)  # a refused sandbox or atoms file: nothing written
+        write_served(serving.parts, paths)  # the atoms the system reads
+        out = retrieve(system, entries, serving, paths=paths, places=places, where=cfg.executor)
     except StepError as exc:
         fail(str(exc))
-    write_parquet(RUNS / "dev.parquet", out.run)
-    write_parquet(RUNS / "latency.parquet", out.result.latency)
-    write_parquet(RUNS / "failures.parquet", out.result.failures)
-    write_parquet(RUNS / "ingest.parquet", out.result.ingest)
-    write_json(RUNS / "system.json", out.info)
-    write_parquet(MEMORIES / "memories.parquet", out.memories)
-    write_parquet(MEMORIES / "units.parquet", out.units)
-    write_parquet(MEMORIES / "hits.parquet", out.hits)
-    write_json(MEMORIES / "replay.json", {"replay": out.info["replay"], "given_atoms": out.info["given_atoms"]})
-    write_json(SERVED / "served.json", out.served)
-    write_text(REPORTS / "runs" / "dev.run", trec_run(out.result.run, system.name.replace(" ", "_")))
+    with atomic_outputs(on_disk_full=fail):  # the run's files change together or not at all
+        write_parquet(RUNS / "dev.parquet", out.run)
+        write_parquet(RUNS / "latency.parquet", out.result.latency)
+        write_parquet(RUNS / "failures.parquet", out.result.failures)
+        write_parquet(RUNS / "ingest.parquet", out.result.ingest)
+        write_json(RUNS / "system.json", out.info)
+        write_parquet(MEMORIES / "memories.parquet", out.memories)
+        write_parquet(MEMORIES / "units.parquet", out.units)
+        write_parquet(MEMORIES / "hits.parquet", out.hits)
+        write_json(MEMORIES / "replay.json", {"replay": out.info["replay"], "given_atoms": out.info["given_atoms"]})
+        write_json(SERVED / "served.json", out.served)
+        write_text(REPORTS / "runs" / "dev.run", trec_run(out.result.run, system.name.replace(" ", "_")))
     click.echo(out.summary)
 
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import click
 
 from bench.annotations.splits import committed_lock, load_lock
+from bench.annotations.validate import ValidationResult, format_table, invalid_counts, validate
 from bench.ingest.store import Manifest, load_segments, read_unreadable
 from bench.io import LineError, atomic_dir, sha256_file, write_json, write_jsonl
 from bench.project.layout import MANIFEST, ROOT, SEGMENTS, SPLIT_LOCK, VALID_DIR, fail
 from bench.project.selection import set_files
-from bench.validate_sets import ValidationResult, format_table, invalid_counts, validate
 
 
 @click.command()

@@ -119,3 +119,11 @@ def test_the_module_map_names_what_exists():
                and not (p.parent.parent.name == "modalities")]  # a modality folder's own modules: described together
     assert len(modules) > 50
     assert sorted(p.relative_to(ROOT).as_posix() for p in modules if not re.search(rf"\b{re.escape(p.name)}\b", block)) == []
+
+
+def test_the_tour_quotes_real_outputs():
+    """The README's compare rows and gate lines are those of the real sweep in docs/comparing.md."""
+    sweep = (ROOT / "docs" / "comparing.md").read_text(encoding="utf-8").splitlines()
+    quoted = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+              if line.startswith(("gate: ", "| conversation |", "| pdf |", "| overall |"))]
+    assert len(quoted) >= 8 and [line for line in quoted if line not in sweep] == []

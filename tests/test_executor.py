@@ -27,9 +27,9 @@ def _jobs(n: int) -> list[tuple[str, str]]:
 
 
 def _text_layer(job: tuple[str, str]) -> list[dict]:
-    from bench.modalities.pdf.mmlongbench import _extract_job
+    from bench.modalities.pdf.mmlongbench import extract_job
 
-    return _extract_job(job)
+    return extract_job(job)
 
 
 def _die_on(job: tuple[str, str]) -> list[dict]:

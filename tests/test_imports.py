@@ -21,7 +21,7 @@ PACKAGES = ("bench", "stages", "benchmarks")
 #: the package order, lowest first; a module belongs to the longest prefix named here. A module
 #: may import its own layer and those below it, never one above (docs/architecture.md).
 ORDER: tuple[tuple[str, ...], ...] = (
-    ("bench.io", "bench.executor", "bench.progress", "bench.archive"),
+    ("bench.io", "bench.executor", "bench.progress", "bench.archive", "bench.numbers"),
     ("bench.modalities",),
     ("bench.params", "bench.corpus_sources"),
     ("bench.ingest",),
@@ -32,11 +32,11 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("bench.trec", "bench.comparison"),
     ("bench.reporting",),
     ("bench.project", "bench.dvcignore"),
-    ("bench.acceptance", "bench.validate_sets"),
-    ("bench.cli", "bench", "stages", "benchmarks"),
+    ("bench.acceptance",),
+    ("bench.cli", "bench.cli_validate", "bench", "stages", "benchmarks"),
 )
 CORE = tuple(p for layer in ORDER[:10] for p in layer)
-ENTRY_LAYER = ("bench.project", "bench.cli", "stages")
+ENTRY_LAYER = ("bench.project", "bench.cli", "bench.cli_validate", "stages")
 
 
 def is_project(name: str) -> bool:

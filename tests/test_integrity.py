@@ -195,21 +195,21 @@ ENTRY = {"query_id": "q:1", "question": "q", "as_of": "2024-01-01T00:00:00+00:00
     ],
 )
 def test_bad_system_result_names_the_query(hits, message):
-    from bench.systems.run import run_system
+    from tests.systems.python_system import run_python_system
 
     with pytest.raises(ValueError, match=f"^{message}$"):
-        run_system(FakeSystem(hits), [ENTRY], 10, known_atoms={"a1", "a2"})
+        run_python_system(FakeSystem(hits), [ENTRY], 10, known_atoms={"a1", "a2"})
 
 
 def test_good_system_result_passes():
-    from bench.systems.run import run_system
+    from tests.systems.python_system import run_python_system
 
-    run, latency = run_system(FakeSystem([Hit("a2", 2.0), Hit("a1", 2.0)]), [ENTRY], 10, known_atoms={"a1", "a2"})
+    run, latency = run_python_system(FakeSystem([Hit("a2", 2.0), Hit("a1", 2.0)]), [ENTRY], 10, known_atoms={"a1", "a2"})
     assert run["atom_id"].tolist() == ["a2", "a1"] and len(latency) == 1
     assert isinstance(run, pd.DataFrame)
 
 
-# --------------------------------------------------------------------------- bad input not in test_validate_sets
+# --------------------------------------------------------------------------- bad input not in tests/annotations/test_validate.py
 
 
 def _dev(key: str) -> dict:
@@ -241,7 +241,7 @@ def _dev(key: str) -> dict:
 def test_more_bad_entries_rejected(tmp_path, real_corpus, key, mutate, check, value):
     import copy
 
-    from bench.validate_sets import validate
+    from bench.annotations.validate import validate
     from tests.conftest import write_set
 
     bad = copy.deepcopy(_dev(key))
@@ -256,7 +256,7 @@ def test_gold_iff_unanswerable_and_duplicates_are_one_clear_row_each(tmp_path, r
     """Pandera reported the frame-wide gold/unanswerable check once per column (17 rows)."""
     import copy
 
-    from bench.validate_sets import validate
+    from bench.annotations.validate import validate
     from tests.conftest import write_set
 
     good = _dev("locomo")
@@ -404,9 +404,9 @@ def test_corrupt_and_encrypted_pdfs_make_their_entries_invalid_named(tmp_path, r
     import json
     import shutil
 
+    from bench.annotations.validate import invalid_counts, validate
     from bench.ingest.corpus import read_unreadable
     from bench.io import write_json
-    from bench.validate_sets import invalid_counts, validate
     from tests.conftest import ROOT
 
     rows = [r for r in real_corpus["manifest"].rows if r["key"] == "mmlongbench"]

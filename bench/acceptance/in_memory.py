@@ -22,7 +22,7 @@ from bench.evaluation.evaluate import EvalInputs, EvalOptions, EvalResult, RunDe
 from bench.evaluation.memory_report import MemoryInputs
 from bench.gold.resolve import resolve_frames
 from bench.gold.table import Resolved
-from bench.ingest.atom_codes import ATOM_CODE, served_ids, to_codes
+from bench.ingest.atom_codes import ATOM_CODE, HIT_COLUMNS, served_ids, to_codes
 
 if TYPE_CHECKING:
     from bench.systems.run import RunResult
@@ -45,7 +45,7 @@ def evaluate_entries(entries: list[dict], invalid: list[dict], run: pd.DataFrame
     else:
         coded, gold = to_codes(getattr(run, "run", run), served_ids(served), "run"), found.gold
     with run_blocks(coded, gold, len(entries), in_core_rows) as blocks:
-        inputs = EvalInputs(entries=entries, run=None, gold=None, regions=found.regions, responses=responses, failures=failures,
+        inputs = EvalInputs(entries=entries, regions=found.regions, responses=responses, failures=failures,
                             served=served, gold_segments=found.segments_by_source(), invalid=invalid, sha256=sha256,
                             source=blocks.source, memories=memories)
         return evaluate_run(inputs, options, description)
@@ -60,7 +60,7 @@ def memory_inputs(ran: RunResult, entries: list[dict], found: Resolved, served: 
 
     table = served_ids(served)
     coded, tables = coded_run(ran.run, ran.memories, table, CitationCheck(lambda: segments))
-    hits = coded.loc[coded[ATOM_CODE].to_numpy() >= len(table), ["query_id", "rank", ATOM_CODE]].astype({"query_id": str})
+    hits = coded.loc[coded[ATOM_CODE].to_numpy() >= len(table), HIT_COLUMNS].astype({"query_id": str})
     res = with_memories(entries, found.gold, found.segments, tables.memories, tables.units, hits,
                         given_atoms=not ran.info.get("replay", False))
     rows = res.memories.sort_values(ATOM_CODE, kind="stable").reset_index(drop=True)

@@ -41,6 +41,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file, write_json, write_text
+from bench.numbers import number
 from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, MANIFEST_FILE, SUMMARY, TEST_METRICS, TEST_REPORT
 from bench.reporting.report import acceptance_markdown
 
@@ -332,10 +333,9 @@ def describe(row: dict, k: int) -> str:
     head = f"acceptance #{row['acceptance']} on commit {str(row['git_commit'])[:12]}"
     if row["earlier_on_this_commit"]:
         head += f" (this commit was already accepted: #{', #'.join(str(n) for n in row['earlier_on_this_commit'])}; all rows kept)"
-    value = cell.get("value")
     return (
-        f"{head}: recall@{k} {value if value is None else round(value, 4)} (n={cell.get('n')}/{cell.get('denominator')}), "
-        f"mrr {mrr.get('value') if mrr.get('value') is None else round(mrr['value'], 4)}; {row['test_entries']} test entries, "
+        f"{head}: recall@{k} {number(cell.get('value'))} (n={cell.get('n')}/{cell.get('denominator')}), "
+        f"mrr {number(mrr.get('value'))}; {row['test_entries']} test entries, "
         f"{row['invalid_entries']} invalid"
     )
 
@@ -410,9 +410,9 @@ def remove_token(root: Path) -> None:
 
 
 
-def record_acceptance(root: Path, doc: dict, *, summary: dict, test_entries: int, params_path: Path) -> dict:
-    """Write test.json and append its audit row, the chain checked again right before;
-    ValueError (one line) when the audit file forbids it. Returns the row."""
+def acceptance_row(root: Path, doc: dict, *, summary: dict, test_entries: int, params_path: Path) -> dict:
+    """The audit row of this acceptance, the chain checked again right before; ValueError (one
+    line) when the audit file forbids it. Nothing is written (write_acceptance)."""
     audit = root / AUDIT
     try:
         earlier = read_audit(audit)
@@ -424,7 +424,11 @@ def record_acceptance(root: Path, doc: dict, *, summary: dict, test_entries: int
     row = audit_row(earlier, utc=datetime.now(UTC).isoformat(timespec="seconds"), git_commit=git_commit(root),
                     params_sha256=sha256_file(params_path), sha256=summary["sha256"], dev_metrics_sha256=sha256_file(root / DEV_METRICS),
                     doc=doc, test_entries=test_entries, prev_sha256=last_line_sha256(audit))
+    return row
+
+
+def write_acceptance(root: Path, doc: dict, row: dict) -> None:
+    """test.json, test.md and one more audit row (the stage writes them together: io.atomic_outputs)."""
     write_json(root / TEST_METRICS, doc)
     write_text(root / TEST_REPORT, acceptance_markdown(doc, row["acceptance"], row["git_commit"]))
-    append_audit(audit, row)
-    return row
+    append_audit(root / AUDIT, row)

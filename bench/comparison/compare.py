@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.comparison.runs import CompareError, RunData, set_files
+from bench.comparison.runs import CompareError, LoadedRun, set_files
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted, in_denominator
 from bench.evaluation.measures.scores import tied_column
@@ -142,7 +142,7 @@ def check_values(a: pd.DataFrame, b: pd.DataFrame, k: int, labels: tuple[str, st
                            f"{labels[0]} has {mod_a[q]!r} for the same query: the tables disagree (edited?)")
 
 
-def check_sets(a: RunData, b: RunData, *, allow_different: bool = False, labels: tuple[str, str] | None = None) -> str:
+def check_sets(a: LoadedRun, b: LoadedRun, *, allow_different: bool = False, labels: tuple[str, str] | None = None) -> str:
     """Refuse two runs evaluated over different set files (a file whose sha256 differs, or that
     only one run read) with one line naming each, unless ``allow_different``; what the
     comparison's one line says of the set files otherwise. Runs whose dev.json records no

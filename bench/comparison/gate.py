@@ -67,10 +67,11 @@ from bench.comparison.compare import (
     paired_row,
     unpaired,
 )
-from bench.comparison.runs import CompareError, RunData
+from bench.comparison.runs import CompareError, LoadedRun
 from bench.evaluation.measures import by_name, measures
 from bench.evaluation.measures.base import Mean, Measure, counted, in_denominator
 from bench.evaluation.stats.uncertainty import bootstrap_ci, holm, rng_for
+from bench.numbers import number, p_value
 
 __all__ = ["LATENCY_FLOOR_MS", "MAX_LATENCY_RATIO", "PRIMARY", "GateResult", "LatencyCheck", "gate", "latency_check",
            "primary", "reported", "summary"]
@@ -165,7 +166,7 @@ def _timed(frame: pd.DataFrame) -> np.ndarray:
     return frame["latency_ms"].to_numpy(float)[~frame["failed"].astype(bool).to_numpy()]
 
 
-def _unmeasurable(frame: pd.DataFrame, m: Measure, run: RunData) -> str | None:
+def _unmeasurable(frame: pd.DataFrame, m: Measure, run: LoadedRun) -> str | None:
     """Why `m` has no value over `frame` (one group's paired queries of `run`); None when it has
     (or when no query of the group is in its denominator: then there is no row at all)."""
     if m.column not in frame.columns:
@@ -185,7 +186,7 @@ def _unmeasurable(frame: pd.DataFrame, m: Measure, run: RunData) -> str | None:
 RECORDED = {"false_recall": "false_recall_rule"}
 
 
-def _recorded_reasons(run: RunData, m: Measure, mods: Sequence[str]) -> str:
+def _recorded_reasons(run: LoadedRun, m: Measure, mods: Sequence[str]) -> str:
     """Why `m` has no value in `mods`: the measure's own rule where the table carries what it
     reads, else the reasons `run`'s dev.json records for them ("modality: reason; ...")."""
     if m.unmeasurable is not None:
@@ -219,7 +220,7 @@ class _Options:
     seed: int
 
 
-def _family(tested: Sequence[Measure], groups: list[tuple[str, pd.DataFrame, pd.DataFrame]], base: RunData, current: RunData,
+def _family(tested: Sequence[Measure], groups: list[tuple[str, pd.DataFrame, pd.DataFrame]], base: LoadedRun, current: LoadedRun,
             opt: _Options) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(bench compare's rows of `tested` per group, Holm-corrected over those where a query
     differs; the (group, measure) pairs one run has no value for, with why)."""
@@ -244,7 +245,7 @@ def _family(tested: Sequence[Measure], groups: list[tuple[str, pd.DataFrame, pd.
     return rows, lost
 
 
-def gate(base: RunData, current: RunData, *, k: int, alpha: float = 0.05, min_effect: float = 0.0,
+def gate(base: LoadedRun, current: LoadedRun, *, k: int, alpha: float = 0.05, min_effect: float = 0.0,
          max_latency_ratio: float = MAX_LATENCY_RATIO, latency_floor_ms: float = LATENCY_FLOOR_MS, resamples: int = 1000,
          permutations: int = 10000, seed: int = 0, max_unpaired: float = MAX_UNPAIRED,
          allow_different_sets: bool = False) -> GateResult:
@@ -282,21 +283,16 @@ def gate(base: RunData, current: RunData, *, k: int, alpha: float = 0.05, min_ef
     return out
 
 
-def _f(x: Any) -> str:
-    return "—" if x is None else f"{x:+.4f}"
-
-
 def _worse(r: dict[str, Any], alpha: float, min_effect: float | None) -> str:
     lo, hi = r["ci95"]
     head = "gate: " if min_effect is not None else "gate: reported, not gated: "
     beyond = f", beyond --min-effect {min_effect:g}" if min_effect is not None else ""
-    return (f"{head}{r['modality']} {r['metric']} is worse: {r['a']:.4f} -> {r['b']:.4f} ({r['diff']:+.4f}, 95% CI "
-            f"[{_f(lo)}, {_f(hi)}], n {r['n']}, {r['wins']} wins / {r['losses']} losses, p_holm {r['p_holm']:.4f} < {alpha:g}{beyond})")
+    return (f"{head}{r['modality']} {r['metric']} is worse: {number(r['a'])} -> {number(r['b'])} ({number(r['diff'], sign=True)}, 95% CI "
+            f"[{number(lo, sign=True)}, {number(hi, sign=True)}], n {r['n']}, {r['wins']} wins / {r['losses']} losses, p_holm {p_value(r['p_holm'])} < {alpha:g}{beyond})")
 
 
 def _lost(x: dict[str, Any]) -> str:
-    value = "—" if x["base_value"] is None else f"{x['base_value']:.4f}"
-    return f"gate: {x['modality']} {x['metric']} has no value in the current run (BASE {value}, n {x['n']}): {x['current']}"
+    return f"gate: {x['modality']} {x['metric']} has no value in the current run (BASE {number(x['base_value'])}, n {x['n']}): {x['current']}"
 
 
 def _ms(x: float | None) -> str:

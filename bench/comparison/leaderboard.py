@@ -66,7 +66,7 @@ from bench.comparison.compare import (
     paired_row,
 )
 from bench.comparison.gate import LATENCY_FLOOR_MS
-from bench.comparison.runs import CompareError, RunData, git
+from bench.comparison.runs import CompareError, LoadedRun, git
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted
 from bench.evaluation.measures.budget import PACKED_COLUMN
@@ -118,13 +118,13 @@ def changed_params(params: Mapping[str, Any], base: Mapping[str, Any]) -> dict[s
     return {k: a.get(k) for k in keys}
 
 
-def _budget(run: RunData) -> dict[str, Any] | None:
+def _budget(run: LoadedRun) -> dict[str, Any] | None:
     block = run.metrics.get("run", {}) if isinstance(run.metrics.get("run"), dict) else {}
     budget = block.get("budget")
     return {m: (c or {}).get("amount") for m, c in budget.items()} if isinstance(budget, dict) else None
 
 
-def _check_runs(runs: Sequence[RunData], base: int, k: int, max_unpaired: float, allow_different_sets: bool = False) -> pd.Index:
+def _check_runs(runs: Sequence[LoadedRun], base: int, k: int, max_unpaired: float, allow_different_sets: bool = False) -> pd.Index:
     """Refuse what bench compare refuses, and runs over different set files (unless allowed);
     the query ids every run holds (sorted)."""
     for i, run in enumerate(runs):
@@ -186,7 +186,7 @@ def _costs(frame: pd.DataFrame, k: int, pooled: bool, cost: str) -> dict[str, fl
             "cost": mean(cost) if cost == PACKED else p50(cost)}
 
 
-def cost_of(runs: Sequence[RunData], k: int) -> dict[str, Any]:
+def cost_of(runs: Sequence[LoadedRun], k: int) -> dict[str, Any]:
     """The frontier's cost: :data:`PACKED` when every run's table has it, else cartridge@k with a note."""
     if all(PACKED in r.per_query.columns for r in runs):
         return {"column": PACKED, "name": f"{PACKED} mean", "packed": True, "note": None}
@@ -301,7 +301,7 @@ def _paired_ties(matrix: np.ndarray, resamples: int, rng: np.random.Generator, a
 
 
 def leaderboard(
-    runs: Sequence[RunData],
+    runs: Sequence[LoadedRun],
     *,
     base: int = 0,
     params: Sequence[Mapping[str, Any]] | None = None,
@@ -352,7 +352,7 @@ def leaderboard(
     }
 
 
-def _group(group: str, frames: list[pd.DataFrame], runs: Sequence[RunData], base: int, k: int, known: dict[str, Measure],
+def _group(group: str, frames: list[pd.DataFrame], runs: Sequence[LoadedRun], base: int, k: int, known: dict[str, Measure],
            rank_by: str, resamples: int, permutations: int, seed: int, cost: str, alpha: float) -> dict[str, Any]:
     """One group's rows (values, costs, rank interval), its differences from the baseline, which
     runs tie within noise on the frontier's quality and its MDE."""

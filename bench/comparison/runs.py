@@ -19,7 +19,10 @@ class CompareError(Exception):
 
 
 @dataclass
-class RunData:
+class LoadedRun:
+    """A finished run loaded for comparison (from a folder, a git revision or a DVC experiment):
+    its label, its per-query table and its dev.json document (`metrics`)."""
+
     label: str
     per_query: pd.DataFrame
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -44,7 +47,7 @@ class RunData:
         return k if isinstance(k, int) and not isinstance(k, bool) else None
 
 
-def common_k(a: RunData, b: RunData, default: int) -> int:
+def common_k(a: LoadedRun, b: LoadedRun, default: int) -> int:
     """The cut-off both runs were evaluated at (from their dev.json; `default`, params
     metrics.k, for a run without one); CompareError when they differ."""
     ka, kb = a.k or default, b.k or default
@@ -85,7 +88,7 @@ def _read_metrics(data: bytes, where: str) -> dict[str, Any]:
     return doc
 
 
-def load_run(spec: str, root: Path, per_query: str, metrics_file: str) -> RunData:
+def load_run(spec: str, root: Path, per_query: str, metrics_file: str) -> LoadedRun:
     """Find a run by folder, parquet file, git revision or DVC experiment name; `per_query`
     and `metrics_file` are the project's paths of the per-query table and dev.json."""
     path = Path(spec)
@@ -100,7 +103,7 @@ def load_run(spec: str, root: Path, per_query: str, metrics_file: str) -> RunDat
             raise CompareError(f"{spec}: folder holds no {per_query}; run the evaluate stage there first")
         frame = _read_parquet_bytes(pq_path.read_bytes(), str(pq_path))
         metrics = _read_metrics(metrics_path.read_bytes(), str(metrics_path)) if metrics_path.is_file() else {}
-        return RunData(spec, frame, metrics)
+        return LoadedRun(spec, frame, metrics)
     rev = None
     if git(root, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}") is not None:
         rev = spec
@@ -113,7 +116,7 @@ def load_run(spec: str, root: Path, per_query: str, metrics_file: str) -> RunDat
         raise CompareError(f"{spec}: revision has no {per_query} (evaluated before per-query tables were committed?)")
     metrics_raw = git(root, "show", f"{rev}:{metrics_file}")
     metrics = _read_metrics(metrics_raw, f"{spec}:{metrics_file}") if metrics_raw else {}
-    return RunData(spec, _read_parquet_bytes(data, f"{spec}:{per_query}"), metrics)
+    return LoadedRun(spec, _read_parquet_bytes(data, f"{spec}:{per_query}"), metrics)
 
 
 def run_params(spec: str, root: Path) -> dict[str, Any]:
@@ -134,7 +137,7 @@ def run_params(spec: str, root: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def set_files(run: RunData) -> dict[str, str] | None:
+def set_files(run: LoadedRun) -> dict[str, str] | None:
     """The sha256 of every set file the run was evaluated over (its dev.json's ``sha256.sets``,
     path -> digest); None when its dev.json records none."""
     sha = run.metrics.get("sha256")

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from bench.evaluation.encoding import Failed, failed_ids, require_columns
-from bench.evaluation.measures import measures
-from bench.evaluation.measures.base import MetricCell
+from bench.evaluation.measures import families, measures
+from bench.evaluation.measures.base import MetricCell, RunRecord, run_family
 from bench.evaluation.per_query import query_measures
 
 __all__ = ["aggregate", "group_cells", "metric_cells"]
@@ -35,16 +34,6 @@ def metric_cells(table: pd.DataFrame, k: int, families: tuple[str, ...] | None =
     return {"by_modality": by_modality, "overall": group_cells(table, k, families)}
 
 
-def _latency_by_query(latency: pd.DataFrame | None) -> pd.Series:
-    if latency is None:
-        return pd.Series(dtype=float)
-    require_columns(latency, ("query_id", "latency_ms"), "latency")
-    lat = pd.Series(latency["latency_ms"].astype(float).to_numpy(), index=latency["query_id"].astype(str).to_numpy())
-    if lat.index.duplicated().any():
-        raise ValueError("latency has duplicate query_id")
-    return lat
-
-
 def aggregate(per_query_df: pd.DataFrame, latency: pd.DataFrame | None, failed: Failed = None, *, k: int = 10) -> dict[str, Any]:
     """The cells of the per-query table's measures and the latency percentiles.
 
@@ -59,6 +48,6 @@ def aggregate(per_query_df: pd.DataFrame, latency: pd.DataFrame | None, failed: 
     df = df.sort_values("query_id", kind="stable").reset_index(drop=True)
     prior = df["failed"].astype(bool) if "failed" in df.columns else False
     df["failed"] = prior | df["query_id"].isin(failed_ids(failed))
-    lat = _latency_by_query(latency).reindex(df["query_id"]).to_numpy(dtype=float)
-    df["latency_ms"] = np.where(df["failed"].to_numpy(), np.nan, lat)
-    return metric_cells(df, k, ("ranking", "false_recall", "auroc", "leaks", "latency"))
+    for family in families("run"):  # the latency
+        df = df.assign(**run_family(family, RunRecord(table=df, responses=latency, k=k)))
+    return metric_cells(df, k, tuple(f.name for f in families("query", "cross_query", "run")))

@@ -42,14 +42,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ATOM_CODE", "Atoms", "Entries", "GoldRows", "RunRows", "count_per_query", "distinct_rows", "Encoded", "encode_inputs",
+from bench.ingest.atom_codes import ATOM_CODE
+
+__all__ = ["Atoms", "Entries", "GoldRows", "RunRows", "count_per_query", "distinct_rows", "Encoded", "encode_inputs",
            "failed_ids", "require_columns", "responses_per_entry"]
 
 ENTRY_REQUIRED = ("query_id", "modality", "unanswerable", "as_of", "holder", "n_regions")
 RUN_REQUIRED = ("query_id", "rank", "score")  # and atom_id or atom
 GOLD_REQUIRED = ("query_id", "gold_idx")  # and atom_id or atom
-#: integer atom code column: the atom's row in ``atoms`` (bench.ingest.atom_codes)
-ATOM_CODE = "atom"
 ATOM_REQUIRED = ("atom_id", "holder", "observed_at")
 
 Failed: TypeAlias = Iterable[str] | pd.Series | None

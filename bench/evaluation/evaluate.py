@@ -19,14 +19,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.blocks import BlockSource, FrameBlocks, query_positions
+from bench.evaluation.blocks import BlockSource, query_positions
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.document import metrics_document
-from bench.evaluation.measures import measures
-from bench.evaluation.measures.budget import PACKED_COLUMN, budget_columns, budgets
-from bench.evaluation.measures.extent import MemoryExtents, amount_columns, atom_extents, atom_statistics, extent_columns
+from bench.evaluation.measures import families, measures
+from bench.evaluation.measures.base import BlockRows, RunRecord, run_family
+from bench.evaluation.measures.budget import PACKED_COLUMN, budgets
+from bench.evaluation.measures.extent import MemoryExtents, amount_columns, atom_extents, atom_statistics
 from bench.evaluation.measures.false_recall import false_recall_rules
-from bench.evaluation.measures.scores import tied_column, tied_positions
+from bench.evaluation.measures.scores import tied_column
 from bench.evaluation.memory_report import MemoryInputs, memory_block
 from bench.evaluation.per_query import finish_per_query, query_block
 from bench.evaluation.stats.power import mde_block
@@ -51,8 +52,9 @@ class EvalInputs:
     """What one run over the valid entries of a split produced."""
 
     entries: list[dict[str, Any]]  # valid entries (schema b-2 rows)
-    run: pd.DataFrame | None  # query_id, atom (code), rank, score (None: read block by block from `source`)
-    gold: pd.DataFrame | None  # resolved gold: query_id, gold_idx, atom (code) (None: from `source`)
+    #: the run (query_id, atom code, rank, score) and resolved gold (query_id, gold_idx, atom code), read one
+    #: block of queries at a time (bench.evaluation.blocks: FrameBlocks in core, DuckDBBlocks out of core)
+    source: BlockSource
     regions: pd.DataFrame  # resolved regions, typed and placed (bench.gold.table)
     responses: pd.DataFrame  # query_id, latency_ms, abstain, confidence of every answered query
     failures: pd.DataFrame  # query_id, kind (timeout, crash) of every failed query
@@ -60,17 +62,8 @@ class EvalInputs:
     gold_segments: dict[str, pd.DataFrame]  # source_id -> segments of the gold sources (the report's pictures only)
     invalid: list[dict[str, Any]]  # invalid entries of the split (counted apart)
     sha256: dict[str, Any]  # manifest, sets and split lock the run used
-    #: where run and gold are read block by block (bench.evaluation.blocks); None: `run` and `gold` as one block
-    source: BlockSource | None = None
     #: the run's memories (bench.evaluation.memory_report): more rows of the atom table, after the served atoms
     memories: MemoryInputs | None = None
-
-    def blocks(self) -> BlockSource:
-        if self.source is not None:
-            return self.source
-        if self.run is None or self.gold is None:
-            raise ValueError("EvalInputs needs run and gold, or a source")
-        return FrameBlocks(self.run, self.gold)
 
 
 @dataclass(frozen=True)
@@ -196,7 +189,7 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     """Per-query metrics, chunk-fair metrics and ties, every measure's cell per modality and
     overall with its 95% interval, and the metrics document (docs/measuring.md).
 
-    The run and gold are read one query block at a time (``inputs.blocks()``: one block
+    The run and gold are read one query block at a time (``inputs.source``: one block
     when they are in memory); each block gives its queries' per-query columns
     (:func:`evaluate_block`), and what needs every query -- the false-recall calibration,
     the AUROC signal, the cells and their intervals -- runs once on those O(queries) rows.
@@ -212,23 +205,20 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     memories = None
     if inputs.memories:  # memory codes follow the served atoms' (bench.systems.provenance)
         atoms, atom_ext, memories = inputs.memories.joined(atoms, atom_ext)
-    source = inputs.blocks()
+    source = inputs.source
     budget = options.budgets()
-    abstained = abstained_queries(inputs.responses)  # their cartridges are empty (measures.budget)
+    abstained = abstained_queries(inputs.responses)  # they hand over nothing (measures.base.run_family)
     parts = [evaluate_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, atom_ext, inputs.regions, k=k, failed=failed,
                             responses=inputs.responses, budget=budget, memories=memories, abstained=abstained)
              for b in source.blocks(entries["query_id"].astype(str).tolist())]
     per_query = finish_per_query(_concat([p[0] for p in parts]), k=k, abstains=options.abstains,
                                  calibration_recall=options.calibration_recall, thresholds=options.thresholds)
-    extents, ties, hits, budgeted = (_concat([p[i] for p in parts]) for i in (1, 2, 3, 4))
-
-    table = per_query.merge(extents, on="query_id", how="left").merge(ties, on="query_id", how="left")
-    table = table.merge(budgeted, on="query_id", how="left")
-    table[tied_column(k)] = table[tied_column(k)].fillna(0).astype(int)
-    latency = inputs.responses
-    latency_by_query = latency.assign(query_id=latency["query_id"].astype(str)).set_index("query_id")["latency_ms"]
-    table["latency_ms"] = table["query_id"].astype(str).map(latency_by_query).astype(float)
-    table.loc[table["failed"].astype(bool), "latency_ms"] = float("nan")
+    hits = _concat([p[2] for p in parts])
+    table = per_query
+    for frames in zip(*(p[1] for p in parts), strict=True):  # each family of phase block, in registry order
+        table = table.merge(_concat(list(frames)), on="query_id", how="left")
+    for family in families("run"):
+        table = table.assign(**run_family(family, RunRecord(table=table, responses=inputs.responses, k=k)))
 
     report = add_intervals(metric_cells(table, k), table, k=k, resamples=options.bootstrap_resamples, seed=options.bootstrap_seed)
     tie_summary = {}
@@ -247,18 +237,18 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
 def evaluate_block(entries: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, atoms: pd.DataFrame, atom_ext: pd.DataFrame,
                    regions: pd.DataFrame, *, k: int, failed: list[str], responses: pd.DataFrame,
                    budget: Mapping[str, float | None] | None = None, memories: MemoryExtents | None = None,
-                   abstained: list[str] | None = None) -> tuple[pd.DataFrame, ...]:
+                   abstained: list[str] | None = None) -> tuple[pd.DataFrame, list[pd.DataFrame], pd.DataFrame]:
     """The per-query work of one block of entries (:func:`entries_frame` rows) and its run
-    and gold rows (atoms as codes): (per_query.query_block rows, extent rows, ties, curve hits,
-    budget rows). ``budget``: modality -> amount (None: the modalities' defaults);
-    ``memories``: the run's memories, their codes after the served atoms' (their rows of
-    `atoms` and `atom_ext` too); ``abstained``: the queries whose answer abstained (None: read from `responses`)."""
+    and gold rows (atoms as codes): (per_query.query_block rows, the frame of each family of
+    phase ``block`` in registry order -- extent, ties, budget --, curve hits). ``budget``:
+    modality -> amount (None: the modalities' defaults); ``memories``: the run's memories,
+    their codes after the served atoms' (their rows of `atoms` and `atom_ext` too);
+    ``abstained``: the queries whose answer abstained (None: read from `responses`)."""
     part = query_block(entries, run, gold, atoms, k=k, failed=failed, responses=responses)
-    extents = extent_columns(entries, run, gold, regions, atom_ext, k=k, failed=failed, memories=memories)
-    budgeted = budget_columns(entries, run, gold, regions, atom_ext, budget=budgets() if budget is None else budget, failed=failed,
-                              memories=memories, abstained=abstained_queries(responses) if abstained is None else abstained)
-    ties = tied_positions(run, k)
-    return part, extents, ties, curve_hits(run, gold, failed), budgeted
+    rows = BlockRows(entries=entries, run=run, gold=gold, regions=regions, atom_ext=atom_ext, k=k, failed=failed,
+                     budget=budgets() if budget is None else budget, memories=memories,
+                     abstained=frozenset(abstained_queries(responses) if abstained is None else abstained))
+    return part, [run_family(family, rows) for family in families("block")], curve_hits(run, gold, failed)
 
 
 def abstained_queries(responses: pd.DataFrame | None) -> list[str]:

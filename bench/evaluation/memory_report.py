@@ -30,7 +30,7 @@ import pandas as pd
 
 from bench.evaluation.measures.extent import ATOM_EXTENT_COLUMNS, BOX, MemoryExtents, capped_memory_boxes
 from bench.gold.table import MEMORY_ROW_COLUMNS
-from bench.ingest.atom_codes import ATOM_CODE
+from bench.ingest.atom_codes import ATOM_CODE, HIT_COLUMNS
 
 __all__ = ["MemoryInputs", "load_memory_inputs", "memory_block"]
 
@@ -81,12 +81,12 @@ def load_memory_inputs(resolved: Path) -> MemoryInputs:
         path = resolved / f"{name}.parquet"
         return pd.read_parquet(path) if path.is_file() else pd.DataFrame(columns=columns)
 
-    rows = frame("memories", MEMORY_ROW_COLUMNS).sort_values("atom", kind="stable").reset_index(drop=True)
-    return MemoryInputs(rows, frame("memory_boxes", ["atom", "source_id", "part", *BOX]), frame("memory_hits", ["query_id", "rank", "atom"]))
+    rows = frame("memories", MEMORY_ROW_COLUMNS).sort_values(ATOM_CODE, kind="stable").reset_index(drop=True)
+    return MemoryInputs(rows, frame("memory_boxes", [ATOM_CODE, "source_id", "part", *BOX]), frame("memory_hits", HIT_COLUMNS))
 
 
 def _stats(hits: pd.DataFrame, rows: pd.DataFrame, k: int) -> dict[str, Any]:
-    mem = rows.loc[rows["atom"].isin(set(hits["atom"].tolist()))]
+    mem = rows.loc[rows[ATOM_CODE].isin(set(hits[ATOM_CODE].tolist()))]
     n = len(mem)
     none = int((mem["citations_supported"] == 0).sum())
     return {

@@ -1,15 +1,15 @@
 """The per-query table (schema b-2, section 4): one row per annotated entry with every
 per-query measure column. Pure functions of pandas frames; no I/O.
 
-:func:`query_block` computes everything one query's own rows decide (the ranking,
-leak and returned columns, abstained, confidence), block by block over the entries
-(bench.evaluation.evaluate reads a big run in blocks); :func:`finish_per_query` adds
-what needs every query of a modality (the false-recall rules, the AUROC signal) and
-blanks each measure's column outside its declared scope and for failed queries (there
-is no result to score: NaN; the cells count a failed query as the measure's worst
-case). :func:`per_query` is the two in one, so one block and many give the same
-table. Inputs: bench.evaluation.encoding; definitions: the family modules of
-bench.evaluation.measures.
+:func:`query_block` runs the families of phase ``query`` (bench.evaluation.measures.
+FAMILIES: the ranking, returned and leak columns) and reads abstained and confidence, block
+by block over the entries (bench.evaluation.evaluate reads a big run in blocks);
+:func:`finish_per_query` runs those of phase ``cross_query`` (what needs every query of a
+modality: the false-recall rules, the AUROC signal) and blanks each measure's column outside
+its declared scope and for failed queries (there is no result to score: NaN; the cells count
+a failed query as the measure's worst case). :func:`per_query` is the two in one, so one
+block and many give the same table. Inputs: bench.evaluation.encoding; definitions and
+computations: the family modules of bench.evaluation.measures.
 """
 
 from __future__ import annotations
@@ -20,22 +20,17 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluation.encoding import Failed, encode_inputs, responses_per_entry
-from bench.evaluation.measures import measures
-from bench.evaluation.measures.auroc import auroc_signal
-from bench.evaluation.measures.base import Mean, Measure, in_denominator
-from bench.evaluation.measures.false_recall import false_recall_columns, modality_rules
-from bench.evaluation.measures.leaks import leak_columns
-from bench.evaluation.measures.ranking import abstained_counts_nothing, ranking_columns, returned_columns
+from bench.evaluation.measures import families, measures
+from bench.evaluation.measures.base import AllQueries, Mean, Measure, QueryRows, in_denominator, run_family
 
-__all__ = ["PER_QUERY_FAMILIES", "finish_per_query", "per_query", "query_block", "query_measures"]
-
-#: the families whose per-query columns this table computes (extent: bench.evaluation.measures.extent; latency: the run's)
-PER_QUERY_FAMILIES = ("ranking", "false_recall", "auroc", "leaks")
+__all__ = ["finish_per_query", "per_query", "query_block", "query_measures"]
 
 
 def query_measures(k: int) -> list[Measure]:
-    """The mean measures whose per-query column :func:`per_query` computes, in report order."""
-    return [m for m in measures(k) if m.family in PER_QUERY_FAMILIES and isinstance(m.reducer, Mean)]
+    """The mean measures whose per-query column :func:`per_query` computes (families of the
+    phases query and cross_query), in report order."""
+    mine = {f.name for f in families("query", "cross_query")}
+    return [m for m in measures(k) if m.family in mine and isinstance(m.reducer, Mean)]
 
 
 def per_query(
@@ -90,12 +85,12 @@ def query_block(
         "unanswerable": frame["unanswerable"],
         "failed": coded.entries.failed,
         "n_regions": frame["n_regions"],
-        **ranking_columns(coded.run, coded.gold, coded.entries, k),
-        **returned_columns(coded.run, coded.entries),
         "abstained": abstained & ~coded.entries.failed,
         "confidence": confidence,
-        **leak_columns(coded.run, coded.entries, coded.atoms, k),
     }
+    rows = QueryRows(coded=coded, k=k, abstained=abstained)
+    for family in families("query"):  # ranking, leaks (bench.evaluation.measures.FAMILIES)
+        columns.update(run_family(family, rows))
     return pd.DataFrame(columns, index=frame.index).rename_axis("query_id").reset_index()
 
 
@@ -112,33 +107,14 @@ def finish_per_query(
     over a modality's answerable entries), the AUROC signal -- and each measure's scope."""
     k = int(k)
     blocks = blocks.reset_index(drop=True)
-    mods = blocks["modality"].to_numpy()
     unans = blocks["unanswerable"].to_numpy(dtype=bool)
     failed = blocks["failed"].to_numpy(dtype=bool)
-    top1 = blocks["top1_score"].to_numpy(dtype=float)
-    abstained = blocks["abstained"].to_numpy(dtype=bool)
-    confidence = blocks["confidence"].to_numpy(dtype=float)
-    declared = bool(abstains) or bool(abstained.any())
-    rules = modality_rules(mods, unans, failed, top1, declared, float(calibration_recall), thresholds)
-    signal, source = auroc_signal(top1, confidence, failed)
-    ranking = ["n_gold_atoms", "first_hit_rank", *(m.column for m in measures(k) if m.family == "ranking")]
-    columns: dict[str, Any] = {
-        "query_id": blocks["query_id"],
-        "modality": blocks["modality"],
-        "unanswerable": blocks["unanswerable"],
-        "failed": failed,
-        "n_regions": blocks["n_regions"],
-        **{c: blocks[c].to_numpy() for c in ranking},
-        "n_returned": blocks["n_returned"].to_numpy(),
-        "top1_score": top1,
-        **false_recall_columns(mods, blocks["n_returned"].to_numpy(), top1, abstained, rules),
-        "abstained": abstained.astype(float),
-        "confidence": confidence,
-        "auroc_signal": signal,
-        "auroc_signal_source": source,
-        **{m.column: blocks[m.column].to_numpy() for m in measures(k) if m.family == "leaks"},
-    }
-    abstained_counts_nothing(columns, abstained & ~unans, k)
+    every = AllQueries(blocks=blocks, k=k, abstains=abstains, calibration_recall=calibration_recall, thresholds=thresholds)
+    columns: dict[str, Any] = {c: blocks[c] for c in ("query_id", "modality", "unanswerable")}
+    columns.update({"failed": failed, "n_regions": blocks["n_regions"]})
+    for family in families("query", "cross_query"):  # in registry order: their columns' order
+        columns.update(run_family(family, every) if family.phase == "cross_query" else
+                       {c: blocks[c].to_numpy() for c in family.columns(k)})
     for m in query_measures(k):  # defined on the measure's scope, for queries with a result
         columns[m.column] = np.where(in_denominator(m.scope, unans) & ~failed, columns[m.column], np.nan)
     for col in ("top1_score", "confidence"):

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.gold.table import MEMORY_ROW_COLUMNS
-from bench.ingest.atom_codes import CODE_DTYPE
+from bench.gold.table import GOLD_COLUMNS, MEMORY_ROW_COLUMNS
+from bench.ingest.atom_codes import ATOM_CODE, CODE_DTYPE, HIT_COLUMNS, MEMORY_TABLE_COLUMNS, UNIT_TABLE_COLUMNS
 from bench.modalities import modalities
 from bench.modalities.boxes import PLACED
 from bench.systems.support import credited, support_mask
@@ -48,13 +48,13 @@ def judge_units(memories: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
     and columns ``judged``, ``supported``, ``credited`` (module docstring, step 1)."""
     if not len(units):
         return units.assign(judged=pd.Series(dtype=bool), supported=pd.Series(dtype=bool), credited=pd.Series(dtype=bool))
-    kept = units.drop_duplicates(["atom", "source_id", "extent"], keep="first").reset_index(drop=True)
-    text_of = dict(zip(memories["atom"].tolist(), memories["text"].astype(str).tolist(), strict=True))
+    kept = units.drop_duplicates([ATOM_CODE, "source_id", "extent"], keep="first").reset_index(drop=True)
+    text_of = dict(zip(memories[ATOM_CODE].tolist(), memories["text"].astype(str).tolist(), strict=True))
     texts = kept["text"].astype(str).tolist()
     judged = np.zeros(len(kept), dtype=bool)
     supported = np.zeros(len(kept), dtype=bool)
     granted = np.zeros(len(kept), dtype=bool)
-    for code, rows in kept.groupby("atom", sort=False).indices.items():
+    for code, rows in kept.groupby(ATOM_CODE, sort=False).indices.items():
         ok, was_judged, share = support_mask(text_of[code], [texts[i] for i in rows])
         supported[rows], judged[rows], granted[rows] = ok, was_judged, credited(ok, was_judged, share)
     return kept.assign(judged=judged, supported=supported, credited=granted)
@@ -62,17 +62,17 @@ def judge_units(memories: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
 
 def memory_rows(memories: pd.DataFrame, judged: pd.DataFrame) -> pd.DataFrame:
     """One row per memory: holder, observed_at, text length and its citations' counts."""
-    g = judged.groupby("atom", sort=False)
-    cites = judged.groupby(["atom", "citation"], sort=False)["supported"].any().groupby("atom")
+    g = judged.groupby(ATOM_CODE, sort=False)
+    cites = judged.groupby([ATOM_CODE, "citation"], sort=False)["supported"].any().groupby(ATOM_CODE)
     holders = g["holder"].agg(lambda h: h.iloc[0] if h.nunique() == 1 else SEVERAL_HOLDERS)
     out = pd.DataFrame({
-        "atom": memories["atom"].astype(np.int64).to_numpy(),
+        ATOM_CODE: memories[ATOM_CODE].astype(np.int64).to_numpy(),
         "memory_id": memories["memory_id"].astype(str).to_numpy(),
         "text": memories["text"].astype(str).to_numpy(),
         "provenance": memories["provenance"].astype(str).to_numpy(),
         "text_chars": memories["text"].astype(str).str.len().to_numpy(dtype=np.int64),
         "citations": [len(json.loads(p)) for p in memories["provenance"]],
-    }).set_index("atom", drop=False)
+    }).set_index(ATOM_CODE, drop=False)
     out["holder"] = holders.reindex(out.index).fillna(SEVERAL_HOLDERS)
     out["observed_at"] = pd.to_datetime(g["observed_at"].max().reindex(out.index), utc=True)
     out["citations_supported"] = cites.sum().reindex(out.index).fillna(0).astype(np.int64)
@@ -113,14 +113,14 @@ def resolve_memories(entries: list[dict], hits: pd.DataFrame, judged: pd.DataFra
     regions = pd.DataFrame(flat, columns=["query_id", "gold_idx", "source_id", "region", "as_of", "modality"])
     sources = set(regions["source_id"].astype(str))
     units = judged.loc[judged["credited"].astype(bool) & judged["source_id"].astype(str).isin(sources)].reset_index(drop=True)
-    empty = pd.DataFrame({"query_id": pd.Series(dtype=str), "gold_idx": pd.Series(dtype=np.int64), "atom": pd.Series(dtype=np.int64)})
+    empty = pd.DataFrame({"query_id": pd.Series(dtype=str), "gold_idx": pd.Series(dtype=np.int64), ATOM_CODE: pd.Series(dtype=np.int64)})
     # each distinct unit once (a unit is cited by many memories, and by every version of one)
     distinct = units.drop_duplicates(["source_id", "extent"]).reset_index(drop=True)
     unit_of = pd.Series(np.arange(len(distinct)), index=pd.MultiIndex.from_frame(distinct[["source_id", "extent"]]))
     owner = pd.DataFrame({"unit": unit_of.reindex(pd.MultiIndex.from_frame(units[["source_id", "extent"]])).to_numpy(dtype=np.int64),
-                          "atom": units["atom"].astype(np.int64).to_numpy()})
+                          ATOM_CODE: units[ATOM_CODE].astype(np.int64).to_numpy()})
     boxes = _boxes(distinct, segments)
-    boxes = owner.merge(boxes, on="unit").drop(columns="unit")[["atom", "source_id", "part", *BOX]]
+    boxes = owner.merge(boxes, on="unit").drop(columns="unit")[[ATOM_CODE, "source_id", "part", *BOX]]
     if not len(distinct) or not len(hits):
         return MemoryGold(empty, boxes)
     as_of = pd.to_datetime(regions["as_of"], utc=True, format="ISO8601").to_numpy()
@@ -139,10 +139,10 @@ def resolve_memories(entries: list[dict], hits: pd.DataFrame, judged: pd.DataFra
         return MemoryGold(empty, boxes)
     # a region found by a unit is found by every memory hit of its query that credits the unit
     pairs = pd.concat(found, ignore_index=True).merge(owner, on="unit")
-    named = hits[["query_id", "atom"]].astype({"query_id": str, "atom": np.int64}).drop_duplicates()
-    gold = pairs.merge(named, on=["query_id", "atom"])[["query_id", "gold_idx", "atom"]]
-    gold = gold.drop_duplicates().sort_values(["query_id", "gold_idx", "atom"], kind="stable").reset_index(drop=True)
-    return MemoryGold(gold.astype({"gold_idx": np.int64, "atom": np.int64}), boxes)
+    named = hits[["query_id", ATOM_CODE]].astype({"query_id": str, ATOM_CODE: np.int64}).drop_duplicates()
+    gold = pairs.merge(named, on=["query_id", ATOM_CODE])[GOLD_COLUMNS]
+    gold = gold.drop_duplicates().sort_values(GOLD_COLUMNS, kind="stable").reset_index(drop=True)
+    return MemoryGold(gold.astype({"gold_idx": np.int64, ATOM_CODE: np.int64}), boxes)
 
 
 def _boxes(units: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
@@ -179,7 +179,7 @@ class Resolution:
     @property
     def ids(self) -> list[str]:
         """The memory ids in code order (after the served atoms'): what the qrels' writer names them by."""
-        return self.memories.sort_values("atom", kind="stable")["memory_id"].astype(str).tolist()
+        return self.memories.sort_values(ATOM_CODE, kind="stable")["memory_id"].astype(str).tolist()
 
 
 def read_memories(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict]:
@@ -190,9 +190,7 @@ def read_memories(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFram
 
     replay = json.loads((folder / "replay.json").read_text(encoding="utf-8")) if (folder / "replay.json").is_file() else {}
     # the columns of bench.systems.provenance's tables (none when the folder is empty)
-    return (frame("memories.parquet", ["atom", "memory_id", "text", "provenance"]),
-            frame("units.parquet", ["atom", "citation", "unit", "source_id", "modality", "extent", "observed_at", "holder", "text"]),
-            frame("hits.parquet", ["query_id", "rank", "atom"]), replay)
+    return (frame("memories.parquet", MEMORY_TABLE_COLUMNS), frame("units.parquet", UNIT_TABLE_COLUMNS), frame("hits.parquet", HIT_COLUMNS), replay)
 
 
 def write_memories(folder: Path, found: Resolution, hits: pd.DataFrame) -> None:
@@ -214,10 +212,10 @@ def with_memories(entries: list[dict], gold: pd.DataFrame, gold_segments: pd.Dat
     if given_atoms and not len(found.gold):  # the served atoms' gold as it was, row for row
         return Resolution(gold, memory_rows(memories, judged), judged, found.boxes)
     keep = np.ones(len(gold), dtype=bool) if given_atoms else np.zeros(len(gold), dtype=bool)
-    mem = found.gold.assign(atom=found.gold["atom"].astype(CODE_DTYPE))
+    mem = found.gold.assign(**{ATOM_CODE: found.gold[ATOM_CODE].astype(CODE_DTYPE)})
     out = pd.concat([gold.loc[keep].astype({"query_id": str}), mem], ignore_index=True)[list(gold.columns)]
     # the resolve order: region by region (entries, then gold order), atoms by code
     region = {(str(e["query_id"]), i): n for n, (e, i) in enumerate((e, i) for e in entries for i in range(len(e["gold"])))}
     at = np.asarray([region[(str(q), int(i))] for q, i in zip(out["query_id"], out["gold_idx"], strict=True)], dtype=np.int64)
-    order = np.lexsort((out["atom"].to_numpy(), at))
+    order = np.lexsort((out[ATOM_CODE].to_numpy(), at))
     return Resolution(out.iloc[order].reset_index(drop=True), memory_rows(memories, judged), judged, found.boxes)

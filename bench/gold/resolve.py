@@ -35,8 +35,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.gold.table import Resolved
-from bench.ingest.atom_codes import CODE_DTYPE
+from bench.gold.table import GOLD_COLUMNS, Resolved
+from bench.ingest.atom_codes import ATOM_CODE, CODE_DTYPE
 from bench.ingest.partitions import Partition, scan_files, scan_sources
 from bench.ingest.store import segment_files
 from bench.modalities import RESOLVED_REGION_COLUMNS, modalities, region_columns, unreadable_gold
@@ -44,7 +44,6 @@ from bench.modalities.base import PLACED, Modality, place_regions_per_region
 
 #: ``atom``: the atom's code, its row in the served table (bench.ingest.atom_codes:
 #: the atom frames in modality-name order, concatenated)
-GOLD_COLUMNS = ["query_id", "gold_idx", "atom"]
 #: how a modality's regions are placed: its vectorised hook, or the per-region reference
 Place = Callable[[Modality, pd.DataFrame, pd.DataFrame], pd.DataFrame]
 
@@ -202,7 +201,7 @@ def _resolve(flat: pd.DataFrame, parts: Iterable[_Part], segments: pd.DataFrame)
         {
             "query_id": flat["query_id"].to_numpy(dtype=object)[r_all],
             "gold_idx": flat["gold_idx"].to_numpy(dtype=np.int64)[r_all],
-            "atom": codes.astype(CODE_DTYPE),
+            ATOM_CODE: codes.astype(CODE_DTYPE),
         },
         columns=GOLD_COLUMNS,
     )
@@ -289,7 +288,7 @@ def resolve_per_region(entries: list[dict], atoms: dict[str, pd.DataFrame], segm
         {
             "query_id": np.asarray([r[0] for r in gold_rows], dtype=object),
             "gold_idx": np.asarray([r[1] for r in gold_rows], dtype=np.int64),
-            "atom": np.asarray([r[2] for r in gold_rows], dtype=CODE_DTYPE),
+            ATOM_CODE: np.asarray([r[2] for r in gold_rows], dtype=CODE_DTYPE),
         },
         columns=GOLD_COLUMNS,
     )

@@ -38,11 +38,15 @@ from typing import Any
 
 import pandas as pd
 
+from bench.ingest.atom_codes import ATOM_CODE
+
 __all__ = ["GOLD_FILE", "MEMORY_ROW_COLUMNS", "Resolved", "ResolvedRegions", "read_regions", "write_resolved"]
 
 GOLD_FILE, REGIONS, SEGMENTS, UNREADABLE = "gold.parquet", "regions.parquet", "segments.parquet", "unreadable_gold.json"
 #: one row per memory (memories.parquet, bench.gold.memories.memory_rows): what the evaluation and the report read
-MEMORY_ROW_COLUMNS = ["atom", "memory_id", "text", "provenance", "holder", "observed_at", "text_chars", "citations",
+#: the resolved gold (GOLD_FILE): one row per (entry, gold region, overlapping atom code)
+GOLD_COLUMNS = ["query_id", "gold_idx", ATOM_CODE]
+MEMORY_ROW_COLUMNS = [ATOM_CODE, "memory_id", "text", "provenance", "holder", "observed_at", "text_chars", "citations",
                       "citations_supported", "units", "units_judged", "units_supported", "units_credited", "modalities"]
 
 

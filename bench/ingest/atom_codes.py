@@ -26,12 +26,17 @@ import pyarrow.compute as pc
 if TYPE_CHECKING:
     from bench.ingest.partitions import Partition
 
-__all__ = ["ATOM_CODE", "AtomCodeError", "decode", "encode", "partition_ids", "served_ids", "to_codes", "with_atom_ids"]
+__all__ = ["ATOM_CODE", "HIT_COLUMNS", "MEMORY_TABLE_COLUMNS", "UNIT_TABLE_COLUMNS", "AtomCodeError", "decode", "encode", "partition_ids", "served_ids", "to_codes", "with_atom_ids"]
 
-#: the code column of runs and gold (bench.evaluation.encoding.ATOM_CODE)
+#: the integer code column of runs, gold and memories: the atom's row in the served table (memories after)
 ATOM_CODE = "atom"
 #: codes fit int32 up to 2**31 - 1 atoms
 CODE_DTYPE = np.int32
+#: the memory tables of a run, by code (written by the retrieve stage, bench.systems.provenance; read by resolve):
+#: the ranks at which memories were returned (data/memories/hits.parquet; also the resolved memory_hits)
+HIT_COLUMNS = ["query_id", "rank", ATOM_CODE]
+MEMORY_TABLE_COLUMNS = [ATOM_CODE, "memory_id", "text", "provenance"]  # data/memories/memories.parquet
+UNIT_TABLE_COLUMNS = [ATOM_CODE, "citation", "unit", "source_id", "modality", "extent", "observed_at", "holder", "text"]  # units.parquet
 
 
 class AtomCodeError(ValueError):

@@ -110,14 +110,6 @@ def modality_stats(parts: list[tuple[str, str, pd.DataFrame]]) -> dict[str, dict
     return out
 
 
-def chunk_all(segments: pd.DataFrame, params: dict[str, dict[str, Any]]) -> dict[str, pd.DataFrame]:
-    """modality -> atoms, for every modality that has segments."""
-    out: dict[str, pd.DataFrame] = {}
-    for modality, seg in segments.groupby("modality", sort=True):
-        out[str(modality)] = chunk_modality(str(modality), seg, params[str(modality)])
-    return out
-
-
 def atom_stats(atoms: pd.DataFrame) -> dict[str, Any]:
     """Counts of one modality's atoms; shares have the atom count as denominator.
 

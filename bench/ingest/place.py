@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 from bench.ingest.store import tree_files
-from bench.io import _umask, make_readable
+from bench.io import make_readable, make_readable_dir
 
 CHUNK = 1 << 20
 
@@ -77,7 +77,7 @@ def link_tree(src: Path, dest: Path) -> tuple[str, int, int, Path]:
     remove_orphans(dest)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent))
     try:
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
+        make_readable_dir(tmp)  # mkdtemp makes 0700
         digest = hashlib.sha256()
         total = 0
         files = tree_files(src)

@@ -317,18 +317,6 @@ def _pins_cached(path: str) -> dict[str, tuple[str, int]]:
 TEST_SHARE = 0.30
 
 
-def split_of(group: str, salt: str, test_share: float = TEST_SHARE) -> str:
-    """Deterministic split of a group (document, conversation, ...): about `test_share` test.
-
-    All queries of one group share a split, so a document never feeds both splits.
-    """
-    import hashlib
-
-    digest = hashlib.sha256(f"{salt}\x00{group}".encode()).digest()
-    value = int.from_bytes(digest[:8], "big") / 2**64
-    return "test" if value < test_share else "dev"
-
-
 def assign_splits(groups: list[str], salt: str, test_share: float = TEST_SHARE) -> dict[str, str]:
     """Exactly round(test_share * n) groups go to test, chosen by a salted hash order.
 

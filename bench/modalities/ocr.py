@@ -169,7 +169,7 @@ def _engine_of(pid: int) -> Any:
     return make_engine(OCR_PARAMS)
 
 
-def _engine() -> Any:
+def engine() -> Any:
     """This process's engine, built at first use: a forked worker never reuses its parent's."""
     return _engine_of(os.getpid())
 
@@ -238,7 +238,7 @@ def to_boxes(quads: Any, texts: Any, scores: Any, width: int, height: int) -> tu
 def ocr_image(path: str | Path) -> OcrResult:
     """OCR one image file; the size comes from the file itself."""
     width, height = image_size(path)
-    result = _engine()(str(path))
+    result = engine()(str(path))
     return OcrResult(width, height, to_boxes(result.boxes, result.txts, result.scores, width, height))
 
 
@@ -262,7 +262,7 @@ def ocr_page(page: PageImage) -> OcrResult:
     """Render one PDF page and OCR the pixels (rapidocr reads a 3-channel array as BGR)."""
     pixels = render_page(page)
     height, width = int(pixels.shape[0]), int(pixels.shape[1])
-    result = _engine()(pixels)
+    result = engine()(pixels)
     return OcrResult(width, height, to_boxes(result.boxes, result.txts, result.scores, width, height))
 
 

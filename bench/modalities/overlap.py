@@ -11,8 +11,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-PAIR_COLUMNS = ["region_row", "atom_row"]
-
 
 def pairs_frame(region_rows: Any, atom_rows: Any) -> pd.DataFrame:
     return pd.DataFrame({

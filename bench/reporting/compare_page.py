@@ -32,6 +32,8 @@ import pandas as pd
 
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted, in_denominator
+from bench.ingest.atom_codes import ATOM_CODE
+from bench.numbers import number
 from bench.reporting.html_report import SNIPPET  # characters of an atom's text shown beside a hit, as dev.html shows it
 
 __all__ = ["PICTURED", "RunDetail", "RunFiles", "load_detail", "outcomes", "page", "page_data", "set_entries", "summary_html"]
@@ -153,7 +155,7 @@ def _atoms_info(served: dict[str, pd.DataFrame], memories: Any) -> pd.DataFrame:
 def load_detail(files: RunFiles, k: int) -> RunDetail | None:
     """The cartridges of the run whose data/ outputs `files` names (None when they are not there)."""
     from bench.evaluation.memory_report import load_memory_inputs
-    from bench.gold.table import GOLD_FILE, read_regions
+    from bench.gold.table import GOLD_COLUMNS, GOLD_FILE, read_regions
     from bench.ingest.partitions import read_modalities
     from bench.io import iter_jsonl
 
@@ -164,11 +166,11 @@ def load_detail(files: RunFiles, k: int) -> RunDetail | None:
     entries = {str(e["query_id"]): e for _, e in iter_jsonl(lay.valid / "dev.jsonl")}
     memories = load_memory_inputs(lay.resolved)
     info = _atoms_info(read_modalities(lay.served), memories)
-    run = pd.read_parquet(lay.runs / "dev.parquet", columns=["query_id", "rank", "atom", "score"])
+    run = pd.read_parquet(lay.runs / "dev.parquet", columns=["query_id", "rank", ATOM_CODE, "score"])
     run = run.loc[run["rank"] <= k].astype({"query_id": str}).sort_values(["query_id", "rank"], kind="stable")
-    gold = pd.read_parquet(lay.resolved / GOLD_FILE, columns=["query_id", "gold_idx", "atom"]).astype({"query_id": str})
-    covers = gold.groupby(["query_id", "atom"])["gold_idx"].agg(lambda s: sorted(int(x) for x in s)).to_dict()
-    used = np.unique(run["atom"].to_numpy(np.int64))
+    gold = pd.read_parquet(lay.resolved / GOLD_FILE, columns=GOLD_COLUMNS).astype({"query_id": str})
+    covers = gold.groupby(["query_id", ATOM_CODE])["gold_idx"].agg(lambda s: sorted(int(x) for x in s)).to_dict()
+    used = np.unique(run[ATOM_CODE].to_numpy(np.int64))
     position = {int(code): i for i, code in enumerate(used)}
     atoms = []
     for code in used:
@@ -296,16 +298,12 @@ def _picture(modality: str, q: str, detail: RunDetail | None, entries: dict[str,
 # --------------------------------------------------------------------------- summary and page
 
 
-def _num(x: Any, digits: int = 4) -> str:
-    return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
-
-
 def _cell(doc: dict[str, Any], group: str, name: str) -> str:
     block = (doc.get("overall") if group == "overall" else (doc.get("by_modality") or {}).get(group)) or {}
     c = block.get(name)
     if not isinstance(c, dict) or "value" not in c:
         return "—"
-    return f"{_num(c['value'])}<small>{c.get('n', '?')}/{c.get('denominator', '?')}</small>"
+    return f"{number(c['value'])}<small>{c.get('n', '?')}/{c.get('denominator', '?')}</small>"
 
 
 def summary_html(result: dict[str, Any], doc_a: dict[str, Any], doc_b: dict[str, Any], k: int) -> str:
@@ -327,8 +325,8 @@ def summary_html(result: dict[str, Any], doc_a: dict[str, Any], doc_b: dict[str,
                 continue
             lo, hi = r["ci95"]
             cls = "better" if r["verdict"] == "B better" else "worse" if r["verdict"] == "B worse" else ""
-            lines["A"].append(f"<td>{_num(r['a'])}<small>n {r['n']}</small></td>")
-            lines["B"].append(f"<td>{_num(r['b'])}<small>n {r['n']}</small></td>")
+            lines["A"].append(f"<td>{number(r['a'])}<small>n {r['n']}</small></td>")
+            lines["B"].append(f"<td>{number(r['b'])}<small>n {r['n']}</small></td>")
             ci = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
             verdict = r["verdict"] if r["significant"] else "n.s."
             lines["B − A"].append(f"<td class='{cls}'>{r['diff']:+.4f}<small>{ci}</small><small>W/T/L {r['wins']}/{r['ties']}/"
@@ -378,7 +376,7 @@ def page(result: dict[str, Any], data: dict[str, Any], detail: dict[str, Any], *
 def build(result: dict[str, Any], a: Any, b: Any, *, files: tuple[RunFiles | None, RunFiles | None], set_files: list[Path],
           pictured: int = PICTURED) -> str:
     """The page of `bench compare A B --html` from the comparison `result` and the two runs
-    (bench.comparison.compare.RunData); `files`: where each run's data/ outputs are (None: a
+    (bench.comparison.compare.LoadedRun); `files`: where each run's data/ outputs are (None: a
     run named by revision or experiment); `set_files`: the project's sets, read for questions
     when neither run holds its validated entries."""
     k = result["k"]

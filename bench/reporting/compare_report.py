@@ -5,23 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from bench.comparison.compare import MAX_UNPAIRED
+from bench.numbers import number, p_value
 
 __all__ = ["markdown"]
-
-
-def _f(x: Any, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and np.isnan(x)):
-        return "—"
-    return f"{x:.{digits}f}"
-
-
-def _p(x: Any) -> str:
-    if x is None:
-        return "—"
-    return "<0.0001" if x < 1e-4 else f"{x:.4f}"
 
 
 def markdown(result: dict[str, Any], label_a: str, label_b: str) -> str:
@@ -45,8 +32,8 @@ def markdown(result: dict[str, Any], label_a: str, label_b: str) -> str:
     for r in result["rows"]:
         lo, hi = r["ci95"]
         out.append(
-            f"| {r['modality']} | {r['metric']} | {r['n']} | {_f(r['a'])} | {_f(r['b'])} | {r['diff']:+.4f} | "
-            f"[{_f(lo)}, {_f(hi)}] | {_p(r['p'])} | {_p(r['p_holm'])} | {r['wins']}/{r['ties']}/{r['losses']} | {r['verdict']} |"
+            f"| {r['modality']} | {r['metric']} | {r['n']} | {number(r['a'])} | {number(r['b'])} | {number(r['diff'], sign=True)} | "
+            f"[{number(lo)}, {number(hi)}] | {p_value(r['p'])} | {p_value(r['p_holm'])} | {r['wins']}/{r['ties']}/{r['losses']} | {r['verdict']} |"
         )
     sig = [r for r in result["rows"] if r["significant"]]
     out.append("")

@@ -12,8 +12,10 @@ import html
 import json
 from typing import Any
 
-import numpy as np
 import pandas as pd
+
+from bench.ingest.atom_codes import ATOM_CODE
+from bench.numbers import NO_VALUE, number
 
 SNIPPET = 120
 CSS = """
@@ -39,14 +41,6 @@ p.isolation.not-isolated{background:#fff1f0;border:2px solid #cf1322;color:#8200
 
 def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
-
-
-def _num(x: Any, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and np.isnan(x)):
-        return "—"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}" if abs(x) < 1000 else f"{x:.1f}"
-    return str(x)
 
 
 # --------------------------------------------------------------------------- drill-down data
@@ -76,13 +70,13 @@ def drilldown(
     """
     ent = {e["query_id"]: e for e in entries}
     pq = per_query.assign(query_id=per_query["query_id"].astype(str))
-    key = "atom" if "atom" in run.columns and "atom" in gold.columns else "atom_id"  # codes when given (docstring)
+    key = ATOM_CODE if ATOM_CODE in run.columns and ATOM_CODE in gold.columns else "atom_id"  # codes when given (docstring)
     top = run.loc[run["rank"].astype(int) <= k].astype({"query_id": str, "atom_id": str})
     top_by_q = {q: g.sort_values("rank") for q, g in top.groupby("query_id", sort=False)}
     gold_sets = gold.astype({"query_id": str, "atom_id": str}).groupby("query_id")[key].agg(set).to_dict()
     reg = regions[["query_id", "gold_idx", "source_id", "extent", "n_atoms"]].astype({"query_id": str})
     reg_by_q = {q: g.sort_values("gold_idx") for q, g in reg.groupby("query_id", sort=False)}
-    info = atoms.reset_index(drop=True) if key == "atom" else atoms.set_index("atom_id")
+    info = atoms.reset_index(drop=True) if key == ATOM_CODE else atoms.set_index("atom_id")
     rc, cc = f"recall@{k}", f"coverage@{k}"
     out: dict[str, Any] = {}
     for modality, grp in pq.groupby("modality", sort=True):
@@ -151,7 +145,7 @@ def verdict_html(doc: dict[str, Any]) -> str:
                 title = str(c["bought"])
             elif c["status"]:
                 sub += f" · {c['status']}"
-            tds.append(f"<td class='{cls}' title='{_e(title)}'>{_num(c['value'])}<small>{_e(sub)}</small></td>")
+            tds.append(f"<td class='{cls}' title='{_e(title)}'>{number(c['value'])}<small>{_e(sub)}</small></td>")
         out.append("<tr>" + "".join(tds) + "</tr>")
     out.append("</table>")
     k = doc.get("run", {}).get("k", 10)
@@ -173,7 +167,7 @@ def mde_html(block: dict[str, Any] | None) -> str:
            "<table><tr><th>modality</th><th>n</th>" + "".join(f"<th>MDE {_e(n)}</th>" for n in names) + "</tr>"]
     for group, row in [*block["by_modality"].items(), ("overall", block["overall"])]:
         n = next((c["n"] for c in row.values()), 0)
-        cells = "".join(f"<td class=num>{_num(row.get(x, {}).get('fewest'), 3)}–{_num(row.get(x, {}).get('independent'), 3)}</td>"
+        cells = "".join(f"<td class=num>{number(row.get(x, {}).get('fewest'), 3)}–{number(row.get(x, {}).get('independent'), 3)}</td>"
                         for x in names)
         out.append(f"<tr><td>{_e(group)}</td><td class=num>{n}</td>{cells}</tr>")
     out.append("</table>")
@@ -217,8 +211,8 @@ def metric_table_html(block: dict[str, dict[str, Any]]) -> str:
         if not isinstance(cell, dict) or "value" not in cell:
             continue
         lo, hi = (cell.get("ci95") or [None, None])
-        ci = "—" if lo is None else f"[{_num(lo)}, {_num(hi)}]"
-        value = _num(cell["value"]) + (f" <span class=muted>({_e(cell['reason'])})</span>" if cell.get("reason") else "")
+        ci = "—" if lo is None else f"[{number(lo)}, {number(hi)}]"
+        value = number(cell["value"]) + (f" <span class=muted>({_e(cell['reason'])})</span>" if cell.get("reason") else "")
         rows.append(f"<tr><td>{_e(name)}</td><td class=num>{value}</td><td class=num>{ci}</td>"
                     f"<td class=num>{cell['n']}</td><td class=num>{cell['denominator']}</td></tr>")
     rows.append("</table>")
@@ -235,7 +229,7 @@ def _query_html(q: dict[str, Any], k: int, open_: bool = False, picture: str = "
     else:
         tag = "<span class='tag hit'>all found</span>" if rc == 1 else "<span class='tag miss'>miss</span>"
     summary = (f"<summary><code>{_e(q['query_id'])}</code>{tag} — {_e(q['question'])} "
-               f"<span class=muted>({', '.join(f'{_e(c)} {_num(v, 3)}' for c, v in m.items() if v is not None and not (isinstance(v, float) and np.isnan(v)))})</span></summary>")
+               f"<span class=muted>({', '.join(f'{_e(c)} {number(v, 3)}' for c, v in m.items() if number(v) != NO_VALUE)})</span></summary>")
     parts = [summary]
     if picture:
         parts.append(picture)
@@ -243,7 +237,7 @@ def _query_html(q: dict[str, Any], k: int, open_: bool = False, picture: str = "
         parts.append("<table><tr><th>gold source</th><th>region</th><th>extent</th><th>atoms overlapping</th></tr>")
         for g in q["gold"]:
             parts.append(f"<tr><td><code>{_e(g['source_id'])}</code></td><td><code>{_e(g['region'])}</code></td>"
-                         f"<td class=num>{_num(g['extent'], 1)}</td><td class=num>{g['n_atoms']}</td></tr>")
+                         f"<td class=num>{number(g['extent'], 1)}</td><td class=num>{g['n_atoms']}</td></tr>")
         parts.append("</table>")
     else:
         parts.append("<p class=muted>No gold (unanswerable).</p>")
@@ -252,8 +246,8 @@ def _query_html(q: dict[str, Any], k: int, open_: bool = False, picture: str = "
         for a in q["top"]:
             cls = "hit" if a["gold"] else ""
             parts.append(f"<tr class='{cls}'><td class=num>{a['rank']}</td><td><code>{_e(a['atom_id'])}</code></td>"
-                         f"<td class=num>{_num(a['score'], 3)}</td><td><code>{_e(a['extent'])}</code></td>"
-                         f"<td class=num>{_num(a['amount'], 1)}</td><td>{'yes' if a['gold'] else 'no'}</td><td>{_e(a['text'])}</td></tr>")
+                         f"<td class=num>{number(a['score'], 3)}</td><td><code>{_e(a['extent'])}</code></td>"
+                         f"<td class=num>{number(a['amount'], 1)}</td><td>{'yes' if a['gold'] else 'no'}</td><td>{_e(a['text'])}</td></tr>")
         parts.append("</table>")
     else:
         parts.append("<p class=muted>The system returned nothing.</p>")
@@ -293,9 +287,9 @@ def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], 
         out += ["<h2>Atoms</h2>", "<table><tr><th>modality</th><th>unit</th><th>atoms</th><th>median extent</th><th>p95 extent</th>"
                 "<th>gold regions</th><th>no atom overlaps</th><th>share</th></tr>"]
         for m, s in stats.items():
-            out.append(f"<tr><td>{_e(m)}</td><td>{_e(s['unit'])}</td><td class=num>{s['atoms']}</td><td class=num>{_num(s['median_extent'], 1)}</td>"
-                       f"<td class=num>{_num(s['p95_extent'], 1)}</td><td class=num>{s['gold_regions']}</td><td class=num>{s['unreached_regions']}</td>"
-                       f"<td class=num>{_num(s['unreached_share'], 4)}</td></tr>")
+            out.append(f"<tr><td>{_e(m)}</td><td>{_e(s['unit'])}</td><td class=num>{s['atoms']}</td><td class=num>{number(s['median_extent'], 1)}</td>"
+                       f"<td class=num>{number(s['p95_extent'], 1)}</td><td class=num>{s['gold_regions']}</td><td class=num>{s['unreached_regions']}</td>"
+                       f"<td class=num>{number(s['unreached_share'], 4)}</td></tr>")
         out.append("</table>")
     ties = doc.get("ties", {})
     if ties:

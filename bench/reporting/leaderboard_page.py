@@ -8,21 +8,11 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from bench.numbers import number, p_value
+
 __all__ = ["markdown", "page", "page_name", "parse_labels", "quality_cost_svg", "runs_html", "short_labels"]
 
 MARK_BETTER, MARK_WORSE, FRONTIER = "▲", "▼", "◆"
-
-
-def _f(x: Any, digits: int = 4) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, float):
-        return f"{x:,.1f}" if abs(x) >= 1000 else f"{x:.{digits}f}"
-    return str(x)
-
-
-def _p(x: Any) -> str:
-    return "—" if x is None else ("<0.0001" if x < 1e-4 else f"{x:.4f}")
 
 
 def _metrics(board: dict[str, Any]) -> list[str]:
@@ -88,7 +78,7 @@ def _diff(d: dict[str, Any] | None, higher: bool = True) -> str:
     if d.get("significant"):
         mark = " " + (MARK_BETTER if (d["diff"] > 0) == d["higher_is_better"] else MARK_WORSE)
     ci = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
-    return f"{d['diff']:+.4f}{ci} p_holm {_p(d.get('p_holm'))}{mark}"
+    return f"{number(d['diff'], sign=True)}{ci} p_holm {p_value(d.get('p_holm'))}{mark}"
 
 
 def markdown(board: dict[str, Any]) -> str:
@@ -130,12 +120,12 @@ def markdown(board: dict[str, Any]) -> str:
         for row in sorted(g["rows"], key=lambda r: (r.get("rank", 10**9), r["run"])):
             vals = []
             for m in metrics:
-                text = _f(row["values"].get(m))
+                text = number(row["values"].get(m))
                 if m == "false_recall" and row.get("false_recall_rule"):
                     text += f" {row['false_recall_rule']}"
                 vals.append(text)
-            out.append(f"| {_rank(row)} | {row['run']} | " + " | ".join(vals) + f" | {_f(row['latency_p50_ms'], 1)} | {_f(row[cart], 0)} | "
-                       + (f"{_f(row.get('cost'), 0)} | " if packed else "") + f"{_frontier(row)} |")
+            out.append(f"| {_rank(row)} | {row['run']} | " + " | ".join(vals) + f" | {number(row['latency_p50_ms'], 1)} | {number(row[cart], 0)} | "
+                       + (f"{number(row.get('cost'), 0)} | " if packed else "") + f"{_frontier(row)} |")
         if g["diffs"]:
             by = {(d["run"], d["metric"]): d for d in g["diffs"]}
             out += ["", f"Against {board['baseline']}:", "", "| run | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
@@ -162,7 +152,7 @@ def mde_lines(board: dict[str, Any]) -> list[str]:
            "|---|---:|" + "---|" * len(names)]
     for group, cells in board["mde"].items():
         n = next((c["n"] for c in cells.values()), 0)
-        parts = [" / ".join(_f(cells.get(name, {}).get(key), 3) for key in ("fewest", "typical", "independent")) for name in names]
+        parts = [" / ".join(number(cells.get(name, {}).get(key), 3) for key in ("fewest", "typical", "independent")) for name in names]
         out.append(f"| {group} | {n} | " + " | ".join(parts) + " |")
     out.append("")
     return out
@@ -190,9 +180,9 @@ def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> 
     against every cost); the grey line joins the runs no other beats on this picture's two axes.
     The cost axis is linear with plain-number ticks unless the costs span more than
     :data:`LOG_SPAN` times (then logarithmic, still with plain-number ticks)."""
-    from bench.reporting.plots import _figure, _svg
+    from bench.reporting.plots import figure, svg
 
-    fig, ax = _figure(*PICTURE)
+    fig, ax = figure(*PICTURE)
     from bench.comparison.leaderboard import pareto
 
     shown = [p for p in points if p["x"] is not None and p["y"] is not None]
@@ -215,7 +205,7 @@ def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> 
     ax.set_title(title, fontsize=10)
     if shown:
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=min(3, len(shown) + (len(front) > 1)), fontsize=8, frameon=False)
-    return _svg(fig)
+    return svg(fig)
 
 
 def parse_labels(given: tuple[str, ...]) -> dict[str, str]:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.evaluation.evaluate import EvalInputs, EvalResult
-from bench.ingest.atom_codes import served_ids, with_atom_ids
+from bench.gold.table import GOLD_COLUMNS
+from bench.ingest.atom_codes import ATOM_CODE, served_ids, with_atom_ids
 from bench.modalities import modalities
 from bench.reporting.html_report import drilldown, render
 from bench.reporting.plots import (
@@ -42,8 +43,8 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
     the pictures of gold sources are read from."""
     doc, full = result.document, result.query_table
     # the curves read only the run rows that hit a gold atom (collected block by block by the evaluation)
-    hit_run = result.hits[["query_id", "atom", "rank", "score"]].drop_duplicates(["query_id", "atom"])
-    hit_gold = result.hits[["query_id", "gold_idx", "atom"]]
+    hit_run = result.hits[["query_id", ATOM_CODE, "rank", "score"]].drop_duplicates(["query_id", ATOM_CODE])
+    hit_gold = result.hits[GOLD_COLUMNS]
     curve = recall_curve(full, hit_run, hit_gold, max_k=max_k)
     thresholds = threshold_curve(full, hit_run, hit_gold, k)
     lat = latency_quantiles(full)
@@ -68,7 +69,7 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
     atoms_info["amount"] = result.atom_extents["extent"].to_numpy(float)
     # the drill-down's queries are chosen from the per-query table alone; then only their run and gold rows are
     # read, and their atom codes named (the one place the report decodes them)
-    source = inputs.blocks()
+    source = inputs.source
     shown = drilldown(inputs.entries, full, _no_rows(RUN_COLS), _no_rows(GOLD_COLS), inputs.regions, atoms_info.iloc[:0], k=k)
     wanted = [q["query_id"] for m in shown["modalities"].values() for q in m["queries"]]
     table = served_ids(inputs.served, memories.ids if memories is not None else ())

@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluation.measures.extent import RATIOS
+from bench.gold.table import GOLD_COLUMNS
+from bench.ingest.atom_codes import ATOM_CODE
 
 PERCENTILES = np.arange(0, 101, 1)
 
@@ -43,10 +45,10 @@ def _base(per_query: pd.DataFrame) -> pd.DataFrame:
 def _region_first_rank(run: pd.DataFrame, gold: pd.DataFrame, failed: set[str]) -> pd.DataFrame:
     """Gold rows joined to the run rows of the same query and atom (column ``atom``: its
     code, bench.ingest.atom_codes), failed queries left out."""
-    r = run[["query_id", "atom", "rank", "score"]].astype({"query_id": str})
+    r = run[["query_id", ATOM_CODE, "rank", "score"]].astype({"query_id": str})
     r = r.loc[~r["query_id"].isin(failed)]
-    g = gold[["query_id", "gold_idx", "atom"]].astype({"query_id": str})
-    return g.merge(r, on=["query_id", "atom"])
+    g = gold[GOLD_COLUMNS].astype({"query_id": str})
+    return g.merge(r, on=["query_id", ATOM_CODE])
 
 
 def recall_curve(per_query: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, max_k: int = 100) -> pd.DataFrame:
@@ -151,7 +153,7 @@ def fair_points(doc: dict[str, Any], k: int = 10) -> pd.DataFrame:
 # --------------------------------------------------------------------------- figures
 
 
-def _figure(width: float = 6.4, height: float = 3.6) -> Any:
+def figure(width: float = 6.4, height: float = 3.6) -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -164,7 +166,7 @@ def _figure(width: float = 6.4, height: float = 3.6) -> Any:
     return fig, ax
 
 
-def _svg(fig: Any) -> str:
+def svg(fig: Any) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.StringIO()
@@ -176,7 +178,7 @@ def _svg(fig: Any) -> str:
 
 
 def recall_curve_svg(curve: pd.DataFrame) -> str:
-    fig, ax = _figure()
+    fig, ax = figure()
     for name, grp in curve.groupby("modality", sort=True):
         ax.plot(grp["k"], grp["recall"], label=str(name), linestyle="--" if name == "overall" else "-")
     ax.set_xlabel("k (atoms read)")
@@ -185,11 +187,11 @@ def recall_curve_svg(curve: pd.DataFrame) -> str:
     ax.set_xscale("log")
     ax.set_title("recall@k, k = 1…100")
     ax.legend(loc="lower right", fontsize=8)
-    return _svg(fig)
+    return svg(fig)
 
 
 def precision_coverage_svg(points: pd.DataFrame, k: int = 10) -> str:
-    fig, ax = _figure(5.2, 4.0)
+    fig, ax = figure(5.2, 4.0)
     for i, r in enumerate(points.to_dict("records")):
         ax.scatter([r[f"coverage@{k}"]], [r[f"precision@{k}"]], color=f"C{i}", s=50,
                    label=f"{r['modality']} ({r['strategy']})")
@@ -200,11 +202,11 @@ def precision_coverage_svg(points: pd.DataFrame, k: int = 10) -> str:
     ax.set_title("precision against coverage (one point per modality)")
     if len(points):
         ax.legend(fontsize=8)
-    return _svg(fig)
+    return svg(fig)
 
 
 def latency_svg(quantiles: pd.DataFrame) -> str:
-    fig, ax = _figure()
+    fig, ax = figure()
     for name, grp in quantiles.groupby("modality", sort=True):
         ax.plot(grp["latency_ms"], grp["percentile"] / 100.0, label=str(name), linestyle="--" if name == "overall" else "-")
     ax.set_xlabel("compile latency (ms)")
@@ -213,11 +215,11 @@ def latency_svg(quantiles: pd.DataFrame) -> str:
     if len(quantiles) and float(quantiles["latency_ms"].min()) > 0:
         ax.set_xscale("log")
     ax.legend(loc="lower right", fontsize=8)
-    return _svg(fig)
+    return svg(fig)
 
 
 def threshold_svg(curve: pd.DataFrame, k: int = 10, current: float | None = None) -> str:
-    fig, ax = _figure()
+    fig, ax = figure()
     for i, (name, grp) in enumerate(curve.groupby("modality", sort=True)):
         ax.plot(grp["calibration_recall"], grp["false_recall"], color=f"C{i}", linestyle=":", label=f"{name} false recall")
         ax.plot(grp["calibration_recall"], grp[f"recall@{k}"], color=f"C{i}", linestyle="-", label=f"{name} recall@{k}")
@@ -229,4 +231,4 @@ def threshold_svg(curve: pd.DataFrame, k: int = 10, current: float | None = None
     ax.set_ylim(0, 1.02)
     ax.set_title("false recall (dotted) next to recall (solid)")
     ax.legend(fontsize=7, ncol=2)
-    return _svg(fig)
+    return svg(fig)

@@ -11,6 +11,7 @@ from bench.evaluation.measures import by_name, measures
 from bench.modalities import unreadable_gold_lines
 from bench.modalities.derived import is_derived
 from bench.modalities.ocr import accuracy_line
+from bench.numbers import number
 from bench.reporting.memories import memory_sections
 from bench.reporting.verdict import bought, rules_text
 
@@ -83,7 +84,7 @@ def verdict_markdown(doc: dict[str, Any]) -> list[str]:
     for row in rows:
         texts = []
         for c in row["cells"]:
-            text = f"{_fmt(c['value'])} ({c['n']}/{c['denominator']})" if c["n"] is not None else "—"
+            text = f"{number(c['value'])} ({c['n']}/{c['denominator']})" if c["n"] is not None else "—"
             if c["rule"]:
                 text += f" {c['rule']}"
             if c["status"] == MET:
@@ -172,18 +173,10 @@ def false_recall_section(run: dict[str, Any]) -> list[str]:
     return out
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.4f}" if abs(value) < 1000 else f"{value:.1f}"
-    return str(value)
-
-
 def metric_table(block: dict[str, dict[str, Any]]) -> list[str]:
     lines = ["| metric | value | n | denominator |", "|---|---:|---:|---:|"]
     for name, cell in block.items():
-        value = _fmt(cell["value"]) + (f" ({cell['reason']})" if cell.get("reason") else "")
+        value = number(cell["value"]) + (f" ({cell['reason']})" if cell.get("reason") else "")
         lines.append(f"| {name} | {value} | {cell['n']} | {cell['denominator']} |")
     return lines
 
@@ -229,7 +222,7 @@ def system_section(run: dict[str, Any]) -> list[str]:
         f"Adapter `{run.get('adapter', 'builtin')}`, concurrency {run.get('concurrency', 1)} "
         f"(queries in flight at once), per-query timeout {'—' if run.get('timeout_s') is None else format(run['timeout_s'], 'g')} s; {warm}. "
         "Compile latency is measured by the harness around each call (index build excluded): "
-        f"p50 {_fmt(lat.get('p50_ms'))} ms, p95 {_fmt(lat.get('p95_ms'))} ms, p99 {_fmt(lat.get('p99_ms'))} ms, n={lat.get('n', '—')}.",
+        f"p50 {number(lat.get('p50_ms'))} ms, p95 {number(lat.get('p95_ms'))} ms, p99 {number(lat.get('p99_ms'))} ms, n={lat.get('n', '—')}.",
         "",
     ]
     if run.get("isolation") is not None:

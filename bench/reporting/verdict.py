@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.evaluation.measures import CATALOGUE
+from bench.numbers import number
 
 __all__ = ["MOST", "RULES", "Bought", "bought", "rules_text"]
 
@@ -81,7 +82,7 @@ def bought(block: dict[str, Any], name: str, k: int, status_of: Callable[[str, d
         if other is None or other.get("value") is None:
             return None
         if rule.holds(other, status_of(by, other)):
-            return f"{rule.words}: {rule.label} {other['value']:.4f}" + (f" ({_count(other)})" if rule.counted else "")
+            return f"{rule.words}: {rule.label} {number(other['value'])}" + (f" ({_count(other)})" if rule.counted else "")
     return None
 
 

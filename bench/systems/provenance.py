@@ -24,15 +24,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.ingest.atom_codes import ATOM_CODE, MEMORY_TABLE_COLUMNS, UNIT_TABLE_COLUMNS
 from bench.modalities import modalities
 from bench.modalities.base import extent_json, short
 from bench.systems import MemoryHit
 from bench.systems.protocol import MalformedResponse
 
-__all__ = ["MEMORY_TABLE_COLUMNS", "UNIT_TABLE_COLUMNS", "CitationCheck", "MemoryTables", "coded_run", "memory_tables"]
+__all__ = ["CitationCheck", "MemoryTables", "coded_run", "memory_tables"]
 
-MEMORY_TABLE_COLUMNS = ["atom", "memory_id", "text", "provenance"]  # data/memories/memories.parquet
-UNIT_TABLE_COLUMNS = ["atom", "citation", "unit", "source_id", "modality", "extent", "observed_at", "holder", "text"]  # units.parquet
 
 
 class CitationCheck:
@@ -105,11 +104,11 @@ def memory_tables(hits: pd.DataFrame, first_code: int, check: CitationCheck) -> 
     codes = np.fromiter((index.setdefault(key, len(index)) for key in keys), dtype=np.int64, count=len(keys)) + first_code
     memories = pd.DataFrame([(first_code + i, *key) for key, i in index.items()], columns=MEMORY_TABLE_COLUMNS)
     cols: dict[str, list[Any]] = {c: [] for c in UNIT_TABLE_COLUMNS}
-    for code, provenance in zip(memories["atom"].tolist(), memories["provenance"].tolist(), strict=True):
+    for code, provenance in zip(memories[ATOM_CODE].tolist(), memories["provenance"].tolist(), strict=True):
         for c, cite in enumerate(json.loads(provenance)):
             units = check.unit_lists(cite["source_id"], cite["extent"])
             n = len(units["text"])
-            cols["atom"] += [code] * n
+            cols[ATOM_CODE] += [code] * n
             cols["citation"] += [c] * n
             cols["unit"] += range(n)
             for name in ("source_id", "modality", "observed_at", "holder", "text"):
@@ -117,7 +116,7 @@ def memory_tables(hits: pd.DataFrame, first_code: int, check: CitationCheck) -> 
             cols["extent"] += units["extent_json"]
     units_table = pd.DataFrame(cols, columns=UNIT_TABLE_COLUMNS)
     units_table["observed_at"] = pd.to_datetime(units_table["observed_at"], utc=True)
-    memories["atom"] = memories["atom"].astype(np.int64)
+    memories[ATOM_CODE] = memories[ATOM_CODE].astype(np.int64)
     return MemoryTables(memories, units_table[UNIT_TABLE_COLUMNS], codes)
 
 
@@ -125,7 +124,7 @@ def coded_run(run: pd.DataFrame, hits: pd.DataFrame, table: Any, check: Citation
     """The run with integer codes (bench.ingest.atom_codes.to_codes), row for row: served
     atoms by their row in `table`, memory hits (`hits`, retrieve.MEMORY_COLUMNS, in run order)
     by their memory's code."""
-    from bench.ingest.atom_codes import ATOM_CODE, CODE_DTYPE, encode, to_codes
+    from bench.ingest.atom_codes import CODE_DTYPE, encode, to_codes
 
     tables = memory_tables(hits, len(table), check or CitationCheck(lambda: None))
     if not len(hits):

@@ -93,6 +93,9 @@ def query_of(entry: dict, k: int) -> Query:
 
 @dataclass
 class RunResult:
+    """What sending the entries to a system gave (run_queries): the ranked atoms by id, the
+    latency of each answered query, the failed queries and the memory hits."""
+
     run: pd.DataFrame  # query_id, rank, atom_id, score
     latency: pd.DataFrame  # per answered query: query_id, latency_ms, n_returned, abstain, confidence
     failures: pd.DataFrame  # per failed query: query_id, modality, kind (timeout|crash), message, elapsed_ms
@@ -410,15 +413,4 @@ def provenance_json(hit: MemoryHit) -> str:
                       ensure_ascii=False)
 
 
-def run_system(system: Any, entries: list[dict], k: int, **options: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A Python System through the Python adapter: (run, latency). Failures raise."""
-    from bench.systems.adapters import PythonAdapter
-
-    result = run_queries(PythonAdapter(system, getattr(system, "name", "system")), entries, k, **options)
-    if len(result.failures):
-        row = result.failures.iloc[0]
-        raise RuntimeError(f"query {row.query_id}: {row.kind}: {row.message}")
-    return result.run, result.latency
-
-
-__all__ = ["RUN_COLUMNS", "LATENCY_COLUMNS", "FAILURE_COLUMNS", "MEMORY_COLUMNS", "SYSTEM_COLUMNS", "ReplayError", "RunResult", "latency_percentiles", "query_of", "run_queries", "run_system"]
+__all__ = ["RUN_COLUMNS", "LATENCY_COLUMNS", "FAILURE_COLUMNS", "MEMORY_COLUMNS", "SYSTEM_COLUMNS", "ReplayError", "RunResult", "latency_percentiles", "query_of", "run_queries"]

@@ -7,10 +7,11 @@ environment from the stage (nothing here reads params.yaml or the environment), 
 raise StepError with the one line to show.
 
 Order, so that a refused run changes nothing (data/runs and reports/runs/dev.run are
-`persist` outputs: DVC does not delete them before the stage runs): the sandbox is
-chosen first (`system.sandbox: auto` stops here when no sandbox works), then the
-served atoms are written (the system reads them), then the system runs; the stage
-writes the run's files only when every query has been sent.
+`persist` outputs: DVC does not delete them before the stage runs): `serve` chooses the
+sandbox first (`system.sandbox: auto` stops here when no sandbox works) and the atoms to
+serve; the stage writes the served atoms (`write_served`: the system reads them); then
+`retrieve` runs the system, and the stage writes the run's files only when every query
+has been sent.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from bench.ingest.atom_codes import ATOM_CODE, HIT_COLUMNS
 from bench.systems.run import SYSTEM_COLUMNS, ReplayError, RunResult, latency_percentiles, run_queries
 
 if TYPE_CHECKING:
@@ -57,7 +59,11 @@ class SystemPlaces:
 
 
 @dataclass
-class Ran:
+class SystemRun:
+    """One run of the system under test as the step made it (run_system): the named run, latency,
+    failures and memory hits (bench.systems.run.RunResult), the system.json record, and the check
+    of memory citations. `retrieve` turns it into what the stage writes (Retrieved)."""
+
     result: RunResult
     info: dict[str, Any] = field(default_factory=dict)  # the system.json record (isolation included)
     citations: Any = None  # the run's bench.systems.provenance.CitationCheck (memory hits' units)
@@ -65,7 +71,7 @@ class Ran:
 
 def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.DataFrame], *, places: SystemPlaces,
                segments: pd.DataFrame | Callable[[], pd.DataFrame | None] | None, manifest_rows: list[dict], executor: Any = None,
-               isolation: Any = None) -> Ran:
+               isolation: Any = None) -> SystemRun:
     """Open `cfg`'s system over the served atoms and send it `entries` (timed); StepError on any refusal or fault.
 
     `segments` (or a function loading them, called when first needed) give a command
@@ -107,7 +113,7 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
         raise StepError(f"system {cfg.name!r} could not be started: {exc}") from None
     except (ValueError, RuntimeError) as exc:
         raise StepError(f"system {cfg.name!r}: {exc}") from None
-    return Ran(result, system_record(cfg, result, len(entries), len(atoms), sandbox, declared, build_s, run_s), check)
+    return SystemRun(result, system_record(cfg, result, len(entries), len(atoms), sandbox, declared, build_s, run_s), check)
 
 
 def _loaded(corpus: Callable[[], pd.DataFrame | None]) -> pd.DataFrame:
@@ -155,6 +161,16 @@ class RetrievePaths:
     segments: Path  # data/segments
     manifest: Path  # data/manifest
     served: Path  # data/served
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What `serve` decided before anything is written: the atoms to serve (partitions, or None:
+    data/atoms copied as they are), where they come from (served.json), and the sandbox."""
+
+    parts: list[tuple[str, str, pd.DataFrame]] | None
+    provenance: dict[str, Any]
+    isolation: Any  # bench.systems.isolation.Isolation, or None for an in-process system
 
 
 @dataclass(frozen=True)
@@ -213,39 +229,49 @@ def write_served(parts: list[tuple[str, str, pd.DataFrame]] | None, paths: Retri
         write_partitions(paths.served, parts)
 
 
-def retrieve(cfg: SystemParams, entries: list[dict], *, paths: RetrievePaths, places: SystemPlaces, where: ExecutorParams) -> Retrieved:
-    """The dev retrieve stage's step (`where`: params executor, checked): serves the atoms (data/served,
-    which the system reads), runs the system and returns what the stage writes."""
-    from bench.executor import ExecutorError, open_executor, using
-    from bench.ingest.atom_codes import AtomCodeError, served_ids
-    from bench.ingest.corpus import Manifest, load_segments
-    from bench.ingest.partitions import read_modalities
+def serve(cfg: SystemParams, paths: RetrievePaths, places: SystemPlaces) -> Serving:
+    """The refusals that must come before anything is written (the sandbox, the system's atoms file)
+    and the atoms to serve; the stage writes them (`write_served`) before `retrieve`."""
     from bench.systems.config import sandboxed
     from bench.systems.isolation import choose_isolation
-    from bench.systems.provenance import coded_run
     from bench.systems.sandbox import SandboxError
 
     try:  # first: a refused sandbox changes nothing
         isolation = choose_isolation(cfg.sandbox, path_env=places.host_env.get("PATH")) if sandboxed(cfg) else None
     except SandboxError as exc:
         raise StepError(str(exc)) from None
-    frames, provenance = served_atoms(cfg.atoms, paths, places.root)
-    write_served(frames, paths)
+    parts, provenance = served_atoms(cfg.atoms, paths, places.root)
+    return Serving(parts, provenance, isolation)
+
+
+def retrieve(cfg: SystemParams, entries: list[dict], serving: Serving, *, paths: RetrievePaths, places: SystemPlaces,
+             where: ExecutorParams) -> Retrieved:
+    """The dev retrieve stage's step (`where`: params executor, checked): runs the system over the
+    served atoms (data/served, written by the stage from `serving`) and returns what the stage writes."""
+    from bench.executor import ExecutorError, open_executor, using
+    from bench.ingest.atom_codes import AtomCodeError, served_ids
+    from bench.ingest.corpus import Manifest, load_segments
+    from bench.ingest.partitions import read_modalities
+    from bench.systems.config import sandboxed
+    from bench.systems.provenance import coded_run
+
     served = read_modalities(paths.served)
     command = sandboxed(cfg)
     try:
         with open_executor(where.kind, where.address, where.workers) as ex, using(ex):
             ran = run_system(cfg, entries, served, places=places, segments=lambda: load_segments(paths.segments),
-                             manifest_rows=list(Manifest.load(paths.manifest).rows) if command else [], executor=ex, isolation=isolation)
+                             manifest_rows=list(Manifest.load(paths.manifest).rows) if command else [], executor=ex,
+                             isolation=serving.isolation)
     except ExecutorError as exc:
         raise StepError(str(exc)) from None
+    provenance = serving.provenance
     info = {**ran.info, "atoms_source": provenance, "executor": where.kind}  # where the queries ran: never part of dev.json
     try:  # atoms as integer codes into the served table, memories after them, query ids categorical (bench/ingest/atom_codes.py)
         coded, memories = coded_run(ran.result.run, ran.result.memories, served_ids(served), ran.citations)
     except AtomCodeError as exc:
         raise StepError(f"system {cfg.name!r}: {exc}") from None
-    mine = coded["atom"].to_numpy() >= len(served_ids(served))
-    hits = coded.loc[mine, ["query_id", "rank", "atom"]].astype({"query_id": str})
+    mine = coded[ATOM_CODE].to_numpy() >= len(served_ids(served))
+    hits = coded.loc[mine, HIT_COLUMNS].astype({"query_id": str})
     counts = pd.concat([f["modality"] for f in served.values()]).value_counts().sort_index()
     lat = info["latency"]
     p50 = "—" if lat["p50_ms"] is None else f"{lat['p50_ms']:.2f} ms"

@@ -20,8 +20,8 @@ from bench.annotations.splits import (
     lock_text,
     set_triples,
 )
+from bench.annotations.validate import format_table, validate
 from bench.io import LineError, write_text
-from bench.validate_sets import format_table, validate
 from tests.conftest import ROOT, write_set
 
 LOCK = ROOT / "bench" / "sets" / "splits.lock"

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from bench.cli import cli
 from bench.comparison.compare import check_values, compare
-from bench.comparison.runs import CompareError, RunData, common_k, load_run
+from bench.comparison.runs import CompareError, LoadedRun, common_k, load_run
 from bench.project.layout import DEV_METRICS, PER_QUERY
 from bench.reporting.compare_report import markdown
 
@@ -255,10 +255,10 @@ def test_real_per_query_table_passes_the_value_checks():
 
 def test_the_cut_off_comes_from_each_run_s_dev_json_not_from_column_names():
     a, b = table(5), table(5)
-    assert common_k(RunData("A", a, {"run": {"k": 5}}), RunData("B", b, {"run": {"k": 5}}), 10) == 5
-    assert common_k(RunData("A", a), RunData("B", b), 10) == 10  # no dev.json beside the tables: params metrics.k
+    assert common_k(LoadedRun("A", a, {"run": {"k": 5}}), LoadedRun("B", b, {"run": {"k": 5}}), 10) == 5
+    assert common_k(LoadedRun("A", a), LoadedRun("B", b), 10) == 10  # no dev.json beside the tables: params metrics.k
     with pytest.raises(CompareError, match=r"^the two runs use different k \(A: 5, B: 10\): compare runs with the same metrics.k$"):
-        common_k(RunData("A", a, {"run": {"k": 5}}), RunData("B", b, {"run": {"k": 10}}), 10)
+        common_k(LoadedRun("A", a, {"run": {"k": 5}}), LoadedRun("B", b, {"run": {"k": 10}}), 10)
     with pytest.raises(CompareError, match=r"^A: per-query table has no recall@5 column \(k = 5\)$"):
         compare(a, b, k=5)
 
@@ -267,15 +267,15 @@ def test_set_files_are_checked_by_their_sha256_and_unpaired_queries_counted_per_
     from bench.comparison.compare import check_sets, unpaired
 
     sets = {"bench/sets/mmlongbench.jsonl": "a" * 64, "bench/sets/locomo.jsonl": "b" * 64}
-    a = RunData("main", table(6), {"sha256": {"sets": sets}})
-    assert check_sets(a, RunData("b", table(6), {"sha256": {"sets": dict(sets)}})) == "the same 2 set files (sha256)"
-    edited = RunData("pr", table(6), {"sha256": {"sets": {**sets, "bench/sets/locomo.jsonl": "c" * 64, "bench/sets/coco.jsonl": "d" * 64}}})
+    a = LoadedRun("main", table(6), {"sha256": {"sets": sets}})
+    assert check_sets(a, LoadedRun("b", table(6), {"sha256": {"sets": dict(sets)}})) == "the same 2 set files (sha256)"
+    edited = LoadedRun("pr", table(6), {"sha256": {"sets": {**sets, "bench/sets/locomo.jsonl": "c" * 64, "bench/sets/coco.jsonl": "d" * 64}}})
     with pytest.raises(CompareError) as err:
         check_sets(a, edited)
     assert str(err.value).startswith("main and pr were evaluated over different set files (2 of 3: bench/sets/coco.jsonl only in pr; "
                                      "bench/sets/locomo.jsonl sha256 bbbbbbbbbbbb… in main, cccccccccccc… in pr)")
     assert check_sets(a, edited, allow_different=True, labels=("BASE", "now")).startswith("different set files, allowed (bench/sets/coco")
-    assert check_sets(a, RunData("old", table(6), {})) == "set files not checked (no sha256 of them in the dev.json of old)"
+    assert check_sets(a, LoadedRun("old", table(6), {})) == "set files not checked (no sha256 of them in the dev.json of old)"
     x = table(7)
     y = x.iloc[3:].copy()  # q0000 (pdf), q0001 (conversation), q0002 (pdf) left out
     y.loc[len(x)] = y.iloc[0].to_dict() | {"query_id": "new"}

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from bench.cli import cli
 from bench.comparison.gate import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO, PRIMARY, gate, latency_check, primary, reported, summary
-from bench.comparison.runs import CompareError, RunData
+from bench.comparison.runs import CompareError, LoadedRun
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Mean
 from tests.conftest import ROOT, need_mirror
@@ -54,7 +54,7 @@ def test_the_primary_set_is_declared_once_and_read_against_the_catalogue() -> No
 
 def test_an_identical_rerun_of_the_real_table_passes_and_its_line_says_what_was_compared() -> None:
     table, doc = real()
-    result = gate(RunData("main", table, doc), RunData(".", table.copy(), copy.deepcopy(doc)), **FAST)
+    result = gate(LoadedRun("main", table, doc), LoadedRun(".", table.copy(), copy.deepcopy(doc)), **FAST)
     assert result.passed and not result.notes
     assert len(result.rows) == len(PRIMARY) * 7 and result.family == 0  # 6 modalities and overall; no query differs
     text = line(result, "main")
@@ -70,7 +70,7 @@ def test_only_the_primary_rows_fail_a_loss_elsewhere_is_reported() -> None:
     leak = table.copy()
     conv = np.flatnonzero((leak["modality"] == "conversation") & (leak["holder_ok"] == 1))
     leak.loc[rng.choice(conv, 60, replace=False), "holder_ok"] = 0.0
-    result = gate(RunData("main", table, doc), RunData(".", leak, doc), **FAST)
+    result = gate(LoadedRun("main", table, doc), LoadedRun(".", leak, doc), **FAST)
     assert [r.split(" is worse")[0] for r in result.reasons] == ["gate: conversation holder_correctness",
                                                                  "gate: overall holder_correctness"]
     assert "0 wins / 60 losses" in result.reasons[0]
@@ -79,7 +79,7 @@ def test_only_the_primary_rows_fail_a_loss_elsewhere_is_reported() -> None:
     hits = np.flatnonzero((ranked["modality"] == "pdf") & (ranked["ndcg@10"] > 0.2))
     pick = rng.choice(hits, len(hits) // 3, replace=False)
     ranked.loc[pick, ["ndcg@10", "mrr"]] -= 0.1
-    result = gate(RunData("main", table, doc), RunData(".", ranked, doc), **FAST)
+    result = gate(LoadedRun("main", table, doc), LoadedRun(".", ranked, doc), **FAST)
     assert result.passed, result.reasons
     assert any(n.startswith("gate: reported, not gated: pdf ndcg@10 is worse") for n in result.notes), result.notes
 
@@ -113,7 +113,7 @@ def test_sub_millisecond_reruns_never_fail_on_latency() -> None:
     slow = table.copy()
     tail = slow["latency_ms"] >= np.percentile(lat, 90)
     slow.loc[tail, "latency_ms"] = slow.loc[tail, "latency_ms"] * 5.84
-    result = gate(RunData("main", table, doc), RunData(".", slow, doc), **FAST)
+    result = gate(LoadedRun("main", table, doc), LoadedRun(".", slow, doc), **FAST)
     p95 = next(c for c in result.latency if c.name == "p95")
     assert p95.ratio is not None and p95.ratio > 5 and not p95.failed and result.passed
     # reruns drawn from one noisy distribution (load up to 4 x, stalls up to 4% of queries): the ratio alone
@@ -166,29 +166,29 @@ def test_different_set_files_are_refused_unless_allowed_and_the_line_names_every
     table, doc = real()
     fewer, now = _crashing_deleted(table, doc)
     with pytest.raises(CompareError) as err:
-        gate(RunData("main", table, doc), RunData(".", fewer, now), **FAST)
+        gate(LoadedRun("main", table, doc), LoadedRun(".", fewer, now), **FAST)
     message = str(err.value)
     digest = doc["sha256"]["sets"]["bench/sets/cosqa.jsonl"][:12]
     assert message.startswith("BASE and the current run were evaluated over different set files (1 of 8: bench/sets/cosqa.jsonl "
                               f"sha256 {digest}… in BASE, "), message
     assert "--allow-different-sets" in message and "\n" not in message
-    result = gate(RunData("main", table, doc), RunData(".", fewer, now), allow_different_sets=True, **FAST)
+    result = gate(LoadedRun("main", table, doc), LoadedRun(".", fewer, now), allow_different_sets=True, **FAST)
     text = line(result)
     assert f"queries: {len(table) - 18} paired, 18 only in BASE (code 18), 0 only in the current run; different set files, allowed" in text, text
     # the same set files and queries missing from the table (within the 1% tolerance): still named
-    result = gate(RunData("main", table, doc), RunData(".", fewer, doc), **FAST)
+    result = gate(LoadedRun("main", table, doc), LoadedRun(".", fewer, doc), **FAST)
     assert f"queries: {len(table) - 18} paired, 18 only in BASE (code 18), 0 only in the current run; the same 8 set files" in line(result)
     # runs whose dev.json records no digests: compared, and the line says the files were not checked
     bare = {k: v for k, v in doc.items() if k != "sha256"}
     assert "set files not checked (no sha256 of them in the dev.json of BASE)" in line(
-        gate(RunData("main", table, bare), RunData(".", table, doc), **FAST))
+        gate(LoadedRun("main", table, bare), LoadedRun(".", table, doc), **FAST))
 
 
 # --------------------------------------------------------------------------- real CoSQA runs
 
 
 @pytest.fixture(scope="module")
-def code_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunData]:
+def code_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, LoadedRun]:
     """Real runs of the built-in bm25 over CoSQA's dev entries (500 answerable, 161 unanswerable):
     symbol atoms (the default), 10-line windows (2 lines shared), and a system that returns
     nothing and never abstains (false recall under the calibrated rule: not measurable), evaluated
@@ -197,19 +197,19 @@ def code_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunData]:
     from bench.acceptance.in_memory import evaluate_entries
     from bench.corpus_sources import datasets
     from bench.evaluation.evaluate import EvalOptions, RunDescription
-    from bench.ingest.chunking import chunk_all
     from bench.ingest.corpus import Manifest, extract_all
     from bench.ingest.fetch import FetchLog, fetch_dataset, sort_manifest
     from bench.io import write_jsonl
     from bench.systems.config import check_system, make_adapter
     from bench.systems.run import SYSTEM_COLUMNS, run_queries
+    from tests.ingest.chunks import chunk_all
 
     base = tmp_path_factory.mktemp("cosqa")
     write_jsonl(base / "manifest.jsonl", sort_manifest(fetch_dataset(datasets()["cosqa"], base / "store", [mirror], False, FetchLog())))
     manifest = Manifest.load(base / "manifest.jsonl")
     segments = pd.concat(extract_all(manifest, base / "store").values(), ignore_index=True)
     set_file = ROOT / "bench" / "sets" / "cosqa.jsonl"
-    # the set file's dev entries as they are: bench.validate_sets keeps every one of CoSQA's (checked by its own tests;
+    # the set file's dev entries as they are: bench.annotations.validate keeps every one of CoSQA's (checked by its own tests;
     # skipped here, it would double the fixture's time)
     entries = [e for e in map(json.loads, set_file.read_text(encoding="utf-8").splitlines()) if e["split"] == "dev"]
     sha = {"manifest": "-", "sets": {"bench/sets/cosqa.jsonl": hashlib.sha256(set_file.read_bytes()).hexdigest()}}
@@ -228,11 +228,11 @@ def code_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunData]:
                                            adapter=cfg.adapter, warmup_queries=0, timeout_s=cfg.timeout_s, latency=None)
 
     def evaluate(rows: pd.DataFrame, answered: pd.DataFrame, served: dict[str, pd.DataFrame], description: RunDescription,
-                 abstains: bool) -> RunData:
+                 abstains: bool) -> LoadedRun:
         options = EvalOptions(k=K, bootstrap_resamples=20, bootstrap_seed=0, calibration_recall=0.9, abstains=abstains)
         result = evaluate_entries(entries, [], rows, answered, no_failures, served, segments, options, description,
                                   in_core_rows=10**9, sha256=sha)
-        return RunData("x", result.query_table, json.loads(json.dumps(result.document, default=str)))
+        return LoadedRun("x", result.query_table, json.loads(json.dumps(result.document, default=str)))
 
     symbol, served, description = retrieve({})
     windows = retrieve({"strategy": "lines", "window_lines": 10, "overlap_lines": 2})
@@ -245,7 +245,7 @@ def code_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunData]:
             "nothing": evaluate(symbol.run.iloc[:0], silent, served, description, False)}
 
 
-def test_code_symbols_to_10_line_windows_fail_on_recall_at_budget(code_runs: dict[str, RunData]) -> None:
+def test_code_symbols_to_10_line_windows_fail_on_recall_at_budget(code_runs: dict[str, LoadedRun]) -> None:
     result = gate(code_runs["symbol"], code_runs["windows"], k=K, resamples=200, permutations=10000)
     assert not result.passed
     assert [r.split(" is worse")[0] for r in result.reasons] == ["gate: code recall@budget", "gate: overall recall@budget"]
@@ -256,7 +256,7 @@ def test_code_symbols_to_10_line_windows_fail_on_recall_at_budget(code_runs: dic
     assert line(result).startswith("gate: failed: 2 reasons against BASE (")
 
 
-def test_a_run_that_answers_nothing_fails_with_the_reason(code_runs: dict[str, RunData]) -> None:
+def test_a_run_that_answers_nothing_fails_with_the_reason(code_runs: dict[str, LoadedRun]) -> None:
     base, nothing = code_runs["symbol"], code_runs["nothing"]
     assert nothing.metrics["run"]["false_recall_rule"]["code"]["rule"] == "not measurable"
     result = gate(base, nothing, **FAST)

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from bench.cli import cli
 from bench.comparison.compare import compare
 from bench.comparison.leaderboard import changed_params, dominance, experiment_names, flatten, leaderboard, pareto, tied_everywhere
-from bench.comparison.runs import CompareError, RunData
+from bench.comparison.runs import CompareError, LoadedRun
 from bench.evaluation.stats.uncertainty import holm
 from bench.reporting.leaderboard_page import as_html, markdown, page
 
@@ -42,12 +42,12 @@ SETS = {"bench/sets/locomo.jsonl": "d1943f9bf069c170abe74c35aa3c4b07af6e006261c8
 
 
 def run_of(label: str, table: pd.DataFrame, *, k: int = K, budget: dict | None = None, strategy: str = "turn",
-           sets: dict | None = None) -> RunData:
+           sets: dict | None = None) -> LoadedRun:
     doc = {"run": {"k": k, "system": "bm25", "chunking": {"conversation": {"strategy": strategy}},
                    "budget": BUDGET if budget is None else budget,
                    "false_recall_rule": {"conversation": {"rule": "abstention"}, "pdf": {"rule": "abstention"}}},
            "sha256": {"manifest": "-", "sets": SETS if sets is None else sets}}
-    return RunData(label, table, doc)
+    return LoadedRun(label, table, doc)
 
 
 def better(table: pd.DataFrame, share: float, seed: int = 0, column: str = "recall@budget") -> pd.DataFrame:
@@ -252,7 +252,7 @@ def _git(repo: Path, *args: str) -> str:
                                "GIT_COMMITTER_EMAIL": "t@x"}).stdout.strip()
 
 
-def _write(folder: Path, run: RunData, strategy: str) -> None:
+def _write(folder: Path, run: LoadedRun, strategy: str) -> None:
     (folder / "reports" / "per_query").mkdir(parents=True, exist_ok=True)
     (folder / "reports" / "metrics").mkdir(parents=True, exist_ok=True)
     run.per_query.to_parquet(folder / "reports" / "per_query" / "dev.parquet")

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 import yaml
 
+from bench.annotations.validate import validate
 from bench.gold.resolve import resolve_frames
-from bench.ingest.chunking import chunk_all
 from bench.systems.config import check_system, make_adapter
 from bench.systems.run import SYSTEM_COLUMNS, run_queries
-from bench.validate_sets import validate
 from tests.conftest import ROOT
+from tests.ingest.chunks import chunk_all
 
 
 @pytest.fixture(scope="session")

@@ -55,7 +55,7 @@ def real(real_run: dict, real_corpus: dict, tmp_path_factory: pytest.TempPathFac
     with run_blocks(folder / "run.parquet", folder / "gold.parquet", len(entries), in_core_rows=10**9) as blocks:
         in_core = blocks.source
     assert isinstance(in_core, FrameBlocks) and blocks.per_block is None
-    inputs = EvalInputs(entries=entries, run=in_core.run, gold=in_core.gold, regions=regions, responses=responses,
+    inputs = EvalInputs(entries=entries, source=in_core, regions=regions, responses=responses,
                         failures=pd.DataFrame({"query_id": sorted(failed), "kind": "timeout"}), served=served,
                         gold_segments=resolved.segments_by_source(), invalid=[r for r in checked.invalid if r["split"] == "dev"],
                         sha256={})
@@ -64,7 +64,7 @@ def real(real_run: dict, real_corpus: dict, tmp_path_factory: pytest.TempPathFac
                                  adapter=cfg.adapter, warmup_queries=0, timeout_s=cfg.timeout_s, latency=None)
     corpus = CorpusFiles.from_manifest(real_corpus["manifest"], real_corpus["store"])
     return {"inputs": inputs, "options": options, "description": description, "folder": folder, "table": table,
-            "failed": failed, "ids": ids, "by_id": by_id, "corpus": corpus}
+            "frames": in_core, "failed": failed, "ids": ids, "by_id": by_id, "corpus": corpus}
 
 
 def _outputs(real: dict, inputs: EvalInputs, options: EvalOptions) -> dict:
@@ -86,7 +86,7 @@ def _same(a: dict, b: dict) -> None:
 def _duckdb(real: dict, inputs: EvalInputs, per_block: int, tmp_path: Path) -> tuple[EvalInputs, DuckDBBlocks]:
     folder = real["folder"]
     source = DuckDBBlocks(folder / "run.parquet", folder / "gold.parquet", per_block, temp_dir=tmp_path, memory_limit="256MB", threads=1)
-    return replace(inputs, run=None, gold=None, source=source), source
+    return replace(inputs, source=source), source
 
 
 @pytest.mark.parametrize("variant", ["calibrated", "abstention", "dev thresholds"])
@@ -98,7 +98,7 @@ def test_one_block_many_blocks_and_duckdb_agree(real: dict, tmp_path: Path, vari
     else:  # a system that never abstains: thresholds calibrated over all queries of a modality
         inputs = replace(inputs, responses=inputs.responses.assign(abstain=False))
     if variant == "dev thresholds":  # the acceptance: the dev run's thresholds, no calibration
-        top1 = inputs.run.loc[inputs.run["rank"] == 1, ["query_id", "score"]]
+        top1 = real["frames"].run.loc[real["frames"].run["rank"] == 1, ["query_id", "score"]]
         modality = top1["query_id"].astype(str).map(lambda q: real["by_id"][q]["modality"])
         options = replace(options, thresholds={str(m): float(g.median()) for m, g in top1["score"].groupby(modality)})
     one = _outputs(real, inputs, options)
@@ -113,7 +113,7 @@ def test_one_block_many_blocks_and_duckdb_agree(real: dict, tmp_path: Path, vari
     assert one["per_query"]["failed"].sum() == 2 * FAILED_PER_KIND
     n = len(real["ids"])
     # blocks of 97 queries: boundaries fall inside each modality's run of query ids
-    many = _outputs(real, replace(inputs, source=FrameBlocks(inputs.run, inputs.gold, per_block=97)), options)
+    many = _outputs(real, replace(inputs, source=FrameBlocks(real["frames"].run, real["frames"].gold, per_block=97)), options)
     assert many["blocks"] == len(block_bounds(n, 97)) > 10
     mods = [real["by_id"][q]["modality"] for q in real["ids"]]
     assert all(mods.count(m) > 97 for m in set(mods))  # each modality's queries span several blocks
@@ -131,7 +131,7 @@ def test_blocks_cover_every_row_once(real: dict, tmp_path: Path) -> None:
     """Each block holds exactly the run and gold rows of its queries; the DuckDB blocks
     hold the rows of the in-memory ones, in (query, rank) order; rows_of fetches a few."""
     inputs, ids = real["inputs"], real["ids"]
-    frames = list(FrameBlocks(inputs.run, inputs.gold, per_block=11).blocks(ids))
+    frames = list(FrameBlocks(real["frames"].run, real["frames"].gold, per_block=11).blocks(ids))
     _, source = _duckdb(real, inputs, 11, tmp_path)
     with source:
         ducks = list(source.blocks(ids))
@@ -149,10 +149,10 @@ def test_blocks_cover_every_row_once(real: dict, tmp_path: Path) -> None:
         pd.testing.assert_frame_equal(named(f.run, key), named(d.run, key), check_dtype=False)
         gkey = ["query_id", "gold_idx", "atom"]
         pd.testing.assert_frame_equal(named(f.gold, gkey), named(d.gold, gkey), check_dtype=False)
-    assert sum(len(b.run) for b in frames) == len(inputs.run) == parquet_rows(real["folder"] / "run.parquet")
-    assert sum(len(b.gold) for b in ducks) == len(inputs.gold)
-    assert set(run_few["query_id"]) <= set(few) and len(run_few) == int(inputs.run["query_id"].isin(few).sum())
-    assert len(gold_few) == int(inputs.gold["query_id"].isin(few).sum())
+    assert sum(len(b.run) for b in frames) == len(real["frames"].run) == parquet_rows(real["folder"] / "run.parquet")
+    assert sum(len(b.gold) for b in ducks) == len(real["frames"].gold)
+    assert set(run_few["query_id"]) <= set(few) and len(run_few) == int(real["frames"].run["query_id"].isin(few).sum())
+    assert len(gold_few) == int(real["frames"].gold["query_id"].isin(few).sum())
 
 
 def test_block_sizes() -> None:

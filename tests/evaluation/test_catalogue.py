@@ -54,7 +54,9 @@ def test_the_spec_bars_and_the_verdict_columns_come_from_the_catalogue() -> None
 
 def test_a_malformed_measure_is_refused() -> None:
     with pytest.raises(ValueError, match="compare"):
-        Measure("x", "x", "all", "latency", Percentile(50), False, compared=True)
+        Measure(name="x", scope="all", reducer=Percentile(50), higher_is_better=False, compared=True, description="", unit="ms")
+    with pytest.raises(TypeError):  # declarations are keyword-only
+        Measure("x", "x", "all", Percentile(50), False, "", "ms")  # type: ignore[misc]
     with pytest.raises(ValueError, match="no per-query contribution"):
         counted(by_name(K)["latency_p50_ms"], np.zeros(2), np.zeros(2, dtype=bool), np.zeros(2, dtype=bool))
 

@@ -26,8 +26,9 @@ from bench.modalities.video.medvidqa import CSV, MedVidQA
 from bench.systems import build_system
 from bench.systems.adapters import PythonAdapter
 from bench.systems.atoms import atoms_from_extents, contract_rows, validate_contract
-from bench.systems.run import SYSTEM_COLUMNS, run_queries, run_system
+from bench.systems.run import SYSTEM_COLUMNS, run_queries
 from tests.conftest import MIRROR, ROOT, need_mirror
+from tests.systems.python_system import run_python_system
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +52,7 @@ def answerable(table: pd.DataFrame) -> pd.DataFrame:
 
 def bm25(atoms: pd.DataFrame, entries: list[dict], depth: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The built-in bm25 (it abstains; its rankings are what is compared) over `atoms`."""
-    run, latency = run_system(build_system("bm25-scoped", atoms), entries, depth)
+    run, latency = run_python_system(build_system("bm25-scoped", atoms), entries, depth)
     return run, latency.assign(abstain=False)  # the ranking as handed over: abstention has its own probe
 
 

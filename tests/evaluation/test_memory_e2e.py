@@ -19,16 +19,16 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 from bench.acceptance.in_memory import evaluate_entries, memory_inputs
+from bench.annotations.validate import validate
 from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
-from bench.ingest.chunking import chunk_all
 from bench.systems.config import check_system, make_adapter
 from bench.systems.replay import event_stream
 from bench.systems.run import SYSTEM_COLUMNS, run_queries
 from bench.trec.files import trec_qrels, trec_run
 from bench.trec.trec_eval import evaluate as trec_evaluate
 from bench.trec.trec_eval import read_qrels, read_run
-from bench.validate_sets import validate
 from tests.conftest import ROOT
+from tests.ingest.chunks import chunk_all
 
 pytestmark = pytest.mark.e2e
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.annotations.validate import FAILURE_COLUMNS, validate
 from bench.evaluation.per_query import per_query, query_measures
 from bench.modalities import modalities
 from bench.modalities.textspan import intersects
@@ -19,7 +20,6 @@ from bench.modalities.ui_screenshot.modality import intersection_area
 from bench.modalities.video.modality import overlaps
 from bench.systems import Query
 from bench.systems.bm25 import BM25System
-from bench.validate_sets import FAILURE_COLUMNS, validate
 from tests.conftest import ROOT
 
 PROPS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

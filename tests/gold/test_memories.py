@@ -12,11 +12,11 @@ import pytest
 from bench.gold.memories import SEVERAL_HOLDERS, judge_units, memory_rows, with_memories
 from bench.gold.resolve import resolve_frames
 from bench.ingest.atom_codes import served_ids
-from bench.ingest.chunking import chunk_all
 from bench.systems import Citation, MemoryHit
 from bench.systems.protocol import MalformedResponse
 from bench.systems.provenance import CitationCheck, coded_run
 from bench.systems.run import MEMORY_COLUMNS
+from tests.ingest.chunks import chunk_all
 
 TURNS = {  # session -> turns (holder h1, except s9: holder h2)
     "c:h1:s1": ["Ann: I adopted a grey cat named Pixel yesterday", "Bob: That is lovely news", "Ann: Pixel sleeps on my keyboard all day",

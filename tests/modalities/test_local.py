@@ -350,10 +350,10 @@ def test_keys_unique_and_set_key(minimal: Path, tmp_path: Path) -> None:
 
 
 def test_skeleton_is_a_valid_data_set_for_text_modalities(tmp_path: Path) -> None:
+    from bench.annotations.validate import validate
     from bench.corpus_sources import register_local
     from bench.ingest.corpus import Manifest
     from bench.ingest.fetch import FetchLog, fetch_dataset
-    from bench.validate_sets import validate
 
     for modality in ("video", "conversation", "code"):
         folder = tmp_path / f"ex-{modality}"
@@ -376,10 +376,10 @@ def test_skeleton_is_a_valid_data_set_for_text_modalities(tmp_path: Path) -> Non
 
 
 def test_validate_rejects_wrong_region_in_local_set(chat: Path, tmp_path: Path) -> None:
+    from bench.annotations.validate import validate
     from bench.corpus_sources import register_local
     from bench.ingest.corpus import Manifest
     from bench.ingest.fetch import FetchLog, fetch_dataset
-    from bench.validate_sets import validate
 
     lines = (chat / "set.jsonl").read_text().splitlines()
     bad = json.loads(lines[0])

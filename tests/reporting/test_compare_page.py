@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from bench.cli import cli
 from bench.comparison.compare import compare
-from bench.comparison.runs import RunData
+from bench.comparison.runs import LoadedRun
 from bench.evaluation.measures import measures
 from bench.project.layout import PER_QUERY
 from bench.reporting.compare_page import build, outcome_measures, outcomes, page_data, verdict_measures
@@ -67,7 +67,7 @@ def test_the_page_of_two_revisions_has_every_query_no_cartridge_and_no_network(d
     """Runs named by revision: no data/ outputs, so the page says so; questions come from the sets."""
     b = dev.copy()
     b.loc[b.index[::3], "recall@budget"] = 0.0
-    a_run, b_run = RunData("HEAD", dev, {}), RunData("HEAD~1", b, {})
+    a_run, b_run = LoadedRun("HEAD", dev, {}), LoadedRun("HEAD~1", b, {})
     result = compare(dev, b, k=10, resamples=20, permutations=50)
     text = build(result, a_run, b_run, files=(None, None), set_files=sorted((ROOT / "bench" / "sets").glob("*.jsonl")))
     assert "cartridges are not shown" in text

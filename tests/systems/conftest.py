@@ -93,7 +93,7 @@ def path_without_bwrap(path: str) -> str:
 @pytest.fixture(scope="module")
 def served(real_corpus) -> dict:
     """Real atoms of three MMLongBench-Doc PDFs and three LoCoMo sessions, with their corpus."""
-    from bench.ingest.chunking import chunk_all
+    from tests.ingest.chunks import chunk_all
 
     segments = real_corpus["segments"]
     pdfs = sorted(segments.loc[segments["modality"] == "pdf", "source_id"].unique())[:3]

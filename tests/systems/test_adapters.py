@@ -13,7 +13,7 @@ import pytest
 from bench.evaluation.cells import aggregate
 from bench.evaluation.per_query import per_query
 from bench.systems.adapters import CommandAdapter, HttpAdapter, PythonAdapter, wait_for_port
-from bench.systems.protocol import REQUEST_KEYS
+from bench.systems.protocol import REQUEST_KEYS, SCOPE_KEYS
 from bench.systems.run import run_queries
 from tests.systems.conftest import ROOT, entry, make_atoms, serve_argv
 from tests.systems.fake import Fake
@@ -43,7 +43,7 @@ def light_command(*extra: str) -> CommandAdapter:
 
 
 def assert_nothing_secret(request: dict, e: dict) -> None:
-    assert tuple(request) == REQUEST_KEYS and set(request["scope"]) == {"holder", "session", "scenario"}
+    assert tuple(request) == REQUEST_KEYS and tuple(request["scope"]) == SCOPE_KEYS
     text = json.dumps(request)
     assert not FORBIDDEN_KEYS & set(request)
     for secret in (e["query_id"], e["answer"], e["gold"][0]["source_id"], '"dev"', "split"):

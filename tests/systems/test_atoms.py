@@ -11,7 +11,6 @@ import pytest
 
 from bench.gold.resolve import resolve
 from bench.ingest.atom_codes import served_ids, with_atom_ids
-from bench.ingest.chunking import chunk_all
 from bench.io import iter_jsonl, write_jsonl
 from bench.systems.atoms import (
     AtomsError,
@@ -23,6 +22,7 @@ from bench.systems.atoms import (
     validate_contract,
 )
 from tests.conftest import ROOT
+from tests.ingest.chunks import chunk_all
 
 GOOD = {"atom_id": "a1", "source_id": "locomo:conv-1:session-1", "modality": "conversation",
         "extent": {"turn_start": 1, "turn_end": 3}, "observed_at": "2023-05-01T10:00:00+00:00", "holder": "locomo:conv-1", "text": "hi"}

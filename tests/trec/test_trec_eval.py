@@ -174,11 +174,11 @@ def real_trec_files(real_corpus, tmp_path_factory) -> tuple[Path, Path]:
     from bench.annotations.splits import load_lock
     from bench.gold.resolve import resolve
     from bench.ingest.atom_codes import served_ids, with_atom_ids
-    from bench.ingest.chunking import chunk_all
     from bench.io import iter_jsonl
     from bench.systems import build_system
-    from bench.systems.run import run_system
     from bench.trec.files import trec_qrels, trec_run
+    from tests.ingest.chunks import chunk_all
+    from tests.systems.python_system import run_python_system
 
     atoms = chunk_all(real_corpus["segments"], {"pdf": {"strategy": "page"}, "conversation": {"strategy": "turn"}})
     dev = {e.query_id for e in load_lock(ROOT / "bench/sets/splits.lock").entries if e.split == "dev"}
@@ -190,7 +190,7 @@ def real_trec_files(real_corpus, tmp_path_factory) -> tuple[Path, Path]:
         entries += rows[:150]
     gold, _ = resolve(entries, atoms, real_corpus["segments"])
     system = build_system("bm25", pd.concat(atoms.values(), ignore_index=True))
-    run, _ = run_system(system, entries, 100)
+    run, _ = run_python_system(system, entries, 100)
     base = tmp_path_factory.mktemp("real-trec")
     (base / "dev.run").write_text(trec_run(run, "bm25"), encoding="utf-8")
     (base / "dev.qrels").write_text(trec_qrels(with_atom_ids(gold, served_ids(atoms))), encoding="utf-8")

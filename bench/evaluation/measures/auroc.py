@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.measures.base import Measure, MetricCell, cell, flags, in_denominator
+from bench.evaluation.measures.base import AllQueries, Family, Measure, MetricCell, cell, flags, in_denominator
 from bench.evaluation.measures.scores import tie_groups
 
-__all__ = ["MEASURES", "Auroc", "auroc_codes", "auroc_from_codes", "auroc_signal"]
+__all__ = ["FAMILY", "MEASURES", "Auroc", "auroc_codes", "auroc_from_codes", "auroc_signal"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,10 @@ class Auroc:
     @property
     def statistic(self) -> Callable[[np.ndarray], np.ndarray]:
         return auroc_from_codes
+
+    @property
+    def worst_case(self) -> str:
+        return "a failed answerable entry ranks below every other entry, a failed unanswerable one above every other"
 
 
 def auroc_signal(top1: np.ndarray, confidence: np.ndarray, failed: np.ndarray) -> tuple[np.ndarray, str]:
@@ -87,4 +91,22 @@ def auroc_from_codes(codes: np.ndarray) -> np.ndarray:
     return out if np.asarray(codes).ndim > 1 else out.reshape(())
 
 
-MEASURES = (Measure("auroc_unanswerable", "auroc_signal", "all", "auroc", Auroc(), True, heading="AUROC"),)
+def _compute(every: AllQueries) -> dict[str, np.ndarray | str]:
+    """The declared confidence beside the signal read from it (or from the top-1 score), and its source."""
+    blocks = every.blocks
+    confidence = blocks["confidence"].to_numpy(dtype=float)
+    signal, source = auroc_signal(blocks["top1_score"].to_numpy(dtype=float), confidence, blocks["failed"].to_numpy(dtype=bool))
+    return {"confidence": confidence, "auroc_signal": signal, "auroc_signal_source": source}
+
+
+FAMILY = Family(
+    name="auroc", phase="cross_query", compute=_compute, columns=lambda k: ("confidence", "auroc_signal", "auroc_signal_source"),
+    measures=(
+        Measure(name="auroc_unanswerable", column="auroc_signal", scope="all", reducer=Auroc(), higher_is_better=True, heading="AUROC",
+                unit="probability (0-1; 0.5 is chance)",
+                description="Per group, not per query: how well the system's signal separates answerable from unanswerable "
+                            "entries (the Mann-Whitney probability, ties count one half; ranks only). The signal is the declared "
+                            "confidence when the system sent one with every answer, else the top-1 score."),
+    ),
+)
+MEASURES: tuple[Measure, ...] = FAMILY.measures

@@ -1,14 +1,17 @@
 """What a measure declares, and the denominator rule every cell follows.
 
-A :class:`Measure` declares, once: its dev.json name and per-query column, whether it
-takes the cut-off ``k`` (``cutoff``: then :meth:`Measure.at` makes ``name@k`` of both),
-its scope (which entries are its denominator, and so which entries its per-query
-column is defined on), its family (the module of bench.evaluation.measures that
-computes the per-query column), its reducer (how a cell turns per-query values into
-one number, and what the bootstrap resamples), its direction, the spec's bar, the
-verdict column it fills and whether ``bench compare`` tests it.
+A :class:`Measure` declares, once and by keyword only: its dev.json name and per-query
+column, whether it takes the cut-off ``k`` (``cutoff``: then :meth:`Measure.at` makes
+``name@k`` of both), its scope (which entries are its denominator, and so which entries
+its per-query column is defined on), its reducer (how a cell turns per-query values into
+one number, and what the bootstrap resamples), its direction, what it is and its unit
+(``description``, ``unit``: docs/metrics.md is written from them), the spec's bar, the
+verdict column it fills, whether ``bench compare`` tests it and whether an abstaining
+answer counts 0 in it. Its family (the module of bench.evaluation.measures that computes
+the per-query column) is filled in by that module's :class:`Family`, which also declares
+the computation and the phase (:data:`PHASES`) it runs in; :func:`run_family` runs one.
 
-The denominator rule (docs/measuring.md): a metric's denominator is every annotated
+The denominator rule (docs/metrics.md): a metric's denominator is every annotated
 entry of its scope (answerable, unanswerable or all), never the number of hits; a
 failed query (timeout, crash) stays in it and counts as the worst case (:class:`Mean`'s
 ``worst``: 0 where higher is better, 1 for false recall and abstention rate); a
@@ -18,18 +21,20 @@ it is written; cells, intervals and ``bench compare`` all call it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["Bar", "Mean", "Measure", "MetricCell", "Reducer", "Scope", "cell", "counted", "in_denominator"]
+if TYPE_CHECKING:
+    from bench.evaluation.encoding import Encoded
+
+__all__ = ["PHASES", "AllQueries", "Bar", "BlockRows", "Family", "Mean", "Measure", "MetricCell", "Phase", "QueryRows", "Reducer", "RunRecord",
+           "Scope", "cell", "counted", "in_denominator", "run_family"]
 
 Scope = Literal["answerable", "unanswerable", "all"]
-#: the module of bench.evaluation.measures that computes a measure's per-query column
-Family = Literal["ranking", "budget", "false_recall", "auroc", "leaks", "latency", "extent"]
 MetricCell = dict[str, Any]
 
 
@@ -60,26 +65,37 @@ class Reducer(Protocol):
         """The values a cell's interval resamples, in entry order."""
         ...
 
+    @property
+    def worst_case(self) -> str:
+        """What a failed query counts as, in words (docs/metrics.md)."""
+        ...
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class Measure:
-    """One metric of dev.json (see the module docstring)."""
+    """One metric of dev.json (see the module docstring), declared by keyword only."""
 
     name: str  # dev.json key (with ``@k`` once :meth:`at` filled the cut-off in)
-    column: str  # per-query column (likewise)
+    column: str = ""  # per-query column (likewise); "": the name
     scope: Scope  # the denominator's entries; the per-query column is NaN outside them
-    family: Family
     reducer: Reducer
     higher_is_better: bool
+    description: str  # what the per-query value (or the cell) is, one or two sentences (docs/metrics.md)
+    unit: str  # the value's unit (docs/metrics.md)
     cutoff: bool = False  # the measure takes the cut-off k
     bar: Bar | None = None  # the spec's bar; None: the metric is reported, not judged
     heading: str | None = None  # its column in the verdict matrix (``@k`` added with the cut-off); None: not there
     compared: bool = False  # `bench compare` tests it
     #: why a group's cell cannot be measured (None: it can); given for false recall
     unmeasurable: Callable[[pd.DataFrame], str | None] | None = None
+    #: an answer that abstained hands the reader nothing: this measure counts 0 for it (applied once, :func:`run_family`)
+    abstained_nothing: bool = False
+    family: str = ""  # the module that computes its per-query column: filled in by its :class:`Family`
     k: int | None = None  # the cut-off, once :meth:`at` filled it in
 
     def __post_init__(self) -> None:
+        if not self.column:
+            object.__setattr__(self, "column", self.name)
         if self.compared and not isinstance(self.reducer, Mean):
             raise ValueError(f"{self.name}: `bench compare` pairs per-query values of mean measures only")
 
@@ -144,6 +160,10 @@ class Mean:
     def statistic(self) -> str:
         return "mean"
 
+    @property
+    def worst_case(self) -> str:
+        return f"a failed query counts {self.worst:g}"
+
     def cell(self, measure: Measure, group: pd.DataFrame) -> MetricCell:
         contrib, ok = counted(measure, group[measure.column].to_numpy(dtype=float), *flags(group))
         n, denominator = int(ok.sum()), len(contrib)
@@ -156,3 +176,122 @@ class Mean:
 
     def values(self, measure: Measure, group: pd.DataFrame) -> np.ndarray:
         return counted(measure, group[measure.column].to_numpy(dtype=float), *flags(group))[0]
+
+
+# --------------------------------------------------------------------------- families
+
+#: when a family computes its per-query columns (:class:`Family`), each phase with the one context it reads:
+#: ``query``        per query from its own ranked rows as codes, query block by query block
+#:                  (bench.evaluation.per_query.query_block; :class:`QueryRows`)
+#: ``block``        per query from a query block's rows and the extents of atoms and gold regions
+#:                  (bench.evaluation.evaluate.evaluate_block; :class:`BlockRows`)
+#: ``cross_query``  per query, from every query of the run: a rule calibrated over a modality, one
+#:                  signal for the run (bench.evaluation.per_query.finish_per_query; :class:`AllQueries`)
+#: ``run``          per query from the run's own record of it, its latency (:class:`RunRecord`)
+Phase = Literal["query", "block", "cross_query", "run"]
+PHASES: tuple[Phase, ...] = ("query", "block", "cross_query", "run")
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryRows:
+    """Phase ``query``: one query block's inputs as codes, entries sorted by query_id."""
+
+    coded: Encoded
+    k: int
+    abstained: np.ndarray  # bool per entry: its answer abstained
+
+    def abstained_rows(self, out: Any) -> np.ndarray:
+        return np.asarray(self.abstained, dtype=bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockRows:
+    """Phase ``block``: one query block's frames, atoms as codes (bench.evaluation.evaluate.evaluate_block)."""
+
+    entries: pd.DataFrame  # query_id, modality, unanswerable, n_regions
+    run: pd.DataFrame  # query_id, atom (code), rank, score (rows of other queries are ignored)
+    gold: pd.DataFrame  # query_id, gold_idx, atom (code; resolved)
+    regions: pd.DataFrame  # the placed gold regions (bench.gold.table)
+    atom_ext: pd.DataFrame  # bench.evaluation.measures.extent.atom_extents, row i the atom of code i
+    k: int
+    failed: list[str]
+    budget: Mapping[str, float | None]  # modality -> amount in its unit (None: no budget)
+    #: the run's memories, their codes after the served atoms' (bench.evaluation.measures.extent.MemoryExtents; None: none)
+    memories: Any = None
+    abstained: frozenset[str] = field(default_factory=frozenset)  # queries whose answer abstained
+
+    def abstained_rows(self, out: Any) -> np.ndarray:
+        return np.asarray(out["query_id"].astype(str).isin(self.abstained), dtype=bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AllQueries:
+    """Phase ``cross_query``: the ``query`` phase's rows of every entry (sorted by query_id) and how
+    false recall is read (bench.evaluation.evaluate.EvalOptions)."""
+
+    blocks: pd.DataFrame
+    k: int
+    abstains: bool = False  # the system declared abstention
+    calibration_recall: float = 0.9
+    thresholds: dict[str, float | None] | None = None  # the dev run's calibrated thresholds (None: calibrate)
+
+    def abstained_rows(self, out: Any) -> np.ndarray:
+        return self.blocks["abstained"].to_numpy(dtype=bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """Phase ``run``: the entries' table (query_id, failed) and the run's responses (query_id, latency_ms, ...)."""
+
+    table: pd.DataFrame
+    responses: pd.DataFrame | None
+    k: int
+
+    def abstained_rows(self, out: Any) -> np.ndarray:
+        return np.zeros(len(self.table), dtype=bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Family:
+    """A module of bench.evaluation.measures: its declarations and the per-query computation
+    that fills their columns, with the phase it runs in. It fills in each measure's ``family``."""
+
+    name: str  # the module's name (the registry checks it)
+    phase: Phase
+    measures: tuple[Measure, ...]
+    #: the context of the phase (:class:`QueryRows`, ...) -> its per-query columns: a mapping of
+    #: arrays in entry order (phases query, cross_query, run), a frame with query_id (phase block)
+    compute: Callable[[Any], Any]
+    #: the per-query columns it writes at cut-off k, in table order (its measures' and the amounts beside them)
+    columns: Callable[[int], tuple[str, ...]]
+    #: report order: its measures follow this measure of an earlier family (None: after the earlier families')
+    after: str | None = None
+    #: columns besides its measures' that an abstaining answer zeroes (what it hands the reader)
+    handed: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASES:
+            raise ValueError(f"family {self.name}: phase {self.phase!r} is not one of {', '.join(PHASES)}")
+        for m in self.measures:
+            if m.family not in ("", self.name):
+                raise ValueError(f"{m.name}: declared in family {self.name}, says {m.family}")
+        object.__setattr__(self, "measures", tuple(replace(m, family=self.name) for m in self.measures))
+
+
+def run_family(family: Family, context: Any) -> Any:
+    """`family`'s per-query columns for `context` (its phase's), checked against what it
+    declares, with the one rule of abstention applied: an answer that abstained hands the
+    reader nothing, so its measures declared ``abstained_nothing`` (and the family's
+    ``handed`` columns) count 0 for it wherever they have a value."""
+    out = family.compute(context)
+    wrote = tuple(c for c in out if c != "query_id")
+    if wrote != family.columns(context.k):
+        raise ValueError(f"family {family.name} wrote columns {wrote}, declares {family.columns(context.k)}")
+    zeroed = [*(m.at(context.k).column for m in family.measures if m.abstained_nothing), *family.handed]
+    if zeroed:
+        mask = context.abstained_rows(out)
+        out = out if isinstance(out, pd.DataFrame) else dict(out)
+        for c in zeroed:
+            values = np.asarray(out[c], dtype=float)
+            out[c] = np.where(mask & ~np.isnan(values), 0.0, values)
+    return out

@@ -56,7 +56,7 @@ its text costs (:func:`bench.evaluation.measures.extent.capped_memory_boxes`).
                         least :data:`HELD` (half) of the region's extent, or, for a region
                         larger than the budget, half the budget of it. A region of zero
                         extent (a point) is held when a packed part touches it. 0 when
-                        n_regions is 0. Why half (docs/metrics.md, *recall@budget*): on the
+                        n_regions is 0. Why half (docs/measuring.md, *The budget*): on the
                         default chunkings an atom is a region or a region's window, so
                         every region held by the old touch rule is held at any threshold
                         up to a half; a fragment of a region (an 8-token window, a
@@ -85,13 +85,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.measures.base import Mean, Measure
+from bench.evaluation.measures.base import BlockRows, Family, Mean, Measure
 from bench.evaluation.measures.extent import BOX, MemoryExtents, box_measure, own_unit_rows
-from bench.evaluation.measures.ranking import MEASURES as RANKING
+from bench.evaluation.measures.ranking import RECALL_BAR
 from bench.ingest.atom_codes import ATOM_CODE
 from bench.modalities import modalities
 
-__all__ = ["BUDGET_COLUMN", "MEASURES", "budget_columns", "budgets", "no_budget"]
+__all__ = ["BUDGET_COLUMN", "FAMILY", "MEASURES", "PACKED_COLUMN", "budget_columns", "budgets", "no_budget"]
 
 #: the per-query column holding the entry's budget (NaN: its modality has none)
 BUDGET_COLUMN = "budget"
@@ -109,21 +109,10 @@ def no_budget(group: pd.DataFrame) -> str | None:
     return f"no budget: set metrics.budget.<modality> in params.yaml ({', '.join(lacking)} declares no default)"
 
 
-_RECALL = RANKING[0]  # recall@k: its bar is the budget's bar (the spec's recall bar, judged at equal cost)
-
 #: a region is held when the cartridge covers at least this share of it (of the budget, for a region larger than the budget)
 HELD = 0.5
 #: the per-query amount of the cartridge (module docstring): what the reader pays, in the modality's unit
 PACKED_COLUMN = "cartridge@budget"
-
-MEASURES = (
-    Measure("recall@budget", "recall@budget", "answerable", "budget", Mean(worst=0.0), True, bar=_RECALL.bar,
-            heading="recall@budget", compared=True, unmeasurable=no_budget),
-    Measure("coverage@budget", "coverage@budget", "answerable", "budget", Mean(worst=0.0), True, compared=True,
-            unmeasurable=no_budget),
-    Measure("touch_recall@budget", "touch_recall@budget", "answerable", "budget", Mean(worst=0.0), True, unmeasurable=no_budget),
-)
-
 
 def budgets(given: Mapping[str, Any] | None = None) -> dict[str, float | None]:
     """Every modality's budget: params ``metrics.budget`` as given, the others from the
@@ -148,7 +137,6 @@ def budget_columns(
     budget: Mapping[str, float | None],
     failed: Iterable[str] | None = None,
     memories: MemoryExtents | None = None,
-    abstained: Iterable[str] | None = None,
 ) -> pd.DataFrame:
     """One row per entry (sorted by query_id): query_id, budget, the budget measures and
     ``cartridge@budget``.
@@ -159,9 +147,9 @@ def budget_columns(
     x1, y0, y1) of every gold region (bench.gold.table). ``atom_ext``:
     bench.evaluation.measures.extent.atom_extents, row i the atom of code i. ``budget``:
     modality -> amount in its unit (None: no budget); ``memories``: the run's memories, whose
-    codes follow the served atoms' (module docstring, *Memory hits*); ``abstained``: the
-    queries whose answer abstained (an empty cartridge). Rows of other queries in `run` and
-    `gold` are ignored."""
+    codes follow the served atoms' (module docstring, *Memory hits*). Rows of other queries in
+    `run` and `gold` are ignored. An abstaining answer's empty cartridge is the one rule of
+    bench.evaluation.measures.base.run_family (the measures' ``abstained_nothing``, :data:`FAMILY`'s ``handed``)."""
     failed_ids = {str(q) for q in (failed or [])}
     rows = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
     qids = rows["query_id"].tolist()
@@ -175,10 +163,6 @@ def budget_columns(
     which = pd.DataFrame({"query_id": np.asarray(qids, dtype=object)[scored], "entry_modality": rows["modality"].astype(str).to_numpy()[scored],
                           "amount": amounts[scored], "n_regions": rows["n_regions"].to_numpy(dtype=float)[scored]})
     out.loc[which["query_id"], [recall, coverage, touch, PACKED_COLUMN]] = 0.0
-    empty = {str(q) for q in (abstained or [])}
-    which = which.loc[~which["query_id"].isin(empty)]  # an abstaining answer hands over nothing
-    if not len(which):
-        return out.reset_index()
     packed = packed_atoms(run, atom_ext, which, memories)
     spent = packed.groupby("query_id")["packed_extent"].sum()
     out.loc[spent.index, PACKED_COLUMN] = spent.to_numpy(dtype=float)
@@ -341,3 +325,31 @@ def _coverage(cand: pd.DataFrame, regions: pd.DataFrame) -> dict[str, float]:
         total = float(cells[mg].sum())
         out[q] = float(cells[mg & mc.any(axis=0)].sum()) / total if total > 0 else 0.0
     return out
+
+
+def _compute(block: BlockRows) -> pd.DataFrame:
+    return budget_columns(block.entries, block.run, block.gold, block.regions, block.atom_ext, budget=block.budget, failed=block.failed,
+                          memories=block.memories)
+
+
+_REGIONS = "share of the entry's gold regions (0-1)"
+FAMILY = Family(
+    name="budget", phase="block", compute=_compute, after="recall", handed=(PACKED_COLUMN,),
+    columns=lambda k: (BUDGET_COLUMN, *(m.column for m in MEASURES), PACKED_COLUMN),
+    measures=(
+        Measure(name="recall@budget", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, bar=RECALL_BAR,
+                heading="recall@budget", compared=True, unmeasurable=no_budget, abstained_nothing=True, unit=_REGIONS,
+                description="Share of the entry's gold regions the cartridge a reader can afford holds: the ranked atoms packed "
+                            "into the modality's budget (the boundary atom cut in reading order) cover at least half of the "
+                            "region (half the budget of it, for a region larger than the budget). Content decides, not atoms."),
+        Measure(name="coverage@budget", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, compared=True,
+                unmeasurable=no_budget, abstained_nothing=True, unit="share of the gold extent (0-1)",
+                description="Gold extent covered by the packed parts of the cartridge's gold atoms / gold extent "
+                            "(coverage@k with the cartridge for the top k)."),
+        Measure(name="touch_recall@budget", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True,
+                unmeasurable=no_budget, abstained_nothing=True, unit=_REGIONS,
+                description="The touch rule, a diagnostic: share of the entry's gold regions some packed atom merely overlaps, "
+                            "whatever share of the region it holds (fragments buy it)."),
+    ),
+)
+MEASURES: tuple[Measure, ...] = FAMILY.measures

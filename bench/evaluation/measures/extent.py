@@ -1,20 +1,18 @@
 """Extent measures (chunk-fair): coverage, precision and IoU of the top k in each
 modality's own unit, the oracle ceiling; atom extents and their statistics. No I/O.
 
-Why: recall@k counts a gold region as found when *some* top-k atom overlaps it, so
-bigger atoms look better (one whole-document atom overlaps every gold page). These
-metrics measure *how much* of the gold the top-k atoms cover and *how much* the
-reader has to pay for it, in each modality's own unit (``Modality.extent_unit``:
-characters for pdf, conversation and code; seconds for video; pixel area for
-screenshots; the whole image for images).
+Why: recall@k counts a gold region as found when *some* top-k atom overlaps it, so bigger
+atoms look better (one whole-document atom overlaps every gold page). These metrics measure
+*how much* of the gold the top-k atoms cover and *how much* the reader pays for it, in each
+modality's own unit (``Modality.extent_unit``: characters for pdf, conversation and code;
+seconds for video; pixel area for screenshots; the whole image for images).
 
 Geometry
 --------
-Each atom and each gold region is a half-open box ``[x0, x1) x [y0, y1)`` in a
-*space* = (source_id, part) (``Modality.atom_extents`` / ``region_extent``; 1-D
-modalities use y = [0, 1)). Areas of unions and intersections are computed exactly
-by coordinate compression, so overlapping atoms and overlapping gold regions are
-never double counted as *covered*.
+Each atom and each gold region is a half-open box ``[x0, x1) x [y0, y1)`` in a *space* =
+(source_id, part) (``Modality.atom_extents`` / ``region_extent``; 1-D modalities use y =
+[0, 1)). Areas of unions and intersections are computed exactly by coordinate compression,
+so overlapping atoms and overlapping gold regions are never double counted as *covered*.
 
 Per answerable query (k = cut-off, top-k = run rows with rank <= k)
 -------------------------------------------------------------------
@@ -28,42 +26,30 @@ Per answerable query (k = cut-off, top-k = run rows with rank <= k)
                        paid twice). Atoms of another modality are in another unit: they
                        are left out here (as budget packing pays them from their own
                        modality's budget), never added across units.
-``coverage@k``         covered / gold_extent (0 when gold_extent is 0).
-``precision@k``        covered / retrieved_extent (0 when nothing was retrieved).
-``iou@k``              covered / (gold_extent + retrieved_extent - covered).
-``oracle_coverage@k``  the best coverage any k atoms of this chunking could reach
-                       (greedy by marginal gain; exact when the candidate atoms do
-                       not overlap each other inside the gold, e.g. page, turn,
-                       symbol, cue and grid chunking).
-``oracle_iou@k``       the best IoU of at most k atoms (Dinkelbach's method on the
-                       per-atom covered and paid extents; exact when the candidate
-                       atoms do not overlap each other; otherwise a reachable value).
-``cartridge_p50@k``, ``cartridge_p95@k``  what the top k cost: the median and p95 of
-                       ``retrieved_extent@k`` over the answered answerable entries of a
-                       modality (denominator: its answerable entries); no pooled
-                       ``overall`` value, since each modality has its own unit.
-Candidates for the oracle are the query's resolved gold atoms (any other atom only
-adds paid extent), in atom-id order (the ranking's tie rule), so where overlapping
-candidates tie, the oracle's pick does not depend on the atoms' codes. The oracle is the chunker's ceiling: the gap between it and the
-run's value is what the retriever lost, the gap between it and 1 what the chunker
-lost. Unanswerable and failed queries get NaN; a cell counts a failed query as 0.
+The measures (coverage@k, precision@k, iou@k, the oracle's, the cartridge percentiles) are
+defined in their declarations (:data:`FAMILY`, docs/metrics.md) from these amounts.
+Candidates for the oracle are the query's resolved gold atoms (any other atom only adds paid
+extent), in atom-id order (the ranking's tie rule), so where overlapping candidates tie, the
+oracle's pick does not depend on the atoms' codes. The oracle is the chunker's ceiling: the
+gap between it and the run's value is what the retriever lost, the gap between it and 1 what
+the chunker lost. Unanswerable and failed queries get NaN; a cell counts a failed query as 0.
 
 Memory hits (docs/systems.md, *Memory hits*)
 --------------------------------------------
-A memory's code follows the served atoms' (:class:`MemoryExtents`). It is paid its own
-text (characters) and covers the boxes of its credited units, so it is in a query's
-candidates and top k like an atom whose box is several boxes. Its text is a price only
-where the query's modality counts in characters (``Modality.extent_unit`` "chars"); in
-a modality of another unit (seconds, pixel area, whole images) a memory has no price in
-the unit, and these measures leave it out of the query's top k and candidates (it
-neither covers nor costs there), while recall@k and the other ranking measures still
-credit it by provenance.
+A memory's code follows the served atoms' (:class:`MemoryExtents`). It is paid its own text
+(characters) and covers the boxes of its credited units, so it is in a query's candidates and
+top k like an atom whose box is several boxes. Its text is a price only where the query's
+modality counts in characters (``Modality.extent_unit`` "chars"); in a modality of another
+unit (seconds, pixel area, whole images) a memory has no price in the unit, and these
+measures leave it out of the query's top k and candidates (it neither covers nor costs
+there), while recall@k and the other ranking measures still credit it by provenance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -71,14 +57,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.evaluation.measures.base import Mean, Measure
+from bench.evaluation.measures.base import Family, Mean, Measure
 from bench.evaluation.measures.latency import Percentile
 from bench.ingest.atom_codes import ATOM_CODE as ATOM
 from bench.modalities import modalities
 
-__all__ = ["COSTS", "MEASURES", "RATIOS", "TEXT_UNIT", "MemoryExtents", "amount_columns", "atom_extents", "atom_statistics", "box_measure",
-           "capped_memory_boxes",
-           "extent_columns", "own_unit_rows"]
+__all__ = ["COSTS", "FAMILY", "MEASURES", "RATIOS", "TEXT_UNIT", "MemoryExtents", "amount_columns", "atom_extents", "atom_statistics",
+           "box_measure", "capped_memory_boxes", "extent_columns", "own_unit_rows"]
 
 #: a box's columns, in atom extents and in resolved regions (bench.gold.table)
 BOX = ["x0", "x1", "y0", "y1"]
@@ -141,11 +126,10 @@ def capped_memory_boxes(boxes: pd.DataFrame, cost: pd.Series) -> pd.DataFrame:
     """The one price of a memory (docs/systems.md, *Memory hits*): a memory covers at most
     what its text costs. `boxes` (atom, source_id, part and a box) are the credited units of
     each memory code, `cost` its text's length by code; each memory keeps the leading parts
-    of its boxes in reading order (source, part, position) until their area reaches its cost:
-    a box past it is cut to the rest (along x, every row of it: the text modalities' boxes
-    are intervals on y = [0, 1)), the boxes after it are dropped. So a 21-character memory
-    covers 21 characters of the 173-character turn it cites, and no memory's covered extent
-    exceeds what it costs (precision@k <= 1, tests/evaluation/measures/test_extent.py)."""
+    of its boxes in reading order (source, part, position) until their area reaches its cost: a
+    box past it is cut to the rest (along x, every row of it: the text modalities' boxes are
+    intervals on y = [0, 1)), the boxes after it are dropped. So a 21-character memory covers 21
+    characters of the 173-character turn it cites: precision@k <= 1 (tests/.../test_extent.py)."""
     if not len(boxes):
         return boxes
     out = boxes.astype({ATOM: np.int64}).sort_values([ATOM, "source_id", "part", "x0", "y0"], kind="stable").reset_index(drop=True)
@@ -162,31 +146,11 @@ def capped_memory_boxes(boxes: pd.DataFrame, cost: pd.Series) -> pd.DataFrame:
     return out.loc[keep].reset_index(drop=True)
 
 
-#: the share measures, computed per query by :func:`extent_columns`
-RATIOS = (
-    Measure("coverage", "coverage", "answerable", "extent", Mean(worst=0.0), True, cutoff=True, compared=True),
-    Measure("precision", "precision", "answerable", "extent", Mean(worst=0.0), True, cutoff=True, compared=True),
-    Measure("iou", "iou", "answerable", "extent", Mean(worst=0.0), True, cutoff=True, compared=True),
-    Measure("oracle_coverage", "oracle_coverage", "answerable", "extent", Mean(worst=0.0), True, cutoff=True),
-    Measure("oracle_iou", "oracle_iou", "answerable", "extent", Mean(worst=0.0), True, cutoff=True),
-)
-
-
 def one_unit(group: pd.DataFrame) -> str | None:
     """Why an extent percentile of `group` has no value: its entries are of several
     modalities, whose extents are in different units (None: one modality)."""
     names = sorted(set(group["modality"].astype(str)))
     return None if len(names) <= 1 else f"extents are in each modality's own unit ({', '.join(names)}): no pooled value"
-
-
-#: the cost of the top k (issue 22's cartridge@k): median and p95 of the extent the top k
-#: atoms retrieve per answered answerable entry (``retrieved_extent@k``), per modality
-COSTS = (
-    Measure("cartridge_p50", "retrieved_extent", "answerable", "extent", Percentile(50), False, cutoff=True, unmeasurable=one_unit),
-    Measure("cartridge_p95", "retrieved_extent", "answerable", "extent", Percentile(95), False, cutoff=True, unmeasurable=one_unit),
-)
-
-MEASURES = (*RATIOS, *COSTS)
 
 
 def amount_columns(k: int) -> list[str]:
@@ -446,3 +410,40 @@ def atom_statistics(atom_ext: pd.DataFrame, regions: pd.DataFrame) -> dict[str, 
             "unreached_share": unreached / len(reg) if len(reg) else None,
         }
     return out
+
+
+_COVERED = "share of the gold extent (0-1)"
+#: a share measure of the top k (a mean over the answerable entries); a cost percentile of the top k, per modality
+_share = partial(Measure, scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, cutoff=True)
+_cost = partial(Measure, column="retrieved_extent", scope="answerable", higher_is_better=False, cutoff=True, unmeasurable=one_unit,
+                unit="the modality's unit")
+FAMILY = Family(
+    name="extent", phase="block",
+    compute=lambda b: extent_columns(b.entries, b.run, b.gold, b.regions, b.atom_ext, k=b.k, failed=b.failed, memories=b.memories), columns=lambda k: (*amount_columns(k), *(m.at(k).column for m in RATIOS)),
+    measures=(
+        _share(name="coverage", compared=True, unit=_COVERED,
+               description="Gold extent covered by the top-k atoms that are resolved gold / gold extent, in the modality's "
+                           "own unit (characters, seconds, pixel area, images); overlaps never counted twice."),
+        _share(name="precision", compared=True, unit="share of the retrieved extent (0-1)",
+               description="Gold extent covered / extent of the top-k atoms of the entry's modality, each paid every time "
+                           "it is retrieved; 0 when nothing was retrieved."),
+        _share(name="iou", compared=True, unit="share (0-1)", description="covered / (gold extent + retrieved extent - covered)."),
+        _share(name="oracle_coverage", unit=_COVERED,
+               description="The best coverage any k atoms of this chunking could reach (greedy; exact for atoms that do not "
+                           "overlap inside the gold): the chunker's ceiling."),
+        _share(name="oracle_iou", unit="share (0-1)",
+               description="The best IoU of at most k atoms of this chunking (Dinkelbach's method; exact for atoms that do "
+                           "not overlap)."),
+        _cost(name="cartridge_p50", reducer=Percentile(50),
+              description="Per modality, not per query: the median extent the top-k atoms of the entry's modality retrieve, "
+                          "over the answered answerable entries: what the top k cost. No overall value (units differ)."),
+        _cost(name="cartridge_p95", reducer=Percentile(95),
+              description="Per modality: the 95th percentile of what the top k cost (as cartridge_p50@k)."),
+    ),
+)
+MEASURES: tuple[Measure, ...] = FAMILY.measures
+#: the share measures, computed per query by :func:`extent_columns`
+RATIOS: tuple[Measure, ...] = MEASURES[:5]
+#: the cost of the top k (issue 22's cartridge@k): median and p95 of the extent the top k
+#: atoms retrieve per answered answerable entry (``retrieved_extent@k``), per modality
+COSTS: tuple[Measure, ...] = MEASURES[5:]

@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.measures.base import Bar, Mean, Measure
+from bench.evaluation.measures.base import AllQueries, Bar, Family, Mean, Measure
 from bench.evaluation.measures.scores import reaches
 
-__all__ = ["ABSTENTION", "CALIBRATED", "MEASURES", "NOT_MEASURABLE", "FalseRecallRule", "calibrate", "false_recall_columns",
+__all__ = ["ABSTENTION", "CALIBRATED", "FAMILY", "MEASURES", "NOT_MEASURABLE", "FalseRecallRule", "calibrate", "false_recall_columns",
            "false_recall_rules", "modality_rules", "not_measurable"]
 
 
@@ -59,13 +59,6 @@ def not_measurable(group: pd.DataFrame) -> str | None:
     why = "; ".join(f"{m}: {r}" for m, r in zip(lost["modality"], lost["false_recall_reason"], strict=True))
     return f"not measurable ({why})"
 
-
-MEASURES = (
-    Measure("false_recall", "false_recall", "unanswerable", "false_recall", Mean(worst=1.0), False, bar=Bar("<=", 0.10),
-            heading="false recall", compared=True, unmeasurable=not_measurable),
-    Measure("abstention_rate", "abstained", "answerable", "false_recall", Mean(worst=1.0), False, heading="abstention rate",
-            compared=True),
-)
 
 ABSTENTION = "abstention"
 CALIBRATED = "calibrated"
@@ -177,3 +170,32 @@ def false_recall_rules(per_query_df: pd.DataFrame) -> dict[str, dict[str, Any]]:
     out["overall"] = overall
     return out
 
+
+
+def _compute(every: AllQueries) -> dict[str, np.ndarray]:
+    """false_recall under each modality's rule (with the rule, threshold and reason) and abstained."""
+    blocks = every.blocks
+    mods = blocks["modality"].to_numpy()
+    top1 = blocks["top1_score"].to_numpy(dtype=float)
+    abstained = blocks["abstained"].to_numpy(dtype=bool)
+    declared = bool(every.abstains) or bool(abstained.any())
+    rules = modality_rules(mods, blocks["unanswerable"].to_numpy(dtype=bool), blocks["failed"].to_numpy(dtype=bool), top1, declared,
+                           float(every.calibration_recall), every.thresholds)
+    return {**false_recall_columns(mods, blocks["n_returned"].to_numpy(), top1, abstained, rules), "abstained": abstained.astype(float)}
+
+
+FAMILY = Family(
+    name="false_recall", phase="cross_query", compute=_compute,
+    columns=lambda k: ("false_recall", "false_recall_rule", "false_recall_threshold", "false_recall_reason", "abstained"),
+    measures=(
+        Measure(name="false_recall", scope="unanswerable", reducer=Mean(worst=1.0), higher_is_better=False, bar=Bar("<=", 0.10),
+                heading="false recall", compared=True, unmeasurable=not_measurable, unit="share of entries (0-1)",
+                description="1 if the system returned strong evidence for an unanswerable entry, read from what it stands behind: "
+                            "under the abstention rule, it did not abstain and returned a hit; under the calibrated rule, its "
+                            "top-1 score reaches the modality's calibrated threshold. No value (with a reason) when not measurable."),
+        Measure(name="abstention_rate", column="abstained", scope="answerable", reducer=Mean(worst=1.0), higher_is_better=False,
+                heading="abstention rate", compared=True, unit="share of entries (0-1)",
+                description='1 if the system answered `"abstain": true` on an answerable entry, else 0.'),
+    ),
+)
+MEASURES: tuple[Measure, ...] = FAMILY.measures

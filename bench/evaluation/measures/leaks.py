@@ -12,16 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from bench.evaluation.encoding import Atoms, Entries, RunRows, count_per_query
-from bench.evaluation.measures.base import Bar, Mean, Measure
+from bench.evaluation.measures.base import Bar, Family, Mean, Measure, QueryRows
 
-__all__ = ["MEASURES", "leak_columns"]
-
-MEASURES = (
-    Measure("temporal_correctness", "temporal_ok", "all", "leaks", Mean(worst=0.0), True, bar=Bar(">=", 0.95),
-            heading="temporal correctness"),
-    Measure("holder_correctness", "holder_ok", "all", "leaks", Mean(worst=0.0), True, bar=Bar(">=", 0.95),
-            heading="holder correctness"),
-)
+__all__ = ["FAMILY", "MEASURES", "leak_columns"]
 
 
 def leak_columns(run: RunRows, entries: Entries, atoms: Atoms, k: int) -> dict[str, np.ndarray]:
@@ -36,3 +29,21 @@ def leak_columns(run: RunRows, entries: Entries, atoms: Atoms, k: int) -> dict[s
         temporal: (count_per_query(q[future], n) == 0).astype(float),
         holder: (count_per_query(q[foreign], n) == 0).astype(float),
     }
+
+
+def _compute(rows: QueryRows) -> dict[str, np.ndarray]:
+    return leak_columns(rows.coded.run, rows.coded.entries, rows.coded.atoms, rows.k)
+
+
+FAMILY = Family(
+    name="leaks", phase="query", compute=_compute, columns=lambda k: tuple(m.column for m in MEASURES),
+    measures=(
+        Measure(name="temporal_correctness", column="temporal_ok", scope="all", reducer=Mean(worst=0.0), higher_is_better=True,
+                bar=Bar(">=", 0.95), heading="temporal correctness", unit="share of entries (0-1)",
+                description="1 if no top-k atom was observed after the entry's as_of (no memory from after the question), else 0."),
+        Measure(name="holder_correctness", column="holder_ok", scope="all", reducer=Mean(worst=0.0), higher_is_better=True,
+                bar=Bar(">=", 0.95), heading="holder correctness", unit="share of entries (0-1)",
+                description="1 if no top-k atom belongs to another holder than the entry's (someone else's memory), else 0."),
+    ),
+)
+MEASURES: tuple[Measure, ...] = FAMILY.measures

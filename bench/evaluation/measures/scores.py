@@ -6,6 +6,9 @@ Scores within a relative ``REL_TIE`` (1e-9) of each other count as equal: the sa
 terms summed in another order differ in the last bit, and such a difference must not
 turn into a tie (or out of one) when the scores are rescaled. Only comparisons are
 used, so any positive scaling or shift of a system's scores changes nothing.
+
+:data:`FAMILY` declares no measure: it is the registry's entry for the per-query ``tied@k``
+column behind dev.json's ``ties``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["REL_TIE", "reaches", "tie_groups", "tied_column", "tied_positions", "within_tie"]
+from bench.evaluation.measures.base import BlockRows, Family
+
+__all__ = ["FAMILY", "REL_TIE", "reaches", "tie_groups", "tied_column", "tied_positions", "within_tie"]
 
 #: scores closer than this, relative to their magnitude, are equal (floating-point rounding)
 REL_TIE = 1e-9
@@ -69,3 +74,15 @@ def tied_positions(run: pd.DataFrame, k: int) -> pd.DataFrame:
     tied = (tie_before | tie_after) & (r["rank"].astype(int) <= k)
     counts = tied.groupby(r["query_id"]).sum().astype(int)
     return counts.rename(tied_column(k)).rename_axis("query_id").reset_index()
+
+
+def _tied(block: BlockRows) -> pd.DataFrame:
+    """``tied@k`` of every entry of a query block : 0
+    for a query without a tie or without a run row."""
+    ids = block.entries["query_id"].astype(str).to_numpy()
+    column = tied_column(block.k)
+    tied = tied_positions(block.run, block.k).set_index("query_id")[column]
+    return pd.DataFrame({"query_id": ids, column: tied.reindex(ids).fillna(0).astype(int).to_numpy()})
+
+
+FAMILY = Family(name="scores", phase="block", measures=(), compute=_tied, columns=lambda k: (tied_column(k),))

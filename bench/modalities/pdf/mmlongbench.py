@@ -124,7 +124,7 @@ class MMLongBench(Dataset):
         return ImportResult(entries=request_order(entries), excluded=excluded, notes={"upstream_rows": len(samples)})
 
 
-def _extract_job(job: tuple[str, str]) -> list[dict]:
+def extract_job(job: tuple[str, str]) -> list[dict]:
     return extract_pdf(*job)
 
 
@@ -140,7 +140,7 @@ def extract_many(jobs: list[tuple[str, str]], workers: int | None = None) -> lis
     from bench.executor import active
 
     with progress.bar(len(jobs), "pdf text layer", "files") as bar, active(workers) as ex:
-        return ex.map(_extract_job, jobs, label="pdf text layer", describe=lambda job: job[1],
+        return ex.map(extract_job, jobs, label="pdf text layer", describe=lambda job: job[1],
                       done=lambda _i, _rows: bar.advance())
 
 

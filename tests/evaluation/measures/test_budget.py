@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from bench.acceptance.in_memory import evaluate_entries
 from bench.evaluation.evaluate import EvalOptions, RunDescription
-from bench.evaluation.measures.budget import MEASURES, budget_columns, budgets, no_budget, packed_atoms
+from bench.evaluation.measures.base import BlockRows, run_family
+from bench.evaluation.measures.budget import FAMILY, MEASURES, budget_columns, budgets, no_budget, packed_atoms
 from bench.ingest.atom_codes import ATOM_CODE
 from bench.modalities import modalities
 from bench.modalities.boxes import leading_interval
@@ -371,8 +372,8 @@ def _real_pdf_budget(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.D
     from bench.ingest.atom_codes import served_ids, to_codes
     from bench.ingest.chunking import chunk_modality
     from bench.systems import build_system
-    from bench.systems.run import run_system
     from tests.conftest import ROOT
+    from tests.systems.python_system import run_python_system
 
     seg = real_corpus["segments"]
     seg = seg[seg["modality"] == LINE]
@@ -384,7 +385,7 @@ def _real_pdf_budget(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.D
     seg = seg[seg["source_id"].isin(docs)]
     atoms = chunk_modality(LINE, seg, {"strategy": strategy, "window_tokens": 200, "overlap_tokens": 50})
     gold, regions = resolve(entries, {LINE: atoms}, seg)  # atoms as codes, regions typed and placed
-    ran, _ = run_system(build_system("bm25", atoms), entries, 100)
+    ran, _ = run_python_system(build_system("bm25", atoms), entries, 100)
     run = to_codes(ran, served_ids({LINE: atoms}), "run")
     ent = pd.DataFrame({"query_id": [e["query_id"] for e in entries], "modality": LINE, "unanswerable": False,
                         "as_of": pd.to_datetime([e["as_of"] for e in entries], utc=True),
@@ -458,7 +459,11 @@ def test_fragments_that_touch_every_region_hold_none() -> None:
 
 
 def test_an_abstaining_answer_hands_over_an_empty_cartridge() -> None:
+    """The one rule of abstention (bench.evaluation.measures.base.run_family): the family's
+    measures declared ``abstained_nothing`` and its cartridge count 0 for the query."""
     f = frames({"g": ("s", 0, 10, 0, 1)}, ["g"], [("s", 0, 10, 0, 1)], LINE)
-    out = budget_columns(**_args(f), budget={LINE: 100}, abstained=["q"]).iloc[0]
+    given = {**_args(f), "k": 10, "failed": [], "budget": {LINE: 100}}
+    out = run_family(FAMILY, BlockRows(**given, abstained=frozenset({"q"}))).iloc[0]
     assert (out[RECALL], out[COVERAGE], out[TOUCH], out["cartridge@budget"]) == (0.0, 0.0, 0.0, 0.0)
-    assert budget_columns(**_args(f), budget={LINE: 100}).iloc[0][RECALL] == 1.0
+    out = run_family(FAMILY, BlockRows(**given)).iloc[0]
+    assert (out[RECALL], out[TOUCH]) == (1.0, 1.0) and out["cartridge@budget"] == 10.0

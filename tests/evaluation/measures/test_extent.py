@@ -142,8 +142,8 @@ def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.Dat
     from bench.gold.resolve import resolve
     from bench.ingest.chunking import chunk_modality
     from bench.systems import build_system
-    from bench.systems.run import run_system
     from tests.conftest import ROOT
+    from tests.systems.python_system import run_python_system
 
     seg = real_corpus["segments"]
     seg = seg[seg["modality"] == "pdf"]
@@ -156,7 +156,7 @@ def _real_pdf_case(real_corpus: dict, strategy: str, n_docs: int = 10) -> pd.Dat
     seg = seg[seg["source_id"].isin(docs)]
     atoms = chunk_modality("pdf", seg, {"strategy": strategy, "window_tokens": 200, "overlap_tokens": 50})
     gold, regions = resolve(entries, {"pdf": atoms}, seg)  # atoms as codes, regions typed and placed
-    ran, _ = run_system(build_system("bm25", atoms), entries, 100)
+    ran, _ = run_python_system(build_system("bm25", atoms), entries, 100)
     run = to_codes(ran, served_ids({"pdf": atoms}), "run")
     ent = pd.DataFrame({"query_id": [e["query_id"] for e in entries], "modality": "pdf", "unanswerable": False,
                         "as_of": pd.to_datetime([e["as_of"] for e in entries], utc=True),

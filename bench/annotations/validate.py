@@ -1,9 +1,8 @@
-"""Validate annotation sets against the spec, the manifest and the real corpus.
+"""Validate annotation sets against the spec, the manifest and the real corpus (the core of
+`bench validate` (bench/cli_validate.py) and of the validate and accept stages).
 
-    python bench/validate_sets.py [FILES...]      (also: bench validate [FILES...])
-
-Every failure of every file is collected (Pandera, lazy) and printed as one table:
-file, line, query_id, check, offending value; the exit code is then 1.
+Every failure of every file is collected (Pandera, lazy) and returned as one table:
+file, line, query_id, check, offending value (format_table prints it).
 
 Two outcomes are not failures of the set file but facts about the corpus here:
 an entry whose needed file is listed in the manifest as *unavailable* (for example
@@ -14,11 +13,6 @@ A file or revision missing from the manifest altogether is an error.
 
 from __future__ import annotations
 
-import sys
-
-if __name__ == "__main__":  # run as a script: put the project root, not bench/, on the path
-    sys.path[0] = str(__import__("pathlib").Path(__file__).resolve().parents[1])
-
 import json
 import os
 import re
@@ -28,14 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import click
 import pandas as pd
 
 from bench.annotations.schema import entry_schema, failures, flatten, printable
 from bench.annotations.splits import SplitLock, history_failures, lock_failures
 from bench.corpus_sources import dataset_by_name, datasets
-from bench.ingest.corpus import Manifest, load_segments
-from bench.io import LineError
+from bench.ingest.corpus import Manifest
 from bench.modalities import modalities
 from bench.modalities.local import LocalDataset, set_key
 
@@ -322,58 +314,3 @@ def invalid_counts(invalid: list[dict]) -> dict[str, dict[str, int]]:
         kind = row["reason"].split(": ")[0]
         out[row["split"]][kind] += 1
     return {k: dict(v) for k, v in out.items()}
-
-
-@click.command("validate")
-@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("--manifest", type=click.Path(dir_okay=False), default=None, help="default: bench/corpus/manifest.jsonl")
-def validate_command(files: tuple[str, ...], manifest: str | None) -> None:
-    """Validate set files (default: bench/sets/*.jsonl); exit 1 on any failure."""
-    from bench.ingest.corpus import IntegrityError, extract_all
-    from bench.project.layout import Layout, find_root
-    from bench.project.selection import local_datasets
-
-    project = Layout(find_root())
-    root = project.root
-    local = local_datasets(project)
-    paths = [Path(f) for f in files] or sorted(project.sets_dir.glob("*.jsonl")) + [ds.set_path for ds in local]
-    for p in paths:
-        if not p.is_file():
-            raise click.ClickException(f"{p}: no such set file")
-    manifest_path = Path(manifest) if manifest else project.manifest
-    if not manifest_path.is_file():
-        raise click.ClickException(f"{manifest_path}: no manifest; run `dvc repro fetch` first")
-    try:
-        man = Manifest.load(manifest_path)
-    except LineError as exc:
-        raise click.ClickException(str(exc)) from None
-    segments = load_segments(project.segments)
-    if segments is None:
-        try:
-            frames = extract_all(man, project.store)
-        except IntegrityError as exc:
-            raise click.ClickException(str(exc)) from None
-        segments = None if not frames else __import__("pandas").concat(frames.values(), ignore_index=True)
-    from bench.annotations.splits import committed_lock, load_lock
-    from bench.ingest.corpus import read_unreadable
-
-    lock_path = project.split_lock
-    try:
-        lock = load_lock(lock_path, "bench/sets/splits.lock") if lock_path.is_file() else None
-        unreadable = read_unreadable(project.segments)
-    except LineError as exc:
-        raise click.ClickException(str(exc)) from None
-    result = validate(paths, man, segments, root=root, lock=lock, committed=committed_lock(root) if lock else None, unreadable=unreadable)
-    if not result.ok:
-        click.echo(format_table(result.errors))
-        click.echo(f"{len(result.errors)} problems in {result.errors['file'].nunique()} file(s)", err=True)
-        sys.exit(1)
-    click.echo(f"ok: {len(result.entries)} entries in {len(paths)} file(s); invalid as samples here: {invalid_counts(result.invalid)}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return validate_command.main(args=list(argv if argv is not None else sys.argv[1:]), prog_name="bench/validate_sets.py", standalone_mode=False) or 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
