@@ -188,7 +188,7 @@ def _run_block(d: RunDescription, options: EvalOptions, table: pd.DataFrame, ent
 
 def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescription, memo: Memo | None = None) -> EvalResult:
     """Per-query metrics, chunk-fair metrics and ties, every measure's cell per modality and
-    overall with its 95% interval, and the metrics document (README, *Metrics*).
+    overall with its 95% interval, and the metrics document (docs/measuring.md).
 
     The run and gold are read one query block at a time (``inputs.source``: one block
     when they are in memory); each block gives its queries' per-query columns
