@@ -24,7 +24,7 @@ Failures:
 
 Tasks of one map run one at a time per worker *process* (a process-wide lock): pdfium
 and the OCR engine are not thread-safe, so a Dask worker started with several threads
-uses one of them (start workers with `--nthreads 1`; README, "Running on a cluster").
+uses one of them (start workers with `--nthreads 1`; docs/scale.md, "Running on a cluster").
 
 `current()` is the executor the running stage opened (`using(ex)`), or None; code
 deep inside a data set's extraction (PDF text layers, OCR) maps through

@@ -22,16 +22,17 @@ SIZES: dict[str, dict[str, Any]] = {
               "resolve": (1000, 10_000, [1, 2, 4], 1, 2, 2),
               "fetch": ["locomo"], "fetch_repeats": 1, "pdf_limit": 2, "pdf_repeats": 1,
               "dvc": ["locomo"], "dvc_repeats": 1, "ocr": (0, 2, 1), "ocr_settings": (2, 3, 1), "uncertainty": (2000, 1),
-              "scale": (20, 2, 2, 0, 50, [2]), "blocks": ([2000, 10_000], 100_000)},
+              "scale": (20, 2, 2, 0, 50, [2]), "blocks": ([2000, 10_000], 100_000), "loop": None, "loop_repeats": 1},
     "full": {"metrics": [10_000, 100_000], "metrics_repeats": 3,
              "resolve": (100_000, 1_000_000, [1, 2, 4], 3, 10, 3),
              "fetch": None, "fetch_repeats": 3, "pdf_limit": None, "pdf_repeats": 2,
              "dvc": ["mmlongbench", "locomo", "screenagent"], "dvc_repeats": 3, "ocr": (24, 24, 2),
              "ocr_settings": (24, 12, 2),
              "uncertainty": (100_000, 2),
-             "scale": (20, 16, 16, 8, 1000, [1, 2]), "blocks": ([10_000, 100_000, 300_000], 2_000_000)},
+             "scale": (20, 16, 16, 8, 1000, [1, 2]), "blocks": ([10_000, 100_000, 300_000], 2_000_000), "loop": "all",
+             "loop_repeats": 3},
 }
-CASES = ("metrics", "resolve", "fetch", "pdf", "dvc", "ocr", "uncertainty", "scale", "blocks")
+CASES = ("metrics", "resolve", "fetch", "pdf", "dvc", "ocr", "uncertainty", "scale", "blocks", "loop")
 
 
 def _fmt(x: float | None, unit: str = "s") -> str:
@@ -73,7 +74,7 @@ def markdown(doc: dict) -> str:
     for figs in doc["cases"].values():
         if isinstance(figs, list):
             lines += [f"* {f['name']}: {f['reference']} ({f.get('statistic', 'one run')})" for f in figs]
-    return "\n".join(lines + _dvc_lines(doc["cases"].get("dvc")) + _metrics_lines(doc["cases"].get("metrics"))
+    return "\n".join(lines + _dvc_lines(doc["cases"].get("dvc")) + _loop_lines(doc["cases"].get("loop")) + _metrics_lines(doc["cases"].get("metrics"))
                      + _ocr_lines(doc["cases"].get("ocr"))) + "\n"
 
 
@@ -89,6 +90,16 @@ def _dvc_lines(dvc: Any) -> list[str]:
                       f"p50 {f['p50_ms']:.2f} ms, p95 {f['p95_ms']:.2f} ms (bare bm25s scoring: p50 "
                       f"{f['bare_p50_ms']:.2f} ms, p95 {f['bare_p95_ms']:.2f} ms)."]
     return lines
+
+
+def _loop_lines(loop: Any) -> list[str]:
+    """Seconds per stage of each repro of the chunking loop (case 11)."""
+    lines: list[str] = []
+    for f in loop if isinstance(loop, list) else []:
+        if f.get("stage_s"):
+            per = ", ".join(f"{name} {sec:.1f} s" for name, sec in f["stage_s"].items())
+            lines.append(f"* {f['name']}: {f['ours_s']:.1f} s; stages {per}; differs from a cold run: {f['differs_from_cold'] or 'nothing'}")
+    return ["", "The chunking loop, per stage (from its \"Running stage\" line to the next):", "", *lines] if lines else []
 
 
 def _metrics_lines(metrics: Any) -> list[str]:
@@ -198,17 +209,25 @@ def _case_dvc(cfg: dict[str, Any], size: str) -> Any:
     return case_dvc.run_case(cfg["dvc"], cfg["dvc_repeats"])
 
 
+def _case_loop(cfg: dict[str, Any], size: str) -> Any:
+    if cfg["loop"] is None:
+        return {"skipped": f"size {size} (its cold repro of the default data sets takes minutes)"}
+    from benchmarks import case_loop
+
+    return case_loop.run_case(cfg["loop"], cfg["loop_repeats"])
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any], str], Any]] = {
     "metrics": _case_metrics, "resolve": _case_resolve, "fetch": _case_fetch, "pdf": _case_pdf, "dvc": _case_dvc,
-    "ocr": _case_ocr, "uncertainty": _case_uncertainty, "scale": _case_scale, "blocks": _case_blocks,
+    "ocr": _case_ocr, "uncertainty": _case_uncertainty, "scale": _case_scale, "blocks": _case_blocks, "loop": _case_loop,
 }
 #: cases that read the data mirror beside the checkout
-NEEDS_MIRROR = {"fetch", "dvc"}
+NEEDS_MIRROR = {"fetch", "dvc", "loop"}
 
 
 def _run_one(case: str, cfg: dict[str, Any], size: str, have_mirror: bool, doc: dict[str, Any]) -> None:
     """Run one case of the suite into doc["cases"][case] (a list of figures, or {"skipped": why})."""
-    if case in NEEDS_MIRROR and not have_mirror and not (case == "dvc" and cfg["dvc"] is None):
+    if case in NEEDS_MIRROR and not have_mirror and not (case in ("dvc", "loop") and cfg[case] is None):
         doc["cases"][case] = {"skipped": "no data mirror beside the checkout (../shared/mirror)"}
         return
     doc["cases"][case] = RUNNERS[case](cfg, size)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import click
 
 from bench.executor import ExecutorError, open_executor
-from bench.ingest.chunking import AtomLimitError, atom_limit, chunk_files, modality_stats
-from bench.ingest.partitions import write_partitions
+from bench.ingest.chunking import AtomLimitError, ChunkReuse, atom_limit, chunk_files, modality_stats, write_atoms
 from bench.ingest.store import segment_files
 from bench.io import write_json
-from bench.project.layout import ATOMS, SEGMENTS, fail
+from bench.memo import Memo
+from bench.project.layout import ATOMS, ROOT, SEGMENTS, fail, memo_dir
 from bench.project.selection import config, machine_memory
 
 
@@ -22,16 +22,17 @@ def main() -> None:
     if not files:
         fail(f"no segments in {SEGMENTS.name}/<modality>/; run the extract stages first")
     memory = machine_memory()
+    reuse = ChunkReuse(Memo(memo_dir(ROOT)))  # a partition whose segments and chunking block were chunked before: reused (bench/memo.py)
     try:
         # one task per segment file (modality and data set), reading only that file
         with open_executor(where.kind, where.address, where.workers) as ex:
-            atoms = chunk_files(files, cfg.chunking, ex, None if memory is None else atom_limit(memory))
+            atoms = chunk_files(files, cfg.chunking, ex, None if memory is None else atom_limit(memory), reuse)
     except (ExecutorError, AtomLimitError) as exc:
         fail(str(exc))
     except (ValueError, KeyError) as exc:
         fail(f"params.yaml chunking: {exc}")
     ATOMS.mkdir(parents=True, exist_ok=True)
-    write_partitions(ATOMS, atoms)
+    write_atoms(ATOMS, atoms, reuse)
     stats = modality_stats(atoms)
     for modality, st in stats.items():
         click.echo(f"chunk: {modality}: {st}")

@@ -16,12 +16,27 @@ import pandas as pd
 from bench.evaluation.blocks import run_blocks
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, RunDescription, evaluate_run, no_failures, per_query_table
 from bench.evaluation.memory_report import load_memory_inputs
-from bench.gold.table import GOLD_FILE, read_regions
+from bench.gold.table import GOLD_FILE, SEGMENTS, read_regions
 from bench.ingest.corpus import Manifest
 from bench.ingest.partitions import read_modalities
-from bench.io import atomic_outputs, iter_jsonl, write_json, write_parquet, write_text
+from bench.io import atomic_outputs, iter_jsonl, sha256_bytes, sha256_file, write_json, write_parquet, write_text
+from bench.memo import Memo
 from bench.numbers import number
-from bench.project.layout import ATOMS, MANIFEST, REPORTS, RESOLVED, ROOT, RUNS, SERVED, SETS_DIR, STORE, VALID_DIR, fail, read_json
+from bench.project.layout import (
+    ATOMS,
+    MANIFEST,
+    REPORTS,
+    RESOLVED,
+    ROOT,
+    RUNS,
+    SERVED,
+    SETS_DIR,
+    STORE,
+    VALID_DIR,
+    fail,
+    memo_dir,
+    read_json,
+)
 from bench.project.selection import config, local_datasets
 from bench.reporting.outputs import dev_report
 from bench.reporting.report import markdown
@@ -47,9 +62,10 @@ def main() -> None:
         inputs = EvalInputs(entries=entries, regions=resolved.regions, responses=pd.read_parquet(RUNS / "latency.parquet"),
                             failures=pd.read_parquet(failures) if failures.exists() else no_failures(), served=served, memories=memories,
                             gold_segments=resolved.segments_by_source(), invalid=invalid, sha256=summary["sha256"], source=run.source)
-        result = evaluate_run(inputs, options, description)
+        result = evaluate_run(inputs, options, description, memo := Memo(memo_dir(ROOT)))  # intervals reused by content (bench/memo.py)
         report = dev_report(result, inputs, k=options.k, max_k=cfg.system.depth, calibration_recall=options.calibration_recall,
-                            corpus=CorpusFiles.from_manifest(Manifest.load(MANIFEST), STORE))
+                            corpus=CorpusFiles.from_manifest(Manifest.load(MANIFEST), STORE), memo=memo,
+                            content=sha256_bytes(f"{sha256_file(MANIFEST)} {sha256_file(RESOLVED / SEGMENTS)}".encode()))
         if (line := run.describe(in_core_rows)) is not None:
             click.echo(f"evaluate: {line} (DuckDB)", err=True)
     doc, k = result.document, options.k
@@ -65,8 +81,8 @@ def main() -> None:
         for name, text in report.plots.items():
             write_text(REPORTS / "plots" / name, text)
         write_text(REPORTS / "dev.html", report.html)
-    o = doc["overall"]
-    recall = f"recall@{k}"
+    memo.prune()  # the least recently used reusable results beyond bench.memo.MAX_BYTES
+    o, recall = doc["overall"], f"recall@{k}"
     click.echo(f"evaluate: {recall} {number(o[recall]['value'])} (n={o[recall]['n']}), mrr {number(o['mrr']['value'])}, invalid {doc['invalid_entries']}")
 
 

@@ -130,3 +130,32 @@ def test_ocr_accuracy_of_three_fixed_pages_is_pinned() -> None:
     assert summary["pages"] == 3 and summary["cer"]["denominator"] == 5961
     assert summary["cer"]["value"] == pytest.approx(552 / 5961, abs=0.01)  # 9.3 %
     assert summary["wer"]["value"] == pytest.approx(54 / 1097, abs=0.02)  # 4.9 %
+
+
+def test_loop_case_splits_stage_seconds_and_finds_differences(tmp_path):
+    """benchmarks/case_loop.py: seconds per stage from the repro's lines; what differs from a cold run
+    (latency fields and run.chunking apart, when asked)."""
+    import pandas as pd
+
+    from benchmarks.case_loop import OUTPUTS, differences, stage_seconds
+
+    lines = [(0.0, "Stage 'fetch' didn't change, skipping"), (1.0, "Running stage 'chunk':"), (3.5, "> python -m stages.chunk"),
+             (4.0, "Running stage 'evaluate':")]
+    assert stage_seconds(lines, 10.0) == {"chunk": 3.0, "evaluate": 6.0}
+
+    def outputs(folder, latency: float, recall: float, window: int):
+        doc = {"overall": {"recall@10": {"value": recall}, "latency_p50_ms": {"value": latency}},
+               "run": {"latency": {"p50_ms": latency}, "chunking": {"conversation": {"window_turns": window}}}}
+        for rel, body in zip(OUTPUTS, (json.dumps(doc), None, "q Q0 a 1 1.0 bm25\n", "q 0 a 1\n"), strict=True):
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            if body is None:
+                pd.DataFrame({"query_id": ["q"], "recall@10": [recall], "latency_ms": [latency]}).to_parquet(folder / rel)
+            else:
+                (folder / rel).write_text(body)
+        return folder
+
+    a = outputs(tmp_path / "a", 1.0, 0.5, 5)
+    assert differences(a, outputs(tmp_path / "b", 2.0, 0.5, 5)) == []  # latency apart
+    assert differences(a, outputs(tmp_path / "c", 1.0, 0.5, 6)) == [OUTPUTS[0]]
+    assert differences(a, tmp_path / "c", chunking_apart=True) == []
+    assert differences(a, outputs(tmp_path / "d", 1.0, 0.6, 5)) == list(OUTPUTS[:2])

@@ -19,9 +19,9 @@ from tests.dvc_deps import ROOT, module_file
 PACKAGES = ("bench", "stages", "benchmarks")
 
 #: the package order, lowest first; a module belongs to the longest prefix named here. A module
-#: may import its own layer and those below it, never one above (README's map: CONTRIBUTING.md).
+#: may import its own layer and those below it, never one above (docs/architecture.md).
 ORDER: tuple[tuple[str, ...], ...] = (
-    ("bench.io", "bench.executor", "bench.progress", "bench.archive", "bench.numbers"),
+    ("bench.io", "bench.executor", "bench.progress", "bench.archive", "bench.numbers", "bench.memo"),
     ("bench.modalities",),
     ("bench.params", "bench.corpus_sources"),
     ("bench.ingest",),

@@ -355,7 +355,7 @@ def last_line_sha256(path: Path) -> str | None:
 
 
 def preflight(root: Path, env: Mapping[str, str], set_paths: Sequence[Path], cfg: Params | None = None, *, in_stage: bool = False) -> str | None:
-    """The first reason to refuse an acceptance, or None (checks in the README's order).
+    """The first reason to refuse an acceptance, or None (checks in docs/acceptance.md's order).
 
     `bench accept` runs it, and the acceptance stage runs it again itself
     (`in_stage`: the stage's own DVC_STAGE is expected there)."""

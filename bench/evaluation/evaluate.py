@@ -33,6 +33,7 @@ from bench.evaluation.per_query import finish_per_query, query_block
 from bench.evaluation.stats.power import mde_block
 from bench.evaluation.stats.uncertainty import add_intervals
 from bench.ingest.atom_codes import ATOM_CODE
+from bench.memo import Memo
 from bench.modalities import modalities
 
 if TYPE_CHECKING:
@@ -185,15 +186,16 @@ def _run_block(d: RunDescription, options: EvalOptions, table: pd.DataFrame, ent
     return out
 
 
-def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescription) -> EvalResult:
+def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescription, memo: Memo | None = None) -> EvalResult:
     """Per-query metrics, chunk-fair metrics and ties, every measure's cell per modality and
-    overall with its 95% interval, and the metrics document (README, *Metrics*).
+    overall with its 95% interval, and the metrics document (docs/measuring.md).
 
     The run and gold are read one query block at a time (``inputs.source``: one block
     when they are in memory); each block gives its queries' per-query columns
     (:func:`evaluate_block`), and what needs every query -- the false-recall calibration,
     the AUROC signal, the cells and their intervals -- runs once on those O(queries) rows.
-    So an evaluation in one block and one in many give the same result."""
+    So an evaluation in one block and one in many give the same result. ``memo``
+    (bench.memo): intervals reused by the content they resample."""
     k = int(options.k)
     entries = entries_frame(inputs.entries, inputs.regions).sort_values("query_id", kind="stable").reset_index(drop=True)
     # failed queries (timeout, crash) stay in every denominator and count as the worst case
@@ -220,7 +222,8 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     for family in families("run"):
         table = table.assign(**run_family(family, RunRecord(table=table, responses=inputs.responses, k=k)))
 
-    report = add_intervals(metric_cells(table, k), table, k=k, resamples=options.bootstrap_resamples, seed=options.bootstrap_seed)
+    report = add_intervals(metric_cells(table, k), table, k=k, resamples=options.bootstrap_resamples, seed=options.bootstrap_seed,
+                           memo=memo)
     tie_summary = {}
     for m, g in [*table.groupby("modality", sort=True), ("overall", table)]:
         t = g[tied_column(k)]

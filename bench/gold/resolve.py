@@ -24,9 +24,7 @@ evaluation's report reads no others) with the entries whose gold has no text to 
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +37,7 @@ from bench.gold.table import GOLD_COLUMNS, Resolved
 from bench.ingest.atom_codes import ATOM_CODE, CODE_DTYPE
 from bench.ingest.partitions import Partition, scan_files, scan_sources
 from bench.ingest.store import segment_files
+from bench.io import gc_paused
 from bench.modalities import RESOLVED_REGION_COLUMNS, modalities, region_columns, unreadable_gold
 from bench.modalities.base import PLACED, Modality, place_regions_per_region
 
@@ -87,22 +86,6 @@ def _as_of_ns(values: list[str]) -> np.ndarray:
     return np.asarray([uniq[v] for v in values], dtype=np.int64)
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building large lists of new objects.
-
-    Each 700 new containers would otherwise start a collection that walks every
-    tracked object (the 1M atom rows included); no cycles are made here.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 @dataclass(frozen=True)
 class _Part:
     """Atoms of one modality (all of them, or one partition's rows of gold sources) for the join."""
@@ -119,7 +102,7 @@ def resolve(entries: list[dict], atoms: dict[str, pd.DataFrame], segments: pd.Da
     table's order) and segments of (at least) the gold sources."""
     offset = _code_offsets(atoms)
     parts = (_Part(m, f, offset[m] + np.arange(len(f), dtype=np.int64), segments) for m, f in atoms.items())
-    with _gc_paused():
+    with gc_paused():
         return _resolve(_flatten(entries), parts, segments)
 
 
@@ -150,7 +133,7 @@ def resolve_files(entries: list[dict], served: list[Partition], segments_dir: Pa
         atoms = pd.concat([r for r, _ in rows], ignore_index=True) if len(rows) > 1 else rows[0][0]
         codes = part.offset + np.concatenate([pos.to_numpy() for _, pos in rows])
         join_parts.append(_Part(part.modality, atoms, codes, gold_segments))
-    with _gc_paused():
+    with gc_paused():
         gold, regions = _resolve(flat, join_parts, gold_segments)
     return Resolved(regions=regions, segments=gold_segments, unreadable=unreadable_gold(entries, gold_segments), gold=gold)
 

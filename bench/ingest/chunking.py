@@ -14,12 +14,16 @@ written. Windowed strategies are bounded before any work by bench/params.py
 
 from __future__ import annotations
 
+import io
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from bench.ingest.partitions import concat_partitions
+from bench.ingest.partitions import concat_partitions, write_partitions
+from bench.io import sha256_file
+from bench.memo import Memo
 from bench.modalities import modalities
 
 if TYPE_CHECKING:
@@ -63,8 +67,18 @@ def chunk_partition(task: tuple[str, str, dict[str, Any]]) -> pd.DataFrame:
     return chunk_modality(modality, pd.read_parquet(path), config)
 
 
+@dataclass
+class ChunkReuse:
+    """Partitions reused by content (bench.memo): each partition's key (its segment file's
+    sha256, modality and chunking block), and the stored Parquet bytes of those found."""
+
+    memo: Memo
+    keys: dict[tuple[str, str], str] = field(default_factory=dict)
+    found: dict[tuple[str, str], bytes] = field(default_factory=dict)
+
+
 def chunk_files(files: list[Path], params: dict[str, dict[str, Any]], executor: Executor | None = None,
-                max_atoms: int | None = None) -> list[tuple[str, str, pd.DataFrame]]:
+                max_atoms: int | None = None, reuse: ChunkReuse | None = None) -> list[tuple[str, str, pd.DataFrame]]:
     """(modality, dataset, atoms) partitions, one per segment file ``<modality>/<dataset>.parquet``,
     in code order (modality name, then data set key: bench.ingest.partitions).
 
@@ -76,12 +90,24 @@ def chunk_files(files: list[Path], params: dict[str, dict[str, Any]], executor: 
     integer whatever else the run holds). Chunkers work per source, so a partition's
     atoms are the rows chunking its modality's segments together would give for it.
     Two data sets of one modality must not produce the same atom id.
+
+    ``reuse``: a partition whose key is stored is read back from the Parquet file
+    :func:`write_atoms` wrote for it instead of chunked again.
     """
     from bench.executor import SerialExecutor
 
     tasks = [(path.parent.name, str(path), params[path.parent.name]) for path in files]
-    frames = (executor or SerialExecutor()).map(chunk_partition, tasks, label="chunk", describe=lambda t: t[1])
-    parts = sorted(((m, Path(f).stem, frame) for (m, f, _), frame in zip(tasks, frames, strict=True)), key=lambda p: (p[0], p[1]))
+    names = [(m, Path(f).stem) for m, f, _ in tasks]
+    if reuse is not None:
+        for name, (m, f, cfg) in zip(names, tasks, strict=True):
+            reuse.keys[name] = reuse.memo.key("atoms", sha256_file(f), m, cfg)
+            if (data := reuse.memo.get("atoms", reuse.keys[name])) is not None:
+                reuse.found[name] = data
+    found = reuse.found if reuse is not None else {}
+    todo = [t for name, t in zip(names, tasks, strict=True) if name not in found]
+    computed = iter((executor or SerialExecutor()).map(chunk_partition, todo, label="chunk", describe=lambda t: t[1]) if todo else [])
+    frames = [pd.read_parquet(io.BytesIO(found[name])) if name in found else next(computed) for name in names]
+    parts = sorted(((m, ds, frame) for (m, ds), frame in zip(names, frames, strict=True)), key=lambda p: (p[0], p[1]))
     if max_atoms is not None:
         check_atom_count(parts, max_atoms)
     for modality in sorted({m for m, _, _ in parts}):
@@ -89,6 +115,26 @@ def chunk_files(files: list[Path], params: dict[str, dict[str, Any]], executor: 
         if ids.duplicated().any():
             raise ValueError(f"{modality}: two data sets produced the atom id {ids[ids.duplicated()].iloc[0]}")
     return parts
+
+
+def write_atoms(folder: Path, parts: list[tuple[str, str, pd.DataFrame]], reuse: ChunkReuse | None = None) -> None:
+    """Write the partitions (bench.ingest.partitions.write_partitions); a reused one as the
+    bytes stored for it, a new one stored for the next run (``reuse``)."""
+    from bench.io import atomic_writer
+
+    if reuse is None:
+        write_partitions(folder, parts)
+        return
+    fresh = [p for p in parts if (p[0], p[1]) not in reuse.found]
+    kept = []
+    for (m, ds), data in reuse.found.items():
+        path = Path(folder) / m / f"{ds}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_writer(path, "wb") as fh:
+            fh.write(data)
+        kept.append(path)
+    for path in write_partitions(folder, fresh, keep=kept):
+        reuse.memo.put("atoms", reuse.keys[(path.parent.name, path.stem)], path.read_bytes())
 
 
 def check_atom_count(parts: list[tuple[str, str, pd.DataFrame]], max_atoms: int) -> None:

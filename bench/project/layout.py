@@ -8,6 +8,7 @@ checked params, the enabled data sets, set files) is in bench/project/selection.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +116,29 @@ def find_root(start: Path | None = None) -> Path:
         if (folder / PARAMS_FILE).is_file() and (folder / "bench").is_dir():
             return folder
     return here
+
+
+#: where bench.memo keeps reusable results, under the project's .dvc/tmp (git and DVC ignore it)
+MEMO_DIR = ".dvc/tmp/bench-memo"
+#: environment variable naming another memo folder; "off" turns reuse off
+MEMO_ENV = "BENCH_MEMO_DIR"
+
+
+def memo_dir(root: Path, environ: dict[str, str] | None = None) -> Path | None:
+    """The memo folder of the project at `root` (None: reuse turned off).
+
+    A `dvc exp run --queue` experiment runs in a copy at <project>/.dvc/tmp/exps/<name>/;
+    it uses the project's own folder, so a sweep reuses what earlier experiments computed
+    (entries are content-addressed and written atomically: bench/memo.py)."""
+    env = os.environ if environ is None else environ
+    given = env.get(MEMO_ENV, "")
+    if given:
+        return None if given == "off" else Path(given)
+    parts = root.resolve().parts
+    for i in range(len(parts) - 3):
+        if parts[i:i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i]) / MEMO_DIR
+    return root / MEMO_DIR
 
 
 #: the project this code lives in: stages run with it as the working directory

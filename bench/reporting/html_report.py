@@ -71,20 +71,27 @@ def drilldown(
     ent = {e["query_id"]: e for e in entries}
     pq = per_query.assign(query_id=per_query["query_id"].astype(str))
     key = ATOM_CODE if ATOM_CODE in run.columns and ATOM_CODE in gold.columns else "atom_id"  # codes when given (docstring)
-    top = run.loc[run["rank"].astype(int) <= k].astype({"query_id": str, "atom_id": str})
-    top_by_q = {q: g.sort_values("rank") for q, g in top.groupby("query_id", sort=False)}
-    gold_sets = gold.astype({"query_id": str, "atom_id": str}).groupby("query_id")[key].agg(set).to_dict()
-    reg = regions[["query_id", "gold_idx", "source_id", "extent", "n_atoms"]].astype({"query_id": str})
-    reg_by_q = {q: g.sort_values("gold_idx") for q, g in reg.groupby("query_id", sort=False)}
-    info = atoms.reset_index(drop=True) if key == ATOM_CODE else atoms.set_index("atom_id")
     rc, cc = f"recall@{k}", f"coverage@{k}"
-    out: dict[str, Any] = {}
+    chosen: dict[str, tuple[int, pd.DataFrame]] = {}
     for modality, grp in pq.groupby("modality", sort=True):
         ans = grp.loc[~grp["unanswerable"].astype(bool)].sort_values([rc, cc, "query_id"], na_position="first")
         un = grp.loc[grp["unanswerable"].astype(bool)].sort_values(["false_recall", "query_id"], ascending=[False, True])
-        order = pd.concat([ans, un])
+        chosen[str(modality)] = (len(grp), pd.concat([ans, un]).head(per_modality))
+    # only the shown queries' run, gold and region rows are grouped
+    shown = set().union(*(set(c["query_id"]) for _, c in chosen.values()))
+    top = run.loc[(run["rank"].astype(int) <= k).to_numpy() & run["query_id"].astype(str).isin(shown).to_numpy()]
+    top = top.astype({"query_id": str, "atom_id": str})
+    top_by_q = {q: g.sort_values("rank") for q, g in top.groupby("query_id", sort=False)}
+    gold = gold.loc[gold["query_id"].astype(str).isin(shown).to_numpy()]
+    gold_sets = gold.astype({"query_id": str, "atom_id": str}).groupby("query_id")[key].agg(set).to_dict()
+    reg = regions[["query_id", "gold_idx", "source_id", "extent", "n_atoms"]].astype({"query_id": str})
+    reg = reg.loc[reg["query_id"].isin(shown).to_numpy()]
+    reg_by_q = {q: g.sort_values("gold_idx") for q, g in reg.groupby("query_id", sort=False)}
+    info = atoms.reset_index(drop=True) if key == ATOM_CODE else atoms.set_index("atom_id")
+    out: dict[str, Any] = {}
+    for modality, (total, order) in chosen.items():
         queries = []
-        for r in order.head(per_modality).to_dict("records"):
+        for r in order.to_dict("records"):
             qid = r["query_id"]
             e = ent.get(qid, {})
             gset = gold_sets.get(qid, set())
@@ -113,7 +120,7 @@ def drilldown(
                     for x in g.itertuples(index=False)],
                 "top": rows,
             })
-        out[str(modality)] = {"total": int(len(grp)), "shown": len(queries), "queries": queries}
+        out[modality] = {"total": int(total), "shown": len(queries), "queries": queries}
     return {"k": k, "modalities": out}
 
 

@@ -4,13 +4,16 @@ reports/dev.html) with bench.io's atomic helpers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
 from bench.evaluation.evaluate import EvalInputs, EvalResult
 from bench.gold.table import GOLD_COLUMNS
 from bench.ingest.atom_codes import ATOM_CODE, served_ids, with_atom_ids
+from bench.memo import Memo
 from bench.modalities import modalities
 from bench.reporting.html_report import drilldown, render
 from bench.reporting.plots import (
@@ -35,12 +38,13 @@ class DevReport:
 
 
 def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, calibration_recall: float,
-               corpus: CorpusFiles) -> DevReport:
+               corpus: CorpusFiles, memo: Memo | None = None, content: str | None = None) -> DevReport:
     """The plot tables (`dvc plots`) and the HTML report with its figures, drill-down and pictures.
 
     ``max_k``: the recall curve's last cut-off (params system.depth); ``calibration_recall``:
     params metrics.calibration_recall (marked on the threshold figure); ``corpus``: where
-    the pictures of gold sources are read from."""
+    the pictures of gold sources are read from; ``memo`` and ``content``: pictures reused
+    by content (bench.reporting.thumbnails.pictures), and figures by the values they draw."""
     doc, full = result.document, result.query_table
     # the curves read only the run rows that hit a gold atom (collected block by block by the evaluation)
     hit_run = result.hits[["query_id", ATOM_CODE, "rank", "score"]].drop_duplicates(["query_id", ATOM_CODE])
@@ -55,12 +59,19 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
         "threshold.csv": _csv(thresholds.loc[thresholds["modality"] == "overall"].drop(columns="modality")),
         "precision_coverage.csv": _csv(points),
     }
+    store = memo or Memo(None)
+
+    def drawn(draw: Callable[..., str], frame: pd.DataFrame, *args: Any) -> str:
+        """`draw(frame, *args)`, reused when the frame's values and the arguments are a stored figure's."""
+        key = store.key("svg", draw.__name__, frame.to_csv(index=False, lineterminator="\n"), list(frame.columns), *args)
+        return store.text("svg", key, lambda: draw(frame, *args))
+
     figures = {
-        "recall@k for k = 1…100 per modality (dashed: all modalities pooled)": recall_curve_svg(curve),
-        f"precision@{k} against coverage@{k} (this run: one point per modality)": precision_coverage_svg(points, k),
-        "compile-latency distribution (cumulative)": latency_svg(lat),
+        "recall@k for k = 1…100 per modality (dashed: all modalities pooled)": drawn(recall_curve_svg, curve),
+        f"precision@{k} against coverage@{k} (this run: one point per modality)": drawn(precision_coverage_svg, points, k),
+        "compile-latency distribution (cumulative)": drawn(latency_svg, lat),
         f"false recall and recall@{k} against the calibration share of a top-1 score threshold (grey: metrics.calibration_recall)":
-            threshold_svg(thresholds.loc[thresholds["modality"] != "overall"], k, calibration_recall),
+            drawn(threshold_svg, thresholds.loc[thresholds["modality"] != "overall"], k, calibration_recall),
     }
     # row i of the served atoms in modality-name order is atom code i, as of the atom extents; a run's memories after them
     memories = inputs.memories if inputs.memories else None
@@ -75,7 +86,7 @@ def dev_report(result: EvalResult, inputs: EvalInputs, *, k: int, max_k: int, ca
     table = served_ids(inputs.served, memories.ids if memories is not None else ())
     run, gold = (with_atom_ids(rows, table) for rows in source.rows_of(wanted))
     drill = drilldown(inputs.entries, full, run, gold, inputs.regions, atoms_info, k=k)
-    pics = pictures(drill, corpus, inputs.gold_segments)
+    pics = pictures(drill, corpus, inputs.gold_segments, memo=memo, content=content)
     return DevReport(plots, render(doc, figures, drill, pictures=pics))
 
 

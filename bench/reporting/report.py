@@ -76,7 +76,7 @@ def verdict_markdown(doc: dict[str, Any]) -> list[str]:
         "",
         (f"Each cell: value (n/denominator), marked against the spec's bars ({bar_legend(k)}) as "
          "**met**, **NOT met** or *not measurable*; columns without a bar are reported. "
-         "False recall names the rule that applied (README, *Metrics*). " + rules_text()),
+         "False recall names the rule that applied (docs/measuring.md). " + rules_text()),
         "",
         "| modality | " + " | ".join(head) + " |",
         "|---|" + "---:|" * len(head),

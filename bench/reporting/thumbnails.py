@@ -14,6 +14,7 @@ is inline (``data:`` URI or SVG), so the page stays self-contained.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ import pandas as pd
 from bench.corpus_sources import datasets
 from bench.ingest.corpus import Manifest
 from bench.ingest.fetch import local_path
+from bench.memo import Memo
 from bench.modalities import modalities
 from bench.modalities.drawing import escape
 
@@ -92,14 +94,26 @@ def query_pictures(modality: str, q: dict, files: CorpusFiles, segments: dict[st
 
 
 def pictures(drill: dict[str, Any], files: CorpusFiles, segments: dict[str, pd.DataFrame], *,
-             per_modality: int = PICTURES_PER_MODALITY) -> dict[str, Any]:
+             per_modality: int = PICTURES_PER_MODALITY, memo: Memo | None = None, content: str | None = None) -> dict[str, Any]:
     """{"per_modality": cap, "queries": {query_id: fragment}} for the first `per_modality`
-    answerable queries of every modality's drill-down."""
+    answerable queries of every modality's drill-down.
+
+    ``memo`` with ``content`` (bench.memo): a fragment is reused when its query's
+    drill-down entry (gold regions, top atoms, their extents) is that of a stored one and
+    ``content`` is the same: the caller's digest of everything else a picture reads (the
+    manifest, whose sha256 names every corpus file's content, and the gold sources'
+    segments). Without ``content`` every fragment is drawn."""
     out: dict[str, str] = {}
+    store = memo if memo is not None and content is not None else Memo(None)
     for modality, block in drill.get("modalities", {}).items():
         answerable = [q for q in block["queries"] if q.get("gold")]
         for q in answerable[:per_modality]:
-            fragment = query_pictures(modality, q, files, segments)
+            key = store.key("pictures", content, modality, json.dumps(q, sort_keys=True, default=str))
+
+            def draw(m: str = modality, q: dict = q) -> str:
+                return query_pictures(m, q, files, segments)
+
+            fragment = store.text("pictures", key, draw)
             if fragment:
                 out[q["query_id"]] = fragment
     files.close()

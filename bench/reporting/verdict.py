@@ -88,4 +88,4 @@ def bought(block: dict[str, Any], name: str, k: int, status_of: Callable[[str, d
 
 def rules_text() -> str:
     """Both rules in one paragraph, for every report that shows the verdict."""
-    return "A bar can be bought: " + "; ".join(r.why for r in RULES) + " (README, *Metrics*)."
+    return "A bar can be bought: " + "; ".join(r.why for r in RULES) + " (docs/measuring.md)."

@@ -64,6 +64,9 @@ def sorted_atoms(atoms: pd.DataFrame) -> pd.DataFrame:
 def top_k(scores: np.ndarray, k: int, positive_only: bool) -> np.ndarray:
     """Positions of the k best scores: score descending, then position (= atom_id) ascending."""
     candidates = np.flatnonzero(scores > 0) if positive_only else np.flatnonzero(np.isfinite(scores))
+    if candidates.size > k > 0:  # only the candidates scoring at least the k-th best can be among the k
+        kth = np.partition(scores[candidates], candidates.size - k)[candidates.size - k]
+        candidates = candidates[scores[candidates] >= kth]
     if candidates.size == 0:
         return candidates
     return candidates[np.lexsort((candidates, -scores[candidates]))][:k]
@@ -117,7 +120,8 @@ class BM25System:
 
     def search(self, query: Query) -> list[Hit] | Response:
         scores = self.scores(query)
-        hits = [Hit(str(self.atom_ids[i]), float(scores[i])) for i in top_k(scores, query.k, positive_only=True)]
+        best = top_k(scores, query.k, positive_only=True)
+        hits = [Hit(str(a), s) for a, s in zip(self.atom_ids[best].tolist(), scores[best].tolist(), strict=True)]
         if not self.abstains:
             return hits
         confidence = self.confidence(query, hits)

@@ -6,6 +6,7 @@ see its docstring for the rules every adapter follows.
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -26,20 +27,37 @@ class EventRefused(Exception):
     """A replayed system answered an event with something other than ``{"event": id, "ok": true}``."""
 
 
-def _in_thread(call: Callable[[], Any], timeout: float) -> Any:
-    """`call()` in a helper thread: SystemTimeout past `timeout`, SystemCrash when it raises."""
-    box: dict[str, Any] = {}
+class _Worker:
+    """One long-lived helper thread running a channel's calls one at a time: starting a
+    thread per call cost more than a BM25 query. A call past its timeout is abandoned
+    with its thread (which ends once that call returns); the channel starts a new one."""
 
-    def target() -> None:
-        try:
-            box["result"] = call()
-        except BaseException as exc:
-            box["error"] = exc
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name="system-call", daemon=True).start()
 
-    worker = threading.Thread(target=target, name="system-call", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
+    def _loop(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            call, box, done = job
+            try:
+                box["result"] = call()
+            except BaseException as exc:
+                box["error"] = exc
+            done.set()
+
+    def run(self, call: Callable[[], Any], timeout: float) -> dict[str, Any] | None:
+        """`call()`'s box ({"result"} or {"error"}), or None when it did not return within `timeout`."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+        self.jobs.put((call, box, done))
+        return box if done.wait(timeout) else None
+
+    def stop(self) -> None:
+        self.jobs.put(None)
+
+
+def _boxed(box: dict[str, Any] | None, timeout: float) -> Any:
+    if box is None:
         raise SystemTimeout(f"no answer within {timeout:g} s")
     if "error" in box:
         exc = box["error"]
@@ -79,16 +97,28 @@ class PythonChannel:
 
     def __init__(self, system: System) -> None:
         self.system = system
+        self._worker: _Worker | None = None
+
+    def _run(self, call: Callable[[], Any], timeout: float) -> Any:
+        if self._worker is None:
+            self._worker = _Worker()
+        box = self._worker.run(call, timeout)
+        if box is None:  # the stuck call keeps its thread; the next call gets a new one
+            self._worker.stop()
+            self._worker = None
+        return _boxed(box, timeout)
 
     def call(self, request: dict[str, Any], timeout: float) -> Any:
         query = query_of_request(request)
-        return response_to_json(_in_thread(lambda: self.system.search(query), timeout), request["id"])
+        return response_to_json(self._run(lambda: self.system.search(query), timeout), request["id"])
 
     def observe(self, event: dict[str, Any], timeout: float) -> None:
-        _in_thread(lambda: self.system.observe(event), timeout)  # type: ignore[attr-defined]
+        self._run(lambda: self.system.observe(event), timeout)  # type: ignore[attr-defined]
 
     def close(self) -> None:
-        return None
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
 
 
 class PythonAdapter:

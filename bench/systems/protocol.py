@@ -128,6 +128,8 @@ def decode(text: str, what: str = "response line") -> Any:
 
 def _number(value: Any) -> bool:
     """A finite number that a 64-bit float holds (a 400-digit integer does not)."""
+    if type(value) is float:  # the common case, without the abstract-class check
+        return math.isfinite(value)
     if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
         return False
     try:
@@ -174,8 +176,31 @@ def _memory(where: str, hit: dict[str, Any], known_atoms: Collection[str] | None
     return MemoryHit(memory_id, 0.0, text, _citations(where, hit["provenance"]))
 
 
+def _atom_hits(hits: list[Any], known_atoms: Collection[str] | None) -> list[Hit | MemoryHit] | None:
+    """The hits when every one is a well-formed atom hit with a float score (the common
+    case, checked without building a message per hit); None when any is not (then
+    :func:`_hits` checks them one by one and names what is wrong)."""
+    out: list[Hit | MemoryHit] = []
+    seen: set[str] = set()
+    previous = math.inf
+    for hit in hits:
+        if type(hit) is not dict or len(hit) != 2:
+            return None
+        hit_id, score = hit.get("atom_id"), hit.get("score")
+        if (type(hit_id) is not str or not hit_id or type(score) is not float or not math.isfinite(score) or score > previous
+                or hit_id in seen or (known_atoms is not None and hit_id not in known_atoms)):
+            return None
+        seen.add(hit_id)
+        previous = score
+        out.append(Hit(hit_id, score))
+    return out
+
+
 def _hits(hits: list[Any], known_atoms: Collection[str] | None) -> list[Hit | MemoryHit]:
     """The hits of a response, checked one by one (shape, ids, scores, order)."""
+    fast = _atom_hits(hits, known_atoms)
+    if fast is not None:
+        return fast
     out: list[Hit | MemoryHit] = []
     seen: set[str] = set()
     previous = math.inf

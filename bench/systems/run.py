@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from bench import progress
+from bench.io import gc_paused
 from bench.systems import MemoryHit, Query, Response
 from bench.systems.adapters import Adapter, Channel, SystemCrash, SystemTimeout
 from bench.systems.protocol import MalformedResponse, parse_response, request_of
@@ -125,13 +126,16 @@ def _remote_call(system: Any, request: dict, timeout_s: float) -> tuple[str | No
     """One query of a Python system on a Dask worker, timed there: (failure kind or None, answer or message, ms)."""
     from bench.systems.adapters import PythonChannel
 
+    channel = PythonChannel(system)
     start = time.perf_counter()
     try:
-        raw = PythonChannel(system).call(request, timeout_s)
+        raw = channel.call(request, timeout_s)
     except SystemTimeout as exc:
         return "timeout", str(exc), (time.perf_counter() - start) * 1000.0
     except SystemCrash as exc:
         return "crash", str(exc), (time.perf_counter() - start) * 1000.0
+    finally:
+        channel.close()
     return None, raw, (time.perf_counter() - start) * 1000.0
 
 
@@ -330,7 +334,8 @@ def run_queries(
             if n_warm and len(warm_failed) == n_warm:
                 raise RuntimeError(f"the system answered none of the {n_warm} warm-up queries; first failure: {warm_failed[0].kind}: {warm_failed[0].message}")
             streak = _Streak(max_failures)
-            with progress.bar(len(entries), "retrieve: queries", "queries", count_failed=True) as bar:
+            # the collector paused: the answers' 800k new objects would start collections walking all of them
+            with progress.bar(len(entries), "retrieve: queries", "queries", count_failed=True) as bar, gc_paused():
 
                 def timed(i: int) -> _Outcome:
                     if streak.stopped:
@@ -345,7 +350,7 @@ def run_queries(
                                                    event_file=getattr(adapter, "event_file", None), stopped=lambda: streak.stopped)
                     outcomes = [o if o is not None else _Outcome(kind="skipped") for o in found]
                 else:
-                    outcomes = list(pool_exec.map(timed, range(len(entries))))
+                    outcomes = _each(timed, len(entries), pool_exec, concurrency)
             streak.raise_if_stopped()
     finally:
         for channel in channels:
@@ -369,6 +374,14 @@ def run_queries(
     return result
 
 
+def _each(timed: Callable[[int], _Outcome], n: int, pool_exec: ThreadPoolExecutor, concurrency: int) -> list[_Outcome]:
+    """`timed(i)` for every query, in order; one channel: here, one after another (what the
+    pool would do, without a hand-off per query)."""
+    if concurrency == 1:
+        return [timed(i) for i in range(n)]
+    return list(pool_exec.map(timed, range(n)))
+
+
 def replay_refusal(adapter: Adapter, concurrency: int, events: Callable[[], pd.DataFrame] | None) -> None:
     """A replayed system that was shown the atoms before its first event, asked for several
     channels, or run where no event stream is available, is refused (ReplayError)."""
@@ -385,7 +398,11 @@ def replay_refusal(adapter: Adapter, concurrency: int, events: Callable[[], pd.D
 
 def _assemble(entries: list[dict], outcomes: list[_Outcome], ingest: pd.DataFrame) -> RunResult:
     """The run, latency, failures, memory and ingest frames of the outcomes, in entry order."""
-    run_rows: list[tuple[str, int, str, float]] = []
+    # the run's columns are built as lists, one per column (a frame of row tuples converts every cell)
+    run_q: list[str] = []
+    run_rank: list[int] = []
+    run_id: list[str] = []
+    run_score: list[float] = []
     lat_rows: list[tuple[str, float, int, bool, float | None]] = []
     fail_rows: list[tuple[str, str, str, str, float]] = []
     mem_rows: list[tuple[str, int, str, str, str]] = []
@@ -395,16 +412,18 @@ def _assemble(entries: list[dict], outcomes: list[_Outcome], ingest: pd.DataFram
             fail_rows.append((qid, entry["modality"], str(outcome.kind), outcome.message, outcome.elapsed_ms))
             continue
         resp = outcome.response
-        for rank, hit in enumerate(resp.hits, start=1):
-            hit_id = hit.memory_id if isinstance(hit, MemoryHit) else hit.atom_id
-            run_rows.append((qid, rank, hit_id, hit.score))
-            if isinstance(hit, MemoryHit):
-                mem_rows.append((qid, rank, hit.memory_id, hit.text, provenance_json(hit)))
-        lat_rows.append((qid, outcome.elapsed_ms, len(resp.hits), resp.abstain, resp.confidence))
+        hits = resp.hits
+        run_q.extend([qid] * len(hits))
+        run_rank.extend(range(1, len(hits) + 1))
+        run_id.extend([h.memory_id if isinstance(h, MemoryHit) else h.atom_id for h in hits])
+        run_score.extend([h.score for h in hits])
+        mem_rows.extend((qid, rank, h.memory_id, h.text, provenance_json(h)) for rank, h in enumerate(hits, start=1) if isinstance(h, MemoryHit))
+        lat_rows.append((qid, outcome.elapsed_ms, len(hits), resp.abstain, resp.confidence))
     latency = pd.DataFrame(lat_rows, columns=LATENCY_COLUMNS)
     latency["confidence"] = latency["confidence"].astype(float)
-    return RunResult(pd.DataFrame(run_rows, columns=RUN_COLUMNS), latency, pd.DataFrame(fail_rows, columns=FAILURE_COLUMNS), {},
-                     pd.DataFrame(mem_rows, columns=MEMORY_COLUMNS), ingest)
+    run = (pd.DataFrame(dict(zip(RUN_COLUMNS, (run_q, run_rank, run_id, run_score), strict=True))) if run_q
+           else pd.DataFrame([], columns=RUN_COLUMNS))
+    return RunResult(run, latency, pd.DataFrame(fail_rows, columns=FAILURE_COLUMNS), {}, pd.DataFrame(mem_rows, columns=MEMORY_COLUMNS), ingest)
 
 
 def provenance_json(hit: MemoryHit) -> str:

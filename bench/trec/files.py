@@ -7,8 +7,11 @@ import pandas as pd
 
 def trec_run(run: pd.DataFrame, tag: str) -> str:
     """The run in TREC format (query Q0 atom rank score tag), one line per hit."""
-    # full precision (repr), so tools that re-sort by score see exactly our scores
-    lines = [f"{r.query_id} Q0 {r.atom_id} {r.rank} {r.score!r} {tag}" for r in run.itertuples(index=False)]
+    # full precision (repr), so tools that re-sort by score see exactly our scores; columns
+    # as Python lists (one conversion each, not one pandas scalar per cell)
+    cols = (run["query_id"].astype(str).tolist(), run["atom_id"].astype(str).tolist(), run["rank"].astype(int).tolist(),
+            run["score"].astype(float).tolist())
+    lines = [f"{q} Q0 {a} {r} {s!r} {tag}" for q, a, r, s in zip(*cols, strict=True)]
     return "\n".join(lines) + ("\n" if lines else "")
 
 

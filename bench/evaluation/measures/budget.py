@@ -5,7 +5,7 @@ of its document); the extent measures show the cost beside it. These measures fi
 cost instead: each modality has a budget (params.yaml ``metrics.budget.<modality>``, in
 the modality's own unit, ``Modality.extent_unit``: characters for text, seconds for
 video, pixel area for screenshots, whole images; defaults are the ``Modality.budget``
-hooks, README *Metrics*), and a query's cartridge is what fits in it.
+hooks, docs/measuring.md), and a query's cartridge is what fits in it.
 
 Packing (per answerable entry of modality m, budget B = budget[m])
 -----------------------------------------------------------------

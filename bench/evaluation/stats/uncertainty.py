@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluation.measures import by_name
+from bench.memo import Memo
 
 __all__ = ["rng_for", "bootstrap_ci", "paired_randomization_test", "holm", "add_intervals"]
 
@@ -233,6 +234,7 @@ def add_intervals(
     k: int = 10,
     resamples: int = 1000,
     seed: int = 0,
+    memo: Memo | None = None,
 ) -> dict[str, Any]:
     """Copy of ``report`` ({"by_modality": {m: {name: cell}}, "overall": {...}}) with
     ``ci95: [lo, hi]`` added to every cell (``[null, null]`` when the cell has no data
@@ -242,8 +244,12 @@ def add_intervals(
     per-query column of the measures (bench.evaluation.measures); each cell resamples what its reducer declares. A failed query contributes its worst
     case (as in the value); latency intervals resample the timed queries'
     percentiles; the AUROC interval resamples entries with their kind.
+    ``memo`` (bench.memo): an interval is reused when the values it resamples, the
+    statistic, resamples, seed and labels are those of a stored one (the same numbers
+    the bootstrap would draw again).
     """
     known = by_name(k)
+    store = memo or Memo(None)
 
     def block(name: str, cells: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
         out = {}
@@ -251,8 +257,15 @@ def add_intervals(
             ci = None
             measure = known.get(metric)
             if measure is not None and measure.column in df.columns and cell.get("value") is not None:
-                ci = bootstrap_ci(measure.reducer.values(measure, df), resamples=resamples,
-                                  rng=rng_for(seed, name, metric), statistic=measure.reducer.statistic)
+                values = np.ascontiguousarray(measure.reducer.values(measure, df))
+                stat = measure.reducer.statistic
+
+                def compute(values: np.ndarray = values, stat: Any = stat, metric: str = metric) -> list[float] | None:
+                    found = bootstrap_ci(values, resamples=resamples, rng=rng_for(seed, name, metric), statistic=stat)
+                    return None if found is None else list(found)
+
+                key = store.key("ci", values, resamples, seed, name, metric, stat if isinstance(stat, str) else measure.name, CONFIDENCE)
+                ci = store.json("ci", key, compute)
             out[metric] = {**cell, "ci95": list(ci) if ci else [None, None]}
         return out
 

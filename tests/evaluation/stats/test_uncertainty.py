@@ -195,3 +195,25 @@ def test_bootstrap_percentile_by_ranks_equals_numpy_bit_for_bit(monkeypatch, q, 
                                           for s in range(0, 300, max(1, unc.BATCH_VALUES // n))]])
         assert np.array_equal(fast, plain)
     assert unc._bootstrap_percentiles(np.array([1.0, np.nan, 2.0]), 50, 10, rng_for(0)) is None
+
+
+def test_add_intervals_reuse_is_by_content(tmp_path):
+    """A stored interval is reused only for the same values, seed and labels (bench/memo.py),
+    and equals the one computed again."""
+    from bench.memo import Memo
+
+    rng = np.random.default_rng(5)
+    n = 300
+    df = pd.DataFrame({"query_id": [f"q{i}" for i in range(n)], "modality": ["pdf"] * n, "unanswerable": False,
+                       "failed": False, "recall@10": rng.random(n).round(1), "latency_ms": rng.gamma(2, 1, n)})
+    report = {"by_modality": {"pdf": {"recall@10": {"value": 0.5, "n": n, "denominator": n}}},
+              "overall": {"recall@10": {"value": 0.5, "n": n, "denominator": n}}}
+    fresh = add_intervals(report, df, resamples=200, seed=1)
+    memo = Memo(tmp_path)
+    assert add_intervals(report, df, resamples=200, seed=1, memo=memo) == fresh and (memo.hits, memo.misses) == (0, 2)
+    assert add_intervals(report, df, resamples=200, seed=1, memo=memo) == fresh and (memo.hits, memo.misses) == (2, 2)
+    changed = df.assign(**{"recall@10": df["recall@10"].where(df.index > 0, 0.0 if df.loc[0, "recall@10"] else 1.0)})
+    got = add_intervals(report, changed, resamples=200, seed=1, memo=memo)
+    assert (memo.hits, memo.misses) == (2, 4) and got == add_intervals(report, changed, resamples=200, seed=1)
+    assert add_intervals(report, df, resamples=200, seed=2, memo=memo) == add_intervals(report, df, resamples=200, seed=2)
+    assert memo.misses == 6  # another seed: another key

@@ -1,0 +1,164 @@
+"""Content-addressed reuse of derived results across runs (docs/performance.md, *Reuse across runs*).
+
+A result is stored under the sha256 of exactly what it depends on: the caller passes
+every input (array bytes, parameters, labels) to :meth:`Memo.key`, and every key also
+holds :func:`code_version` -- the text of every module of this package and the versions
+of the libraries whose output could differ (numpy's random streams, pandas, pyarrow,
+Pillow, pypdfium2, bm25s). A changed input or changed code makes a new key, so a stored
+result is never read for inputs it was not made from; nothing is ever invalidated in
+place. Entries are written atomically (a temp file renamed into place), so two runs
+filling the same folder at once (``dvc exp run --queue -j 2``) at worst write the same
+bytes twice. A missing, unreadable or truncated entry is a miss.
+
+Latency is never stored here: a run's latency is always measured in that run.
+
+Nothing here reads params.yaml or the environment; the stage passes the folder
+(bench.project.layout.memo_dir) or None (no reuse: every lookup misses, nothing is written).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bench.io import atomic_writer
+
+__all__ = ["Memo", "code_version"]
+
+T = TypeVar("T")
+
+#: the folder's size kept by :meth:`Memo.prune` (the eight default data sets store about 17 MiB per chunking tried)
+MAX_BYTES = 1 << 30
+#: libraries whose results (random streams, parsing, rendering, scoring) could change with their version
+LIBRARIES = ("numpy", "pandas", "pyarrow", "pillow", "pypdfium2", "bm25s", "matplotlib")
+
+
+@cache
+def code_version() -> str:
+    """sha256 of every module of this package (path and text) and the library versions."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for path in sorted(package.rglob("*.py")):
+        h.update(str(path.relative_to(package)).encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    h.update(sys.version.encode() + b"\0")
+    for lib in LIBRARIES:
+        try:
+            h.update(f"{lib}={metadata.version(lib)}\0".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{lib}=none\0".encode())
+    return h.hexdigest()
+
+
+def _part(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if hasattr(value, "tobytes") and hasattr(value, "dtype"):  # a numpy array: its dtype, shape and bytes
+        return f"{value.dtype.str}{value.shape}".encode() + value.tobytes()
+    return json.dumps(value, sort_keys=True, default=str).encode()
+
+
+class Memo:
+    """Results stored under ``<root>/<kind>/<key[:2]>/<key>``; ``root`` None: no reuse."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = None if root is None else Path(root)
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(kind: str, *parts: Any) -> str:
+        """sha256 of the kind, the code version and every part (each length-prefixed)."""
+        h = hashlib.sha256()
+        for p in (kind, code_version(), *parts):
+            data = _part(p)
+            h.update(len(data).to_bytes(8, "big") + data)
+        return h.hexdigest()
+
+    def _path(self, kind: str, key: str) -> Path | None:
+        return None if self.root is None else self.root / kind / key[:2] / key
+
+    def get(self, kind: str, key: str) -> bytes | None:
+        path = self._path(kind, key)
+        data = None
+        if path is not None:
+            try:
+                data = path.read_bytes()
+            except OSError:
+                data = None
+        if data is None or not data.endswith(b"\n#end\n"):  # a truncated entry is a miss
+            self.misses += 1
+            return None
+        self.hits += 1
+        with contextlib.suppress(OSError):  # its modification time is its last use (prune keeps the recent)
+            os.utime(path)  # type: ignore[arg-type]  # not None: data was read from it
+        return data[: -len(b"\n#end\n")]
+
+    def put(self, kind: str, key: str, data: bytes) -> None:
+        path = self._path(kind, key)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_writer(path, "wb") as fh:
+                fh.write(data + b"\n#end\n")
+        except OSError:  # a full or read-only disk costs the reuse, never the run
+            return
+
+    def json(self, kind: str, key: str, compute: Callable[[], T]) -> T:
+        """The stored JSON value under `key`, else `compute()` stored (it must be JSON; floats round-trip exactly)."""
+        data = self.get(kind, key)
+        if data is not None:
+            try:
+                found: T = json.loads(data)
+                return found
+            except ValueError:
+                pass
+        value = compute()
+        self.put(kind, key, json.dumps(value, allow_nan=True).encode())
+        return value
+
+    def text(self, kind: str, key: str, compute: Callable[[], str]) -> str:
+        """The stored text under `key`, else `compute()` stored."""
+        data = self.get(kind, key)
+        if data is not None:
+            try:
+                return data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        value = compute()
+        self.put(kind, key, value.encode("utf-8"))
+        return value
+
+    def prune(self, max_bytes: int = MAX_BYTES) -> int:
+        """Delete the least recently used entries until the folder holds at most
+        `max_bytes` (a deleted entry is computed again when next needed); returns the
+        entries deleted."""
+        if self.root is None or not self.root.is_dir():
+            return 0
+        entries = []
+        for path in self.root.glob("*/*/*"):
+            with contextlib.suppress(OSError):
+                st = path.stat()
+                entries.append((st.st_mtime, st.st_size, path))
+        total = sum(size for _, size, _ in entries)
+        deleted = 0
+        for _, size, path in sorted(entries, key=lambda e: e[0]):
+            if total <= max_bytes:
+                break
+            with contextlib.suppress(OSError):
+                path.unlink()
+                total -= size
+                deleted += 1
+        return deleted
+
+    def summary(self) -> str:
+        return f"{self.hits} reused, {self.misses} computed" + ("" if self.root is None else f" ({os.fspath(self.root)})")
