@@ -54,6 +54,18 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def digest_paths(paths: Iterable[Path], root: Path) -> str:
+    """sha256 over every file under `paths` (files or folders, walked in sorted order):
+    each file's path relative to `root` and its sha256; a missing path counts as such."""
+    h = hashlib.sha256()
+    for path in paths:
+        files = sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
+        for f in files:
+            digest = sha256_file(f) if f.is_file() else "missing"
+            h.update(f"{f.relative_to(root).as_posix()}\0{digest}\n".encode())
+    return h.hexdigest()
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -292,9 +304,27 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> None:
             fh.write(dumps_line(row) + "\n")
 
 
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_writer(path, "wb") as fh:
+        fh.write(data)
+
+
 def write_parquet(path: str | os.PathLike, df: pd.DataFrame) -> None:
     with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
+
+
+def write_outputs(root: Path, outputs: dict[str, Any]) -> None:
+    """Each output (path relative to `root` -> a frame: Parquet, a dict: strict JSON, text, bytes) written atomically."""
+    for name, value in outputs.items():
+        if isinstance(value, pd.DataFrame):
+            write_parquet(root / name, value)
+        elif isinstance(value, dict):
+            write_json(root / name, value)
+        elif isinstance(value, bytes):
+            write_bytes(root / name, value)
+        else:
+            write_text(root / name, value)
 
 
 @dataclass(frozen=True)

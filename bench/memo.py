@@ -138,6 +138,34 @@ class Memo:
         self.put(kind, key, value.encode("utf-8"))
         return value
 
+    def files(self, kind: str, key: str) -> dict[str, bytes] | None:
+        """The files stored under `key` (name -> bytes, in the order stored), else None
+        (also when the entry's checksum, names or sizes do not hold)."""
+        data = self.get(kind, key)
+        if data is None:
+            return None
+        digest, _, rest = data.partition(b"\n")
+        head, _, body = rest.partition(b"\n")
+        try:
+            sizes = [(str(name), int(size)) for name, size in json.loads(head)]
+        except (ValueError, TypeError):
+            return None
+        if digest.decode("ascii", "replace") != hashlib.sha256(rest).hexdigest() or sum(size for _, size in sizes) != len(body):
+            return None
+        out, at = {}, 0
+        for name, size in sizes:
+            out[name] = body[at:at + size]
+            at += size
+        return out
+
+    def put_files(self, kind: str, key: str, root: Path, names: list[str]) -> None:
+        """Store the files `names` (paths relative to `root`) under `key`, as they are on disk."""
+        if self.root is None:
+            return
+        blobs = [(name, (root / name).read_bytes()) for name in names]
+        rest = json.dumps([[name, len(blob)] for name, blob in blobs]).encode() + b"\n" + b"".join(blob for _, blob in blobs)
+        self.put(kind, key, hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest)
+
     def prune(self, max_bytes: int = MAX_BYTES) -> int:
         """Delete the least recently used entries until the folder holds at most
         `max_bytes` (a deleted entry is computed again when next needed); returns the

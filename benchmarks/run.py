@@ -22,7 +22,7 @@ SIZES: dict[str, dict[str, Any]] = {
               "resolve": (1000, 10_000, [1, 2, 4], 1, 2, 2),
               "fetch": ["locomo"], "fetch_repeats": 1, "pdf_limit": 2, "pdf_repeats": 1,
               "dvc": ["locomo"], "dvc_repeats": 1, "ocr": (0, 2, 1), "ocr_settings": (2, 3, 1), "uncertainty": (2000, 1),
-              "scale": (20, 2, 2, 0, 50, [2]), "blocks": ([2000, 10_000], 100_000), "loop": None, "loop_repeats": 1},
+              "scale": (20, 2, 2, 0, 50, [2]), "blocks": ([2000, 10_000], 100_000), "loop": None, "loop_repeats": 1, "sweep": None},
     "full": {"metrics": [10_000, 100_000], "metrics_repeats": 3,
              "resolve": (100_000, 1_000_000, [1, 2, 4], 3, 10, 3),
              "fetch": None, "fetch_repeats": 3, "pdf_limit": None, "pdf_repeats": 2,
@@ -30,9 +30,9 @@ SIZES: dict[str, dict[str, Any]] = {
              "ocr_settings": (24, 12, 2),
              "uncertainty": (100_000, 2),
              "scale": (20, 16, 16, 8, 1000, [1, 2]), "blocks": ([10_000, 100_000, 300_000], 2_000_000), "loop": "all",
-             "loop_repeats": 3},
+             "loop_repeats": 3, "sweep": ["mmlongbench", "locomo"]},
 }
-CASES = ("metrics", "resolve", "fetch", "pdf", "dvc", "ocr", "uncertainty", "scale", "blocks", "loop")
+CASES = ("metrics", "resolve", "fetch", "pdf", "dvc", "ocr", "uncertainty", "scale", "blocks", "loop", "sweep")
 
 
 def _fmt(x: float | None, unit: str = "s") -> str:
@@ -217,17 +217,26 @@ def _case_loop(cfg: dict[str, Any], size: str) -> Any:
     return case_loop.run_case(cfg["loop"], cfg["loop_repeats"])
 
 
+def _case_sweep(cfg: dict[str, Any], size: str) -> Any:
+    if cfg["sweep"] is None:
+        return {"skipped": f"size {size} (eighteen queued experiments take minutes)"}
+    from benchmarks import case_sweep
+
+    return case_sweep.run_case(cfg["sweep"])
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any], str], Any]] = {
     "metrics": _case_metrics, "resolve": _case_resolve, "fetch": _case_fetch, "pdf": _case_pdf, "dvc": _case_dvc,
     "ocr": _case_ocr, "uncertainty": _case_uncertainty, "scale": _case_scale, "blocks": _case_blocks, "loop": _case_loop,
+    "sweep": _case_sweep,
 }
 #: cases that read the data mirror beside the checkout
-NEEDS_MIRROR = {"fetch", "dvc", "loop"}
+NEEDS_MIRROR = {"fetch", "dvc", "loop", "sweep"}
 
 
 def _run_one(case: str, cfg: dict[str, Any], size: str, have_mirror: bool, doc: dict[str, Any]) -> None:
     """Run one case of the suite into doc["cases"][case] (a list of figures, or {"skipped": why})."""
-    if case in NEEDS_MIRROR and not have_mirror and not (case in ("dvc", "loop") and cfg[case] is None):
+    if case in NEEDS_MIRROR and not have_mirror and not (case in ("dvc", "loop", "sweep") and cfg[case] is None):
         doc["cases"][case] = {"skipped": "no data mirror beside the checkout (../shared/mirror)"}
         return
     doc["cases"][case] = RUNNERS[case](cfg, size)

@@ -159,3 +159,17 @@ def test_loop_case_splits_stage_seconds_and_finds_differences(tmp_path):
     assert differences(a, outputs(tmp_path / "c", 1.0, 0.5, 6)) == [OUTPUTS[0]]
     assert differences(a, tmp_path / "c", chunking_apart=True) == []
     assert differences(a, outputs(tmp_path / "d", 1.0, 0.6, 5)) == list(OUTPUTS[:2])
+
+
+def test_sweep_case_reads_queue_states_and_builds_grids_that_change_nothing(tmp_path, monkeypatch):
+    """benchmarks/case_sweep.py: the states `dvc queue status` prints; the no-op grids equal params.yaml's values."""
+    import yaml
+
+    from benchmarks import case_sweep
+
+    printed = ("Task     Name        Created    Status\nbfdce5e  shoal-cols  11:46 PM   Success\nce7398d  owing-sorb  11:46 PM   Running\n"
+               "cff61d2  gusty-snow  11:46 PM   Queued\n\nWorker status: 1 active, 0 idle\n")
+    monkeypatch.setattr(case_sweep, "sh", lambda args, cwd, env: printed)
+    assert case_sweep.queue_states(tmp_path, {}) == {"shoal-cols": "Success", "owing-sorb": "Running", "gusty-snow": "Queued"}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"chunking": {"image": {"strategy": "whole"}, "code": {"strategy": "symbol"}}}))
+    assert case_sweep.unchanged(tmp_path) == ["chunking.image.strategy=whole,whole,whole", "chunking.code.strategy=symbol,symbol,symbol"]

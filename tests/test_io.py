@@ -15,12 +15,15 @@ from hypothesis import strategies as st
 
 from bench.io import (
     LineError,
+    atomic_outputs,
     atomic_writer,
+    digest_paths,
     iter_jsonl,
     sha256_bytes,
     sha256_file,
     write_json,
     write_jsonl,
+    write_outputs,
     write_parquet,
     write_text,
 )
@@ -418,3 +421,34 @@ def test_disk_full_in_the_middle_of_the_evaluate_stage_changes_no_output(tmp_pat
     # the control: with room on the disk, the same run replaces them (dev.json's intervals move with the seed)
     run([sys.executable, "-m", "stages.evaluate"], work, env)
     assert (work / "reports/metrics/dev.json").read_bytes() != before["reports/metrics/dev.json"]
+
+
+# -- digest_paths, write_outputs ---------------------------------------------------
+
+
+def test_digest_paths_changes_with_any_file_its_name_or_a_missing_one(tmp_path):
+    (tmp_path / "runs" / "sub").mkdir(parents=True)
+    (tmp_path / "runs" / "a.parquet").write_bytes(b"rows")
+    (tmp_path / "runs" / "sub" / "b.json").write_text("{}")
+    (tmp_path / "stats.json").write_text("{}")
+    paths = [tmp_path / "runs", tmp_path / "stats.json"]
+    base = digest_paths(paths, tmp_path)
+    assert digest_paths(paths, tmp_path) == base and len(base) == 64
+    (tmp_path / "runs" / "sub" / "b.json").write_text("{ }")
+    changed = digest_paths(paths, tmp_path)
+    (tmp_path / "runs" / "sub" / "b.json").rename(tmp_path / "runs" / "sub" / "c.json")
+    renamed = digest_paths(paths, tmp_path)
+    (tmp_path / "stats.json").unlink()
+    missing = digest_paths(paths, tmp_path)
+    assert len({base, changed, renamed, missing}) == 4
+
+
+def test_write_outputs_writes_each_kind_as_its_writer_does(tmp_path):
+    frame = pd.DataFrame({"query_id": ["q1", "q2"], "recall": [0.5, 1.0]})
+    with atomic_outputs():
+        write_outputs(tmp_path, {"a/t.parquet": frame, "a/d.json": {"x": 1}, "a/r.md": "# r\n", "a/b.bin": b"\x00\x01"})
+    write_parquet(tmp_path / "ref.parquet", frame)
+    write_json(tmp_path / "ref.json", {"x": 1})
+    assert (tmp_path / "a/t.parquet").read_bytes() == (tmp_path / "ref.parquet").read_bytes()
+    assert (tmp_path / "a/d.json").read_bytes() == (tmp_path / "ref.json").read_bytes()
+    assert (tmp_path / "a/r.md").read_text() == "# r\n" and (tmp_path / "a/b.bin").read_bytes() == b"\x00\x01"

@@ -68,3 +68,22 @@ def test_prune_deletes_the_least_recently_used_first(tmp_path: Path) -> None:
     assert memo.prune(max_bytes=250) == 2
     assert memo.get("t", keys[0]) is not None and memo.get("t", keys[3]) is not None
     assert memo.get("t", keys[1]) is None and memo.get("t", keys[2]) is None
+
+
+def test_stored_files_come_back_whole_or_not_at_all(tmp_path: Path) -> None:
+    root, memo = tmp_path / "project", Memo(tmp_path / "memo")
+    (root / "reports").mkdir(parents=True)
+    (root / "reports" / "a.json").write_bytes(b'{"x": 1}\n')
+    (root / "reports" / "empty.csv").write_bytes(b"")
+    (root / "b.bin").write_bytes(bytes(range(256)) * 3)
+    key = memo.key("files", "inputs")
+    assert memo.files("files", key) is None
+    memo.put_files("files", key, root, ["reports/a.json", "reports/empty.csv", "b.bin"])
+    assert memo.files("files", key) == {"reports/a.json": b'{"x": 1}\n', "reports/empty.csv": b"", "b.bin": bytes(range(256)) * 3}
+    assert list(memo.files("files", key) or {}) == ["reports/a.json", "reports/empty.csv", "b.bin"]  # in the order stored
+    entry = next(p for p in (tmp_path / "memo").rglob("*") if p.is_file())
+    data = entry.read_bytes()
+    entry.write_bytes(data[:40] + data[41:])  # one byte lost inside, the end marker intact: the sizes no longer add up
+    assert memo.files("files", key) is None
+    Memo(None).put_files("files", key, root, ["b.bin"])  # reuse off: nothing stored, nothing read
+    assert Memo(None).files("files", key) is None

@@ -36,7 +36,6 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
-from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 __all__ = ["MIN_STEMS", "SHARE", "content_stems", "credited", "support_mask"]
 
@@ -46,7 +45,13 @@ SHARE = 0.6
 MIN_STEMS = 2
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
-_STOP = frozenset(STOPWORDS_EN_PLUS)
+
+
+@functools.cache
+def _stop() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN_PLUS  # imported when first needed: bm25s loads numba (0.4 s a process)
+
+    return frozenset(STOPWORDS_EN_PLUS)
 
 
 @functools.cache
@@ -59,7 +64,8 @@ def _stemmer() -> object:
 @functools.lru_cache(maxsize=65_536)
 def content_stems(text: str) -> frozenset[str]:
     """The content stems of `text` (module docstring)."""
-    words = [w for w in _TOKEN.findall(text.lower()) if w not in _STOP]
+    stop = _stop()
+    words = [w for w in _TOKEN.findall(text.lower()) if w not in stop]
     return frozenset(_stemmer().stemWords(words)) if words else frozenset()  # type: ignore[attr-defined]
 
 
