@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from bench.ingest.partitions import concat_partitions, write_partitions
-from bench.io import sha256_file
+from bench.io import sha256_file, write_bytes
 from bench.memo import Memo
 from bench.modalities import modalities
 
@@ -120,8 +120,6 @@ def chunk_files(files: list[Path], params: dict[str, dict[str, Any]], executor: 
 def write_atoms(folder: Path, parts: list[tuple[str, str, pd.DataFrame]], reuse: ChunkReuse | None = None) -> None:
     """Write the partitions (bench.ingest.partitions.write_partitions); a reused one as the
     bytes stored for it, a new one stored for the next run (``reuse``)."""
-    from bench.io import atomic_writer
-
     if reuse is None:
         write_partitions(folder, parts)
         return
@@ -129,9 +127,7 @@ def write_atoms(folder: Path, parts: list[tuple[str, str, pd.DataFrame]], reuse:
     kept = []
     for (m, ds), data in reuse.found.items():
         path = Path(folder) / m / f"{ds}.parquet"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_writer(path, "wb") as fh:
-            fh.write(data)
+        write_bytes(path, data)
         kept.append(path)
     for path in write_partitions(folder, fresh, keep=kept):
         reuse.memo.put("atoms", reuse.keys[(path.parent.name, path.stem)], path.read_bytes())

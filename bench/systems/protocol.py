@@ -176,60 +176,37 @@ def _memory(where: str, hit: dict[str, Any], known_atoms: Collection[str] | None
     return MemoryHit(memory_id, 0.0, text, _citations(where, hit["provenance"]))
 
 
-def _atom_hits(hits: list[Any], known_atoms: Collection[str] | None) -> list[Hit | MemoryHit] | None:
-    """The hits when every one is a well-formed atom hit with a float score (the common
-    case, checked without building a message per hit); None when any is not (then
-    :func:`_hits` checks them one by one and names what is wrong)."""
-    out: list[Hit | MemoryHit] = []
-    seen: set[str] = set()
-    previous = math.inf
-    for hit in hits:
-        if type(hit) is not dict or len(hit) != 2:
-            return None
-        hit_id, score = hit.get("atom_id"), hit.get("score")
-        if (type(hit_id) is not str or not hit_id or type(score) is not float or not math.isfinite(score) or score > previous
-                or hit_id in seen or (known_atoms is not None and hit_id not in known_atoms)):
-            return None
-        seen.add(hit_id)
-        previous = score
-        out.append(Hit(hit_id, score))
-    return out
-
-
 def _hits(hits: list[Any], known_atoms: Collection[str] | None) -> list[Hit | MemoryHit]:
-    """The hits of a response, checked one by one (shape, ids, scores, order)."""
-    fast = _atom_hits(hits, known_atoms)
-    if fast is not None:
-        return fast
+    """The hits of a response, checked one by one (shape, ids, scores, order); a message is
+    built only for the hit that fails, so a well-formed answer costs no string work."""
     out: list[Hit | MemoryHit] = []
     seen: set[str] = set()
     previous = math.inf
     for rank, hit in enumerate(hits, start=1):
-        where = f"hit {rank}"
-        memory = isinstance(hit, dict) and set(hit) == MEMORY_HIT_KEYS
-        if not isinstance(hit, dict) or (set(hit) != ATOM_HIT_KEYS and not memory):
-            raise MalformedResponse(f"{where} must be an object with exactly atom_id and score, or memory_id, score, text and "
-                                    f"provenance, got {str(hit)[:80]}")
-        if memory:
-            found: Hit | MemoryHit = _memory(where, hit, known_atoms)
-            hit_id = found.memory_id  # type: ignore[union-attr]
-        else:
-            hit_id = hit["atom_id"]
+        is_dict = type(hit) is dict or isinstance(hit, dict)
+        if is_dict and len(hit) == 2 and "atom_id" in hit and "score" in hit:  # exactly ATOM_HIT_KEYS
+            hit_id, memory = hit["atom_id"], None
             if not isinstance(hit_id, str) or not hit_id:
-                raise MalformedResponse(f"{where}: atom_id must be a non-empty string, got {hit_id!r}")
+                raise MalformedResponse(f"hit {rank}: atom_id must be a non-empty string, got {hit_id!r}")
             if known_atoms is not None and hit_id not in known_atoms:
-                raise MalformedResponse(f"{where}: unknown atom id {hit_id!r} (not among the served atoms)")
-            found = Hit(hit_id, 0.0)
+                raise MalformedResponse(f"hit {rank}: unknown atom id {hit_id!r} (not among the served atoms)")
+        elif is_dict and hit.keys() == MEMORY_HIT_KEYS:
+            memory = _memory(f"hit {rank}", hit, known_atoms)
+            hit_id = memory.memory_id
+        else:
+            raise MalformedResponse(f"hit {rank} must be an object with exactly atom_id and score, or memory_id, score, text and "
+                                    f"provenance, got {str(hit)[:80]}")
         score = hit["score"]
-        if not _number(score):
-            raise MalformedResponse(f"{where} ({hit_id}): score must be a finite number, got {shown(score)}")
+        if not (type(score) is float and math.isfinite(score)) and not _number(score):  # a finite float: the common case
+            raise MalformedResponse(f"hit {rank} ({hit_id}): score must be a finite number, got {shown(score)}")
         if hit_id in seen:
-            raise MalformedResponse(f"{where}: {'memory' if memory else 'atom'} {hit_id} returned twice")
-        if float(score) > previous:
-            raise MalformedResponse(f"{where} ({hit_id}): score {float(score)!r} is above the previous hit's {previous!r}; hits must be ranked best first")
+            raise MalformedResponse(f"hit {rank}: {'memory' if memory else 'atom'} {hit_id} returned twice")
+        value = float(score)
+        if value > previous:
+            raise MalformedResponse(f"hit {rank} ({hit_id}): score {value!r} is above the previous hit's {previous!r}; hits must be ranked best first")
         seen.add(hit_id)
-        previous = float(score)
-        out.append(MemoryHit(hit_id, float(score), found.text, found.provenance) if isinstance(found, MemoryHit) else Hit(hit_id, float(score)))
+        previous = value
+        out.append(Hit(hit_id, value) if memory is None else MemoryHit(hit_id, value, memory.text, memory.provenance))
     return out
 
 
