@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.comparison import MAX_UNPAIRED
 from bench.comparison.runs import CompareError, LoadedRun, set_files
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted, in_denominator
@@ -57,8 +58,6 @@ def compared(k: int) -> list[Measure]:
 
 
 REQUIRED = ("query_id", "modality", "unanswerable", "failed")
-#: default share of all queries (union of A and B) that may be in only one run
-MAX_UNPAIRED = 0.01
 
 
 def check_table(df: Any, label: str, k: int, tested: Sequence[Measure] | None = None) -> None:

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.comparison import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO
 from bench.comparison.compare import (
     MAX_UNPAIRED,
     check_sets,
@@ -79,10 +80,6 @@ __all__ = ["LATENCY_FLOOR_MS", "MAX_LATENCY_RATIO", "PRIMARY", "GateResult", "La
 #: the gated measures, by their dev.json names (each per modality and overall): the verdict's
 #: equal-cost recall, false recall, holder and temporal correctness
 PRIMARY: tuple[str, ...] = ("recall@budget", "false_recall", "holder_correctness", "temporal_correctness")
-#: default --max-latency-ratio: the current p50 / p95 may be up to twice BASE's
-MAX_LATENCY_RATIO = 2.0
-#: default --latency-floor-ms: a latency difference of at most this much never fails (machine noise)
-LATENCY_FLOOR_MS = 5.0
 LATENCY = (("p50", 50.0), ("p95", 95.0))
 BASE, CURRENT = "BASE", "the current run"
 
