@@ -83,8 +83,10 @@ def whole(minimum: int | None = None, *, nullable: bool = False, high: int | Non
     return check
 
 
-def number(*, low: float | None = None, low_open: bool = False, high: float | None = None) -> Check:
+def number(*, low: float | None = None, low_open: bool = False, high: float | None = None, nullable: bool = False) -> Check:
     def check(key: str, value: Any) -> None:
+        if value is None and nullable:
+            return
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ParamsError(key, f"must be a number, got {_shown(value)}")
         if not math.isfinite(value):
@@ -229,6 +231,9 @@ class SystemParams:
     env: dict[str, str] | None = _key(settings(), None)
     #: mcp systems: the observe/search tool calls, reset and results rule (bench.systems.mcp.mcp_plan)
     mcp: dict[str, Any] | None = _key(settings(any_value=True), None)
+    #: the built-in bm25 and bm25-scoped: their abstention threshold (bench/systems/bm25.py); 0 never abstains;
+    #: null: the built-in's default (bench.systems.bm25.ABSTAIN_BELOW, chosen on dev)
+    abstain_below: float | None = _key(number(low=0, high=1, nullable=True), None, float)
 
 
 @dataclass(frozen=True)

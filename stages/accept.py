@@ -76,7 +76,7 @@ def main() -> None:
     description = RunDescription(system=sys_cfg.name, depth=sys_cfg.depth, chunking=cfg.chunking_written, concurrency=sys_cfg.concurrency,
                                  warm=ran.info["warm"], adapter=sys_cfg.adapter, warmup_queries=ran.info["warmup_queries"],
                                  timeout_s=sys_cfg.timeout_s, latency=latency_percentiles(ran.latency["latency_ms"]), split="test",
-                                 isolation=isolation)
+                                 isolation=isolation, description=ran_system.info.get("description"))
     doc = evaluate_entries(test, [r for r in result.invalid if r["split"] == "test"], ran, ran.latency, ran.failures, served, segments,
                            EvalOptions.from_params(cfg.metrics, abstains=abstains, thresholds=thresholds), description,
                            in_core_rows=cfg.executor.in_core_rows, sha256=summary["sha256"]).document
