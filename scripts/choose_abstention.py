@@ -5,7 +5,7 @@ The procedure (docs/systems.md, *The default system*):
 1. Run the system once without abstaining: `dvc exp run -S system.abstain_below=0` (the
    confidence of every answer is recorded in data/runs/latency.parquet; the per-query table
    reports/per_query/dev.parquet holds each answerable entry's held credit, `recall@budget`, and
-   each unanswerable entry's `false_recall`, nothing being withheld).
+   how many hits each entry was returned, `n_returned`, nothing being withheld).
 2. `python scripts/choose_abstention.py` scores every threshold t of a coarse grid (0, 0.05, ...,
    1) by one objective over all dev entries, as if the system had abstained below t:
 
@@ -37,15 +37,15 @@ GRID = tuple(round(0.05 * i, 2) for i in range(21))
 
 def entries_frame(per_query: pd.DataFrame, responses: pd.DataFrame, credit: str = "recall@budget") -> pd.DataFrame:
     """One row per dev entry: modality, unanswerable, credit (answerable: held credit without abstaining),
-    handed (unanswerable: a hit was handed over without abstaining), confidence (0 without a response)."""
-    if per_query["abstained"].fillna(False).astype(bool).any():
+    handed (a hit was returned: not abstaining, it is handed over), confidence (0 without a response)."""
+    if (pd.to_numeric(per_query["abstained"], errors="coerce").fillna(0) > 0).any():
         raise ValueError("the run abstained on some entries: run it with system.abstain_below 0 (nothing withheld)")
     conf = responses.set_index(responses["query_id"].astype(str))["confidence"].astype(float)
     out = pd.DataFrame({
         "modality": per_query["modality"].astype(str).to_numpy(),
         "unanswerable": per_query["unanswerable"].astype(bool).to_numpy(),
         "credit": pd.to_numeric(per_query[credit], errors="coerce").fillna(0.0).to_numpy(),
-        "handed": pd.to_numeric(per_query["false_recall"], errors="coerce").fillna(0.0).to_numpy() > 0,
+        "handed": pd.to_numeric(per_query["n_returned"], errors="coerce").fillna(0).to_numpy() > 0,
         "confidence": per_query["query_id"].astype(str).map(conf).fillna(0.0).to_numpy(),
     })
     return out
