@@ -299,7 +299,8 @@ def test_the_abstention_threshold_is_a_declared_option_of_the_builtin_bm25():
     from bench.systems.bm25 import ABSTAIN_BELOW
     from bench.systems.config import builtin_options, check_system
 
-    assert real()["system"]["name"] == "bm25-scoped" and real()["system"]["abstain_below"] == ABSTAIN_BELOW
+    assert real()["system"]["name"] == "bm25-scoped" and real()["system"]["abstain_below"] is None  # null: ABSTAIN_BELOW
+    assert f"null: their default, {ABSTAIN_BELOW:g}, chosen on dev" in (ROOT / "params.yaml").read_text(encoding="utf-8")
     assert check(with_("system", {"name": "bm25"})).system.abstain_below is None
     assert builtin_options(check(with_("system", {"name": "bm25"})).system) == {}  # null: the factory's own default
     cfg = check(with_("system.abstain_below", 0.3)).system

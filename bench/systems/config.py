@@ -13,7 +13,7 @@
       code: null          # command systems: the system's own files/folders shown to them; null: the program the entry names
       env: null           # mcp: settings the server needs ({workdir}: its writable folder)
       mcp: null           # mcp: observe/search tool calls, reset, results rule (bench/systems/mcp.py)
-      abstain_below: 0.5  # the built-in bm25 and bm25-scoped: abstain below this confidence; null: bm25.py's ABSTAIN_BELOW
+      abstain_below: null # the built-in bm25 and bm25-scoped only: abstain below this confidence; null: bm25.py's ABSTAIN_BELOW
 
 Its keys, types, bounds and defaults are bench.params.SystemParams (the typed
 configuration `bench.project.selection.config()` gives); :func:`check_system` adds
