@@ -136,6 +136,20 @@ def _typed(cls: type, value: Any, where: str) -> Any:
         raise BundleError(f"{EVALUATION}: {where}: {exc}") from None
 
 
+def _options(value: Any) -> EvalOptions:
+    """The options, within the bounds params.yaml's `metrics` block has (a bundle cannot ask for a billion resamples)."""
+    from bench.params import ParamsError, check_block
+
+    options = _typed(EvalOptions, value, "options")
+    budget = {m: a for m, a in (options.budget or {}).items() if a is not None}
+    try:
+        check_block("metrics", {"k": options.k, "calibration_recall": options.calibration_recall, "budget": budget,
+                                "bootstrap_resamples": options.bootstrap_resamples, "bootstrap_seed": options.bootstrap_seed})
+    except ParamsError as exc:
+        raise BundleError(f"{EVALUATION}: options {str(exc).removeprefix('params.yaml: ')}") from None
+    return options
+
+
 def read_evidence(members: Mapping[str, bytes]) -> Evidence:
     """The Evidence the members hold; BundleError (one line) naming a missing or unreadable member."""
     if EVALUATION not in members:
@@ -148,7 +162,7 @@ def read_evidence(members: Mapping[str, bytes]) -> Evidence:
     served = {name[len(ATOMS):-len(".parquet")]: _read_parquet(members, name) for name in sorted(members)
               if name.startswith(ATOMS) and name.endswith(".parquet")}
     return Evidence(split=how["split"], entries=_read_jsonl(members, ENTRIES), invalid=_read_jsonl(members, INVALID), served=served,
-                    memories=memories, sha256=how["sha256"], options=_typed(EvalOptions, how.get("options"), "options"),
+                    memories=memories, sha256=how["sha256"], options=_options(how.get("options")),
                     description=_typed(RunDescription, how.get("description"), "description"), **frames)
 
 

@@ -101,8 +101,11 @@ def is_bundle(path: Path) -> bool:
     """Whether `path` is a zip file holding a Statement (what `bench compare` and `bench gate` read as a bundle)."""
     if not path.is_file() or not zipfile.is_zipfile(path):
         return False
-    with zipfile.ZipFile(path) as zf:
-        return STATEMENT in zf.namelist()
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return STATEMENT in zf.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return False
 
 
 def _format_problem(doc: Any) -> str | None:

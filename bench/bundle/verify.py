@@ -83,6 +83,8 @@ def verify(path: Path, key: Path | None, checks: Checks) -> Verified:
         _verify(open_bundle(path), trusted, checks, out.lines, covered=False)
     except BundleError as exc:
         out.failure = str(exc)
+    except Exception as exc:  # a bundle made to break the reader: still one line, never a pass
+        out.failure = f"{path.name}: cannot be verified ({exc.__class__.__name__}: {exc})"
     return out
 
 
@@ -94,6 +96,8 @@ def check_written(path: Path, checks: Checks, trusted: PublicKey | None) -> Veri
         _verify(open_bundle(path), trusted, dataclasses.replace(checks, mirror=None), out.lines, covered=trusted is None)
     except BundleError as exc:
         out.failure = str(exc)
+    except Exception as exc:
+        out.failure = f"{path.name}: cannot be checked ({exc.__class__.__name__}: {exc})"
     return out
 
 
@@ -122,6 +126,8 @@ def _verify(opened: Opened, trusted: PublicKey | None, checks: Checks, lines: li
     ev = read_evidence(opened.members)
     _recomputed(opened, ev, checks, lines, prefix)
     if NESTED in opened.members:
+        if prefix or ev.split != "dev":
+            raise BundleError(f"{prefix}a {ev.split} bundle holding {NESTED}: only a dev bundle nests the acceptance's test bundle, once")
         _nested(opened, trusted, checks, lines)
     if not prefix:
         if checks.mirror is not None:
@@ -134,7 +140,7 @@ def _verify(opened: Opened, trusted: PublicKey | None, checks: Checks, lines: li
 def _recomputed(opened: Opened, ev: Evidence, checks: Checks, lines: list[str], prefix: str) -> None:
     try:
         result = recompute(ev)
-    except (KeyError, ValueError, TypeError, IndexError) as exc:
+    except Exception as exc:  # whatever the bundled run makes the evaluation raise: it is not evaluable
         why = f"{exc.__class__.__name__}: {exc}"
         raise BundleError(f"{prefix}the bundled run cannot be evaluated by the installed harness ({why})") from None
     doc = json.loads(json.dumps(result.document, allow_nan=False, default=lambda o: o.item()))
@@ -211,6 +217,8 @@ def _nested(opened: Opened, trusted: PublicKey | None, checks: Checks, lines: li
         path = Path(tmp) / NESTED
         path.write_bytes(opened.members[NESTED])
         inner = open_bundle(path)
+        if inner.predicate.get("split") != "test":
+            raise BundleError(f"{NESTED}: not a test bundle (split {inner.predicate.get('split')!r})")
         _verify(inner, trusted, checks, lines, covered=True, prefix=f"{NESTED}: ")  # the outer index covers its bytes
     row = strict_json(_member(inner, ACCEPTANCE_ROW), f"{NESTED}:{ACCEPTANCE_ROW}")
     chain = [strict_json(line, f"{AUDIT_CHAIN} line {i}") for i, line in enumerate(_member(opened, AUDIT_CHAIN).splitlines(), 1)
