@@ -68,3 +68,34 @@ def test_a_missing_unreadable_or_unbounded_member_is_named():
     doc["options"]["resamples_per_cell"] = 5
     with pytest.raises(BundleError, match="evaluation.json: options is not this harness's EvalOptions"):
         read_evidence({**members, "evaluation.json": json.dumps(doc).encode()})
+
+
+def test_a_run_with_memory_hits_recomputes_from_its_members_alone():
+    """The acceptance's path (in_memory.evaluated) on memory hits that credit, leak and arrive late: the
+    evaluation recomputed from the members equals the one the stage made (tests/gold/test_memories.py's corpus)."""
+    import numpy as np
+
+    from bench.acceptance.in_memory import evaluated
+    from bench.bundle.evidence import recompute
+    from bench.systems.run import MEMORY_COLUMNS, RunResult
+    from tests.gold.test_memories import CITES, PIXEL, entry, hit, segments
+    from tests.ingest.chunks import chunk_all
+
+    seg = segments()
+    served = chunk_all(seg, {"conversation": {"strategy": "turn"}})
+    entries = [entry("q1", [("c:h1:s1", 1)]), entry("q2", [("c:h1:s1", 1)], as_of="2023-05-15T00:00:00+00:00"),
+               entry("q3", [("c:h1:s1", 1)])]
+    hits = [hit("q1", 1, "pixel", "Ann: I adopted a grey cat named Pixel yesterday", [("c:h1:s1", {"turn": 1})]),
+            hit("q2", 1, "pixel-all", PIXEL, CITES), hit("q3", 1, "mix", PIXEL + " and Cid trains", [*CITES, ("c:h2:s9", {"turn": 1})])]
+    ran = RunResult(pd.DataFrame([(h[0], h[1], h[2], 1.0) for h in hits], columns=["query_id", "rank", "atom_id", "score"]),
+                    pd.DataFrame({"query_id": ["q1", "q2", "q3"], "latency_ms": 1.0, "n_returned": 1, "abstain": False, "confidence": np.nan}),
+                    no_failures(), {"given_atoms": True}, pd.DataFrame(hits, columns=MEMORY_COLUMNS))
+    desc = RunDescription(system="m", depth=10, chunking={}, concurrency=1, warm=False, adapter="python", warmup_queries=0, timeout_s=1,
+                          latency=None)
+    result, ev = evaluated(entries, [], ran, ran.latency, no_failures(), served, seg,
+                           EvalOptions(k=10, bootstrap_resamples=10, bootstrap_seed=0, calibration_recall=0.9), desc, in_core_rows=10**6,
+                           sha256={"manifest": "ab" * 32})
+    assert result.document["memories"]["overall"]["memory_hits"] == 3 and len(ev.memories.rows) == 3
+    again = recompute(read_evidence(evidence_members(ev)))
+    assert json.dumps(again.document) == json.dumps(result.document)
+    pd.testing.assert_frame_equal(again.per_query, result.per_query)
