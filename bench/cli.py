@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from bench.cli_bundle import COMMANDS as BUNDLE_COMMANDS
 from bench.cli_validate import validate_command
 from bench.comparison.compare import MAX_UNPAIRED
 from bench.comparison.gate import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO
@@ -20,13 +21,9 @@ from bench.project.layout import AUDIT, DEV_METRICS, PER_QUERY, TEST_METRICS, La
 from bench.project.selection import config, local_datasets, mirror_roots, set_files
 
 
-@click.group()
+@click.group(commands=[validate_command, docs_command, *BUNDLE_COMMANDS])
 def cli() -> None:
     """Retrieval-evaluation harness for a multimodal memory system."""
-
-
-cli.add_command(validate_command, "validate")
-cli.add_command(docs_command, "docs")
 
 
 @cli.group()

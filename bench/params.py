@@ -243,6 +243,12 @@ class MetricsParams:
 
 
 @dataclass(frozen=True)
+class BundleParams:
+    #: the Ed25519 private key file that signs the acceptance's test bundle, by path, never the key (docs/acceptance.md); null: unsigned
+    sign_key: str | None = _key(text(nullable=True), None)
+
+
+@dataclass(frozen=True)
 class ExecutorParams:
     """Where the per-source work runs. Not a DVC param of any stage: where work runs (and
     whether the run is evaluated in one block or out of core) never changes a result."""
@@ -272,13 +278,15 @@ class Params:
     #: the chunking block as params.yaml writes it: what a run records (dev.json's run block)
     #: and the acceptance compares with, so a default added later changes no record
     chunking_written: dict[str, Any] = field(default_factory=dict)
+    bundle: BundleParams = field(default_factory=BundleParams)  # no stage's DVC param: signing never changes a number
 
 
-BLOCKS: dict[str, type] = {"fetch": FetchParams, "system": SystemParams, "metrics": MetricsParams, "executor": ExecutorParams}
+BLOCKS: dict[str, type] = {"fetch": FetchParams, "system": SystemParams, "metrics": MetricsParams, "executor": ExecutorParams,
+                           "bundle": BundleParams}
 TOP = {"datasets": text_list(allow_all=True), "local_datasets": text_list()}  # datasets: [] only with local_datasets
 #: top-level blocks every params.yaml must have
 REQUIRED = ("datasets", "fetch", "chunking", "system", "metrics")
-KNOWN = ("datasets", "local_datasets", "fetch", "chunking", "extraction", "system", "metrics", "executor")
+KNOWN = ("datasets", "local_datasets", "fetch", "chunking", "extraction", "system", "metrics", "executor", "bundle")
 
 
 def _unknown(key: str, name: Any, known: list[str]) -> ParamsError:
@@ -307,7 +315,7 @@ def _options(key: str, value: Any, checks: Mapping[str, Check], defaults: Mappin
 
 
 def check_block(name: str, value: Any) -> Any:
-    """One of the fixed blocks (fetch, system, metrics, executor) as its dataclass."""
+    """One of the fixed blocks (fetch, system, metrics, executor, bundle) as its dataclass."""
     cls = BLOCKS[name]
     fields = dataclasses.fields(cls)
     block = _mapping(name, {} if value is None else value, [f.name for f in fields])
@@ -407,8 +415,7 @@ def check_memory_bounds(params: Params, memory_bytes: int) -> None:
                           f"{BYTES_PER_RUN_ROW} bytes a run row in core), got {params.executor.in_core_rows:,}")
 
 
-def check_params(doc: Any, modalities: Mapping[str, Modality], registered: set[str] | None = None,
-                 memory_bytes: int | None = None) -> Params:
+def check_params(doc: Any, modalities: Mapping[str, Modality], registered: set[str] | None = None, memory_bytes: int | None = None) -> Params:
     """The typed configuration of `doc` when it fits the schema; ParamsError (one line) otherwise.
 
     `modalities` are the registered modalities (their strategies and options);

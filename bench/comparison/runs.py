@@ -1,6 +1,8 @@
 """Runs to compare, found and read: a folder (a project checkout or a copy of its ``reports/``),
-its per-query parquet file, a git revision or a DVC experiment name (bench.comparison.compare
-documents the forms). A run is its committed per-query table plus its dev.json and params.yaml."""
+its per-query parquet file, a result bundle (bench.bundle: its claimed per-query table, metrics
+and params, each member's digest checked; `bench verify` checks its signature and numbers), a git
+revision or a DVC experiment name (bench.comparison.compare documents the forms). A run is its
+committed per-query table plus its dev.json and params.yaml."""
 
 from __future__ import annotations
 
@@ -12,6 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from bench.bundle.make import ClaimedRun, claimed_run
+from bench.bundle.signing import BundleError
+from bench.bundle.statement import is_bundle
 
 
 class CompareError(Exception):
@@ -93,6 +99,8 @@ def load_run(spec: str, root: Path, per_query: str, metrics_file: str) -> Loaded
     and `metrics_file` are the project's paths of the per-query table and dev.json."""
     path = Path(spec)
     if path.exists():
+        if (bundled := _bundle(path)) is not None:
+            return LoadedRun(spec, bundled.per_query, bundled.document)
         if path.is_file():
             pq_path, metrics_path = path, path.parent.parent / "metrics" / "dev.json"
         elif (path / per_query).is_file():
@@ -119,12 +127,24 @@ def load_run(spec: str, root: Path, per_query: str, metrics_file: str) -> Loaded
     return LoadedRun(spec, _read_parquet_bytes(data, f"{spec}:{per_query}"), metrics)
 
 
+def _bundle(path: Path) -> ClaimedRun | None:
+    """The run a result bundle claims (None: `path` is no bundle); CompareError when it cannot be read."""
+    if not is_bundle(path):
+        return None
+    try:
+        return claimed_run(path)
+    except BundleError as exc:
+        raise CompareError(str(exc)) from None
+
+
 def run_params(spec: str, root: Path) -> dict[str, Any]:
     """params.yaml of a run (a folder's own, or the commit's of a revision or experiment); {} without one."""
     import yaml
 
     path = Path(spec)
-    if path.exists():
+    if (bundled := _bundle(path)) is not None:
+        data: bytes | None = bundled.params
+    elif path.exists():
         folder = path if path.is_dir() else path.parent.parent.parent  # reports/per_query/dev.parquet -> the project
         data = (folder / "params.yaml").read_bytes() if (folder / "params.yaml").is_file() else None
     else:
