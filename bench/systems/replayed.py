@@ -76,7 +76,7 @@ class Probes:
     def start(self, events: pd.DataFrame, first_holder: str | None) -> None:
         """One search before any event: it must hand over nothing."""
         common = Counter(w for t in events["text"].astype(str) for w in {w.lower() for w in _WORD.findall(t)} - _stop())
-        question = " ".join(w for w, _ in common.most_common(START_WORDS)) or "memory"
+        question = " ".join(sorted(common, key=lambda w: (-common[w], w))[:START_WORDS]) or "memory"
         as_of = pd.Timestamp(events["observed_at"].iloc[0]).isoformat() if len(events) else pd.Timestamp.now(tz="UTC").isoformat()
         try:
             returned = len(self.search(question, as_of, first_holder))
