@@ -44,12 +44,13 @@ from bench.systems.mcp_plan import (
     INSTALL,
     OBSERVE_WORDS,
     SEARCH_WORDS,
+    SHOWN_CHARS,
     McpPlan,
     check_env,
     default_arguments,
-    error_reason,
     fill,
     find_tool,
+    json_value,
     mcp_plan,
     read_memories,
 )
@@ -271,6 +272,33 @@ class McpChannel:
             count("tied_holders", found.tied_holders)
             out.append({**m, "memory_id": f"attributed:{m['memory_id']}", "provenance": self.shown.citations(found.units)})
         return out
+
+
+def _messages(value: Any, found: list[str]) -> None:
+    if isinstance(value, dict):
+        for key, v in value.items():
+            if key in ("message", "error", "detail", "reason") and isinstance(v, str) and v.strip() and v not in found:
+                found.append(v.strip())
+            else:
+                _messages(v, found)
+    elif isinstance(value, list):
+        for v in value:
+            _messages(v, found)
+
+
+def error_reason(text: str) -> str:
+    """A tool error's own reason on one line: the messages of the JSON it holds first (a validation
+    error: ``Invalid value: Expected <=50 but received 100``), then its text (at most SHOWN_CHARS)."""
+    text = " ".join(text.split())
+    found: list[str] = []
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start >= 0:
+        parsed = json_value(text[start:])
+        if parsed is not None:
+            _messages(parsed, found)
+    head = text[:start].rstrip(" :") if found else text
+    reason = "; ".join([*found, head] if found and head else found or [head])
+    return reason[:SHOWN_CHARS] + ("…" if len(reason) > SHOWN_CHARS else "") or "(no text)"
 
 
 def rpc_error(exc: BaseException) -> str | None:

@@ -236,7 +236,7 @@ def shown(value: Any) -> str:
 TEXT_HINT = "declare how its text is read: system.mcp.text: whole (one memory), lines, paragraphs or numbered"
 
 
-def _json(text: str) -> Any:
+def json_value(text: str) -> Any:
     """A text holding a JSON object or list, parsed; None when it holds none (a bare scalar is text)."""
     try:
         value = json.loads(text)
@@ -253,7 +253,7 @@ def _unwrap(value: Any, rule: TextRule | None) -> Any:
     if isinstance(value, str):
         if rule is not None:
             return rule.pieces(value)
-        parsed = _json(value)
+        parsed = json_value(value)
         if parsed is None:
             raise MalformedResponse(f"the tool's text is not JSON: {shown(value)}; {TEXT_HINT}")
         return _unwrap(parsed, rule)
@@ -290,7 +290,7 @@ def payload(result: Any, rule: TextRule | None = None) -> Any:
         return [piece for t in texts for piece in rule.pieces(t)]
     values: list[Any] = []
     for t in texts:  # several blocks: one memory each (its JSON value, or its text), a block holding a list: each element
-        value = _json(t)
+        value = json_value(t)
         if value is None:
             values.append(t)
         else:
@@ -301,7 +301,7 @@ def payload(result: Any, rule: TextRule | None = None) -> Any:
 
 def _step(v: Any) -> Any:
     """A JSON text inside the answer parsed (FastMCP's envelope, a field holding JSON), the envelope taken off."""
-    parsed = _json(v) if isinstance(v, str) else v
+    parsed = json_value(v) if isinstance(v, str) else v
     v = v if parsed is None else parsed
     while isinstance(v, dict) and set(v) == {"result"}:
         v = _step(v["result"])
@@ -314,7 +314,7 @@ def _walk(value: Any, steps: tuple[tuple[str, bool], ...]) -> list[Any]:
     for key, each in steps:
         nxt = []
         for v in values:
-            v = _step(v) if key != "result" else (_json(v) or v) if isinstance(v, str) else v
+            v = _step(v) if key != "result" else (json_value(v) or v) if isinstance(v, str) else v
             if key:
                 if not isinstance(v, dict) or key not in v:
                     raise MalformedResponse(f"results rule {rule!r}: no key {key!r} in {shown(v)}{suggestion(value)}")
@@ -403,7 +403,7 @@ def own_scores(scores: list[Any]) -> bool:
         a >= b for a, b in zip(scores, scores[1:], strict=False))
 
 
-class Memories(list):  # type: ignore[type-arg]
+class Memories(list[dict[str, Any]]):
     """The memories of one answer (wire dicts); `own`: their scores are the server's own."""
 
     own = False
@@ -432,33 +432,3 @@ def read_memories(result: Any, steps: tuple[tuple[str, bool], ...] | None, k: in
     for rank, m in enumerate(out, start=1):
         m["score"] = float(m["score"]) if own else 1.0 / rank
     return out
-
-
-# --------------------------------------------------------------------------- a tool's error, in its own words
-
-
-def _messages(value: Any, found: list[str]) -> None:
-    if isinstance(value, dict):
-        for key, v in value.items():
-            if key in ("message", "error", "detail", "reason") and isinstance(v, str) and v.strip() and v not in found:
-                found.append(v.strip())
-            else:
-                _messages(v, found)
-    elif isinstance(value, list):
-        for v in value:
-            _messages(v, found)
-
-
-def error_reason(text: str) -> str:
-    """A tool error's own reason on one line: the messages of the JSON it holds first (a validation
-    error: ``Invalid value: Expected <=50 but received 100``), then its text (at most SHOWN_CHARS)."""
-    text = " ".join(text.split())
-    found: list[str] = []
-    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
-    if start >= 0:
-        parsed = _json(text[start:])
-        if parsed is not None:
-            _messages(parsed, found)
-    head = text[:start].rstrip(" :") if found else text
-    reason = "; ".join([*found, head] if found and head else found or [head])
-    return reason[:SHOWN_CHARS] + ("…" if len(reason) > SHOWN_CHARS else "") or "(no text)"

@@ -25,17 +25,19 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from bench.systems import Query
 from bench.systems.adapters import EventRefused, SystemCrash, SystemTimeout
+from bench.systems.protocol import parse_response, request_of
 from bench.systems.replay import event_message, schedule
 
-__all__ = ["INGEST_COLUMNS", "Probes", "ReplayError", "no_ingest", "replay_queries"]
+__all__ = ["INGEST_COLUMNS", "Probes", "ReplayError", "no_ingest", "probe_search", "replay_facts", "replay_queries"]
 
 INGEST_COLUMNS = ["event", "source_id", "modality", "ingest_ms"]
 
@@ -174,3 +176,27 @@ def replay_queries(channel: Any, events: pd.DataFrame, entries: list[dict], ask:
     if probes is not None:
         probes.finish()
     return outcomes, ingest
+
+
+def replay_facts(adapter: Any, probes: Probes | None) -> dict[str, Any]:
+    """A replayed run's facts besides its answers: empty at start, time until searchable, and (an
+    MCP server's) what it handed over; nothing for a run that was not replayed."""
+    if probes is None:
+        return {}
+    facts = getattr(adapter, "replay_facts", None)
+    return {"replay_facts": {**probes.facts, **(facts() if callable(facts) else {})}}
+
+
+def probe_search(channel: Any, k: int, known: Collection[str] | None, timeout_s: float) -> Callable[[str, str, str | None], list[Any]]:
+    """One search outside the questions (bench.systems.replayed.Probes): its hits; raises on a failed call."""
+    sent = [0]
+
+    def search(question: str, as_of: str, holder: str | None) -> list[Any]:
+        sent[0] += 1
+        prepare = getattr(channel, "prepare", None)
+        if prepare is not None:
+            prepare()
+        request = request_of(Query(question, pd.Timestamp(as_of), holder, None, None, k), f"probe-{sent[0]}")
+        return list(parse_response(channel.call(request, timeout_s), k, known, expect_id=request["id"]).hits)
+
+    return search

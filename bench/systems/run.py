@@ -52,7 +52,7 @@ from bench.io import gc_paused
 from bench.systems import MemoryHit, Query, Response
 from bench.systems.adapters import Adapter, Channel, SystemCrash, SystemTimeout
 from bench.systems.protocol import MalformedResponse, parse_response, request_of
-from bench.systems.replayed import Probes, ReplayError, no_ingest, replay_queries
+from bench.systems.replayed import Probes, ReplayError, no_ingest, probe_search, replay_facts, replay_queries
 
 if TYPE_CHECKING:
     from bench.executor import Executor
@@ -236,10 +236,8 @@ class _Streak:
 
 def error_summary(errors: Counter[str], most: int = 3) -> str:
     """The distinct failure messages, each once with its count, the most frequent first."""
-    said = [f"{n}x {message or '(no message)'}" for message, n in errors.most_common(most)]
-    more = len(errors) - len(said)
-    return ("why: " if len(errors) == 1 else "why (each distinct error once): ") + " | ".join(said) + (
-        f" | and {more} other errors" if more > 0 else "")
+    said = [f"{n}x {message or '(no message)'}" for message, n in errors.most_common(most)] + [f"and {len(errors) - most} other errors"] * (len(errors) > most)
+    return ("why: " if len(errors) == 1 else "why (each distinct error once): ") + " | ".join(said)
 
 
 def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str,
@@ -311,9 +309,8 @@ def run_queries(
     A system that opted in to replay (``adapter.replay`` once its channel is open) is sent
     `events()` (bench.systems.replay.event_stream) interleaved with the queries
     (bench.systems.replayed), over one channel and without warm-up. `check_memory`
-    checks each memory hit's citations against the corpus (MalformedResponse). A replayed system
-    is searched once before its first event (it must hand over nothing) and, with `probe_every`,
-    probed for each n-th event until it finds it (bench.systems.replayed.Probes)."""
+    checks each memory hit's citations against the corpus (MalformedResponse). A replayed system is
+    probed (`probe_every`, `probe_wait_s`: bench.systems.replayed.Probes)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     if not getattr(adapter, "replay", False):
@@ -388,25 +385,8 @@ def run_queries(
         "replay": replay,
         "given_atoms": bool(getattr(adapter, "given_atoms", True)),
     }
-    if replay:  # what a buyer asks besides the answers: empty at start, time until searchable, what was handed over
-        facts = getattr(adapter, "replay_facts", None)
-        result.info["replay_facts"] = {**(probes.facts if probes is not None else {}), **(facts() if callable(facts) else {})}
+    result.info.update(replay_facts(adapter, probes))
     return result
-
-
-def probe_search(channel: Channel, k: int, known: Collection[str] | None, timeout_s: float) -> Callable[[str, str, str | None], list[Any]]:
-    """One search outside the questions (bench.systems.replayed.Probes): its hits; raises on a failed call."""
-    sent = [0]
-
-    def search(question: str, as_of: str, holder: str | None) -> list[Any]:
-        sent[0] += 1
-        prepare = getattr(channel, "prepare", None)
-        if prepare is not None:
-            prepare()
-        request = request_of(Query(question, pd.Timestamp(as_of), holder, None, None, k), f"probe-{sent[0]}")
-        return list(parse_response(channel.call(request, timeout_s), k, known, expect_id=request["id"]).hits)
-
-    return search
 
 
 def _each(timed: Callable[[int], _Outcome], n: int, pool_exec: ThreadPoolExecutor, concurrency: int) -> list[_Outcome]:

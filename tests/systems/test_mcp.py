@@ -191,7 +191,7 @@ def test_unreadable_results_show_what_came_back_and_the_rule_that_reads_it(paylo
 
 
 def test_a_tool_error_in_its_own_words():
-    from bench.systems.mcp_plan import error_reason
+    from bench.systems.mcp import error_reason
 
     libsql = ('Invalid arguments for tool search_nodes: [{"kind":"validation","type":"max_value","input":100,"expected":"<=50",'
               '"received":"100","message":"Invalid value: Expected <=50 but received 100","requirement":50,"path":[{"type":'
