@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
-__all__ = ["memory_sections", "replay_section", "memories_section"]
+__all__ = ["memory_html", "memory_sections", "replay_section", "memories_section"]
 
 
 def _ms(value: Any) -> str:
@@ -74,7 +76,7 @@ def memories_section(doc: dict[str, Any]) -> list[str]:
     block = doc.get("memories")
     if not block:
         return []
-    k = doc["run"]["k"]
+    k = (doc.get("run") or {}).get("k", 10)
     out = [
         "## Memory hits (gold by provenance)",
         "",
@@ -117,4 +119,32 @@ def handed_over(block: dict[str, Any], k: int) -> list[str]:
 
 
 def memory_sections(doc: dict[str, Any]) -> list[str]:
-    return [*replay_section(doc["run"]), *memories_section(doc)]
+    return [*replay_section(doc.get("run") or {}), *memories_section(doc)]
+
+
+def _inline(text: str) -> str:
+    out = html.escape(text, quote=False)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+
+
+def memory_html(doc: dict[str, Any]) -> str:
+    """dev.html's replay and memory sections: dev.md's (:func:`memory_sections`) as HTML."""
+    out: list[str] = []
+    rows: list[list[str]] = []
+    for line in [*memory_sections(doc), ""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("-:") for c in cells):
+                rows.append(cells)
+            continue
+        if rows:
+            head, *body = rows
+            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>" + "".join(
+                "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body) + "</table>")
+            rows = []
+        if line.startswith("## "):
+            out.append(f"<h2>{_inline(line[3:])}</h2>")
+        elif line.strip():
+            out.append(f"<p>{_inline(line)}</p>")
+    return "\n".join(out)

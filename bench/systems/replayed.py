@@ -79,7 +79,8 @@ class Probes:
         """One search before any event: it must hand over nothing."""
         common = Counter(w for t in events["text"].astype(str) for w in {w.lower() for w in _WORD.findall(t)} - _stop())
         question = " ".join(sorted(common, key=lambda w: (-common[w], w))[:START_WORDS]) or "memory"
-        as_of = pd.Timestamp(events["observed_at"].iloc[0]).isoformat() if len(events) else pd.Timestamp.now(tz="UTC").isoformat()
+        first = pd.Timestamp(events["observed_at"].iloc[0]) if len(events) else pd.Timestamp.now(tz="UTC")
+        as_of = (first - pd.Timedelta(seconds=1)).isoformat()  # before anything was observed
         try:
             returned = len(self.search(question, as_of, first_holder))
         except Exception as exc:  # a failed search says nothing about what the store holds

@@ -146,6 +146,10 @@ def test_recall_by_provenance_agrees_with_an_independent_recomputation(locomo):
     shown = "\n".join(memories_section({**doc, "run": {"k": K}}))
     value = kinds["cited"][f"recall@{K}"]
     assert f"| overall | cited | {mem['memory_hits']} | {kinds['cited']['memories']} | {value['value']:.4f} | {value['n']} / {value['denominator']} |" in shown
+    from bench.reporting.memories import memory_html
+
+    page = memory_html({**doc, "run": {"k": K}})  # dev.html says the same
+    assert f"<td>overall</td><td>cited</td><td>{mem['memory_hits']}</td>" in page and "<h2>Memory hits (gold by provenance)</h2>" in page
 
 
 @pytest.mark.parametrize("variant", ["EveryTurn", "WholeSession"])
