@@ -108,10 +108,13 @@ def measure(path: Path, piece: Slice, tmp: Path) -> dict[str, Any]:
                            in_core_rows=10**8, sha256={}).document
     cells = {m: doc["overall"][m] for m in (f"recall@{K}", "recall@budget", "mrr", f"ndcg@{K}", "holder_correctness", "false_recall")}
     kinds = (doc.get("memories") or {}).get("overall", {}).get("by_kind", {})
+    turns = {str(t).strip() for t in piece.segments["text"]}
+    verbatim = int(ran.memories["text"].astype(str).str.strip().isin(turns).sum()) if len(ran.memories) else 0
     return {"file": path.name, "catalogue": block.get("catalogue", {}), "name": cfg.name, "cells": cells, "isolation": isolation,
             "questions": len(piece.entries), "answered": int(ran.memories["query_id"].nunique()) if len(ran.memories) else 0,
             "failed": len(ran.failures), "facts": ran.info.get("replay_facts", {}),
-            "attributed_recall": (kinds.get("attributed") or {}).get(f"recall@{K}"), "seconds": round(seconds, 1), "ran": ran}
+            "attributed_recall": (kinds.get("attributed") or {}).get(f"recall@{K}"), "verbatim": verbatim, "seconds": round(seconds, 1),
+            "ran": ran}
 
 
 def _cell(cell: dict[str, Any]) -> str:
@@ -175,8 +178,9 @@ def why(r: dict[str, Any], found: dict[str, int]) -> str:
     holder = r["cells"]["holder_correctness"]
     text += (f"It answered {r['answered']} of {r['questions']} questions with {mem['returned']} memory hits; none cites its source, so "
              f"each is attributed to the sent turns that support it ({mem['attributed']} attributed, {mem['unattributed']} supported by "
-             f"no turn; {mem.get('tied', 0)} on a tie, {mem.get('tied_holders', 0)} of them between holders). Its memories are turns "
-             f"verbatim, so attribution finds the turn each came from: recall@{K} by attributed memories "
+             f"no turn; {mem.get('tied', 0)} on a tie, {mem.get('tied_holders', 0)} of them between holders). {r['verbatim']} of its "
+             f"{len(r['ran'].memories)} memory hits are a turn verbatim, which attribution finds as an atom of it would be found: "
+             f"recall@{K} by attributed memories "
              f"{number(rec.get('value'))} ({rec.get('n')}/{rec.get('denominator')}). It keeps no holder apart: holder correctness "
              f"{_cell(holder)} counts the other conversation's turns it returns.")
     if scores in ("rank", "own and rank"):
