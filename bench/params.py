@@ -229,6 +229,10 @@ class SystemParams:
     env: dict[str, str] | None = _key(settings(), None)
     #: mcp systems: the observe/search tool calls, reset and results rule (bench.systems.mcp.mcp_plan)
     mcp: dict[str, Any] | None = _key(settings(any_value=True), None)
+    #: replayed systems: a probe for the words of the event just sent after every n-th event, repeated
+    #: until a memory holds it or probe_wait_s passes (time until searchable); 0: not measured
+    probe_every: int = _key(whole(0, high=MAX_DEPTH * 100), 0)
+    probe_wait_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 5.0, float)
 
 
 @dataclass(frozen=True)

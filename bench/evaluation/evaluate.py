@@ -119,7 +119,8 @@ class RunDescription:
                    warm=system.get("warm", True), adapter=system.get("adapter", "builtin"),
                    warmup_queries=system.get("warmup_queries", 0), timeout_s=system.get("timeout_s"),
                    latency=system.get("latency"), isolation=system.get("isolation"), abstains=bool(system.get("abstains", False)),
-                   replay={"events": system.get("events", 0), "ingest_ms": system.get("ingest", {})} if system.get("replay") else None)
+                   replay={"events": system.get("events", 0), "ingest_ms": system.get("ingest", {}), **system.get("replay_facts", {})}
+                   if system.get("replay") else None)
 
 
 @dataclass(frozen=True)
@@ -150,16 +151,24 @@ def entries_frame(entries: list[dict[str, Any]], regions: pd.DataFrame) -> pd.Da
     )
 
 
-def failure_summary(entries: pd.DataFrame, failures: pd.DataFrame) -> dict[str, dict[str, int]]:
-    """Per modality: queries, failed, and failed by kind (timeout, crash)."""
+def failure_summary(entries: pd.DataFrame, failures: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per modality: queries, failed, failed by kind (timeout, crash), and ``errors``: each distinct
+    failure message once with its count, the most frequent first (at most 5)."""
     kinds = dict(zip(failures["query_id"].astype(str), failures["kind"].astype(str), strict=True))
-    out: dict[str, dict[str, int]] = {}
+    said = dict(zip(failures["query_id"].astype(str), failures["message"].astype(str), strict=True)) if "message" in failures else {}
+    out: dict[str, dict[str, Any]] = {}
+    errors: dict[str, dict[str, int]] = {}
     for qid, modality in zip(entries["query_id"], entries["modality"], strict=True):
         row = out.setdefault(str(modality), {"queries": 0, "failed": 0})
         row["queries"] += 1
         if qid in kinds:
             row["failed"] += 1
             row[kinds[qid]] = row.get(kinds[qid], 0) + 1
+            if qid in said:
+                mine = errors.setdefault(str(modality), {})
+                mine[said[qid]] = mine.get(said[qid], 0) + 1
+    for modality, mine in errors.items():
+        out[modality]["errors"] = [{"message": m, "count": n} for m, n in sorted(mine.items(), key=lambda x: (-x[1], x[0]))[:5]]
     return dict(sorted(out.items()))
 
 
@@ -233,7 +242,7 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     doc = metrics_document(report, inputs.invalid, inputs.sha256, run_block)
     doc.update({"atom_stats": atom_statistics(served_ext, inputs.regions), "ties": tie_summary, "mde": mde_block(table, k)})
     if inputs.memories:
-        doc["memories"] = memory_block(inputs.memories, entries, k)
+        doc["memories"] = memory_block(inputs.memories, entries, k, hits)
     return EvalResult(doc, per_query, table, atom_ext, hits, source.block_count)
 
 

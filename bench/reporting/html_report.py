@@ -16,6 +16,7 @@ import pandas as pd
 
 from bench.ingest.atom_codes import ATOM_CODE
 from bench.numbers import NO_VALUE, number
+from bench.reporting.memories import memory_html
 
 SNIPPET = 120
 CSS = """
@@ -298,6 +299,7 @@ def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], 
                        f"<td class=num>{number(s['p95_extent'], 1)}</td><td class=num>{s['gold_regions']}</td><td class=num>{s['unreached_regions']}</td>"
                        f"<td class=num>{number(s['unreached_share'], 4)}</td></tr>")
         out.append("</table>")
+    out.append(memory_html(doc))  # a replayed run, memory hits: what dev.md says of them
     ties = doc.get("ties", {})
     if ties:
         out += ["<p>Tied score positions in the top k (their order is set by the tie rule: score descending, then atom_id ascending): "

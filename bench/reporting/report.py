@@ -238,6 +238,11 @@ def system_section(run: dict[str, Any]) -> list[str]:
         for modality, row in failures.items():
             out.append(f"| {modality} | {row['queries']} | {row['failed']} | {row.get('timeout', 0)} | {row.get('crash', 0)} |")
         out.append("")
+        said = [(m, e) for m, row in failures.items() for e in row.get("errors") or []]
+        if said:  # each distinct error once, in the system's own words
+            out += ["Why they failed (each distinct error once, with its count):", ""]
+            out += [f"- {m}: {e['count']}x `{e['message'][:400]}`" for m, e in said]
+            out.append("")
     return out
 
 

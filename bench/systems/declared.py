@@ -218,8 +218,8 @@ def plan_code(argv: list[str], declared: Sequence[str] | None, base: Path, forbi
             plan.argv.append(arg)
             continue
         path = _existing(arg, base)
-        if path is None or skipped(path):
-            plan.argv.append(arg)
+        if path is None or skipped(path):  # a relative path into a runtime folder (a venv's python) made absolute, unresolved
+            plan.argv.append(arg if path is None or os.path.isabs(arg) else os.path.abspath(base / arg))
             continue
         check_path("system.entry", arg, path, fb, code=declared is None and guessed is None)
         if guessed is None:

@@ -44,11 +44,13 @@ from bench.systems.mcp_plan import (
     INSTALL,
     OBSERVE_WORDS,
     SEARCH_WORDS,
+    SHOWN_CHARS,
     McpPlan,
     check_env,
     default_arguments,
     fill,
     find_tool,
+    json_value,
     mcp_plan,
     read_memories,
 )
@@ -96,7 +98,7 @@ class McpChannel:
         from bench.systems.attribution import Shown
 
         self.shown = Shown()
-        self._attributed: dict[tuple[str, str | None], tuple[int, list[dict[str, Any]]]] = {}
+        self._attributed: dict[tuple[str, str | None], tuple[int, Any]] = {}
 
     # -- life cycle
     def start(self) -> None:
@@ -129,7 +131,8 @@ class McpChannel:
             raise SystemCrash(f"did not answer the MCP handshake within {timeout:g} s of starting") from None
         except Exception as exc:  # the SDK's own errors: the process could not start or spoke no MCP
             self.kill()
-            raise SystemCrash(f"MCP session could not be opened (the server exited or spoke no MCP): {_one_line(exc)}") from None
+            raise SystemCrash(f"MCP session could not be opened (the server exited or spoke no MCP): {_one_line(exc)}"
+                              f"{self.adapter.hint}") from None
         self.tools = {t.name: t for t in tools}
         self.started += 1
         self.adapter.resolve(self.tools)
@@ -202,11 +205,14 @@ class McpChannel:
             raise SystemTimeout(f"tool {name} ({what}) gave no answer within {timeout:g} s; the server was stopped and "
                                 "will be restarted") from None
         except Exception as exc:  # the SDK raises its own errors for a broken session or a protocol error
+            rpc = rpc_error(exc)
+            if rpc is not None:  # the server answered the call with a JSON-RPC error: the session goes on
+                raise SystemCrash(f"tool {name} ({what}) answered a JSON-RPC error: {rpc}") from None
             self.kill()
             raise SystemCrash(f"tool {name} ({what}) failed: {_one_line(exc)}") from None
         if getattr(result, "is_error", False):
-            texts = " ".join(getattr(c, "text", "") for c in result.content or [])
-            raise SystemCrash(f"tool {name} ({what}) answered an error: {_one_line(texts)}")
+            texts = " ".join(t for c in result.content or [] if isinstance(t := getattr(c, "text", None), str))
+            raise SystemCrash(f"tool {name} ({what}) answered an error: {error_reason(texts)}")
         return result
 
     def _observe(self, event: dict[str, Any], timeout: float) -> None:
@@ -236,24 +242,75 @@ class McpChannel:
             result = self._tool(tool, fill(template, values), timeout, "search")
         finally:
             self.elapsed_ms = (time.perf_counter() - start) * 1000.0
-        memories = read_memories(result, self.adapter.results, int(request["k"]))
-        return {"id": request["id"], "hits": self._provenanced(memories, scope.get("holder"))}
+        memories = read_memories(result, self.adapter.results, int(request["k"]), self.adapter.plan.text)
+        question = not str(request["id"]).startswith("probe")  # a probe's answer is counted nowhere (bench.systems.replayed)
+        if memories and question:
+            self.adapter.count("answers_own_scores" if memories.own else "answers_rank_scores")
+        return {"id": request["id"], "hits": self._provenanced(memories, scope.get("holder"), question)}
 
-    def _provenanced(self, memories: list[dict[str, Any]], holder: str | None) -> list[dict[str, Any]]:
+    def _provenanced(self, memories: list[dict[str, Any]], holder: str | None, counted: bool = True) -> list[dict[str, Any]]:
         """Each memory with its own provenance, else attributed (bench.systems.attribution)."""
         out = []
+        count = self.adapter.count if counted else (lambda what, n=1: None)
         for m in memories:
+            count("returned")
             if m["provenance"] not in (None, []):  # its own citations, checked by the wire's rules
+                count("cited")
                 out.append(m)
                 continue
             key = (m["text"], holder)
             cached = self._attributed.get(key)
             if cached is None or cached[0] != len(self.shown):
-                cached = (len(self.shown), self.shown.attribute(m["text"], holder))
+                cached = (len(self.shown), self.shown.attribution(m["text"], holder))
                 self._attributed[key] = cached
-            if cached[1]:  # nothing judged by its text shown yet: nothing to cite, the memory is left out
-                out.append({**m, "memory_id": f"attributed:{m['memory_id']}", "provenance": cached[1]})
+            found = cached[1]
+            if not found.units:  # nothing judged by its text shown yet: nothing to cite, the memory is left out
+                count("left_out")
+                continue
+            count("attributed" if found.supported else "unattributed")
+            count("tied", found.tied)
+            count("tied_holders", found.tied_holders)
+            out.append({**m, "memory_id": f"attributed:{m['memory_id']}", "provenance": self.shown.citations(found.units)})
         return out
+
+
+def _messages(value: Any, found: list[str]) -> None:
+    if isinstance(value, dict):
+        for key, v in value.items():
+            if key in ("message", "error", "detail", "reason") and isinstance(v, str) and v.strip() and v not in found:
+                found.append(v.strip())
+            else:
+                _messages(v, found)
+    elif isinstance(value, list):
+        for v in value:
+            _messages(v, found)
+
+
+def error_reason(text: str) -> str:
+    """A tool error's own reason on one line: the messages of the JSON it holds first (a validation
+    error: ``Invalid value: Expected <=50 but received 100``), then its text (at most SHOWN_CHARS)."""
+    text = " ".join(text.split())
+    found: list[str] = []
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start >= 0:
+        parsed = json_value(text[start:])
+        if parsed is not None:
+            _messages(parsed, found)
+    head = text[:start].rstrip(" :") if found else text
+    reason = "; ".join([*found, head] if found and head else found or [head])
+    return reason[:SHOWN_CHARS] + ("…" if len(reason) > SHOWN_CHARS else "") or "(no text)"
+
+
+def rpc_error(exc: BaseException) -> str | None:
+    """A JSON-RPC error the server answered (the SDK's MCPError: code and message), on one line; None for any other."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    error = getattr(exc, "error", None)
+    code, message = getattr(error, "code", None), getattr(error, "message", None)
+    if not isinstance(code, int) or not isinstance(message, str):
+        return None
+    data = getattr(error, "data", None)
+    return f"{code} {error_reason(message + ('' if data is None else ' ' + str(data)))}"
 
 
 def _one_line(value: Any) -> str:
@@ -279,8 +336,21 @@ class McpAdapter:
         self.search_call: tuple[str, Any] = ("", None)
         self.reset: str | None = None
         self.results = plan.results
+        self.hint = ""  # said when the server cannot be started (startup_hint)
+        self.facts: dict[str, int] = {}  # what the run handed over: memories returned, cited, attributed ... (count)
         self._restarts = 0
         _sdk()  # the extra is checked before anything starts
+
+    def count(self, what: str, n: int | bool = 1) -> None:
+        self.facts[what] = self.facts.get(what, 0) + int(n)
+
+    def replay_facts(self) -> dict[str, Any]:
+        """What system.json records of the run's memories (docs/systems.md, *MCP*): counts, and how they were scored."""
+        own, rank = self.facts.get("answers_own_scores", 0), self.facts.get("answers_rank_scores", 0)
+        scores = "none returned" if not own + rank else "own" if not rank else "rank" if not own else "own and rank"
+        return {"memories": {k: self.facts.get(k, 0) for k in ("returned", "cited", "attributed", "unattributed", "left_out",
+                                                               "tied", "tied_holders")},
+                "scores": scores, "answers_own_scores": own, "answers_rank_scores": rank}
 
     def resolve(self, tools: Mapping[str, Any]) -> None:
         """Find the tools and argument templates on the server (module docstring); ValueError in one line."""
@@ -326,7 +396,31 @@ def mcp_adapter(cfg: Any, launch: Any = None) -> McpAdapter:
     scratch = Path(launch.env.get("HOME", launch.cwd))
     filled = {k: v.replace("{workdir}", str(scratch)) for k, v in env.items()}
     server = Server(argv=list(launch.argv), env={**launch.env, **filled}, cwd=launch.cwd, scratch=scratch)
-    return McpAdapter(server, cfg.name, plan, cfg.startup_timeout_s, launch.isolation)
+    adapter = McpAdapter(server, cfg.name, plan, cfg.startup_timeout_s, launch.isolation)
+    adapter.hint = startup_hint(entry, cfg.code)
+    return adapter
+
+
+def startup_hint(entry: str, code: Any) -> str:
+    """What to do when a stdio server exits before the handshake: a Python server in its own
+    virtual environment needs that environment in system.code; one written for another major
+    version of the `mcp` SDK than the harness's needs an environment of its own."""
+    import shlex
+    import sys
+    from importlib.metadata import version
+
+    args = shlex.split(entry)
+    program = Path(args[0]) if args else Path()
+    venv = next((p for p in program.absolute().parents[:2] if (p / "pyvenv.cfg").is_file()), None)
+    if venv is not None and code is None:
+        return (f"; its program {args[0]} is in the virtual environment {venv}, which is not shown to it (system.code: null "
+                f"shows only the program file): set system.code: [{venv}]; its own error is on stderr above")
+    if "{python}" in entry or (program.name.startswith("python") and venv is None) or (args and args[0] == sys.executable):
+        return (f"; a Python server runs here under the harness's interpreter and its mcp {version('mcp')}: one written for "
+                "another major version of the mcp SDK (FastMCP servers for mcp 1.x import mcp.server.fastmcp) stops at its "
+                "import; install it with that mcp into a virtual environment of its own and run it from there (entry: "
+                "\"<venv>/bin/python -m <module>\", system.code: [<venv>]); its own error is on stderr above")
+    return "; its own error is on stderr above"
 
 
 def is_url(entry: str | None) -> bool:
