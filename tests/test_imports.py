@@ -23,7 +23,7 @@ PACKAGES = ("bench", "stages", "benchmarks")
 ORDER: tuple[tuple[str, ...], ...] = (
     ("bench.io", "bench.executor", "bench.progress", "bench.archive", "bench.numbers", "bench.memo"),
     ("bench.modalities",),
-    ("bench.params", "bench.corpus_sources"),
+    ("bench.params_checks", "bench.params", "bench.corpus_sources"),
     ("bench.ingest",),
     ("bench.annotations",),
     ("bench.systems",),
