@@ -82,3 +82,34 @@ def test_no_cartridges_without_the_cache_or_a_lock_and_the_reason_says_so(repo, 
     run(["git", "commit", "-qm", "no lock"], root, env)
     got = locate(load_run("HEAD", root, PER_QUERY, DEV_METRICS), relative(), PER_QUERY, tmp_path / "b")
     assert isinstance(got, str) and got.endswith("has no dvc.lock")
+
+
+def test_the_budget_cut_follows_the_budget_measures_packing():
+    """Four 100-character turns and a 30-character memory under a 250-character budget: ranks 1
+    and 2 packed whole, the pdf page at rank 3 another unit, the memory (rank 4) whole (it fits:
+    230), rank 5 cut to its first 20 characters, rank 6 beyond. An unanswerable entry and a
+    failed one get no cut; an abstaining answer's ranking is still marked (the page says the
+    answer hands over nothing)."""
+    from bench.evaluation.memory_report import MemoryInputs
+    from bench.gold.table import MEMORY_ROW_COLUMNS
+    from bench.ingest.atom_codes import HIT_COLUMNS
+    from bench.reporting.cartridges import PACK_BEYOND, PACK_CUT, PACK_OTHER, PACK_WHOLE, budget_cut
+
+    turns = pd.DataFrame({"atom_id": [f"c:s#t{i}" for i in range(5)], "source_id": "c:s", "text": "x" * 100, "extent": "{}",
+                          "char_start": [100 * i for i in range(5)], "char_end": [100 * i + 99 for i in range(5)]})
+    page = pd.DataFrame({"atom_id": ["d#p1"], "source_id": "d", "text": "y", "extent": "{}", "page": [1], "char_start": [0], "char_end": [9]})
+    served = {"conversation": turns, "pdf": page}  # codes: conversation 0-4, pdf 5, the memory 6
+    memory = pd.DataFrame([[6, "m1", "z" * 30, "[]", "c", pd.Timestamp("2024-01-01", tz="UTC"), 30, 0, 0, 0, 0, 0, 0, ""]],
+                          columns=MEMORY_ROW_COLUMNS)
+    memories = MemoryInputs(memory, pd.DataFrame(columns=["atom", "source_id", "part", "x0", "x1", "y0", "y1"]),
+                            pd.DataFrame(columns=HIT_COLUMNS))
+    ranking = [0, 1, 5, 6, 2, 3]  # codes in rank order: two turns, the pdf page, the memory, two turns
+    run = pd.DataFrame({"query_id": [q for q in ("q", "a", "u", "f") for _ in ranking], "rank": list(range(1, 7)) * 4,
+                        "atom": ranking * 4})
+    per_query = pd.DataFrame({"query_id": ["q", "a", "u", "f"], "modality": "conversation", "unanswerable": [False, False, True, False],
+                              "failed": [False, False, False, True], "abstained": [0.0, 1.0, 0.0, 0.0]})
+    cut = budget_cut(run, served, memories, per_query, {"conversation": {"amount": 250, "unit": "chars"}}, k=10)
+    assert set(cut) == {"q", "a"}
+    assert cut["q"] == cut["a"] == {"marks": {1: PACK_WHOLE, 2: PACK_WHOLE, 4: PACK_WHOLE, 5: PACK_CUT, 6: PACK_BEYOND}, "amount": 250.0,
+                                    "unit": "chars", "spent": 250.0, "last": 5, "beyond": False}
+    assert cut["q"]["marks"].get(3, PACK_OTHER) == PACK_OTHER  # the pdf page: paid from the pdf budget, not this one
