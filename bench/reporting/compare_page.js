@@ -163,14 +163,17 @@
     return "<p class='budget muted'>Budget: " + (abstained ? "had it answered, the cartridge would pack " : "the cartridge packs ") +
       packs + (cut.beyond ? "; packing goes on past rank " + D.k + " (to rank " + cut.last + ")" : "") + ".</p>";
   }
+  // an answer that abstained says so above its pictures and hits: they show what it ranked, not what it handed over
+  function abstNote(label, i, side) {
+    return D.abstained[i][side] ? "<p class=abstained id=abstained-" + label.toLowerCase() + "><b>" + label + " abstained: hands over " +
+      "nothing.</b> The ranking below is what it ranked; its answer gives the reader none of it, so recall, MRR, nDCG and the " +
+      "budget measures count 0 for it (the ranking's own values beside them above).</p>" : "";
+  }
   function hitsTable(hits, label, i, side, cut) {
     if (hits == null) return "<p class=muted>No cartridge shown for " + label + " (the note at the top says why).</p>";
     var abst = D.abstained[i][side];
-    var head = abst ? "<p class=abstained id=abstained-" + label.toLowerCase() + "><b>" + label + " abstained: hands over nothing.</b> " +
-      "The ranking below is what it ranked; its answer gives the reader none of it, so recall, MRR, nDCG and the budget " +
-      "measures count 0 for it (the ranking's own values beside them above).</p>" : "";
-    if (!hits.length) return head + "<p class=muted>The system returned nothing.</p>";
-    var out = [head + cutText(cut, abst) + "<table><colgroup><col style='width:2.6rem'><col style='width:3.8rem'><col style='width:5rem'>" +
+    if (!hits.length) return "<p class=muted>The system returned nothing.</p>";
+    var out = [cutText(cut, abst) + "<table><colgroup><col style='width:2.6rem'><col style='width:3.8rem'><col style='width:5rem'>" +
       "<col style='width:4.6rem'><col></colgroup><tr><th>rank</th><th>score</th><th>covers gold</th><th>budget</th>" +
       "<th>hit: id, source, extent; text</th></tr>"];
     hits.forEach(function (h) {
@@ -215,8 +218,8 @@
       "<p class=muted>as_of: " + esc(q.as_of || "—") + (fail[0] ? " · A failed" : "") + (fail[1] ? " · B failed" : "") + "</p>" +
       "<table class=metrics><tr><th></th><th>A</th><th>B</th></tr>" + rows + "</table>" +
       "<h3>Gold</h3>" + gold +
-      "<div class=sides><div class=side id=side-a><h3>A</h3>" + pics[0] + hitsTable(q.a, "A", i, 0, cutOf(q, i, 0)) + "</div>" +
-      "<div class=side id=side-b><h3>B</h3>" + pics[1] + hitsTable(q.b, "B", i, 1, cutOf(q, i, 1)) + "</div></div>";
+      "<div class=sides><div class=side id=side-a><h3>A</h3>" + abstNote("A", i, 0) + pics[0] + hitsTable(q.a, "A", i, 0, cutOf(q, i, 0)) +
+      "</div><div class=side id=side-b><h3>B</h3>" + abstNote("B", i, 1) + pics[1] + hitsTable(q.b, "B", i, 1, cutOf(q, i, 1)) + "</div></div>";
   }
   function fromHash() {
     var m = /^#q=(.*)$/.exec(location.hash);

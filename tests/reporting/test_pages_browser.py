@@ -206,6 +206,8 @@ def test_an_abstained_answer_says_so_beside_its_hits_with_the_ranking_s_value(pa
     open_page(browser, pages["ab"], "#q=" + qid.replace(":", "%3A"))
     note = browser.find_element("id", "abstained-a").text
     assert note.startswith("A abstained: hands over nothing.")
+    # right under A's heading: above its pictures ("returned at rank 1") and its hits
+    assert browser.execute_script("const n = document.getElementById('abstained-a'); return [...n.parentNode.children].indexOf(n)") == 1
     metrics = browser.find_element("css selector", "table.metrics").text
     assert "recall@10 0.0000 ranking 1.0000" in metrics and "abstained yes: hands over nothing" in metrics
     assert errors(browser) == []
