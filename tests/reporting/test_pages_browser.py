@@ -1,8 +1,8 @@
 """The pages in a real browser (Debian's chromium driven by selenium, headless and offline):
 `bench compare --html` over two runs of the session's reproduced two-data-set project (A: as
 committed; B: its clone where `dvc exp run` chunked conversations in windows, so B's workspace
-holds that run and B's repository the experiment), the same comparison by commits (HEAD against
-the experiment: cartridges from the DVC cache), the leaderboard page, dev.html's drill-down,
+holds that run and B's repository the experiment), the leaderboard page in B's repository with
+its A/B pages (HEAD against the experiment: by commit, cartridges from the DVC cache), dev.html's drill-down,
 the refusal of a folder whose per-query table and data/ outputs are from different runs, and
 `dvc plots show` with the vendored Vega template."""
 
@@ -42,7 +42,8 @@ def bench(cwd: Path, *args: str) -> Any:
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: pytest.TempPathFactory, reproduced: Path, browser: Any) -> dict[str, Any]:
     """A (the reproduced project), B (its clone with conversation windows, run as an experiment),
-    C (a clone of A: the same run twice), the A/B pages by folder and by commit, the leaderboard."""
+    C (a clone of A: the same run twice), the A/B page by folder, and the leaderboard of HEAD, the
+    experiment and C in B's repository with its A/B pages (HEAD against the experiment: by commit)."""
     out = tmp_path_factory.mktemp("pages")
     env = project_env(out / "site-cache")
     b = clone_project(reproduced, out / "B")
@@ -54,19 +55,15 @@ def pages(tmp_path_factory: pytest.TempPathFactory, reproduced: Path, browser: A
     res = bench(reproduced, "compare", str(reproduced), str(b), "--html", str(out / "ab.html"), *STATS)
     assert res.exit_code == 0, res.output
     seconds["compare folders"] = time.monotonic() - started
-    started = time.monotonic()
-    res = bench(b, "compare", "HEAD", EXPERIMENT, "--html", str(out / "ab-exp.html"), *STATS)
-    assert res.exit_code == 0, res.output
-    seconds["compare commits"] = time.monotonic() - started
-    started = time.monotonic()
-    res = bench(reproduced, "leaderboard", "--baseline", str(reproduced), str(b), str(c), "--label", f"windows={b}",
-                "--label", f"copy={c}", "--html", str(out / "board.html"), *STATS)
+    started = time.monotonic()  # in B's repository: HEAD (A's run) against the experiment and C, each A/B page beside it
+    res = bench(b, "leaderboard", "--baseline", "HEAD", EXPERIMENT, str(c), "--label", f"copy={c}", "--html", str(out / "board.html"),
+                *STATS)
     assert res.exit_code == 0, res.output
     seconds["leaderboard"] = time.monotonic() - started
     print("pages fixture seconds:", {k: round(v, 1) for k, v in seconds.items()})
     a_pq, b_pq = pd.read_parquet(reproduced / PER_QUERY), pd.read_parquet(b / PER_QUERY)
     entries = {e["query_id"]: e for _, e in iter_jsonl(reproduced / "data" / "sets" / "dev.jsonl")}
-    return {"a": a_pq, "b": b_pq, "ab": out / "ab.html", "ab-exp": out / "ab-exp.html", "board": out / "board.html",
+    return {"a": a_pq, "b": b_pq, "ab": out / "ab.html", "ab-exp": out / f"board.{EXPERIMENT}.html", "board": out / "board.html",
             "board-md": res.output, "entries": entries, "A": reproduced, "B": b, "C": c, "out": out, "env": env}
 
 
@@ -268,8 +265,8 @@ def test_the_leaderboard_page_leads_with_the_ranked_table_and_draws_markers_apar
     first = browser.execute_script("return document.querySelector('h1').nextElementSibling.id")
     assert first == "ranked"
     ranked = browser.find_element("id", "ranked").text
-    assert "conversation=window (windows)" in ranked and "baseline" in ranked and "same params (copy)" in ranked
-    assert str(pages["A"]) not in ranked  # short labels; the full strings are in the details section
+    assert f"conversation=window ({EXPERIMENT})" in ranked and "baseline (HEAD)" in ranked and "same params (copy)" in ranked
+    assert str(pages["C"]) not in ranked  # short labels; the full strings are in the details section
     widths = browser.execute_script("return [...document.querySelectorAll('figure svg')].map(s => s.getBoundingClientRect().width)")
     assert len(widths) == 2 and min(widths) >= 600  # conversation, pdf: no sub-millisecond latency picture
     assert "No overall latency picture" in browser.find_element("tag name", "body").text
@@ -277,16 +274,16 @@ def test_the_leaderboard_page_leads_with_the_ranked_table_and_draws_markers_apar
         "return [...document.querySelectorAll('figure svg')].map(s => [...s.querySelectorAll('g[id^=run-]')].map(g => {"
         "const r = g.getBoundingClientRect(); return [g.id, r.left, r.top, r.right, r.bottom]; }))")
     for figure in boxes:
-        assert len(figure) == 3  # the baseline, windows and its copy: the copy's values are the baseline's
+        assert len(figure) == 3  # the baseline, the experiment and the baseline's copy: the copy's values are the baseline's
         for i, (na, *ra) in enumerate(figure):
             for nb, *rb in figure[i + 1:]:
                 apart = ra[2] <= rb[0] or rb[2] <= ra[0] or ra[3] <= rb[1] or rb[3] <= ra[1]
                 assert apart, (na, ra, nb, rb)
     captions = browser.execute_script("return [...document.querySelectorAll('figcaption')].map(c => c.textContent)")
     assert all("side by side" in c and "copy" in c for c in captions)
-    link = browser.find_element("link text", f"windows vs {pages['A'].name}")
+    link = browser.find_element("link text", f"{EXPERIMENT} vs HEAD")
     target = pages["board"].parent / link.get_attribute("href").rsplit("/", 1)[-1]
-    assert target.is_file() and "every query" in target.read_text()[:2000]
+    assert target == pages["ab-exp"] and "every query" in target.read_text()[:2000]
     md = pages["board-md"]
     assert md.index("| rank (95%) | run: what differs") < md.index("## conversation") < md.index("## Runs in full")
     assert errors(browser) == []
