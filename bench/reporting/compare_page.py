@@ -8,15 +8,19 @@ a script (compare_page.js, inlined) lists, sorts, filters and searches them and 
 the selected query's detail on demand, so 10,000 queries cost one JSON parse, not
 10,000 rendered panels.
 
-A query's detail is there when a run is a project folder holding its ``data/`` outputs
-(``dvc repro`` was run there): the question, ``as_of``, the gold regions (the resolve
-stage's, drawn as reports/dev.html draws them -- page thumbnails, turns, time spans,
-boxes -- for the first :data:`PICTURED` queries per modality that the runs disagree on)
-and each run's cartridge: every hit of the top k with its rank, score, extent, the gold
-regions it overlaps, and for a memory its cited sources and how many citations are
-supported. A run named by a git revision or an experiment has no ``data/`` here: its
-side of the detail says so, and the question and gold come from the sets in
-bench/sets/ when the other run has none either.
+A query's detail comes from each run's ``data/`` outputs (bench.reporting.cartridges: a
+project folder's own, or a revision's or experiment's from the DVC cache by its commit's
+dvc.lock, refused when they are not the run of its per-query table): the question,
+``as_of``, the gold regions (the resolve stage's, drawn as reports/dev.html draws them --
+page thumbnails, turns, time spans, boxes -- for the first :data:`PICTURED` queries per
+modality that the runs disagree on) and each run's cartridge: every hit of the top k with
+its rank, score, extent, the gold regions it overlaps, its place in the budget's cartridge
+(packed, cut, beyond; the line where packing stops), and for a memory its cited sources and
+how many citations are supported. An answer that abstained says so above its hits, and the
+per-query values show the ranking's own beside the answer's where the table keeps one
+(``ranked_recall@k``). Without a run's outputs its side says why; the question and gold then
+come from the sets in bench/sets/ when the other run has none either. The summary shows
+holder and temporal correctness as `bench gate A` tests them (bench.reporting.compare_report).
 """
 
 from __future__ import annotations
