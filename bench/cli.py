@@ -231,26 +231,20 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, html_out: str | None
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
     result["a"], result["b"] = ra.describe(), rb.describe()
-    if json_out:
-        write_json(json_out, result)
-    if html_out:
+    if html_out:  # first: a refusal (cartridges of another run than the table's) writes nothing
         from bench.io import write_text
+        from bench.reporting.cartridges import located
         from bench.reporting.compare_page import build
 
-        write_text(html_out, build(result, ra, rb, files=(_run_files(a), _run_files(b)), set_files=_set_files(root)))
+        try:
+            with located((ra, rb), Layout(Path()), PER_QUERY) as files:
+                text = build(result, ra, rb, files=files, set_files=_set_files(root))
+        except CompareError as exc:
+            raise click.ClickException(str(exc)) from None
+        write_text(html_out, text)
+    if json_out:
+        write_json(json_out, result)
     click.echo(json.dumps(result, indent=2) if fmt == "json" else compare_md(result, ra.describe(), rb.describe()))
-
-
-def _run_files(spec: str) -> Any:
-    """Where the data/ outputs of the run `spec` are, when it is a project folder (or its
-    reports/per_query/dev.parquet); None for a git revision or experiment."""
-    from bench.reporting.compare_page import RunFiles
-
-    path = Path(spec)
-    if not path.exists():
-        return None
-    lay = Layout(path if path.is_dir() else path.parent.parent.parent)
-    return RunFiles(runs=lay.runs, resolved=lay.resolved, valid=lay.valid_dir, served=lay.served, manifest=lay.manifest, store=lay.store)
 
 
 def _set_files(root: Path) -> list[Path]:
@@ -330,10 +324,13 @@ def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str
                        allow_different_sets=allow_different_sets)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
+    if html_out:
+        try:
+            write_text(html_out, _leaderboard_pages(result, loaded, names, Path(html_out), root, permutations, alpha, max_unpaired))
+        except CompareError as exc:
+            raise click.ClickException(str(exc)) from None
     if json_out:
         write_json(json_out, result)
-    if html_out:
-        write_text(html_out, _leaderboard_pages(result, loaded, names, Path(html_out), root, permutations, alpha, max_unpaired))
     click.echo(markdown(result))
 
 
@@ -343,17 +340,19 @@ def _leaderboard_pages(result: dict[str, Any], loaded: list[Any], specs: list[st
     leaderboard page linking them; the comparisons use the leaderboard's statistics options."""
     from bench.comparison.compare import compare as run_compare
     from bench.io import write_text
+    from bench.reporting.cartridges import located
     from bench.reporting.compare_page import build
     from bench.reporting.leaderboard_page import page, page_name
 
     base = loaded[0]
     links = {}
-    for run, spec in zip(loaded[1:], specs[1:], strict=True):
-        ab = run_compare(base.per_query, run.per_query, k=result["k"], resamples=result["resamples"], permutations=permutations,
-                         seed=result["seed"], alpha=alpha, max_unpaired=max_unpaired)
-        name = page_name(out.stem, run.label)
-        write_text(out.parent / name, build(ab, base, run, files=(_run_files(specs[0]), _run_files(spec)), set_files=_set_files(root)))
-        links[run.label] = name
+    with located(loaded, Layout(Path()), PER_QUERY) as files:  # each run's data/ outputs found (and checked) once
+        for run, where in zip(loaded[1:], files[1:], strict=True):
+            ab = run_compare(base.per_query, run.per_query, k=result["k"], resamples=result["resamples"], permutations=permutations,
+                             seed=result["seed"], alpha=alpha, max_unpaired=max_unpaired)
+            name = page_name(out.stem, run.label)
+            write_text(out.parent / name, build(ab, base, run, files=(files[0], where), set_files=_set_files(root)))
+            links[run.label] = name
     return page(result, sources=dict(zip([r.label for r in loaded], specs, strict=True)), links=links)
 
 

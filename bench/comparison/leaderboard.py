@@ -31,8 +31,10 @@ queries every run shares, per modality and overall:
   column :data:`PACKED` over the answered answerable entries of a modality, in its unit
   (the mean, not the median: an abstaining answer packs nothing, and a system that abstains
   on most entries would otherwise cost 0)
-  (exact: a cost is no measurement); a table without that column falls back to
-  cartridge@k (the top k's extent) and the board says so. Overall, every modality's cost
+  (a mean over queries, so tied within noise as the quality is: every answer packs the whole
+  budget, the cost moves only with the abstention rate, and compared exactly the run that
+  abstains most was always on the frontier); a table without that column falls back to
+  cartridge@k (the top k's extent, compared exactly) and the board says so. Overall, every modality's cost
   is an axis of its own. Each row lists the runs it is tied with on every axis and the
   runs that dominate it;
 * the minimum detectable effect per modality of recall@k and recall@budget
@@ -71,7 +73,7 @@ from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted
 from bench.evaluation.measures.budget import PACKED_COLUMN
 from bench.evaluation.stats.power import mde_measures, mde_of
-from bench.evaluation.stats.uncertainty import holm, rng_for
+from bench.evaluation.stats.uncertainty import bootstrap_ci, holm, rng_for
 
 __all__ = ["PACKED", "RANK_BY", "board_measures", "changed_params", "experiment_names", "flatten", "leaderboard", "pareto"]
 
@@ -340,7 +342,7 @@ def leaderboard(
     given = list(params) if params is not None else [{} for _ in runs]
     return {
         "k": k, "baseline": labels[base], "alpha": alpha, "resamples": resamples, "permutations": permutations, "seed": seed,
-        "max_unpaired": max_unpaired, "rank_by": rank_by, "budget": runs[base].metrics.get("run", {}).get("budget"),
+        "max_unpaired": max_unpaired, "rank_by": rank_by, "frontier_quality": RANK_BY, "budget": runs[base].metrics.get("run", {}).get("budget"),
         "cost": cost, "latency_floor_ms": latency_floor_ms,
         "sets": {r.label: check_sets(runs[base], r, allow_different=True, labels=("the baseline", "the run"))
                  for i, r in enumerate(runs) if i != base},
@@ -368,6 +370,9 @@ def _group(group: str, frames: list[pd.DataFrame], runs: Sequence[LoadedRun], ba
                                          rng_for(seed, "rank", group, rank_by))
         for row, p, (lo, hi) in zip(rows, point, interval, strict=True):
             row["rank"], row["rank_ci95"] = int(p), [int(lo), int(hi)]
+        for row, c in zip(rows, ranked, strict=True):  # the ranked measure's own 95% interval (the board's first table)
+            ci = bootstrap_ci(c, resamples=resamples, rng=rng_for(seed, "primary", group, rank_by, row["run"]))
+            row["primary"] = {"name": rank_by, "value": float(c.mean()), "ci95": [ci[0], ci[1]] if ci else [None, None]}
     quality = [c for row in contributions if (c := row.get(RANK_BY)) is not None and len(c)]
     ties = (_paired_ties(np.stack(quality, axis=1), resamples, rng_for(seed, "frontier", group, RANK_BY), alpha)
             if len(quality) == len(contributions) else None)
@@ -383,7 +388,21 @@ def _group(group: str, frames: list[pd.DataFrame], runs: Sequence[LoadedRun], ba
     for row in rows:
         lat = row["latency_p50_ms"]
         row["latency_ratio"] = None if lat is None or not base_lat else lat / base_lat
-    return {"group": group, "rows": rows, "diffs": diffs, "mde": _mde(contributions, base, k), "quality_ties": ties}
+    return {"group": group, "rows": rows, "diffs": diffs, "mde": _mde(contributions, base, k), "quality_ties": ties,
+            "cost_ties": _cost_ties(frames, cost, group, resamples, seed, alpha)}
+
+
+def _cost_ties(frames: list[pd.DataFrame], cost: str, group: str, resamples: int, seed: int, alpha: float) -> np.ndarray | None:
+    """Which runs' frontier costs are tied within noise (:func:`_paired_ties`) when the cost is
+    the mean of :data:`PACKED`: a mean over the group's queries, so a sample estimate like the
+    quality (an answer that abstains packs nothing: the cost moves with the abstention rate).
+    Paired over the answerable entries every run answered; None (exact comparison) for the
+    cartridge@k fallback, a median, and overall (its costs are the modalities')."""
+    if group == "overall" or cost != PACKED or not all(PACKED in f.columns for f in frames):
+        return None
+    matrix = np.stack([f[PACKED].to_numpy(float) for f in frames], axis=1)
+    matrix = matrix[~np.isnan(matrix).any(axis=1)]
+    return _paired_ties(matrix, resamples, rng_for(seed, "frontier", group, PACKED), alpha) if len(matrix) else None
 
 
 def _mde(contributions: list[dict[str, np.ndarray | None]], base: int, k: int) -> dict[str, Any]:
@@ -406,14 +425,17 @@ def _frontiers(groups: list[dict[str, Any]], labels: list[str], latency_floor_ms
     within noise being ties (module docstring); each row lists the runs it ties with on every
     axis (``tied_with``) and those that dominate it (``dominated_by``)."""
     per_modality = [g for g in groups if g["group"] != "overall"]
+    cost_ties = {g["group"]: g.pop("cost_ties", None) for g in groups}  # a modality's cost: an axis of its own overall too
     for g in groups:
         if g["group"] == "overall":
             points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], *(m["rows"][i]["cost"] for m in per_modality)]
                       for i, row in enumerate(g["rows"])]
+            costs: list[Tie] = [cost_ties[m["group"]] for m in per_modality]
         else:
             points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], row["cost"]] for row in g["rows"]]
+            costs = [cost_ties[g["group"]]]
         better = [True] + [False] * (len(points[0]) - 1)
-        ties: list[Tie] = [g.pop("quality_ties"), latency_floor_ms] + [None] * (len(points[0]) - 2)
+        ties: list[Tie] = [g.pop("quality_ties"), latency_floor_ms, *costs]
         dom = dominance(points, better, ties)
         same = tied_everywhere(points, better, ties)
         for i, row in enumerate(g["rows"]):

@@ -1,14 +1,16 @@
 """`bench compare`'s markdown: the rows of bench.comparison.compare.compare as one table, with
-the paired queries, the test and the tie positions named."""
+the paired queries, the test and the tie positions named; and, for the A/B page, the rows
+`bench gate` tests beyond them (holder and temporal correctness)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from bench.comparison.compare import MAX_UNPAIRED
+from bench.comparison.runs import CompareError, LoadedRun
 from bench.numbers import number, p_value
 
-__all__ = ["markdown"]
+__all__ = ["gated_rows", "markdown"]
 
 
 def markdown(result: dict[str, Any], label_a: str, label_b: str) -> str:
@@ -50,3 +52,20 @@ def markdown(result: dict[str, Any], label_a: str, label_b: str) -> str:
                 out.append(f"- {label}: {t['tied_positions']} tied positions in {t['queries_with_ties']} of {t['queries']} queries")
     out.append("")
     return "\n".join(out)
+
+
+def gated_rows(result: dict[str, Any], a: LoadedRun, b: LoadedRun) -> dict[str, Any]:
+    """The rows `bench gate A` tests B on (bench.comparison.gate: its primary measures, e.g. holder
+    and temporal correctness) that `bench compare` (`result`) does not test, keyed "group measure",
+    with the statistics options of `result`: ``rows``, ``family`` (the gated rows Holm ran over) and
+    ``refused`` (the gate's one line when it cannot compare the two; then no rows)."""
+    from bench.comparison.gate import gate
+
+    try:
+        out = gate(a, b, k=result["k"], alpha=result["alpha"], resamples=result["resamples"], permutations=result["permutations"],
+                   seed=result["seed"], max_unpaired=result.get("max_unpaired", MAX_UNPAIRED), allow_different_sets=True)
+    except CompareError as exc:
+        return {"rows": {}, "family": 0, "refused": f"bench gate cannot compare them: {exc}"}
+    tested = {(r["modality"], r["metric"]) for r in result["rows"]}
+    return {"rows": {f"{r['modality']} {r['metric']}": r for r in out.rows if (r["modality"], r["metric"]) not in tested},
+            "family": out.family, "refused": None}

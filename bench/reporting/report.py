@@ -11,7 +11,7 @@ from bench.evaluation.measures import by_name, measures
 from bench.modalities import unreadable_gold_lines
 from bench.modalities.derived import is_derived
 from bench.modalities.ocr import accuracy_line
-from bench.numbers import number
+from bench.numbers import NO_VALUE, number
 from bench.reporting.memories import memory_sections
 from bench.reporting.verdict import bought, rules_text
 
@@ -116,18 +116,55 @@ def mde_markdown(block: dict[str, Any] | None) -> list[str]:
         "| modality | n | " + " | ".join(f"MDE {n}" for n in names) + " |",
         "|---|---:|" + "---:|" * len(names),
     ]
+    marks: set[str] = set()
     for group, row in [*block["by_modality"].items(), ("overall", block["overall"])]:
         n = next((c["n"] for c in row.values()), 0)
-        out.append(f"| {group} | {n} | " + " | ".join(_range(row.get(name)) for name in names) + " |")
+        cells = [mde_range(row.get(name), block["alpha"], block["power"]) for name in names]
+        marks.update(c[-1] for c in cells if c[-1] in MDE_NOTES)
+        out.append(f"| {group} | {n} | " + " | ".join(cells) + " |")
     out.append("")
+    if marks:
+        out += [" ".join(f"{m} {MDE_NOTES[m]}" for m in MDE_NOTES if m in marks), ""]
     return out
 
 
-def _range(cell: dict[str, Any] | None) -> str:
-    if not cell or cell.get("fewest") is None:
-        return "—"
-    upper = cell.get("independent")
-    return f"{cell['fewest']:.3f}–{'—' if upper is None else format(upper, '.3f')}"
+#: the marks of an MDE range (:func:`mde_range`) and what each says
+MDE_FLOOR, MDE_BOUND, MDE_FEW = "†", "‡", "§"
+MDE_NOTES = {
+    MDE_FLOOR: "The normal approximation for two unrelated runs falls below the smallest change the sign-flip test can "
+               "see on these entries: no change below the value shown can be seen.",
+    MDE_BOUND: "This run's per-query values do not vary (all equal), so the spread of two unrelated runs cannot be read from "
+               "them: the upper end is the bound for any measure in [0, 1] (standard deviation of the differences at most 0.5).",
+    MDE_FEW: "Fewer entries than the sign-flip test needs to reject at all (6 at α 0.05): no change can be seen.",
+}
+
+
+def mde_range(cell: dict[str, Any] | None, alpha: float, power: float) -> str:
+    """An MDE cell (bench.evaluation.stats.power: n, fewest, independent) as its range, smallest
+    first, never reversed nor open: the upper end is at least ``fewest`` (no change below it can
+    be seen; MDE_FLOOR) and, where the run's values do not vary, the bound for a [0, 1] measure
+    (MDE_BOUND); a group too small for any significance is MDE_FEW."""
+    if not cell:
+        return NO_VALUE
+    if cell.get("fewest") is None:
+        return f"{NO_VALUE}{MDE_FEW}"
+    lo = float(cell["fewest"])
+    up, mark = mde_upper(cell, alpha, power)
+    if up is None:
+        return f"{lo:.3f}"
+    return (f"{lo:.3f}" if f"{up:.3f}" == f"{lo:.3f}" else f"{lo:.3f}–{up:.3f}") + mark
+
+
+def mde_upper(cell: dict[str, Any], alpha: float, power: float) -> tuple[float | None, str]:
+    """The upper end of an MDE cell (:func:`mde_range`) and its mark ("" when it is ``independent`` as is)."""
+    from bench.evaluation.stats.power import mde
+
+    lo, up = cell.get("fewest"), cell.get("independent")
+    if lo is None:
+        return up, ""
+    if up is None:
+        return mde(0.5, int(cell.get("n") or 0), alpha, power), MDE_BOUND
+    return (float(lo), MDE_FLOOR) if up < lo else (float(up), "")
 
 
 def acceptance_markdown(doc: dict[str, Any], acceptance: int, commit: str | None) -> str:
