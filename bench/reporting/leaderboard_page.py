@@ -40,8 +40,9 @@ def _packed(board: dict[str, Any]) -> str | None:
 def _frontier_lines(board: dict[str, Any]) -> list[str]:
     cost = board.get("cost") or {}
     name = cost.get("name", _cart(board))
-    out = [f"- {FRONTIER}: on the Pareto frontier of quality against cost (recall@budget higher; {name} and latency p50 lower; "
-           "overall, each modality's cost is an axis of its own), differences within noise being ties: recall@budget when the "
+    quality = board.get("quality", "recall@budget")
+    out = [f"- {FRONTIER}: on the Pareto frontier of quality against cost ({quality} higher; {name} and latency p50 lower; "
+           f"overall, each modality's cost is an axis of its own), differences within noise being ties: {quality} when the "
            f"{1 - board['alpha']:.0%} paired bootstrap interval of the two runs' difference holds 0 or fewer queries differ than "
            f"the sign-flip test needs at alpha {board['alpha']:g}, latency p50 within {board.get('latency_floor_ms', 5):g} ms. "
            "≈: the runs a run ties with on every axis; below: the runs that dominate it."]
@@ -93,7 +94,8 @@ def markdown(board: dict[str, Any]) -> str:
         f"# Leaderboard: {len(board['runs'])} runs against {board['baseline']} (k = {board['k']})",
         "",
         f"- On the {board['queries']['common']} queries every run holds (left out: {left}); budgets: {budgets}.",
-        f"- Rank by {board['rank_by']} with its 95% bootstrap interval ({board['resamples']} resamples of queries, seed "
+        f"- Rank by {board['rank_by']} with its 95% bootstrap interval ({board['resamples']} resamples of "
+        f"{(board.get('clusters') or {}).get('over', 'queries')}, seed "
         f"{board['seed']}; each resample ranks every run, rank 1 the best): runs whose intervals overlap are tied.",
         *_frontier_lines(board),
         f"- Differences: run − baseline with a 95% paired bootstrap interval; p = two-sided paired randomization test "
@@ -112,9 +114,9 @@ def markdown(board: dict[str, Any]) -> str:
         out.append(f"| {name} | {_changed(r['changed'])} |")
     out.append("")
     for g in board["groups"]:
-        n = next((d["n"] for d in g["diffs"] if d["metric"] == metrics[0]), None) if metrics else None
+        first = next((d for d in g["diffs"] if d["metric"] == metrics[0]), None) if metrics else None
         packed = _packed(board)
-        out += [f"## {g['group']}" + (f" (n = {n} answerable)" if n else ""), "",
+        out += [f"## {g['group']}" + (f" (n = {first['n']} entries, {first.get('clusters', first['n'])} clusters)" if first else ""), "",
                 "| rank (95%) | run | " + " | ".join(metrics) + f" | latency p50 (ms) | {cart} | " + (f"{packed} | " if packed else "")
                 + "frontier |", "|---|---|" + "---:|" * (len(metrics) + 2 + bool(packed)) + "---|"]
         for row in sorted(g["rows"], key=lambda r: (r.get("rank", 10**9), r["run"])):
@@ -147,13 +149,19 @@ def mde_lines(board: dict[str, Any]) -> list[str]:
     out = ["## Minimum detectable effects", "",
            ("Paired, 80% power, α 0.05 (bench.evaluation.stats.power): *fewest* = a change that moves entries one way only (no "
             "change smaller can be seen), *typical* = the median spread of these runs' per-query differences from the "
-            "baseline, *independent* = two unrelated runs (an upper bound); from the baseline's per-query values."), "",
-           "| group | n | " + " | ".join(f"{n}: fewest / typical / independent" for n in names) + " |",
-           "|---|---:|" + "---|" * len(names)]
+            "baseline, *independent* = two unrelated runs (an upper bound); from the baseline's per-query values, over clusters "
+            "of entries (n entries in C clusters); in brackets the same if the entries were independent."), "",
+           "| group | " + " | ".join(f"{n}: n (C) fewest / typical / independent" for n in names) + " |",
+           "|---|" + "---|" * len(names)]
     for group, cells in board["mde"].items():
-        n = next((c["n"] for c in cells.values()), 0)
-        parts = [" / ".join(number(cells.get(name, {}).get(key), 3) for key in ("fewest", "typical", "independent")) for name in names]
-        out.append(f"| {group} | {n} | " + " | ".join(parts) + " |")
+        parts = []
+        for name in names:
+            c = cells.get(name, {})
+            flat = c.get("entries") or {}
+            parts.append(f"{c.get('n', 0)} ({c.get('clusters', c.get('n', 0))}) "
+                         + " / ".join(number(c.get(key), 3) for key in ("fewest", "typical", "independent"))
+                         + (f" [{number(flat.get('fewest'), 3)} / {number(flat.get('independent'), 3)}]" if flat else ""))
+        out.append(f"| {group} | " + " | ".join(parts) + " |")
     out.append("")
     return out
 
@@ -174,8 +182,8 @@ def _plain(ax: Any, axis: str) -> None:
     target.set_minor_formatter(NullFormatter())
 
 
-def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> str:
-    """recall@budget against a cost, one marker per run named in the legend (no label is
+def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str, y_label: str = "recall@budget") -> str:
+    """The frontier's quality (`y_label`: the objective) against a cost, one marker per run named in the legend (no label is
     printed over the points, so none collide). Filled: on the table's Pareto frontier (◆,
     against every cost); the grey line joins the runs no other beats on this picture's two axes.
     The cost axis is linear with plain-number ticks unless the costs span more than
@@ -201,7 +209,7 @@ def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> 
     _plain(ax, "x")
     _plain(ax, "y")
     ax.set_xlabel(x_label)
-    ax.set_ylabel("recall@budget")
+    ax.set_ylabel(y_label)
     ax.set_title(title, fontsize=10)
     if shown:
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=min(3, len(shown) + (len(front) > 1)), fontsize=8, frameon=False)
@@ -308,12 +316,13 @@ def page(board: dict[str, Any], *, sources: dict[str, str] | None = None, links:
     figures = []
     for g in board["groups"]:
         overall = g["group"] == "overall"
-        points = [{"label": r["run"], "x": r["latency_p50_ms"] if overall else r[cart], "y": r["values"].get("recall@budget"),
+        quality = board.get("quality", "recall@budget")
+        points = [{"label": r["run"], "x": r["latency_p50_ms"] if overall else r[cart], "y": r["values"].get(quality),
                    "frontier": bool(r.get("frontier"))} for r in g["rows"]]
         unit = ((board.get("budget") or {}).get(g["group"]) or {}).get("unit", "")
         x_label = "latency p50 (ms)" if overall else f"{cart} ({unit})" if unit else cart
-        figures.append(f"<figure>{quality_cost_svg(points, x_label, g['group'])}<figcaption>{html.escape(g['group'])}: "
-                       f"recall@budget against {html.escape(x_label)}; filled: on the "
+        figures.append(f"<figure>{quality_cost_svg(points, x_label, g['group'], quality)}<figcaption>{html.escape(g['group'])}: "
+                       f"{html.escape(quality)} against {html.escape(x_label)}; filled: on the "
                        f"Pareto frontier of the table ({FRONTIER}, against every cost); grey line: the runs no other beats on "
                        "both of this picture's axes</figcaption></figure>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Leaderboard</title><style>"

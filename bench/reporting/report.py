@@ -111,14 +111,14 @@ def mde_markdown(block: dict[str, Any] | None) -> list[str]:
         (f"**Can this set see a change?** The minimum detectable effect of a paired comparison (power {block['power']:.0%}, "
          f"α {block['alpha']:g}; bench.evaluation.stats.power) from this run's per-query values: the smallest any change can be seen "
          "at (one that moves entries one way only) – the largest, for two runs whose per-query values are unrelated; a "
-         "typical pair of runs lies between (`bench leaderboard` measures it)."),
+         "typical pair of runs lies between (`bench leaderboard` measures it). Over clusters of entries asking the same "
+         "question (n entries in C clusters; bench.evaluation.stats.clusters)."),
         "",
-        "| modality | n | " + " | ".join(f"MDE {n}" for n in names) + " |",
-        "|---|---:|" + "---:|" * len(names),
+        "| modality | " + " | ".join(f"MDE {n}" for n in names) + " |",
+        "|---|" + "---:|" * len(names),
     ]
     for group, row in [*block["by_modality"].items(), ("overall", block["overall"])]:
-        n = next((c["n"] for c in row.values()), 0)
-        out.append(f"| {group} | {n} | " + " | ".join(_range(row.get(name)) for name in names) + " |")
+        out.append(f"| {group} | " + " | ".join(_range(row.get(name)) for name in names) + " |")
     out.append("")
     return out
 
@@ -127,7 +127,7 @@ def _range(cell: dict[str, Any] | None) -> str:
     if not cell or cell.get("fewest") is None:
         return "—"
     upper = cell.get("independent")
-    return f"{cell['fewest']:.3f}–{'—' if upper is None else format(upper, '.3f')}"
+    return f"{cell['fewest']:.3f}–{'—' if upper is None else format(upper, '.3f')} ({cell['n']} in {cell.get('clusters', cell['n'])})"
 
 
 def acceptance_markdown(doc: dict[str, Any], acceptance: int, commit: str | None) -> str:
