@@ -289,13 +289,14 @@ def nothing_handed(frame: pd.DataFrame) -> np.ndarray | None:
     """Per row, whether the run handed nothing over (abstained or returned no hit): the table's
     ``handed_nothing``, else what older tables hold of it (``abstained`` where defined, ``n_returned``
     0); None when the table says neither."""
-    if "handed_nothing" in frame.columns:
-        return frame["handed_nothing"].to_numpy(dtype=float) == 1
+    failed = frame["failed"].astype(bool).to_numpy() if "failed" in frame.columns else np.zeros(len(frame), dtype=bool)
+    if "handed_nothing" in frame.columns:  # a failed query handed nothing over (its value is undefined: NaN)
+        return (frame["handed_nothing"].to_numpy(dtype=float) == 1) | failed
     if "abstained" not in frame.columns and "n_returned" not in frame.columns:
         return None
     said = frame["abstained"].to_numpy(dtype=float) == 1 if "abstained" in frame.columns else np.zeros(len(frame), dtype=bool)
     returned = frame["n_returned"].to_numpy(dtype=float) if "n_returned" in frame.columns else np.ones(len(frame))
-    return hands_nothing(said, np.nan_to_num(returned, nan=1.0))
+    return hands_nothing(said, np.nan_to_num(returned, nan=1.0)) | failed
 
 
 def abstention_split(d: np.ndarray, nothing_a: np.ndarray, nothing_b: np.ndarray) -> dict[str, Any]:

@@ -289,7 +289,7 @@ def _worse(r: dict[str, Any], alpha: float, min_effect: float | None) -> str:
     head = "gate: " if min_effect is not None else "gate: reported, not gated: "
     beyond = f", beyond --min-effect {min_effect:g}" if min_effect is not None else ""
     return (f"{head}{r['modality']} {r['metric']} is worse: {number(r['a'])} -> {number(r['b'])} ({number(r['diff'], sign=True)}, 95% CI "
-            f"[{number(lo, sign=True)}, {number(hi, sign=True)}], n {r['n']}, {r['wins']} wins / {r['losses']} losses, p_holm {p_value(r['p_holm'])} < {alpha:g}{beyond})")
+            f"[{number(lo, sign=True)}, {number(hi, sign=True)}], n {r['n']} in {r.get('clusters', r['n'])} clusters, {r['wins']} wins / {r['losses']} losses, p_holm {p_value(r['p_holm'])} < {alpha:g}{beyond})")
 
 
 def _lost(x: dict[str, Any]) -> str:

@@ -43,7 +43,7 @@ def _frontier_lines(board: dict[str, Any]) -> list[str]:
     quality = board.get("quality", "recall@budget")
     out = [f"- {FRONTIER}: on the Pareto frontier of quality against cost ({quality} higher; {name} and latency p50 lower; "
            f"overall, each modality's cost is an axis of its own), differences within noise being ties: {quality} when the "
-           f"{1 - board['alpha']:.0%} paired bootstrap interval of the two runs' difference holds 0 or fewer queries differ than "
+           f"{1 - board['alpha']:.0%} paired bootstrap interval of the two runs' difference holds 0 or fewer clusters differ than "
            f"the sign-flip test needs at alpha {board['alpha']:g}, latency p50 within {board.get('latency_floor_ms', 5):g} ms. "
            "≈: the runs a run ties with on every axis; below: the runs that dominate it."]
     if cost.get("note"):

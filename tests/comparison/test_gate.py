@@ -327,3 +327,30 @@ def test_the_command_exits_0_1_or_2(tmp_path: Path) -> None:
     assert worse.exit_code == 1 and lines[0].startswith("gate: image holder_correctness is worse: "), worse.output
     assert lines[-1].startswith("gate: failed: 2 reasons against ") and f"queries: {len(real()[0])} paired, 0 only in BASE" in lines[-1]
     assert all(x.startswith("gate: ") for x in lines)
+
+
+def test_four_questions_lost_at_both_askings_fail_the_gate_only_as_four_independent_losses_would() -> None:
+    """Issue 46 row 5: four LoCoMo questions lost at both of their askings failed the gate (p_holm 0.016: eight
+    independent entries). Over clusters they are four questions, p 2 / 2^4 = 0.125: the gate passes, as it does for
+    four independent losses; by entries (--clusters entry) it fails as before."""
+    from tests.comparison.test_compare import asked_twice, real_with_clusters
+
+    table, doc = real_with_clusters(), real()[1]
+    rows = asked_twice(table, 1.0, 4)
+    lost = table.copy()
+    lost.loc[rows, "recall@budget"] = 0.0
+    base, current = LoadedRun("main", table, doc), LoadedRun(".", lost, doc)
+    by_question = gate(base, current, **FAST)
+    assert by_question.passed, by_question.reasons
+    row = next(r for r in by_question.rows if r["modality"] == "conversation" and r["metric"] == "objective")
+    assert (row["losses"], row["clusters"], row["n"]) == (8, 1422, 2071) and row["p"] == pytest.approx(2 / 2**4)
+    assert "clusters of entries by question" in line(by_question)
+    by_entry = gate(base, current, clusters="entry", **FAST)
+    assert [r.split(" is worse")[0] for r in by_entry.reasons] == ["gate: conversation objective", "gate: overall objective"]
+    assert next(r for r in by_entry.rows if r["modality"] == "conversation" and r["metric"] == "objective")["p"] == pytest.approx(2 / 2**8)
+    # four independent questions lost once each: passes too (the same p as the four clustered ones)
+    once = table.copy()
+    first = table.iloc[rows].groupby("cluster").head(1).index
+    assert len(first) == 4
+    once.loc[first, "recall@budget"] = 0.0
+    assert gate(base, LoadedRun(".", once, doc), clusters="entry", **FAST).passed

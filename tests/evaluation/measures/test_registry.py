@@ -51,7 +51,7 @@ def test_the_report_order_is_derived_from_the_registry() -> None:
     assert measures(10) is measures(10) and isinstance(measures(10), tuple)  # built once per cut-off, immutable
     with pytest.raises(TypeError):
         registry.by_name(10)["recall@10"] = CATALOGUE[0]  # type: ignore[index]
-    orphan = Family(name="x", phase="run", measures=(replace(CATALOGUE[0], name="x", family=""),), compute=dict,
+    orphan = Family(name="x", phase="run", measures=(replace(CATALOGUE[0], name="x", family="", abstained_nothing=False),), compute=dict,
                     columns=lambda k: (), after="no_such_measure")
     with pytest.raises(ValueError, match="no_such_measure"):
         registry._report_order((*FAMILIES, orphan))
