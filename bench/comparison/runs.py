@@ -12,15 +12,19 @@ import io
 import json
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from bench.bundle.make import ClaimedRun, claimed_run
 from bench.bundle.signing import BundleError
 from bench.bundle.statement import is_bundle
+from bench.evaluation.stats.clusters import COLUMNS as CLUSTER_COLUMNS
+from bench.evaluation.stats.clusters import entry_clusters
+from bench.io import LineError, iter_jsonl
 
 
 class CompareError(Exception):
@@ -102,9 +106,32 @@ def _read_metrics(data: bytes, where: str) -> dict[str, Any]:
     return doc
 
 
-def load_run(spec: str, root: Path, per_query: str, metrics_file: str) -> LoadedRun:
+def load_run(spec: str, root: Path, per_query: str, metrics_file: str, sets: Sequence[Path] | None = None) -> LoadedRun:
     """Find a run by folder, parquet file, git revision or DVC experiment name; `per_query`
-    and `metrics_file` are the project's paths of the per-query table and dev.json."""
+    and `metrics_file` are the project's paths of the per-query table and dev.json; ``sets``:
+    set files whose entries give the cluster labels a table evaluated before them lacks (:func:`with_clusters`)."""
+    return with_clusters(_found(spec, root, per_query, metrics_file), sets or [])
+
+
+def with_clusters(run: LoadedRun, sets: Sequence[Path]) -> LoadedRun:
+    """`run`, its per-query table given the cluster labels (bench.evaluation.stats.clusters) of the entries
+    in the set files `sets` when it records none (a run evaluated before the evaluation wrote them); its
+    entries no set file holds stay clusters of their own. `run` itself when it has them or no set is given."""
+    table = run.per_query
+    missing = [c for c in CLUSTER_COLUMNS.values() if c not in table.columns]
+    if not missing or not sets or "query_id" not in table.columns:
+        return run
+    ids = set(table["query_id"].astype(str))
+    try:
+        entries = [e for path in sets for _, e in iter_jsonl(path) if isinstance(e, dict) and str(e.get("query_id")) in ids]
+    except LineError as exc:
+        raise CompareError(f"cluster labels for {run.label}: {exc}") from None
+    labels = entry_clusters(entries).set_index("query_id").reindex(table["query_id"].astype(str).to_numpy())
+    own = table["query_id"].astype(str).to_numpy()
+    return replace(run, per_query=table.assign(**{c: np.where(labels[c].isna(), own, labels[c].astype(object)) for c in missing}))
+
+
+def _found(spec: str, root: Path, per_query: str, metrics_file: str) -> LoadedRun:
     path = Path(spec)
     if path.exists():
         if (bundled := _bundle(path)) is not None:

@@ -23,13 +23,15 @@ from bench.evaluation.blocks import BlockSource, query_positions
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.document import metrics_document
 from bench.evaluation.measures import families, measures
-from bench.evaluation.measures.base import BlockRows, RunRecord, run_family
+from bench.evaluation.measures.base import BlockRows, Columns, RunRecord, run_family
 from bench.evaluation.measures.budget import PACKED_COLUMN, budgets
 from bench.evaluation.measures.extent import MemoryExtents, amount_columns, atom_extents, atom_statistics
 from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column
 from bench.evaluation.memory_report import MemoryInputs, memory_block
 from bench.evaluation.per_query import finish_per_query, query_block
+from bench.evaluation.stats.clusters import COLUMNS as CLUSTER_COLUMNS
+from bench.evaluation.stats.clusters import entry_clusters
 from bench.evaluation.stats.power import mde_block
 from bench.evaluation.stats.uncertainty import add_intervals
 from bench.ingest.atom_codes import ATOM_CODE
@@ -45,7 +47,7 @@ __all__ = ["EvalInputs", "EvalOptions", "EvalResult", "RunDescription", "curve_h
 #: the atom columns the per-query table reads (who holds an atom and when it was observed)
 PER_QUERY_ATOM_COLUMNS = ["holder", "observed_at"]
 #: per-query columns kept in the committed table besides the measures' (small: a few bytes per query and column)
-TABLE_COLUMNS = ["query_id", "modality", "unanswerable", "failed", "n_regions", "n_returned", "first_hit_rank"]
+TABLE_COLUMNS = ["query_id", "modality", "unanswerable", "failed", "n_regions", "n_returned", "first_hit_rank", *CLUSTER_COLUMNS.values()]
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,7 @@ def _run_block(d: RunDescription, options: EvalOptions, table: pd.DataFrame, ent
     if d.replay is not None:  # temporal correctness is 1.0 by construction for what it was sent (docs/systems.md, Replay)
         out["replay"] = dict(d.replay)
     out["bootstrap"] = {"resamples": options.bootstrap_resamples, "seed": options.bootstrap_seed, "method": "percentile",
-                        "confidence": 0.95, "over": "queries"}
+                        "confidence": 0.95, "over": "clusters of entries asking the same question (bench.evaluation.stats.clusters)"}
     return out
 
 
@@ -230,6 +232,10 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
         table = table.merge(_concat(list(frames)), on="query_id", how="left")
     for family in families("run"):
         table = table.assign(**run_family(family, RunRecord(table=table, responses=inputs.responses, k=k)))
+    for family in families("combined"):  # from the other families' columns: the objective
+        table = table.assign(**run_family(family, Columns(table=table, k=k)))
+    labels = entry_clusters(inputs.entries).set_index("query_id").reindex(table["query_id"].astype(str).to_numpy())
+    table = table.assign(**{c: labels[c].to_numpy() for c in CLUSTER_COLUMNS.values()})  # who asks the same question
 
     report = add_intervals(metric_cells(table, k), table, k=k, resamples=options.bootstrap_resamples, seed=options.bootstrap_seed,
                            memo=memo)

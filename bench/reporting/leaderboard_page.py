@@ -48,12 +48,12 @@ def _packed(board: dict[str, Any]) -> str | None:
 def _frontier_lines(board: dict[str, Any]) -> list[str]:
     cost = board.get("cost") or {}
     name = cost.get("name", _cart(board))
-    quality = board.get("frontier_quality", "recall@budget")
+    quality = board.get("quality", board.get("frontier_quality", "recall@budget"))
     measured = f"{quality} and {name}" if cost.get("packed") else quality
     out = [f"- {FRONTIER}: on the Pareto frontier of quality against cost ({quality} higher; {name} and latency p50 lower; "
            "overall, each modality's cost is an axis of its own), differences within noise being ties: "
            f"{measured} when the {1 - board['alpha']:.0%} paired bootstrap interval of the two runs' difference holds 0 or fewer "
-           f"queries differ than the sign-flip test needs at alpha {board['alpha']:g}, latency p50 within "
+           f"clusters differ than the sign-flip test needs at alpha {board['alpha']:g}, latency p50 within "
            f"{board.get('latency_floor_ms', 5):g} ms. ≈: the runs a run ties with on every axis; below: the runs that dominate it."]
     if cost.get("note"):
         out.append(f"- Cost: {cost['note']}.")
@@ -164,7 +164,8 @@ def _head(board: dict[str, Any]) -> list[str]:
     left = ", ".join(f"{label}: {n}" for label, n in board["queries"]["left_out"].items() if n) or "none"
     return [
         f"- On the {board['queries']['common']} queries every run holds (left out: {left}); budgets: {budgets}.",
-        f"- Rank by {board['rank_by']} with its 95% bootstrap interval ({board['resamples']} resamples of queries, seed "
+        f"- Rank by {board['rank_by']} with its 95% bootstrap interval ({board['resamples']} resamples of "
+        f"{(board.get('clusters') or {}).get('over', 'queries')}, seed "
         f"{board['seed']}; each resample ranks every run, rank 1 the best): runs whose intervals overlap are tied.",
         *_frontier_lines(board),
         f"- Differences: run − baseline with a 95% paired bootstrap interval; p = two-sided paired randomization test "
@@ -179,9 +180,9 @@ def group_lines(board: dict[str, Any]) -> list[str]:
     metrics, cart = _metrics(board), _cart(board)
     out = []
     for g in board["groups"]:
-        n = next((d["n"] for d in g["diffs"] if d["metric"] == metrics[0]), None) if metrics else None
+        first = next((d for d in g["diffs"] if d["metric"] == metrics[0]), None) if metrics else None
         packed = _packed(board)
-        out += [f"## {g['group']}" + (f" (n = {n} answerable)" if n else ""), "",
+        out += [f"## {g['group']}" + (f" (n = {first['n']} entries, {first.get('clusters', first['n'])} clusters)" if first else ""), "",
                 "| rank (95%) | run | " + " | ".join(metrics) + f" | latency p50 (ms) | {cart} | " + (f"{packed} | " if packed else "")
                 + "frontier |", "|---|---|" + "---:|" * (len(metrics) + 2 + bool(packed)) + "---|"]
         for row in sorted(g["rows"], key=lambda r: (r.get("rank", 10**9), r["run"])):
@@ -231,19 +232,22 @@ def mde_lines(board: dict[str, Any]) -> list[str]:
     out = ["## Minimum detectable effects", "",
            ("Paired, 80% power, α 0.05 (bench.evaluation.stats.power): *fewest* = a change that moves entries one way only (no "
             "change smaller can be seen), *typical* = the median spread of these runs' per-query differences from the "
-            "baseline, *independent* = two unrelated runs (an upper bound); from the baseline's per-query values."), "",
-           "| group | n | " + " | ".join(f"{n}: fewest / typical / independent" for n in names) + " |",
-           "|---|---:|" + "---|" * len(names)]
+            "baseline, *independent* = two unrelated runs (an upper bound); from the baseline's per-query values, over clusters "
+            "of entries (n entries in C clusters); in brackets the same if the entries were independent."), "",
+           "| group | " + " | ".join(f"{n}: n (C) fewest / typical / independent" for n in names) + " |",
+           "|---|" + "---|" * len(names)]
     marks: set[str] = set()
     for group, cells in board["mde"].items():
-        n = next((c["n"] for c in cells.values()), 0)
         parts = []
         for name in names:
-            cell = cells.get(name, {})
-            upper, mark = mde_upper(cell, ALPHA, POWER)
+            c = cells.get(name, {})
+            upper, mark = mde_upper(c, ALPHA, POWER)
             marks.add(mark)
-            parts.append(f"{number(cell.get('fewest'), 3)} / {number(cell.get('typical'), 3)} / {number(upper, 3)}{mark}")
-        out.append(f"| {group} | {n} | " + " | ".join(parts) + " |")
+            flat = c.get("entries") or {}
+            parts.append(f"{c.get('n', 0)} ({c.get('clusters', c.get('n', 0))}) "
+                         f"{number(c.get('fewest'), 3)} / {number(c.get('typical'), 3)} / {number(upper, 3)}{mark}"
+                         + (f" [{number(flat.get('fewest'), 3)} / {number(flat.get('independent'), 3)}]" if flat else ""))
+        out.append(f"| {group} | " + " | ".join(parts) + " |")
     out.append("")
     notes = [f"{m} {MDE_NOTES[m]}" for m in MDE_NOTES if m in marks]
     return out + ([" ".join(notes), ""] if notes else [])

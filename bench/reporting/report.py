@@ -111,17 +111,17 @@ def mde_markdown(block: dict[str, Any] | None) -> list[str]:
         (f"**Can this set see a change?** The minimum detectable effect of a paired comparison (power {block['power']:.0%}, "
          f"α {block['alpha']:g}; bench.evaluation.stats.power) from this run's per-query values: the smallest any change can be seen "
          "at (one that moves entries one way only) – the largest, for two runs whose per-query values are unrelated; a "
-         "typical pair of runs lies between (`bench leaderboard` measures it)."),
+         "typical pair of runs lies between (`bench leaderboard` measures it). Over clusters of entries asking the same "
+         "question (n entries in C clusters; bench.evaluation.stats.clusters)."),
         "",
-        "| modality | n | " + " | ".join(f"MDE {n}" for n in names) + " |",
-        "|---|---:|" + "---:|" * len(names),
+        "| modality | " + " | ".join(f"MDE {n}" for n in names) + " |",
+        "|---|" + "---:|" * len(names),
     ]
     marks: set[str] = set()
     for group, row in [*block["by_modality"].items(), ("overall", block["overall"])]:
-        n = next((c["n"] for c in row.values()), 0)
-        cells = [mde_range(row.get(name), block["alpha"], block["power"]) for name in names]
-        marks.update(c[-1] for c in cells if c[-1] in MDE_NOTES)
-        out.append(f"| {group} | {n} | " + " | ".join(cells) + " |")
+        ranges = [mde_range(row.get(name), block["alpha"], block["power"]) for name in names]
+        marks.update(c[-1] for c in ranges if c[-1] in MDE_NOTES)
+        out.append(f"| {group} | " + " | ".join(f"{r}{_counted(row.get(name))}" for r, name in zip(ranges, names, strict=True)) + " |")
     out.append("")
     if marks:
         out += [" ".join(f"{m} {MDE_NOTES[m]}" for m in MDE_NOTES if m in marks), ""]
@@ -165,6 +165,11 @@ def mde_upper(cell: dict[str, Any], alpha: float, power: float) -> tuple[float |
     if up is None:
         return mde(0.5, int(cell.get("n") or 0), alpha, power), MDE_BOUND
     return (float(lo), MDE_FLOOR) if up < lo else (float(up), "")
+
+
+def _counted(cell: dict[str, Any] | None) -> str:
+    """What an MDE cell rests on: " (n in C)", n entries in C clusters ("" without a cell)."""
+    return f" ({cell['n']} in {cell.get('clusters', cell['n'])})" if cell and cell.get("n") is not None else ""
 
 
 def acceptance_markdown(doc: dict[str, Any], acceptance: int, commit: str | None) -> str:

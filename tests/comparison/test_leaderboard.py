@@ -191,9 +191,11 @@ def test_minimum_detectable_effects_per_modality(board: dict) -> None:
     mde = board["mde"]
     assert set(mde) == {"conversation", "pdf", "overall"}
     for group, cells in mde.items():
-        assert set(cells) == {"recall@10", "recall@budget"}, group
+        assert set(cells) == {"objective", "recall@10", "recall@budget"}, group
         for cell in cells.values():
             assert 0 < cell["fewest"] <= cell["typical"] < cell["independent"] < 1, (group, cell)
+            # no cluster labels in these tables: every entry its own cluster, the figures as if independent
+            assert cell["clusters"] == cell["n"] and cell["entries"]["fewest"] == cell["fewest"], (group, cell)
     # more entries, smaller effects
     assert mde["conversation"]["recall@10"]["fewest"] < mde["pdf"]["recall@10"]["fewest"]
     # the typical pair: the median spread of the runs that differ (the identical one left out), never below fewest
