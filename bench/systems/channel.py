@@ -316,7 +316,7 @@ class SystemProcess:
                 self.kill()
                 raise SystemCrash(f"exited with code {code} (its input closed); it will be restarted") from None
 
-    def receive(self, deadline: float, timeout: float, what: str = "an answer") -> str:
+    def receive(self, deadline: float, timeout: float, what: str = "answer") -> str:
         """Its next line by `deadline`, decoded: SystemTimeout when none came, SystemCrash when its output
         ended or the line is not UTF-8, MalformedResponse for a line over MAX_RESPONSE_CHARS bytes (each: killed)."""
         line = self.take(max(0.0, deadline - time.monotonic()))

@@ -168,7 +168,7 @@ def _spool(chunks: Iterable[bytes], budget: Budget) -> IO[bytes]:
         budget.take(len(chunk))
         out.write(chunk)
     out.seek(0)
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _decompressing(fh: IO[bytes], make: Callable[[], Any]) -> Iterator[bytes]:
@@ -220,16 +220,16 @@ def _parts(fh: IO[bytes], head: bytes, budget: Budget) -> Iterator[tuple[str, IO
     compressed text chunk of a PNG image."""
     if head.startswith(b"PK\x03\x04"):
         with zipfile.ZipFile(fh) as archive:
-            for info in archive.infolist():
-                if not info.is_dir():
-                    with archive.open(info) as member:
-                        yield f"member {info.filename}", _member(member.read, budget)
+            for entry in archive.infolist():
+                if not entry.is_dir():
+                    with archive.open(entry) as member:
+                        yield f"member {entry.filename}", _member(member.read, budget)
     elif head[257:262] == b"ustar":
-        with tarfile.open(fileobj=fh, mode="r:") as archive:
-            for info in archive:
-                member = archive.extractfile(info) if info.isfile() else None
-                if member is not None:
-                    yield f"member {info.name}", _member(member.read, budget)
+        with tarfile.open(fileobj=fh, mode="r:") as tar:
+            for item in tar:
+                extracted = tar.extractfile(item) if item.isfile() else None
+                if extracted is not None:
+                    yield f"member {item.name}", _member(extracted.read, budget)
     elif head.startswith(b"PAR1"):
         import pyarrow.parquet as pq
 

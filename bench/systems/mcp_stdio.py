@@ -68,9 +68,10 @@ def parse_message(line: str) -> Any:
         return mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except RecursionError:
         raise ValueError("nested too deeply to be read") from None
-    except ValueError as exc:
-        first = str(exc).splitlines()
-        raise ValueError(" ".join((first[1] if len(first) > 1 else first[0] if first else type(exc).__name__).split())[:120]) from None
+    except ValueError as exc:  # pydantic: "1 validation error for ...", then "<what> [type=..., input_value=...]"
+        lines = str(exc).splitlines()
+        what = (lines[1] if len(lines) > 1 else lines[0] if lines else type(exc).__name__).split(" [type=")[0]
+        raise ValueError(" ".join(what.split())[:120]) from None
 
 
 class StdioTransport:
