@@ -14,17 +14,20 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.project_copy import clone_project, project_env, run
 
 pytestmark = pytest.mark.e2e
 
 
-def probe_params(pack: Path) -> list[str]:
-    """A command system (the hostile probe, no hits) whose code names the originating repository's packed objects."""
-    return ["-S", "system.adapter=command", "-S", "system.name=git-probe",
-            "-S", "system.entry={python} tests/systems/hostile_system.py",
-            "-S", f"system.code=[tests/systems/hostile_system.py,{pack}]"]
+def set_probe(work: Path, pack: Path) -> None:
+    """params.yaml of the workspace: a command system (the hostile probe, no hits) whose code names the originating
+    repository's packed objects (queued and `--temp` experiments take the workspace's uncommitted params)."""
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["system"] = {**params["system"], "name": "git-probe", "adapter": "command",
+                        "entry": "{python} tests/systems/hostile_system.py", "code": ["tests/systems/hostile_system.py", str(pack)]}
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 def test_a_queued_and_a_temp_experiment_refuse_code_inside_the_projects_git(tmp_path: Path, reproduced: Path) -> None:
@@ -36,12 +39,13 @@ def test_a_queued_and_a_temp_experiment_refuse_code_inside_the_projects_git(tmp_
     expected = (f"system.code: '{pack}' is inside a repository's .git/ ({work / '.git'}), which a system under test may "
                 "not see")
 
-    temp = run(["dvc", "exp", "run", "--temp", *probe_params(pack)], work, env, ok=False)
+    set_probe(work, pack)
+    temp = run(["dvc", "exp", "run", "--temp"], work, env, ok=False)
     assert temp.returncode != 0
     assert f"error: {expected}" in temp.stderr + temp.stdout, (temp.stdout + temp.stderr)[-3000:]
     assert "Traceback" not in temp.stderr
 
-    run(["dvc", "exp", "run", "--queue", *probe_params(pack)], work, env)
+    run(["dvc", "exp", "run", "--queue"], work, env)
     run(["dvc", "queue", "start"], work, env)
     deadline = time.monotonic() + 600
     while True:
