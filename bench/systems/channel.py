@@ -297,24 +297,26 @@ class SystemProcess:
         assert proc is not None and proc.stdin is not None
         fd = proc.stdin.fileno()
         view = memoryview(data)
-        poller = select.poll()
-        poller.register(fd, select.POLLOUT)
+        poller: select.poll | None = None
         while view:
+            try:  # the pipe has room, mostly: written at once, no wait
+                view = view[os.write(fd, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError:
+                code = self.exit_code()
+                self.kill()
+                raise SystemCrash(f"exited with code {code} (its input closed); it will be restarted") from None
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
                 raise SystemTimeout(f"it read no input for {timeout:g} s (the request could not be sent); its process group "
                                     "was killed and it will be restarted")
-            if not poller.poll(max(1, int(left * 1000))):
-                continue
-            try:
-                view = view[os.write(fd, view):]
-            except BlockingIOError:
-                continue
-            except OSError:
-                code = self.exit_code()
-                self.kill()
-                raise SystemCrash(f"exited with code {code} (its input closed); it will be restarted") from None
+            if poller is None:
+                poller = select.poll()
+                poller.register(fd, select.POLLOUT)
+            poller.poll(max(1, int(left * 1000)))
 
     def receive(self, deadline: float, timeout: float, what: str = "answer") -> str:
         """Its next line by `deadline`, decoded: SystemTimeout when none came, SystemCrash when its output
