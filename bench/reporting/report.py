@@ -233,12 +233,18 @@ def isolation_text(isolation: Any) -> str:
 
 
 #: what each recorded isolation means, for the heading of the verdict (docs/systems.md)
+#: what the sandbox does not guard against, said with every isolated run (docs/systems.md, section 4)
+CONTENT_LIMIT = ("its declared code was checked for the sets' ids, which guards against accidents and folder mistakes, not against "
+                 "a system built to cheat (gold transformed on purpose); the locked test split and its acceptance record are the defence")
 ISOLATION_WORDS = {
-    "bwrap": "isolated (bubblewrap: the system saw only its declared code, the runtime and its atoms; no network, its own /proc)",
-    "landlock": "isolated (Landlock: the system could read only its declared code, the runtime and its atoms; no TCP, no other process's /proc)",
+    "bwrap": "isolated (bubblewrap: the system saw only its declared code, the runtime and its atoms; no network, its own /proc); "
+             + CONTENT_LIMIT,
+    "landlock": "isolated (Landlock: the system could read only its declared code, the runtime and its atoms; no TCP, no other "
+                "process's /proc); " + CONTENT_LIMIT,
     "process": "NOT ISOLATED (system.sandbox: off): the system could read every file this user can, the sets and the gold included",
-    "none": "NOT ISOLATED: a builtin, python, langchain or llamaindex system runs in the harness's process and an http system is your own server; "
-            "it could read every file this user can, the sets and the gold included",
+    "none": "NOT ISOLATED: a builtin, python, langchain or llamaindex system runs in the harness's process, and an http system or an "
+            "MCP server at a URL is your own server, whose code the harness neither sees nor confines; it could read every file its "
+            "user can, the sets and the gold included",
 }
 
 

@@ -38,22 +38,22 @@ from pathlib import Path
 from typing import Any
 
 from bench.systems import MissingExtra
-from bench.systems.inprocess import EventRefused, SystemCrash, SystemTimeout
+from bench.systems.channel import CLOSE_WAIT_S, GRACE_S, EventRefused, SystemCrash, SystemProcess, SystemTimeout, confinement
+from bench.systems.mcp_errors import error_reason, one_line, rpc_error, startup_hint
 from bench.systems.mcp_plan import (
     EVENT_FIELDS,
     INSTALL,
     OBSERVE_WORDS,
     SEARCH_WORDS,
-    SHOWN_CHARS,
     McpPlan,
     check_env,
     default_arguments,
     fill,
     find_tool,
-    json_value,
     mcp_plan,
     read_memories,
 )
+from bench.systems.mcp_stdio import StdioTransport, quiet_sdk, stdio_transport
 
 __all__ = ["McpAdapter", "McpChannel", "Server", "is_url", "mcp_adapter"]
 
@@ -69,16 +69,17 @@ class Server:
     cwd: Path | None = None
     url: str | None = None
     scratch: Path | None = None  # {workdir}: emptied before a restart
+    reaped: bool = False  # its launcher is bench/systems/reaper.py (channel.SystemProcess ends its tree)
+    expect: str | None = None  # the isolation its launcher must report (channel.confinement)
 
 
 def _sdk() -> Any:
     try:
         import anyio.from_thread
         import mcp
-        from mcp.client.stdio import StdioServerParameters
     except ImportError:
         raise MissingExtra(f"the mcp adapter needs the MCP Python SDK: {INSTALL}") from None
-    return anyio, mcp, StdioServerParameters
+    return anyio, mcp, None
 
 
 class McpChannel:
@@ -95,6 +96,8 @@ class McpChannel:
         self.events: list[dict[str, Any]] = []  # sent again to a restarted server
         self.elapsed_ms: float | None = None
         self.started = 0
+        self.transport: StdioTransport | None = None  # a stdio server's process (bench/systems/mcp_stdio.py)
+        self.deadline_s = adapter.startup_timeout  # the timeout of the call under way: a write to the server waits no longer
         from bench.systems.attribution import Shown
 
         self.shown = Shown()
@@ -102,10 +105,15 @@ class McpChannel:
 
     # -- life cycle
     def start(self) -> None:
-        anyio, mcp, params = _sdk()
+        anyio, mcp, _ = _sdk()
         server = self.adapter.server
-        target: Any = server.url if server.url is not None else params(
-            command=server.argv[0], args=server.argv[1:], env=server.env, cwd=server.cwd)  # type: ignore[index]
+        self.transport = None
+        target: Any = server.url
+        if server.url is None:  # a stdio server: its process under the channel rule (bench/systems/mcp_stdio.py)
+            self.transport = StdioTransport(SystemProcess(list(server.argv or []), server.cwd, server.env, server.reaped),
+                                            lambda: self.deadline_s)
+            target = stdio_transport(self.transport)
+        quiet_sdk()
         self.portal_cm = anyio.from_thread.start_blocking_portal()
         self.portal = self.portal_cm.__enter__()
         ready: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -127,12 +135,13 @@ class McpChannel:
         try:
             self.client, tools = ready.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
-            self.kill()
+            self.kill(graceful=False)
             raise SystemCrash(f"did not answer the MCP handshake within {timeout:g} s of starting") from None
         except Exception as exc:  # the SDK's own errors: the process could not start or spoke no MCP
+            why = self._why(exc)
             self.kill()
-            raise SystemCrash(f"MCP session could not be opened (the server exited or spoke no MCP): {_one_line(exc)}"
-                              f"{self.adapter.hint}") from None
+            raise SystemCrash(f"MCP session could not be opened (the server exited or spoke no MCP): {why}{self.adapter.hint}") from None
+        self._confirm()
         self.tools = {t.name: t for t in tools}
         self.started += 1
         self.adapter.resolve(self.tools)
@@ -140,11 +149,31 @@ class McpChannel:
             reset = self.adapter.plan.reset
             self._tool(self.adapter.reset, (reset.arguments if reset is not None else None) or {}, timeout, "reset")
 
+    def _confirm(self) -> None:
+        """A stdio server's launcher must report the isolation chosen (bench/systems/channel.py `confinement`)."""
+        server = self.adapter.server
+        if self.transport is None or server.expect is None:
+            return
+        kind, how = confinement(self.transport.process.report())
+        if kind != server.expect:
+            self.kill(graceful=False)
+            raise SystemCrash(f"expected to run under {server.expect}, but its launcher reported {how}; not used")
+        if self.adapter.confined is not None:
+            self.adapter.confined(kind, how)
+
+    def _why(self, exc: BaseException) -> str:
+        """A failure in one line: what broke the server's session (mcp_stdio), else the SDK's error."""
+        broken = None if self.transport is None else self.transport.broken
+        return broken or one_line(exc)
+
     def kill(self, graceful: bool = True) -> None:
-        """End the session: the SDK terminates the server's process group; a cleanup that hangs is cancelled.
-        Not `graceful` (a server that hangs): the session is cancelled at once."""
+        """End the session and the server's process tree (within GRACE_S, bench/systems/channel.py; a
+        graceful end first closes its input and waits CLOSE_WAIT_S). Not `graceful` (a server that
+        hangs): the session is cancelled and the server killed at once."""
         if self.portal is None:
             return
+        if self.transport is not None and not graceful:
+            self.transport.hard = True
         try:
             if not graceful and self.owner is not None:
                 self.owner.cancel()
@@ -152,7 +181,7 @@ class McpChannel:
                 self.portal.call(self.stop.set)
             if self.owner is not None:
                 try:
-                    self.owner.result(timeout=10)
+                    self.owner.result(timeout=CLOSE_WAIT_S + GRACE_S)
                 except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                     self.owner.cancel()
                 except Exception:
@@ -198,6 +227,7 @@ class McpChannel:
             with anyio.fail_after(timeout):
                 return await client.call_tool(name, arguments)
 
+        self.deadline_s = timeout
         try:
             result = self.portal.call(call)
         except TimeoutError:
@@ -208,8 +238,9 @@ class McpChannel:
             rpc = rpc_error(exc)
             if rpc is not None:  # the server answered the call with a JSON-RPC error: the session goes on
                 raise SystemCrash(f"tool {name} ({what}) answered a JSON-RPC error: {rpc}") from None
-            self.kill()
-            raise SystemCrash(f"tool {name} ({what}) failed: {_one_line(exc)}") from None
+            why = self._why(exc)
+            self.kill(graceful=False)
+            raise SystemCrash(f"tool {name} ({what}) failed: {why}") from None
         if getattr(result, "is_error", False):
             texts = " ".join(t for c in result.content or [] if isinstance(t := getattr(c, "text", None), str))
             raise SystemCrash(f"tool {name} ({what}) answered an error: {error_reason(texts)}")
@@ -274,52 +305,6 @@ class McpChannel:
         return out
 
 
-def _messages(value: Any, found: list[str]) -> None:
-    if isinstance(value, dict):
-        for key, v in value.items():
-            if key in ("message", "error", "detail", "reason") and isinstance(v, str) and v.strip() and v not in found:
-                found.append(v.strip())
-            else:
-                _messages(v, found)
-    elif isinstance(value, list):
-        for v in value:
-            _messages(v, found)
-
-
-def error_reason(text: str) -> str:
-    """A tool error's own reason on one line: the messages of the JSON it holds first (a validation
-    error: ``Invalid value: Expected <=50 but received 100``), then its text (at most SHOWN_CHARS)."""
-    text = " ".join(text.split())
-    found: list[str] = []
-    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
-    if start >= 0:
-        parsed = json_value(text[start:])
-        if parsed is not None:
-            _messages(parsed, found)
-    head = text[:start].rstrip(" :") if found else text
-    reason = "; ".join([*found, head] if found and head else found or [head])
-    return reason[:SHOWN_CHARS] + ("…" if len(reason) > SHOWN_CHARS else "") or "(no text)"
-
-
-def rpc_error(exc: BaseException) -> str | None:
-    """A JSON-RPC error the server answered (the SDK's MCPError: code and message), on one line; None for any other."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    error = getattr(exc, "error", None)
-    code, message = getattr(error, "code", None), getattr(error, "message", None)
-    if not isinstance(code, int) or not isinstance(message, str):
-        return None
-    data = getattr(error, "data", None)
-    return f"{code} {error_reason(message + ('' if data is None else ' ' + str(data)))}"
-
-
-def _one_line(value: Any) -> str:
-    while isinstance(value, BaseExceptionGroup) and value.exceptions:  # the SDK's task groups wrap the cause
-        value = value.exceptions[0]
-    text = f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else str(value)
-    return " ".join(text.split())[:200]
-
-
 class McpAdapter:
     kind = "mcp"
 
@@ -338,6 +323,7 @@ class McpAdapter:
         self.results = plan.results
         self.hint = ""  # said when the server cannot be started (startup_hint)
         self.facts: dict[str, int] = {}  # what the run handed over: memories returned, cited, attributed ... (count)
+        self.confined: Any = None  # told what confined a stdio server (bench/systems/session.py)
         self._restarts = 0
         _sdk()  # the extra is checked before anything starts
 
@@ -384,7 +370,7 @@ class McpAdapter:
 def mcp_adapter(cfg: Any, launch: Any = None) -> McpAdapter:
     """The adapter of a checked `system` block (`launch`: a stdio server's, bench.systems.isolation.Launch)."""
     plan = mcp_plan(cfg.mcp)
-    env = check_env(cfg.env)
+    check_env(cfg.env)
     entry = str(cfg.entry)
     if entry.startswith(("http://", "https://")):
         from bench.systems.adapters import loopback_url
@@ -394,33 +380,12 @@ def mcp_adapter(cfg: Any, launch: Any = None) -> McpAdapter:
     if launch is None:
         raise ValueError("a stdio MCP server needs its launch (working folder and environment)")
     scratch = Path(launch.env.get("HOME", launch.cwd))
-    filled = {k: v.replace("{workdir}", str(scratch)) for k, v in env.items()}
-    server = Server(argv=list(launch.argv), env={**launch.env, **filled}, cwd=launch.cwd, scratch=scratch)
+    # `env` ({workdir} filled) is in the launch's command line, applied inside the sandbox (bench/systems/isolation.py)
+    server = Server(argv=list(launch.argv), env=dict(launch.env), cwd=launch.cwd, scratch=scratch, reaped=launch.reaped,
+                    expect=launch.expect)
     adapter = McpAdapter(server, cfg.name, plan, cfg.startup_timeout_s, launch.isolation)
     adapter.hint = startup_hint(entry, cfg.code)
     return adapter
-
-
-def startup_hint(entry: str, code: Any) -> str:
-    """What to do when a stdio server exits before the handshake: a Python server in its own
-    virtual environment needs that environment in system.code; one written for another major
-    version of the `mcp` SDK than the harness's needs an environment of its own."""
-    import shlex
-    import sys
-    from importlib.metadata import version
-
-    args = shlex.split(entry)
-    program = Path(args[0]) if args else Path()
-    venv = next((p for p in program.absolute().parents[:2] if (p / "pyvenv.cfg").is_file()), None)
-    if venv is not None and code is None:
-        return (f"; its program {args[0]} is in the virtual environment {venv}, which is not shown to it (system.code: null "
-                f"shows only the program file): set system.code: [{venv}]; its own error is on stderr above")
-    if "{python}" in entry or (program.name.startswith("python") and venv is None) or (args and args[0] == sys.executable):
-        return (f"; a Python server runs here under the harness's interpreter and its mcp {version('mcp')}: one written for "
-                "another major version of the mcp SDK (FastMCP servers for mcp 1.x import mcp.server.fastmcp) stops at its "
-                "import; install it with that mcp into a virtual environment of its own and run it from there (entry: "
-                "\"<venv>/bin/python -m <module>\", system.code: [<venv>]); its own error is on stderr above")
-    return "; its own error is on stderr above"
 
 
 def is_url(entry: str | None) -> bool:

@@ -191,7 +191,7 @@ def test_unreadable_results_show_what_came_back_and_the_rule_that_reads_it(paylo
 
 
 def test_a_tool_error_in_its_own_words():
-    from bench.systems.mcp import error_reason
+    from bench.systems.mcp_errors import error_reason
 
     libsql = ('Invalid arguments for tool search_nodes: [{"kind":"validation","type":"max_value","input":100,"expected":"<=50",'
               '"received":"100","message":"Invalid value: Expected <=50 but received 100","requirement":50,"path":[{"type":'
@@ -445,7 +445,7 @@ def test_a_server_for_another_mcp_major_says_what_to_do(tmp_path):
     """A FastMCP server for mcp 1.x (agent-logbook) under the harness's interpreter, or from its own
     venv not named in system.code: the line says what to do, not only "Connection closed"."""
     need_sdk()
-    from bench.systems.mcp import startup_hint
+    from bench.systems.mcp_errors import startup_hint
 
     venv = ROOT / ".ci" / "venv-logbook"
     assert "another major version of the mcp SDK" in startup_hint("{python} -m agent_logbook.server", None)
