@@ -236,7 +236,7 @@ class McpChannel:
                                 "will be restarted") from None
         except Exception as exc:  # the SDK raises its own errors for a broken session or a protocol error
             rpc = rpc_error(exc)
-            if rpc is not None:  # the server answered the call with a JSON-RPC error: the session goes on
+            if rpc is not None and (self.transport is None or self.transport.broken is None):  # the server answered with a JSON-RPC error: the session goes on
                 raise SystemCrash(f"tool {name} ({what}) answered a JSON-RPC error: {rpc}") from None
             why = self._why(exc)
             self.kill(graceful=False)

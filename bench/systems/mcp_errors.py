@@ -11,6 +11,9 @@ from bench.systems.mcp_plan import SHOWN_CHARS, json_value
 
 __all__ = ["error_reason", "one_line", "rpc_error", "startup_hint"]
 
+#: what the SDK raises for a call whose session closed (its CONNECTION_CLOSED outcome): a broken session, never an answer
+CLOSED = (-32000, "Connection closed")
+
 
 def _messages(value: Any, found: list[str]) -> None:
     if isinstance(value, dict):
@@ -46,6 +49,8 @@ def rpc_error(exc: BaseException) -> str | None:
     error = getattr(exc, "error", None)
     code, message = getattr(error, "code", None), getattr(error, "message", None)
     if not isinstance(code, int) or not isinstance(message, str):
+        return None
+    if (code, message) == CLOSED:  # the SDK's own word for a session that ended, not the server's answer
         return None
     data = getattr(error, "data", None)
     return f"{code} {error_reason(message + ('' if data is None else ' ' + str(data)))}"
