@@ -7,7 +7,8 @@ The procedure (docs/systems.md, *The default system*):
    reports/per_query/dev.parquet holds each answerable entry's held credit, `recall@budget`, and
    how many hits each entry was returned, `n_returned`, nothing being withheld).
 2. `python scripts/choose_abstention.py` scores every threshold t of a coarse grid (0, 0.05, ...,
-   1) by one objective over all dev entries, as if the system had abstained below t:
+   1) by the evaluation's objective over all dev entries (dev.json `objective`,
+   bench/evaluation/measures/objective.py), as the run would have it had it abstained below t:
 
        an answerable entry scores its held credit when confidence >= t, else 0 (nothing handed over);
        an unanswerable entry scores 1 when nothing strong was handed over (confidence < t, or no hit

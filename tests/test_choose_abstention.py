@@ -1,6 +1,7 @@
 """scripts/choose_abstention.py, the procedure that chooses the built-in bm25's abstention threshold on
 dev: its objective by hand on a small frame, and on real data its prediction for a threshold equals
-the evaluation of a run made with that threshold (LoCoMo, three dev conversations: ~600 entries)."""
+the evaluation of a run made with that threshold, the dev.json `objective` included (LoCoMo, three
+dev conversations: 786 entries)."""
 
 from __future__ import annotations
 
@@ -72,5 +73,6 @@ def test_the_prediction_is_the_run_at_that_threshold(locomo: dict) -> None:
     assert predicted["credit"] == pytest.approx(cells["recall@budget"]["value"], abs=1e-12)
     assert predicted["abstained"] == pytest.approx(cells["abstention_rate"]["value"], abs=1e-12) and 0 < predicted["abstained"] < 1
     assert 1 - predicted["quiet"] == pytest.approx(cells["false_recall"]["value"], abs=1e-12)
+    assert predicted["objective"] == pytest.approx(cells["objective"]["value"], abs=1e-12)  # the evaluation's own objective
     with pytest.raises(ValueError, match="run it with system.abstain_below 0"):
         ca.entries_frame(real.query_table, seen[0])  # a run that withheld answers cannot tell what they held

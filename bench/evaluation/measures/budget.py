@@ -338,7 +338,7 @@ FAMILY = Family(
     columns=lambda k: (BUDGET_COLUMN, *(m.column for m in MEASURES), PACKED_COLUMN),
     measures=(
         Measure(name="recall@budget", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, bar=RECALL_BAR,
-                heading="recall@budget", compared=True, unmeasurable=no_budget, abstained_nothing=True, unit=_REGIONS,
+                heading="recall@budget", compared=True, unmeasurable=no_budget, abstained_nothing=True, in_objective=True, unit=_REGIONS,
                 description="Share of the entry's gold regions the cartridge a reader can afford holds: the ranked atoms packed "
                             "into the modality's budget (the boundary atom cut in reading order) cover at least half of the "
                             "region (half the budget of it, for a region larger than the budget). Content decides, not atoms."),
