@@ -22,8 +22,8 @@ A quoted output is marked in the document, and ends at the closing marker:
 COMMAND is a command the tour runs (`transcript`: the `$` commands of the fenced block inside),
 SELECTION says what of its output is quoted, `;`-separated: `whole`; `rows: MODALITY METRIC,
 ...` (rows of the output's Markdown table by their first two cells, in that order); `table:
-GROUP` with `columns: NAME, ...` and `first: N` (the table under the output's heading that names
-GROUP, those columns, its first N rows); `first-last` (a transcript: each command's first and last
+GROUP` and `first: N` (the first table under the output's heading that names GROUP, its first N
+rows); with either, `columns: NAME, ...` (those columns, in that order); `first-last` (a transcript: each command's first and last
 output line, `…` between); `demote: N` (N more `#` on the output's headings). A time is
 `<!-- tour-time: COMMAND -->…<!-- /tour-time -->` (`total`: the README's commands together).
 """
@@ -284,21 +284,25 @@ def select_rows(output: list[str], wanted: str) -> list[str]:
     raise ValueError(f"no table of the output has the rows {wanted}")
 
 
-def select_table(output: list[str], group: str, columns: str, first: int) -> list[str]:
-    names = [c.strip() for c in columns.split(",")]
+def select_table(output: list[str], group: str, first: int) -> list[str]:
     for at, table in tables(output):
         heading = next((line for line in reversed(output[:at]) if line.startswith("#")), "")
-        if not re.search(rf"\b{re.escape(group)}\b", heading):
-            continue
-        header = cells(table[0])
-        missing = [n for n in names if n not in header]
-        if missing:
-            raise ValueError(f"the {group} table has no column {missing[0]!r}; it has {header}")
-        index = [header.index(n) for n in names]
-        align = cells(table[1])
-        rows = [["| " + " | ".join(parts[i] for i in index) + " |"] for parts in map(cells, [table[0], *table[2:2 + first]])]
-        return [rows[0][0], "|" + "|".join(align[i] for i in index) + "|", *(r[0] for r in rows[1:])]
+        if re.search(rf"\b{re.escape(group)}\b", heading):
+            return table[:2 + first]
     raise ValueError(f"no table under a heading naming {group!r}")
+
+
+def keep_columns(table: list[str], columns: str) -> list[str]:
+    """A Markdown table (header, alignment, rows) with only the named columns, in that order."""
+    names = [c.strip() for c in columns.split(",")]
+    header = cells(table[0])
+    missing = [n for n in names if n not in header]
+    if missing:
+        raise ValueError(f"the table has no column {missing[0]!r}; it has {header}")
+    index = [header.index(n) for n in names]
+    align = cells(table[1])
+    return ["| " + " | ".join(cells(table[0])[i] for i in index) + " |", "|" + "|".join(align[i] for i in index) + "|",
+            *("| " + " | ".join(cells(row)[i] for i in index) + " |" for row in table[2:])]
 
 
 def demoted(lines: list[str], levels: int) -> list[str]:
@@ -322,9 +326,11 @@ def render(figure: Figure, outcomes: dict[str, Outcome]) -> list[str]:
     if "rows" in sel:
         lines = select_rows(output, sel["rows"])
     elif "table" in sel:
-        lines = select_table(output, sel["table"], sel["columns"], int(sel.get("first", "1000000")))
+        lines = select_table(output, sel["table"], int(sel.get("first", "1000000")))
     else:
         lines = output
+    if "columns" in sel and ("rows" in sel or "table" in sel):
+        lines = keep_columns(lines, sel["columns"])
     return demoted(lines, int(sel.get("demote", "0")))
 
 
