@@ -29,7 +29,7 @@ def test_every_family_module_is_registered_under_its_own_name() -> None:
     modules = {info.name: importlib.import_module(f"bench.evaluation.measures.{info.name}")
                for info in pkgutil.iter_modules(registry.__path__)}
     with_family = {name: module.FAMILY for name, module in modules.items() if hasattr(module, "FAMILY")}
-    assert [f.name for f in FAMILIES] == ["ranking", "false_recall", "auroc", "leaks", "latency", "extent", "scores", "budget"]
+    assert [f.name for f in FAMILIES] == ["ranking", "false_recall", "auroc", "leaks", "latency", "extent", "scores", "budget", "reading"]
     assert {f.name for f in FAMILIES} == set(with_family)  # a module with a FAMILY and no registry entry fails here
     for name, family in with_family.items():
         assert family is next(f for f in FAMILIES if f.name == name)
@@ -40,10 +40,11 @@ def test_every_family_module_is_registered_under_its_own_name() -> None:
 
 
 def test_the_report_order_is_derived_from_the_registry() -> None:
-    """Registry order, budget placed right after recall (its declared ``after``)."""
+    """Registry order, budget placed right after recall and reading right after the budget's last (their declared ``after``)."""
     by_family = [m.name for f in FAMILIES if f.after is None for m in f.measures]
     budget = [m.name for m in next(f for f in FAMILIES if f.name == "budget").measures]
-    assert [m.name for m in CATALOGUE] == [by_family[0], *budget, *by_family[1:]]
+    reading = [m.name for m in next(f for f in FAMILIES if f.name == "reading").measures]
+    assert [m.name for m in CATALOGUE] == [by_family[0], *budget, *reading, *by_family[1:]]
     assert [m.name for m in measures(10)][:3] == ["recall@10", "recall@budget", "coverage@budget"]
     assert measures(10) is measures(10) and isinstance(measures(10), tuple)  # built once per cut-off, immutable
     with pytest.raises(TypeError):
@@ -68,21 +69,23 @@ def test_a_declaration_is_checked() -> None:
 
 def test_the_evaluation_runs_the_registry_not_the_families_by_hand() -> None:
     """per_query.py, evaluate.py and cells.py call no family's computation: they run each phase's families."""
-    computations = re.compile(r"\b(ranking_columns|returned_columns|leak_columns|extent_columns|budget_columns|false_recall_columns|"
+    computations = re.compile(r"\b(ranking_columns|returned_columns|leak_columns|extent_columns|budget_columns|reading_columns|"
+                              r"false_recall_columns|"
                               r"modality_rules|auroc_signal|tied_positions|latency_column)\(")
     for path in ("bench/evaluation/per_query.py", "bench/evaluation/evaluate.py", "bench/evaluation/cells.py"):
         text = (ROOT / path).read_text(encoding="utf-8")
         assert not computations.findall(text), (path, computations.findall(text))
         assert "run_family(" in text, path
     assert [f.name for f in families("query")] == ["ranking", "leaks"]
-    assert [f.name for f in families("block")] == ["extent", "scores", "budget"]
+    assert [f.name for f in families("block")] == ["extent", "scores", "budget", "reading"]
 
 
 def test_an_abstaining_answer_counts_nothing_where_its_measures_say_so() -> None:
-    """Declared once per measure (``abstained_nothing``): the verdict's ranking columns and the
-    budget measures; the ranking's diagnostics keep the ranking's value."""
+    """Declared once per measure (``abstained_nothing``): the verdict's ranking columns, MRR and
+    nDCG at atom ranks and the budget measures; the ranking's other diagnostics keep the ranking's value."""
     flagged = {m.name for m in CATALOGUE if m.abstained_nothing}
-    assert flagged == {"recall", "mrr", "ndcg", "recall@budget", "coverage@budget", "touch_recall@budget"}
+    assert flagged == {"recall", "mrr", "ndcg", "recall@budget", "coverage@budget", "half_recall@budget", "touch_recall@budget",
+                       "content_mrr", "content_ndcg"}
     atoms = pd.DataFrame({"atom_id": ["a1", "a2"], "holder": ["h", "h"], "observed_at": [T0 - pd.Timedelta(days=1)] * 2})
     entries = entries_of([("q1", "pdf", False, "h", 1), ("q2", "pdf", False, "h", 1), ("u1", "pdf", True, "h", 0)])
     run = run_of([("q1", "a1", 1, 0.9), ("q2", "a1", 1, 0.9), ("u1", "a2", 1, 0.5)])
