@@ -475,7 +475,7 @@ def truncated(atoms: dict[str, tuple], f: float) -> dict[str, tuple]:
 FRACTIONS = st.sampled_from([0.25, 0.5, 0.55, 2 / 3, 0.75, 0.9])
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(aligned(), FRACTIONS, st.integers(0, 40))
 def test_handing_a_fraction_of_every_unit_earns_that_fraction_of_what_the_whole_units_earn(case, f, extra) -> None:
     """Exactly (module docstring, *Held credit*): each gold region one ranked unit, no region
@@ -489,7 +489,7 @@ def test_handing_a_fraction_of_every_unit_earns_that_fraction_of_what_the_whole_
     assert part == pytest.approx(f * whole, abs=1e-9)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(aligned(), FRACTIONS, st.integers(0, 40))
 def test_truncation_never_raises_recall_at_budget_when_credit_per_unit_of_cost_does_not_grow_with_depth(case, f, extra) -> None:
     """Uniform truncation to f never raises recall@budget at equal cost on a ranking whose credit

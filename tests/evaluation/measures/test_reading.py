@@ -146,7 +146,7 @@ def test_unanswerable_failed_and_no_budget_entries_and_abstention() -> None:
 # --------------------------------------------------------------------------- against the reference
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(two_d=False), st.integers(1, 6), st.integers(2, 12))
 def test_a_line_agrees_with_the_character_by_character_reference(case, slot, k) -> None:
     atoms, ranking, regions, _ = case
@@ -155,7 +155,7 @@ def test_a_line_agrees_with_the_character_by_character_reference(case, slot, k) 
     assert got == pytest.approx(reference(atoms, ranking, regions, amount, k, cuttable=True), abs=1e-9)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(two_d=True), st.integers(1, 6))
 def test_boxes_agree_with_the_pixel_by_pixel_reference(case, slot) -> None:
     atoms, ranking, regions, _ = case
@@ -164,7 +164,7 @@ def test_boxes_agree_with_the_pixel_by_pixel_reference(case, slot) -> None:
     assert got == pytest.approx(reference(atoms, ranking, regions, amount, K, cuttable=False), abs=1e-9)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pieces(), st.integers(1, 6))
 def test_cutting_the_ranked_content_into_pieces_or_merging_them_back_changes_neither(case, slot) -> None:
     """The same content in the same order, cut into any pieces (or the pieces merged back):
