@@ -23,7 +23,9 @@ Two diagnostics without a bar are guarded the same way (issue 46), in the full t
 reports/dev.md and dev.html (:func:`raised`):
 
 ``only by atom size``       ``ndcg@k`` or ``mrr`` -- positions counted in atom ranks, so a
-                            bigger atom moves a region up -- lies above the 95% interval of
+                            bigger atom moves a region up and the first atom touching a
+                            region counts it whole, however little of it the atom holds (a
+                            4 s video cue of a 40 s answer) -- lies above the 95% interval of
                             its content version (``content_ndcg@k``, ``content_mrr``: positions
                             in content read, bench.evaluation.measures.reading), which the
                             verdict, ``bench compare``, the leaderboard and the gate read:
@@ -84,8 +86,9 @@ def _never(cell: dict[str, Any], status: str | None) -> bool:
     return False
 
 
-_AT_RANKS = ("an nDCG@k or MRR at atom ranks above the 95% interval of its content version (content_ndcg@k, content_mrr: "
-             "positions in content read, what the verdict shows) reads *only by atom size* in the full tables")
+_AT_RANKS = ("an nDCG@k or MRR at atom ranks (a region counted whole at the first atom touching it, whatever the atom's size) "
+             "above the 95% interval of its content version (content_ndcg@k, content_mrr: positions in content read, what the "
+             "verdict shows) reads *only by atom size* in the full tables")
 
 RULES = (
     Bought("recall", "recall@budget", "recall@budget", "met only by atom size",

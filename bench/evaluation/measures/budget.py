@@ -332,7 +332,11 @@ def union_areas(keys: pd.DataFrame, boxes: np.ndarray) -> pd.DataFrame:
         gain = np.clip(one["x1"].to_numpy(dtype=float) - start, 0.0, None)
         parts.append(one.assign(covered=gain).groupby(by, as_index=False, sort=False)["covered"].sum())
     rest = frame.loc[~flat]
-    for key, grp in rest.groupby(by, sort=False):
+    alone = rest.groupby(by, sort=False)["x0"].transform("size").to_numpy() == 1  # one box: its area
+    if alone.any():
+        one_box = rest.loc[alone]
+        parts.append(one_box[by].assign(covered=(one_box["x1"] - one_box["x0"]) * (one_box["y1"] - one_box["y0"])))
+    for key, grp in rest.loc[~alone].groupby(by, sort=False):
         b = grp[BOX].to_numpy(dtype=float)
         cells, mg, mc = box_measure([("r", np.array([b[:, 0].min(), b[:, 1].max(), b[:, 2].min(), b[:, 3].max()]))],
                                     [("r", box) for box in b])
