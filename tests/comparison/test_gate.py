@@ -49,7 +49,7 @@ def test_the_primary_set_is_declared_once_and_read_against_the_catalogue() -> No
                                                              "temporal_correctness"]
     verdict = [m.name for m in measures(K) if m.heading is not None and isinstance(m.reducer, Mean)]
     assert sorted([m.name for m in primary(K)] + [m.name for m in reported(K)]) == sorted(verdict)
-    assert "recall@10" in [m.name for m in reported(K)] and "ndcg@10" in [m.name for m in reported(K)]
+    assert "recall@10" in [m.name for m in reported(K)] and "content_ndcg@10" in [m.name for m in reported(K)]
 
 
 def test_an_identical_rerun_of_the_real_table_passes_and_its_line_says_what_was_compared() -> None:
@@ -74,14 +74,14 @@ def test_only_the_primary_rows_fail_a_loss_elsewhere_is_reported() -> None:
     assert [r.split(" is worse")[0] for r in result.reasons] == ["gate: conversation holder_correctness",
                                                                  "gate: overall holder_correctness"]
     assert "0 wins / 60 losses" in result.reasons[0]
-    # nDCG@10 and MRR 0.1 lower on a third of the pdf hits (as finer pdf atoms do to the atom-level nDCG): reported only
+    # nDCG@10 and MRR (the verdict's: content read) 0.1 lower on a third of the pdf hits: reported only
     ranked = table.copy()
-    hits = np.flatnonzero((ranked["modality"] == "pdf") & (ranked["ndcg@10"] > 0.2))
+    hits = np.flatnonzero((ranked["modality"] == "pdf") & (ranked["content_ndcg@10"] > 0.2))
     pick = rng.choice(hits, len(hits) // 3, replace=False)
-    ranked.loc[pick, ["ndcg@10", "mrr"]] -= 0.1
+    ranked.loc[pick, ["content_ndcg@10", "content_mrr"]] -= 0.1
     result = gate(LoadedRun("main", table, doc), LoadedRun(".", ranked, doc), **FAST)
     assert result.passed, result.reasons
-    assert any(n.startswith("gate: reported, not gated: pdf ndcg@10 is worse") for n in result.notes), result.notes
+    assert any(n.startswith("gate: reported, not gated: pdf content_ndcg@10 is worse") for n in result.notes), result.notes
 
 
 # --------------------------------------------------------------------------- latency
@@ -252,7 +252,7 @@ def test_code_symbols_to_10_line_windows_fail_on_recall_at_budget(code_runs: dic
     row = next(r for r in result.rows if r["modality"] == "code" and r["metric"] == "recall@budget")
     assert row["n"] == 500 and row["diff"] < -0.03 and row["losses"] > 2 * row["wins"] and row["p_holm"] < 0.05
     # recall@10, MRR and nDCG@10 lose too: reported, not gated
-    assert {n.split(" is worse")[0] for n in result.notes} >= {f"gate: reported, not gated: code {m}" for m in ("recall@10", "ndcg@10")}
+    assert {n.split(" is worse")[0] for n in result.notes} >= {f"gate: reported, not gated: code {m}" for m in ("recall@10", "content_ndcg@10")}
     assert line(result).startswith("gate: failed: 2 reasons against BASE (")
 
 
