@@ -400,8 +400,8 @@ FAMILY = Family(
                 description="Mean over the entry's gold regions of the share of each region the cartridge a reader can afford "
                             "holds: the ranked atoms packed into the modality's budget B (the boundary atom cut in reading "
                             "order) cover that much of the region, over min(its extent, B) and capped at 1 (a point: 1 when "
-                            "touched). No threshold: every unit of gold is worth the same whichever atom carries it, so cutting, "
-                            "merging or handing over a fraction of every atom buys nothing at equal cost."),
+                            "touched). No threshold: every unit of gold is worth the same whichever atom carries it, so cutting or "
+                            "merging atoms changes nothing and a fraction of an atom earns only the gold it holds."),
         Measure(name="coverage@budget", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, compared=True,
                 unmeasurable=no_budget, abstained_nothing=True, unit="share of the gold extent (0-1)",
                 description="Gold extent covered by the packed parts of the cartridge's gold atoms / gold extent "
