@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from datetime import UTC
@@ -10,9 +11,11 @@ from typing import Any
 
 import click
 
+from bench.cli_bundle import COMMANDS as BUNDLE_COMMANDS
 from bench.cli_validate import validate_command
-from bench.comparison.compare import MAX_UNPAIRED
 from bench.comparison.gate import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO
+from bench.comparison.options import FIELDS, MAX_UNPAIRED, StatsOptions
+from bench.evaluation.stats.clusters import CLUSTERINGS
 from bench.io import LineError
 from bench.modalities import names as modality_names
 from bench.project.docs import docs_command
@@ -20,13 +23,9 @@ from bench.project.layout import AUDIT, DEV_METRICS, PER_QUERY, TEST_METRICS, La
 from bench.project.selection import config, local_datasets, mirror_roots, set_files
 
 
-@click.group()
+@click.group(commands=[validate_command, docs_command, *BUNDLE_COMMANDS])
 def cli() -> None:
     """Retrieval-evaluation harness for a multimodal memory system."""
-
-
-cli.add_command(validate_command, "validate")
-cli.add_command(docs_command, "docs")
 
 
 @cli.group()
@@ -191,17 +190,25 @@ def splits_freeze(reason: str) -> None:
 
 
 def _stats_options(f: Any) -> Any:
-    """The statistics options of compare, leaderboard and gate."""
+    """The statistics options of compare, leaderboard and gate, handed to the command as one ``stats``
+    (bench.comparison.options.StatsOptions; resamples and seed default to params metrics)."""
+    @functools.wraps(f)
+    def command(*args: Any, resamples: int | None, seed: int | None, **kwargs: Any) -> Any:
+        metrics = _metrics_block(find_root())
+        given = {name: kwargs.pop(name) for name in ("permutations", "alpha", "max_unpaired", "clusters")}
+        return f(*args, stats=StatsOptions(resamples=resamples or metrics.bootstrap_resamples,
+                                           seed=metrics.bootstrap_seed if seed is None else seed, **given), **kwargs)
+
     for option in reversed((
-        click.option("--resamples", type=click.IntRange(1, 1_000_000), default=None, help="bootstrap resamples (default params metrics.bootstrap_resamples)"),
-        click.option("--permutations", type=click.IntRange(1, 1_000_000), default=10000, show_default=True, help="sign flips of the randomization test"),
-        click.option("--seed", type=int, default=None, help="default params metrics.bootstrap_seed"),
-        click.option("--alpha", type=click.FloatRange(0, 1), default=0.05, show_default=True, help="significance level after Holm correction"),
-        click.option("--max-unpaired", type=click.FloatRange(0, 1), default=MAX_UNPAIRED, show_default=True,
-                     help="share of all queries that may be missing from a run (then only shared queries are compared)"),
+        click.option("--resamples", type=click.IntRange(1, 1_000_000), default=None, help=FIELDS["resamples"]),
+        click.option("--permutations", type=click.IntRange(1, 1_000_000), default=10000, show_default=True, help=FIELDS["permutations"]),
+        click.option("--seed", type=int, default=None, help=FIELDS["seed"]),
+        click.option("--alpha", type=click.FloatRange(0, 1), default=0.05, show_default=True, help=FIELDS["alpha"]),
+        click.option("--max-unpaired", type=click.FloatRange(0, 1), default=MAX_UNPAIRED, show_default=True, help=FIELDS["max_unpaired"]),
+        click.option("--clusters", type=click.Choice(CLUSTERINGS), default="question", show_default=True, help=FIELDS["clusters"]),
     )):
-        f = option(f)
-    return f
+        command = option(command)
+    return command
 
 
 @cli.command()
@@ -212,8 +219,7 @@ def _stats_options(f: Any) -> Any:
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
               help="also write every query's A/B as one self-contained page here (docs/comparing.md)")
 @_stats_options
-def compare(a: str, b: str, json_out: str | None, fmt: str, html_out: str | None, resamples: int | None, permutations: int,
-            seed: int | None, alpha: float, max_unpaired: float) -> None:
+def compare(a: str, b: str, json_out: str | None, fmt: str, html_out: str | None, stats: StatsOptions) -> None:
     """Compare run B with run A: paired differences, intervals, Holm-corrected p-values.
 
     A and B are each a folder (holding reports/per_query/dev.parquet), a git revision
@@ -227,33 +233,25 @@ def compare(a: str, b: str, json_out: str | None, fmt: str, html_out: str | None
     root = find_root()
     metrics = _metrics_block(root)
     try:
-        ra, rb = (load_run(spec, root, PER_QUERY, DEV_METRICS) for spec in (a, b))
-        result = run_compare(ra.per_query, rb.per_query, k=common_k(ra, rb, metrics.k), resamples=resamples or metrics.bootstrap_resamples,
-                             permutations=permutations, seed=metrics.bootstrap_seed if seed is None else seed, alpha=alpha,
-                             max_unpaired=max_unpaired)
+        ra, rb = (load_run(spec, root, PER_QUERY, DEV_METRICS, _set_files(root)) for spec in (a, b))
+        result = run_compare(ra.per_query, rb.per_query, k=common_k(ra, rb, metrics.k), options=stats)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
     result["a"], result["b"] = ra.describe(), rb.describe()
-    if json_out:
-        write_json(json_out, result)
-    if html_out:
+    if html_out:  # first: a refusal (cartridges of another run than the table's) writes nothing
         from bench.io import write_text
+        from bench.reporting.cartridges import located
         from bench.reporting.compare_page import build
 
-        write_text(html_out, build(result, ra, rb, files=(_run_files(a), _run_files(b)), set_files=_set_files(root)))
+        try:
+            with located((ra, rb), Layout(Path()), PER_QUERY) as files:
+                text = build(result, ra, rb, files=files, set_files=_set_files(root))
+        except CompareError as exc:
+            raise click.ClickException(str(exc)) from None
+        write_text(html_out, text)
+    if json_out:
+        write_json(json_out, result)
     click.echo(json.dumps(result, indent=2) if fmt == "json" else compare_md(result, ra.describe(), rb.describe()))
-
-
-def _run_files(spec: str) -> Any:
-    """Where the data/ outputs of the run `spec` are, when it is a project folder (or its
-    reports/per_query/dev.parquet); None for a git revision or experiment."""
-    from bench.reporting.compare_page import RunFiles
-
-    path = Path(spec)
-    if not path.exists():
-        return None
-    lay = Layout(path if path.is_dir() else path.parent.parent.parent)
-    return RunFiles(runs=lay.runs, resolved=lay.resolved, valid=lay.valid_dir, served=lay.served, manifest=lay.manifest, store=lay.store)
 
 
 def _set_files(root: Path) -> list[Path]:
@@ -291,18 +289,18 @@ def _run_params(spec: str, root: Path) -> dict[str, Any]:
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
               help="also write an HTML page with the quality-against-cost pictures, and beside it each run's A/B page against the baseline")
 @click.option("--label", "labels", multiple=True, metavar="NAME=RUN", help="show RUN as NAME (repeatable; default: a folder's base name, the experiment or revision)")
-@click.option("--rank-by", default="recall@budget", show_default=True, help="the measure the runs are ranked by")
+@click.option("--rank-by", default=None, help="the measure the runs are ranked by (default: the declared objective)")
 @click.option("--allow-different-sets", is_flag=True, help="rank runs evaluated over different set files (their shared queries)")
 @_stats_options
 def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str | None, html_out: str | None, labels: tuple[str, ...],
-                rank_by: str, allow_different_sets: bool, resamples: int | None, permutations: int, seed: int | None, alpha: float,
-                max_unpaired: float) -> None:
+                rank_by: str | None, allow_different_sets: bool, stats: StatsOptions) -> None:
     """One table that decides a sweep: RUNs (folders, git revisions, DVC experiments) against a baseline.
 
-    Per modality and overall: changed params, recall@k, recall@budget, MRR, nDCG@k, false
-    recall, abstention rate, latency p50, cartridge@k; paired intervals and Holm-corrected
-    p-values against the baseline; rank intervals; the Pareto frontier over what the budget
-    packs, differences within noise being ties. See docs/comparing.md.
+    Per modality and overall: changed params, the objective beside its parts (recall@budget,
+    false recall), recall@k, MRR, nDCG@k, abstention rate, latency p50, cartridge@k; paired
+    intervals and Holm-corrected p-values against the baseline; rank intervals by the
+    objective; the Pareto frontier over what the budget packs, differences within noise being
+    ties. See docs/comparing.md.
     """
     from bench.comparison.leaderboard import experiment_names
     from bench.comparison.leaderboard import leaderboard as board
@@ -323,40 +321,41 @@ def leaderboard(runs: tuple[str, ...], every: bool, baseline: str, json_out: str
         unknown = [spec for spec in given.values() if spec not in names]
         if unknown:
             raise CompareError(f"--label names a run that is not ranked: {unknown[0]!r} (runs: {', '.join(names)})")
-        loaded = [load_run(name, root, PER_QUERY, DEV_METRICS) for name in names]
+        loaded = [load_run(name, root, PER_QUERY, DEV_METRICS, _set_files(root)) for name in names]
         short = short_labels(names, given)
         for run, label in zip(loaded, short, strict=True):
             run.label = label
         result = board(loaded, base=0, params=[_run_params(name, root) for name in names], k=loaded[0].k or metrics.k,
-                       resamples=resamples or metrics.bootstrap_resamples, permutations=permutations,
-                       seed=metrics.bootstrap_seed if seed is None else seed, alpha=alpha, max_unpaired=max_unpaired, rank_by=rank_by,
-                       allow_different_sets=allow_different_sets)
+                       options=stats, rank_by=rank_by, allow_different_sets=allow_different_sets)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
+    if html_out:
+        try:
+            write_text(html_out, _leaderboard_pages(result, loaded, names, Path(html_out), root, stats))
+        except CompareError as exc:
+            raise click.ClickException(str(exc)) from None
     if json_out:
         write_json(json_out, result)
-    if html_out:
-        write_text(html_out, _leaderboard_pages(result, loaded, names, Path(html_out), root, permutations, alpha, max_unpaired))
     click.echo(markdown(result))
 
 
-def _leaderboard_pages(result: dict[str, Any], loaded: list[Any], specs: list[str], out: Path, root: Path, permutations: int,
-                       alpha: float, max_unpaired: float) -> str:
+def _leaderboard_pages(result: dict[str, Any], loaded: list[Any], specs: list[str], out: Path, root: Path, stats: StatsOptions) -> str:
     """Each run's A/B page against the baseline beside `out` (bench.reporting.compare_page), and the
     leaderboard page linking them; the comparisons use the leaderboard's statistics options."""
     from bench.comparison.compare import compare as run_compare
     from bench.io import write_text
+    from bench.reporting.cartridges import located
     from bench.reporting.compare_page import build
     from bench.reporting.leaderboard_page import page, page_name
 
     base = loaded[0]
     links = {}
-    for run, spec in zip(loaded[1:], specs[1:], strict=True):
-        ab = run_compare(base.per_query, run.per_query, k=result["k"], resamples=result["resamples"], permutations=permutations,
-                         seed=result["seed"], alpha=alpha, max_unpaired=max_unpaired)
-        name = page_name(out.stem, run.label)
-        write_text(out.parent / name, build(ab, base, run, files=(_run_files(specs[0]), _run_files(spec)), set_files=_set_files(root)))
-        links[run.label] = name
+    with located(loaded, Layout(Path()), PER_QUERY) as files:  # each run's data/ outputs found (and checked) once
+        for run, where in zip(loaded[1:], files[1:], strict=True):
+            ab = run_compare(base.per_query, run.per_query, k=result["k"], options=stats)
+            name = page_name(out.stem, run.label)
+            write_text(out.parent / name, build(ab, base, run, files=(files[0], where), set_files=_set_files(root)))
+            links[run.label] = name
     return page(result, sources=dict(zip([r.label for r in loaded], specs, strict=True)), links=links)
 
 
@@ -371,12 +370,12 @@ def _leaderboard_pages(result: dict[str, Any], loaded: list[Any], specs: list[st
 @click.option("--allow-different-sets", is_flag=True, help="gate runs evaluated over different set files (their shared queries)")
 @_stats_options
 def gate(base: str, min_effect: float, max_latency_ratio: float, latency_floor_ms: float, allow_different_sets: bool,
-         resamples: int | None, permutations: int, seed: int | None, alpha: float, max_unpaired: float) -> None:
+         stats: StatsOptions) -> None:
     """Regression gate: exit 1 when a primary measure of this folder's run is significantly worse than BASE's.
 
-    BASE is a folder, git revision or DVC experiment. Gated: recall@budget, false recall,
-    holder and temporal correctness per modality and overall, and latency beyond noise; the
-    other verdict measures are reported. Exit 0: passed; 1: failed (one line per reason, then
+    BASE is a folder, git revision or DVC experiment. Gated: the measures declared primary
+    (the objective, holder and temporal correctness) per modality and overall, and latency
+    beyond noise; the other verdict measures are reported. Exit 0: passed; 1: failed (one line per reason, then
     the gate's line); 2: the two runs cannot be compared (one line). See docs/comparing.md.
     """
     from bench.comparison.gate import gate as run_gate
@@ -386,18 +385,15 @@ def gate(base: str, min_effect: float, max_latency_ratio: float, latency_floor_m
     root = find_root()
     metrics = _metrics_block(root)
     try:
-        before, now = load_run(base, root, PER_QUERY, DEV_METRICS), load_run(str(root), root, PER_QUERY, DEV_METRICS)
-        result = run_gate(before, now, k=common_k(before, now, metrics.k), alpha=alpha, min_effect=min_effect,
-                          max_latency_ratio=max_latency_ratio, latency_floor_ms=latency_floor_ms,
-                          resamples=resamples or metrics.bootstrap_resamples, permutations=permutations,
-                          seed=metrics.bootstrap_seed if seed is None else seed, max_unpaired=max_unpaired,
-                          allow_different_sets=allow_different_sets)
+        before, now = (load_run(spec, root, PER_QUERY, DEV_METRICS, _set_files(root)) for spec in (base, str(root)))
+        result = run_gate(before, now, k=common_k(before, now, metrics.k), min_effect=min_effect, max_latency_ratio=max_latency_ratio,
+                          latency_floor_ms=latency_floor_ms, allow_different_sets=allow_different_sets, options=stats)
     except CompareError as exc:
         click.echo(f"gate: refused: {exc}", err=True)
         sys.exit(2)
     for line in [*result.reasons, *result.notes]:
         click.echo(line)
-    click.echo(summary(result, base, alpha, min_effect, max_latency_ratio, latency_floor_ms))
+    click.echo(summary(result, base, stats.alpha, min_effect, max_latency_ratio, latency_floor_ms))
     if not result.passed:
         sys.exit(1)
 

@@ -26,168 +26,83 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bench.modalities.base import Modality, Option
+    from bench.modalities.base import Modality
 
 
-class ParamsError(ValueError):
-    """str() is the one-line message: `params.yaml: <key>: <problem>`."""
-
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(f"params.yaml: {key}: {problem}")
-        self.key = key
-        self.problem = problem
-
-
-Check = Callable[[str, Any], None]
-
-#: run rows above which the evaluate and accept stages read the run block by block
-#: (bench.evaluation.blocks); measured in benchmarks/case_blocks.py, docs/scale.md
-IN_CORE_ROWS = 10_000_000
-#: peak RSS of one run row evaluated in core (docs/scale.md: 158-167 bytes measured)
-BYTES_PER_RUN_ROW = 167
-#: the deepest ranking a system may be asked for (the deepest cutoff any measure reads is 100)
-MAX_DEPTH = 10_000
-#: per-query and start-up timeouts: at most a day
-MAX_TIMEOUT_S = 86_400.0
-MAX_CONCURRENCY = 256
-MAX_WARMUP = 1_000_000
-MAX_WORKERS = 1024
-#: bootstrap resamples of one cell: 1,000 times the default's time (the draws are batched)
-MAX_RESAMPLES = 1_000_000
-MAX_SEED = 2**63 - 1
-#: a windowed chunking puts each part of a source in window / (window - overlap) atoms at most
-MAX_WINDOW_REPEATS = 100
-
-
-def _shown(value: Any) -> str:
-    return repr(value) if not isinstance(value, float) else str(value)
-
-
-def whole(minimum: int | None = None, *, nullable: bool = False, high: int | None = None) -> Check:
-    def check(key: str, value: Any) -> None:
-        if value is None and nullable:
-            return
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ParamsError(key, f"must be a whole number, got {_shown(value)}")
-        if minimum is not None and value < minimum:
-            raise ParamsError(key, f"must be >= {minimum}, got {value}")
-        if high is not None and value > high:
-            raise ParamsError(key, f"must be <= {high:,}, got {value:,}")
-
-    return check
-
-
-def number(*, low: float | None = None, low_open: bool = False, high: float | None = None) -> Check:
-    def check(key: str, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ParamsError(key, f"must be a number, got {_shown(value)}")
-        if not math.isfinite(value):
-            raise ParamsError(key, f"must be a finite number, got {_shown(value)}")
-        if low is not None and (value <= low if low_open else value < low):
-            raise ParamsError(key, f"must be {'>' if low_open else '>='} {low:g}, got {_shown(value)}")
-        if high is not None and value > high:
-            raise ParamsError(key, f"must be <= {high:g}, got {_shown(value)}")
-
-    return check
-
-
-def choice(*options: str | None) -> Check:
-    def check(key: str, value: Any) -> None:
-        if value not in options:
-            raise ParamsError(key, f"must be one of {[o for o in options]}, got {_shown(value)}")
-
-    return check
-
-
-def text(*, nullable: bool = False) -> Check:
-    def check(key: str, value: Any) -> None:
-        if value is None and nullable:
-            return
-        if not isinstance(value, str) or not value.strip():
-            raise ParamsError(key, f"must be a non-empty string{' or null' if nullable else ''}, got {_shown(value)}")
-
-    return check
-
-
-def text_list(*, allow_all: bool = False, nonempty: bool = False) -> Check:
-    def check(key: str, value: Any) -> None:
-        if allow_all and value == "all":
-            return
-        if not isinstance(value, list) or any(not isinstance(v, str) or not v.strip() for v in value):
-            what = '"all" or a list of names' if allow_all else "a list of names"
-            raise ParamsError(key, f"must be {what}, got {_shown(value)}")
-        if nonempty and not value:
-            raise ParamsError(key, "must not be empty")
-        dup = [v for i, v in enumerate(value) if v in value[:i]]
-        if dup:
-            raise ParamsError(key, f"lists {dup[0]!r} twice")
-
-    return check
-
-
-def sandbox_mode() -> Check:
-    """system.sandbox: auto | required | off, and YAML's boolean for a bare `off` (false)."""
-    modes = choice("auto", "required", "off")
-
-    def check(key: str, value: Any) -> None:
-        if value is not False:
-            modes(key, value)
-
-    return check
-
-
-def code_paths() -> Check:
-    """system.code: null, a path, or a non-empty list of paths (bench/systems/declared.py)."""
-    paths = text_list(nonempty=True)
-
-    def check(key: str, value: Any) -> None:
-        if value is not None and not (isinstance(value, str) and value.strip()):
-            paths(key, value)
-
-    return check
-
-
-def amounts() -> Check:
-    """metrics.budget as `bench compare` reads it (no registry): null, or a mapping of
-    names to positive finite numbers; `check_params` checks each against its modality."""
-    positive = number(low=0, low_open=True)
-
-    def check(key: str, value: Any) -> None:
-        if value is None:
-            return
-        if not isinstance(value, dict):
-            raise ParamsError(key, f"must be a mapping of modality -> amount, got {_shown(value)}")
-        for name, amount in value.items():
-            positive(f"{key}.{name}", amount)
-
-    return check
-
-
-def settings(*, any_value: bool = False) -> Check:
-    """null, or a mapping of names to strings (`any_value`: to any value; its own module checks them)."""
-    def check(key: str, value: Any) -> None:
-        if value is None:
-            return
-        if not isinstance(value, dict) or any(not isinstance(k, str) or not k for k in value):
-            raise ParamsError(key, f"must be a mapping of names to {'settings' if any_value else 'strings'}, got {_shown(value)}")
-        for name, item in value.items():
-            if not any_value and not isinstance(item, str):
-                raise ParamsError(f"{key}.{name}", f"must be a string, got {_shown(item)}")
-
-    return check
-
-
-def option_check(option: Option) -> Check:
-    """The check of a modality's declared option (bench.modalities.base.Option)."""
-    if option.whole:
-        return whole(math.ceil(option.low + (1 if option.low_open else 0)), high=int(option.high))
-    return number(low=option.low, low_open=option.low_open, high=option.high)
+from bench.params_checks import (
+    BYTES_PER_RUN_ROW as BYTES_PER_RUN_ROW,
+)
+from bench.params_checks import (
+    IN_CORE_ROWS as IN_CORE_ROWS,
+)
+from bench.params_checks import (
+    MAX_CONCURRENCY as MAX_CONCURRENCY,
+)
+from bench.params_checks import (
+    MAX_DEPTH as MAX_DEPTH,
+)
+from bench.params_checks import (
+    MAX_RESAMPLES as MAX_RESAMPLES,
+)
+from bench.params_checks import (
+    MAX_SEED as MAX_SEED,
+)
+from bench.params_checks import (
+    MAX_TIMEOUT_S as MAX_TIMEOUT_S,
+)
+from bench.params_checks import (
+    MAX_WARMUP as MAX_WARMUP,
+)
+from bench.params_checks import (
+    MAX_WINDOW_REPEATS as MAX_WINDOW_REPEATS,
+)
+from bench.params_checks import (
+    MAX_WORKERS as MAX_WORKERS,
+)
+from bench.params_checks import (
+    Check as Check,
+)
+from bench.params_checks import (
+    ParamsError as ParamsError,
+)
+from bench.params_checks import (
+    amounts as amounts,
+)
+from bench.params_checks import (
+    choice as choice,
+)
+from bench.params_checks import (
+    code_paths as code_paths,
+)
+from bench.params_checks import (
+    number as number,
+)
+from bench.params_checks import (
+    option_check as option_check,
+)
+from bench.params_checks import (
+    sandbox_mode as sandbox_mode,
+)
+from bench.params_checks import (
+    settings as settings,
+)
+from bench.params_checks import (
+    shown as shown,
+)
+from bench.params_checks import (
+    text as text,
+)
+from bench.params_checks import (
+    text_list as text_list,
+)
+from bench.params_checks import (
+    whole as whole,
+)
 
 
 def _key(check: Check, default: Any = dataclasses.MISSING, normal: Callable[[Any], Any] | None = None) -> Any:
@@ -229,6 +144,10 @@ class SystemParams:
     env: dict[str, str] | None = _key(settings(), None)
     #: mcp systems: the observe/search tool calls, reset and results rule (bench.systems.mcp.mcp_plan)
     mcp: dict[str, Any] | None = _key(settings(any_value=True), None)
+    #: replayed systems: a probe for the words of the event just sent after every n-th event, repeated
+    #: until a memory holds it or probe_wait_s passes (time until searchable); 0: not measured
+    probe_every: int = _key(whole(0, high=MAX_DEPTH * 100), 0)
+    probe_wait_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 5.0, float)
 
 
 @dataclass(frozen=True)
@@ -240,6 +159,12 @@ class MetricsParams:
     #: modality -> what a reader is handed per query, in its extent unit (recall@budget); check_params
     #: fills in each modality's default (`Modality.budget`); None there: it declares none
     budget: dict[str, float | None] | None = _key(amounts(), None)
+
+
+@dataclass(frozen=True)
+class BundleParams:
+    #: the Ed25519 private key file that signs the acceptance's test bundle, by path, never the key (docs/acceptance.md); null: unsigned
+    sign_key: str | None = _key(text(nullable=True), None)
 
 
 @dataclass(frozen=True)
@@ -272,13 +197,15 @@ class Params:
     #: the chunking block as params.yaml writes it: what a run records (dev.json's run block)
     #: and the acceptance compares with, so a default added later changes no record
     chunking_written: dict[str, Any] = field(default_factory=dict)
+    bundle: BundleParams = field(default_factory=BundleParams)  # no stage's DVC param: signing never changes a number
 
 
-BLOCKS: dict[str, type] = {"fetch": FetchParams, "system": SystemParams, "metrics": MetricsParams, "executor": ExecutorParams}
+BLOCKS: dict[str, type] = {"fetch": FetchParams, "system": SystemParams, "metrics": MetricsParams, "executor": ExecutorParams,
+                           "bundle": BundleParams}
 TOP = {"datasets": text_list(allow_all=True), "local_datasets": text_list()}  # datasets: [] only with local_datasets
 #: top-level blocks every params.yaml must have
 REQUIRED = ("datasets", "fetch", "chunking", "system", "metrics")
-KNOWN = ("datasets", "local_datasets", "fetch", "chunking", "extraction", "system", "metrics", "executor")
+KNOWN = ("datasets", "local_datasets", "fetch", "chunking", "extraction", "system", "metrics", "executor", "bundle")
 
 
 def _unknown(key: str, name: Any, known: list[str]) -> ParamsError:
@@ -291,7 +218,7 @@ def _unknown(key: str, name: Any, known: list[str]) -> ParamsError:
 def _mapping(key: str, value: Any, known: list[str]) -> dict[str, Any]:
     """`value` as a mapping whose keys are all in `known` (ParamsError otherwise)."""
     if not isinstance(value, dict):
-        raise ParamsError(key, f"must be a mapping, got {_shown(value)}")
+        raise ParamsError(key, f"must be a mapping, got {shown(value)}")
     for name in value:
         if name not in known:
             raise _unknown(key, name, known)
@@ -307,7 +234,7 @@ def _options(key: str, value: Any, checks: Mapping[str, Check], defaults: Mappin
 
 
 def check_block(name: str, value: Any) -> Any:
-    """One of the fixed blocks (fetch, system, metrics, executor) as its dataclass."""
+    """One of the fixed blocks (fetch, system, metrics, executor, bundle) as its dataclass."""
     cls = BLOCKS[name]
     fields = dataclasses.fields(cls)
     block = _mapping(name, {} if value is None else value, [f.name for f in fields])
@@ -340,7 +267,7 @@ def check_extract(doc: Any, modality: Modality) -> ExtractParams:
     """`extraction.<modality>`, `executor` and `local_datasets` of `doc` (the rest is
     checked by the stages before: fetch runs `check_params`)."""
     if not isinstance(doc, dict):
-        raise ParamsError("<file>", f"must be a mapping of blocks, got {_shown(doc)}")
+        raise ParamsError("<file>", f"must be a mapping of blocks, got {shown(doc)}")
     local = doc.get("local_datasets") or []
     TOP["local_datasets"]("local_datasets", local)
     return ExtractParams(check_extraction(doc.get("extraction"), modality), check_executor(doc.get("executor")), tuple(local))
@@ -349,7 +276,7 @@ def check_extract(doc: Any, modality: Modality) -> ExtractParams:
 def check_extraction(block: Any, modality: Modality) -> dict[str, Any]:
     """`extraction.<modality>` alone with its defaults (what one extract stage reads)."""
     if block is not None and not isinstance(block, dict):
-        raise ParamsError("extraction", f"must be a mapping, got {_shown(block)}")
+        raise ParamsError("extraction", f"must be a mapping, got {shown(block)}")
     opts = modality.extraction_options
     return _options(f"extraction.{modality.name}", (block or {}).get(modality.name), {n: option_check(o) for n, o in opts.items()},
                     {n: o.default for n, o in opts.items()})
@@ -407,8 +334,7 @@ def check_memory_bounds(params: Params, memory_bytes: int) -> None:
                           f"{BYTES_PER_RUN_ROW} bytes a run row in core), got {params.executor.in_core_rows:,}")
 
 
-def check_params(doc: Any, modalities: Mapping[str, Modality], registered: set[str] | None = None,
-                 memory_bytes: int | None = None) -> Params:
+def check_params(doc: Any, modalities: Mapping[str, Modality], registered: set[str] | None = None, memory_bytes: int | None = None) -> Params:
     """The typed configuration of `doc` when it fits the schema; ParamsError (one line) otherwise.
 
     `modalities` are the registered modalities (their strategies and options);
@@ -416,7 +342,7 @@ def check_params(doc: Any, modalities: Mapping[str, Modality], registered: set[s
     `memory_bytes` (when given) the machine's memory, for the bounds derived from it.
     """
     if not isinstance(doc, dict):
-        raise ParamsError("<file>", f"must be a mapping of blocks, got {_shown(doc)}")
+        raise ParamsError("<file>", f"must be a mapping of blocks, got {shown(doc)}")
     for name in REQUIRED:
         if name not in doc:
             raise ParamsError(name, "missing block")

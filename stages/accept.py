@@ -2,8 +2,9 @@
 
 Only `bench accept`'s single-use token opens it (never `dvc exp run`); every check `bench accept` made is
 made again. The dev stages' steps run the system (bench.systems.step.run_system: the same sandbox) over the valid test entries on
-the atoms the dev run served and resolve and evaluate them (in_memory.evaluate_entries). Writes reports/metrics/test.json,
-reports/test.md and one more row of reports/acceptance.jsonl, together (`persist`: a refused or failed run leaves the previous ones)."""
+the atoms the dev run served and resolve and evaluate them (in_memory.evaluated). Writes reports/metrics/test.json, reports/test.md,
+the test run's bundle (bundled.acceptance_bundle, signed with params bundle.sign_key) and one more row of reports/acceptance.jsonl,
+together (`persist`: a refused or failed run leaves the previous ones)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,17 @@ from typing import TypeVar
 import click
 
 from bench.acceptance import report as acceptance
-from bench.acceptance.in_memory import evaluate_entries
+from bench.acceptance.bundled import acceptance_bundle, signing_key
+from bench.acceptance.in_memory import evaluated, test_run_options
 from bench.annotations.splits import load_lock
 from bench.annotations.validate import format_table, validate
-from bench.evaluation.evaluate import EvalOptions, RunDescription
+from bench.bundle.signing import BundleError
 from bench.ingest.corpus import Manifest, load_segments
 from bench.ingest.partitions import read_modalities
 from bench.io import LineError, atomic_outputs
 from bench.project.layout import DEV_METRICS, MANIFEST, PARAMS, ROOT, SEGMENTS, SERVED, SPLIT_LOCK, STORE, SUMMARY, fail, read_json
 from bench.project.selection import config, mirror_roots, set_files
 from bench.systems.config import check_system
-from bench.systems.run import latency_percentiles
 from bench.systems.step import StepError, SystemPlaces, run_system
 
 T = TypeVar("T")
@@ -55,6 +56,7 @@ def main() -> None:
     lock = _or_fail(lambda: load_lock(SPLIT_LOCK, SPLIT_LOCK.relative_to(ROOT).as_posix()), LineError)
     summary, dev_doc = read_json(ROOT / SUMMARY), read_json(ROOT / DEV_METRICS)
     _refuse(acceptance.recorded_hash_mismatch(ROOT, paths, summary, dev_doc, SPLIT_LOCK))
+    key = _or_fail(lambda: signing_key(cfg.bundle.sign_key, ROOT), BundleError, lambda exc: f"accept: refused: {exc}")  # before any work
     if (segments := load_segments(SEGMENTS)) is None:
         fail("no segments; run the dev pipeline (`dvc repro`) first")
     result = validate(paths, manifest, segments, root=ROOT, lock=lock)
@@ -71,18 +73,16 @@ def main() -> None:
     # the dev retrieve stage's step: the same sandbox, declared code and refusals (bench/systems/step.py)
     ran_system = _or_fail(lambda: run_system(sys_cfg, test, served, places=places, segments=segments, manifest_rows=list(manifest.rows)),
                           StepError)
-    ran, isolation = ran_system.result, ran_system.info["isolation"]
-    abstains, thresholds = acceptance.dev_thresholds(dev_doc)  # the dev run's false-recall rule: never recalibrated on test
-    description = RunDescription(system=sys_cfg.name, depth=sys_cfg.depth, chunking=cfg.chunking_written, concurrency=sys_cfg.concurrency,
-                                 warm=ran.info["warm"], adapter=sys_cfg.adapter, warmup_queries=ran.info["warmup_queries"],
-                                 timeout_s=sys_cfg.timeout_s, latency=latency_percentiles(ran.latency["latency_ms"]), split="test",
-                                 isolation=isolation)
-    doc = evaluate_entries(test, [r for r in result.invalid if r["split"] == "test"], ran, ran.latency, ran.failures, served, segments,
-                           EvalOptions.from_params(cfg.metrics, abstains=abstains, thresholds=thresholds), description,
-                           in_core_rows=cfg.executor.in_core_rows, sha256=summary["sha256"]).document
+    ran = ran_system.result  # evaluated with the dev run's false-recall rule, never recalibrated on test (in_memory.test_run_options)
+    options, description = test_run_options(cfg.metrics, cfg.chunking_written, sys_cfg, ran_system, dev_doc)
+    evaluation, evidence = evaluated(test, [r for r in result.invalid if r["split"] == "test"], ran, ran.latency, ran.failures, served,
+                                     segments, options, description, in_core_rows=cfg.executor.in_core_rows, sha256=summary["sha256"])
+    doc = evaluation.document
     row = _or_fail(lambda: acceptance.acceptance_row(ROOT, doc, summary=summary, test_entries=len(test), params_path=PARAMS), ValueError)
-    with atomic_outputs(on_disk_full=fail):  # test.json, test.md and the audit row change together or not at all
-        acceptance.write_acceptance(ROOT, doc, row)
+    bundle = _or_fail(lambda: acceptance_bundle(ROOT, evaluation, evidence, row=row, system=ran_system.info, key=key, params=PARAMS,
+                                                manifest=MANIFEST, split_lock=SPLIT_LOCK), BundleError, lambda exc: f"accept: {exc}")
+    with atomic_outputs(on_disk_full=fail):  # test.json, test.md, the bundle and the audit row change together or not at all
+        acceptance.write_acceptance(ROOT, doc, row, bundle)
     click.echo(f"accept: {acceptance.describe(row, cfg.metrics.k)}")
 
 

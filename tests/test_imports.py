@@ -23,20 +23,21 @@ PACKAGES = ("bench", "stages", "benchmarks")
 ORDER: tuple[tuple[str, ...], ...] = (
     ("bench.io", "bench.executor", "bench.progress", "bench.archive", "bench.numbers", "bench.memo"),
     ("bench.modalities",),
-    ("bench.params", "bench.corpus_sources"),
+    ("bench.params_checks", "bench.params", "bench.corpus_sources"),
     ("bench.ingest",),
     ("bench.annotations",),
     ("bench.systems",),
     ("bench.gold",),
     ("bench.evaluation",),
+    ("bench.bundle",),
     ("bench.trec", "bench.comparison"),
     ("bench.reporting",),
     ("bench.project", "bench.dvcignore"),
     ("bench.acceptance",),
-    ("bench.cli", "bench.cli_validate", "bench", "stages", "benchmarks"),
+    ("bench.cli", "bench.cli_validate", "bench.cli_bundle", "bench", "stages", "benchmarks"),
 )
-CORE = tuple(p for layer in ORDER[:10] for p in layer)
-ENTRY_LAYER = ("bench.project", "bench.cli", "bench.cli_validate", "stages")
+CORE = tuple(p for layer in ORDER[:11] for p in layer)
+ENTRY_LAYER = ("bench.project", "bench.cli", "bench.cli_validate", "bench.cli_bundle", "stages")
 
 
 def is_project(name: str) -> bool:

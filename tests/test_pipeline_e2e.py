@@ -35,8 +35,13 @@ def test_metrics_file_shape(project):
     for block in [*doc["by_modality"].values(), doc["overall"]]:
         assert names <= set(block)
         for cell in block.values():
-            assert set(cell) - {"reason"} == {"value", "n", "denominator", "ci95"}  # reason: why a value is null
+            # reason: why a value is null; clusters: how many clusters of entries the interval of a value rests on
+            assert set(cell) - {"reason", "clusters"} == {"value", "n", "denominator", "ci95"}
             assert 0 <= cell["n"] <= cell["denominator"]
+            assert cell["value"] is None or 1 <= cell["clusters"] <= cell["denominator"] or cell["denominator"] == 0
+    # LoCoMo asks many questions at two moments: fewer clusters than entries (bench/evaluation/stats/clusters.py)
+    conv = doc["by_modality"]["conversation"]["temporal_correctness"]
+    assert conv["clusters"] < conv["denominator"]
     pdf = doc["by_modality"]["pdf"]
     # unavailable PDFs make entries invalid: counted, not in any denominator
     assert doc["invalid_entries"] > 0 and doc["invalid_by_reason"] == {"corpus file unavailable": doc["invalid_entries"]}

@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
-from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file, write_json, write_text
+from bench.io import LineError, atomic_writer, dumps_line, iter_jsonl, sha256_bytes, sha256_file, write_bytes, write_json, write_text
 from bench.numbers import number
 from bench.project.layout import ACCEPT_PIPELINE, ACCEPT_TOKEN, AUDIT, DEV_METRICS, MANIFEST_FILE, SUMMARY, TEST_METRICS, TEST_REPORT
 from bench.reporting.report import acceptance_markdown
@@ -427,8 +427,11 @@ def acceptance_row(root: Path, doc: dict, *, summary: dict, test_entries: int, p
     return row
 
 
-def write_acceptance(root: Path, doc: dict, row: dict) -> None:
-    """test.json, test.md and one more audit row (the stage writes them together: io.atomic_outputs)."""
+def write_acceptance(root: Path, doc: dict, row: dict, bundle: bytes) -> None:
+    """test.json, test.md, the test run's bundle and one more audit row (the stage writes them together: io.atomic_outputs)."""
+    from bench.project.layout import TEST_BUNDLE
+
     write_json(root / TEST_METRICS, doc)
+    write_bytes(root / TEST_BUNDLE, bundle)
     write_text(root / TEST_REPORT, acceptance_markdown(doc, row["acceptance"], row["git_commit"]))
     append_audit(root / AUDIT, row)

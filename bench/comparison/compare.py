@@ -14,14 +14,24 @@ queries present in both runs (by query_id) that are in the metric's denominator,
 with the same rules as dev.json (a failed query counts 0), and reports
 
 * mean of A, mean of B and the paired difference B - A with its 95% bootstrap
-  interval (queries resampled in pairs);
-* a two-sided paired randomization (sign-flip) test p-value and its Holm-adjusted
-  value across every row compared (all modalities and metrics together);
+  interval (clusters of entries resampled in pairs: bench.evaluation.stats.clusters;
+  ``options.clusters``, by default entries asking the same question);
+* a two-sided paired randomization (sign-flip) test p-value, each cluster flipped as
+  one, and its Holm-adjusted value across every row compared (all modalities and
+  metrics together); how many clusters and entries the row rests on;
+* beside them (``beside``), the interval and p-value under the other clustering: by
+  source (conversation, document, video, repository) when the default clusters by
+  question, by question otherwise;
 * win / tie / loss counts over queries (a win is B better than A on that query:
   higher, or lower for false_recall);
+* where the difference comes from (``abstention``): the part of B - A from entries
+  where one run handed nothing over and the other answered (abstention changed), the
+  part from entries both runs answered (with their own mean difference) and from
+  entries neither answered -- the three parts sum to the difference;
 * "significant" only when the Holm-adjusted p is below alpha; otherwise the text
   says plainly that the difference is not significant.
 The number of tied score positions (``tied@k``) of each run is reported as well.
+The statistics options are one :class:`~bench.comparison.options.StatsOptions`.
 
 Comparisons that cannot mean anything are refused with one line (`CompareError`):
 a malformed per-query table (no rows, a required column missing, a duplicated or
@@ -43,11 +53,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.comparison.options import MAX_UNPAIRED, StatsOptions, options_of
 from bench.comparison.runs import CompareError, LoadedRun, set_files
-from bench.evaluation.measures import measures
-from bench.evaluation.measures.base import Measure, counted, in_denominator
+from bench.evaluation.measures import CATALOGUE, measures, ranking_measure
+from bench.evaluation.measures.base import Measure, counted, hands_nothing, in_denominator
+from bench.evaluation.measures.objective import objective_column
 from bench.evaluation.measures.scores import tied_column
+from bench.evaluation.stats.clusters import COLUMNS as CLUSTER_COLUMNS
+from bench.evaluation.stats.clusters import Clustering, cluster_codes, clusters_of
 from bench.evaluation.stats.uncertainty import bootstrap_ci, holm, paired_randomization_test, rng_for
+
+__all__ = ["MAX_UNPAIRED", "REQUIRED", "abstention_split", "check_sets", "check_table", "check_values", "compare", "compared",
+           "filled", "nothing_handed", "pair_codes", "paired_queries", "paired_row", "unpaired"]
 
 
 def compared(k: int) -> list[Measure]:
@@ -57,8 +74,18 @@ def compared(k: int) -> list[Measure]:
 
 
 REQUIRED = ("query_id", "modality", "unanswerable", "failed")
-#: default share of all queries (union of A and B) that may be in only one run
-MAX_UNPAIRED = 0.01
+#: the clustering shown beside each one (``beside``)
+BESIDE: dict[str, Clustering] = {"question": "source", "source": "question", "entry": "question"}
+
+
+def filled(table: pd.DataFrame, k: int) -> pd.DataFrame:
+    """`table` with the objective's per-query column computed from its parts (bench.evaluation.measures.objective)
+    when a table evaluated before the objective lacks it and holds both parts; else `table` itself."""
+    column = ranking_measure(k).column
+    if not isinstance(table, pd.DataFrame) or column in table.columns or "unanswerable" not in table.columns:
+        return table
+    found = objective_column(table, k, CATALOGUE)
+    return table if found is None else table.assign(**{column: found})
 
 
 def check_table(df: Any, label: str, k: int, tested: Sequence[Measure] | None = None) -> None:
@@ -190,40 +217,42 @@ def compare(
     b: pd.DataFrame,
     *,
     k: int = 10,
-    resamples: int = 1000,
-    permutations: int = 10000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    max_unpaired: float = MAX_UNPAIRED,
+    options: StatsOptions | None = None,
     tested: list[Measure] | None = None,
+    **given: Any,
 ) -> dict[str, Any]:
     """Paired comparison of two per-query tables evaluated at cut-off `k` (see the module docstring);
-    ``tested``: the mean measures compared (default: those the catalogue marks ``compared``)."""
+    ``options`` (or its fields given by name); ``tested``: the mean measures compared (default:
+    those the catalogue marks ``compared``)."""
+    opt = options_of(options, given)
+    a, b = filled(a, k), filled(b, k)
     check_table(a, "A", k)
     check_table(b, "B", k)
     check_values(a, b, k)
     a = a.assign(query_id=a["query_id"].astype(str)).set_index("query_id")
     b = b.assign(query_id=b["query_id"].astype(str)).set_index("query_id")
-    common, only_a, only_b = paired_queries(a, b, max_unpaired)
+    common, only_a, only_b = paired_queries(a, b, opt.max_unpaired)
     paired_a, paired_b = a.loc[common], b.loc[common]
     groups = [(str(m), paired_a.index[paired_a["modality"] == m]) for m in sorted(paired_a["modality"].astype(str).unique())]
     groups.append(("overall", paired_a.index))
     rows = [row for group, idx in groups for m in (compared(k) if tested is None else tested)
-            if (row := paired_row(group, m, paired_a.loc[idx], paired_b.loc[idx], resamples, permutations, seed)) is not None]
+            if (row := paired_row(group, m, paired_a.loc[idx], paired_b.loc[idx], opt, beside=BESIDE[opt.clusters])) is not None]
     if not rows:
         raise CompareError(f"no metric has a paired query in its denominator ({len(common)} paired queries): nothing to compare")
     adjusted = holm([r["p"] for r in rows])
     for r, p_holm in zip(rows, adjusted, strict=True):
         r["p_holm"] = None if np.isnan(p_holm) else float(p_holm)
-        r["significant"] = bool(r["p_holm"] is not None and r["p_holm"] < alpha)
+        r["significant"] = bool(r["p_holm"] is not None and r["p_holm"] < opt.alpha)
         r["verdict"] = _verdict(r)
     return {
         "k": k,
-        "alpha": alpha,
-        "resamples": resamples,
-        "permutations": permutations,
-        "seed": seed,
-        "max_unpaired": max_unpaired,
+        "alpha": opt.alpha,
+        "resamples": opt.resamples,
+        "permutations": opt.permutations,
+        "seed": opt.seed,
+        "max_unpaired": opt.max_unpaired,
+        "clusters": {"clustering": opt.clusters, "over": clusters_of(paired_a, opt.clusters), "beside": BESIDE[opt.clusters],
+                     "beside_over": clusters_of(paired_a, BESIDE[opt.clusters])},
         "queries": {"both": int(len(common)), "only_a": only_a, "only_b": only_b},
         "ties": _ties(a, b, k),
         "rows": rows,
@@ -250,9 +279,47 @@ def paired_queries(a: pd.DataFrame, b: pd.DataFrame, max_unpaired: float,
     return common, only_a, only_b
 
 
-def paired_row(group: str, m: Measure, ga: pd.DataFrame, gb: pd.DataFrame, resamples: int, permutations: int,
-         seed: int) -> dict[str, Any] | None:
-    """One (group, measure) row of the comparison; None when a table lacks the measure or its denominator is empty."""
+def pair_codes(ga: pd.DataFrame, gb: pd.DataFrame, clustering: Clustering) -> np.ndarray:
+    """The cluster code of each paired row (A's labels; B's when A's table has none; every row its own without either)."""
+    column = CLUSTER_COLUMNS.get(clustering)
+    return cluster_codes(gb if column is not None and column not in ga.columns else ga, clustering)
+
+
+def nothing_handed(frame: pd.DataFrame) -> np.ndarray | None:
+    """Per row, whether the run handed nothing over (abstained or returned no hit): the table's
+    ``handed_nothing``, else what older tables hold of it (``abstained`` where defined, ``n_returned``
+    0); None when the table says neither."""
+    failed = frame["failed"].astype(bool).to_numpy() if "failed" in frame.columns else np.zeros(len(frame), dtype=bool)
+    if "handed_nothing" in frame.columns:  # a failed query handed nothing over (its value is undefined: NaN)
+        return (frame["handed_nothing"].to_numpy(dtype=float) == 1) | failed
+    if "abstained" not in frame.columns and "n_returned" not in frame.columns:
+        return None
+    said = frame["abstained"].to_numpy(dtype=float) == 1 if "abstained" in frame.columns else np.zeros(len(frame), dtype=bool)
+    returned = frame["n_returned"].to_numpy(dtype=float) if "n_returned" in frame.columns else np.ones(len(frame))
+    return hands_nothing(said, np.nan_to_num(returned, nan=1.0)) | failed
+
+
+def abstention_split(d: np.ndarray, nothing_a: np.ndarray, nothing_b: np.ndarray) -> dict[str, Any]:
+    """B - A (the mean of `d` over its n entries) as the sum of three parts, each sum(d over the part) / n:
+    entries where abstention changed (one run handed nothing over, the other answered: ``a_only``
+    A handed nothing, ``b_only`` B did), entries both runs answered (with their own mean
+    difference) and entries neither answered."""
+    n = len(d)
+    changed, both = nothing_a != nothing_b, ~nothing_a & ~nothing_b
+
+    def part(rows: np.ndarray) -> dict[str, Any]:
+        return {"entries": int(rows.sum()), "part": float(d[rows].sum() / n) if n else 0.0}
+
+    return {"changed": {**part(changed), "a_only": int((changed & nothing_a).sum()), "b_only": int((changed & nothing_b).sum())},
+            "answered": {**part(both), "mean": float(d[both].mean()) if both.any() else None},
+            "neither": part(nothing_a & nothing_b)}
+
+
+def paired_row(group: str, m: Measure, ga: pd.DataFrame, gb: pd.DataFrame, options: StatsOptions,
+               beside: Clustering | None = None) -> dict[str, Any] | None:
+    """One (group, measure) row of the comparison; None when a table lacks the measure or its
+    denominator is empty. Intervals and p-values over ``options.clusters`` (and, given `beside`,
+    under that clustering too)."""
     metric, col, higher = m.name, m.column, m.higher_is_better
     if col not in ga.columns or col not in gb.columns:
         return None
@@ -263,17 +330,31 @@ def paired_row(group: str, m: Measure, ga: pd.DataFrame, gb: pd.DataFrame, resam
     n = len(xa)
     if n == 0:
         return None
+    keep = in_denominator(m.scope, unans)
     d = xb - xa
     better = d > 0 if higher else d < 0
     worse = d < 0 if higher else d > 0
-    ci = bootstrap_ci(d, resamples=resamples, rng=rng_for(seed, "compare", group, metric))
-    p = paired_randomization_test(d, resamples=permutations, rng=rng_for(seed, "perm", group, metric))
-    return {
-        "modality": group, "metric": metric, "n": n, "higher_is_better": higher,
+
+    def tested(clustering: Clustering, *labels: str) -> tuple[int, list[float | None], float]:
+        codes = pair_codes(ga, gb, clustering)[keep]
+        ci = bootstrap_ci(d, resamples=options.resamples, rng=rng_for(options.seed, "compare", group, metric, *labels), clusters=codes)
+        p = paired_randomization_test(d, resamples=options.permutations, rng=rng_for(options.seed, "perm", group, metric, *labels),
+                                      clusters=codes)
+        return int(len(np.unique(codes))), [ci[0], ci[1]] if ci else [None, None], p
+
+    clusters, ci95, p = tested(options.clusters)
+    row = {
+        "modality": group, "metric": metric, "n": n, "clusters": clusters, "higher_is_better": higher,
         "a": float(xa.mean()), "b": float(xb.mean()), "diff": float(d.mean()),
-        "ci95": [ci[0], ci[1]] if ci else [None, None],
-        "p": p, "wins": int(better.sum()), "ties": int((d == 0).sum()), "losses": int(worse.sum()),
+        "ci95": ci95, "p": p, "wins": int(better.sum()), "ties": int((d == 0).sum()), "losses": int(worse.sum()),
     }
+    if beside is not None:
+        other, ci_other, p_other = tested(beside, beside)
+        row["beside"] = {"clustering": beside, "clusters": other, "ci95": ci_other, "p": p_other}
+    na, nb = nothing_handed(ga), nothing_handed(gb)
+    if na is not None and nb is not None:
+        row["abstention"] = abstention_split(d, na[keep], nb[keep])
+    return row
 
 
 def _ties(a: pd.DataFrame, b: pd.DataFrame, k: int) -> dict[str, dict[str, int]]:

@@ -8,9 +8,10 @@ the sign-flip p-value, wins and losses).
 
 What is gated
 -------------
-Only the **primary** measures (:data:`PRIMARY`, read against the catalogue of
-bench.evaluation.measures): the verdict's equal-cost recall ``recall@budget``, false
-recall, holder and temporal correctness, each per modality and overall. Holm runs over
+Only the **primary** measures (declared ``primary`` in bench.evaluation.measures: the
+objective, which judges answering and abstaining together -- recall@budget on answerable
+entries, no false recall on unanswerable ones --, holder and temporal correctness), each per
+modality and overall. Both parts of the objective are reported beside it. Holm runs over
 those rows only, and among them over the rows where at least one query differs: a row
 where none differs has p = 1 under every sign flip and can never be worse, so counting
 it would only weaken the others (Tarone's argument for discrete tests). The gate fails
@@ -23,10 +24,12 @@ it would only weaken the others (Tarone's argument for discrete tests). The gate
 for a primary row that has a value in BASE and none in the current run (a per-query
 value NaN where the query is in the measure's denominator, or the column missing: for
 example a system that answers nothing has no calibrated false recall), with its reason;
-and for latency (below). Every other mean measure of the verdict (recall@k, MRR, nDCG@k,
-abstention rate, ...) is **reported**, Holm-corrected as a family of its own, and never
-fails the gate: its significant losses are printed as notes. A primary row that has no
-value in BASE is not gated and said so.
+and for latency (below). Every other mean measure of the verdict (recall@budget, false
+recall, recall@k, MRR, nDCG@k, abstention rate, ...) is **reported**, Holm-corrected as a
+family of its own, and never fails the gate: its significant losses are printed as notes.
+A primary row that has no value in BASE is not gated and said so. Intervals and p-values
+resample and permute clusters of entries (``options.clusters``; bench.evaluation.stats.clusters):
+four questions lost at both of their askings weigh as four losses, not eight.
 
 Latency
 -------
@@ -52,33 +55,24 @@ compared and every unpaired count (only in BASE, only in the current run, per mo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from bench.comparison.compare import (
-    MAX_UNPAIRED,
-    check_sets,
-    check_table,
-    check_values,
-    paired_queries,
-    paired_row,
-    unpaired,
-)
+from bench.comparison.compare import check_sets, check_table, check_values, filled, paired_queries, paired_row, unpaired
+from bench.comparison.options import StatsOptions, options_of
 from bench.comparison.runs import CompareError, LoadedRun
-from bench.evaluation.measures import by_name, measures
+from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Mean, Measure, counted, in_denominator
+from bench.evaluation.stats.clusters import Clustering, cluster_codes
 from bench.evaluation.stats.uncertainty import bootstrap_ci, holm, rng_for
 from bench.numbers import number, p_value
 
-__all__ = ["LATENCY_FLOOR_MS", "MAX_LATENCY_RATIO", "PRIMARY", "GateResult", "LatencyCheck", "gate", "latency_check",
+__all__ = ["LATENCY_FLOOR_MS", "MAX_LATENCY_RATIO", "GateResult", "LatencyCheck", "gate", "latency_check",
            "primary", "reported", "summary"]
 
-#: the gated measures, by their dev.json names (each per modality and overall): the verdict's
-#: equal-cost recall, false recall, holder and temporal correctness
-PRIMARY: tuple[str, ...] = ("recall@budget", "false_recall", "holder_correctness", "temporal_correctness")
 #: default --max-latency-ratio: the current p50 / p95 may be up to twice BASE's
 MAX_LATENCY_RATIO = 2.0
 #: default --latency-floor-ms: a latency difference of at most this much never fails (machine noise)
@@ -88,15 +82,14 @@ BASE, CURRENT = "BASE", "the current run"
 
 
 def primary(k: int) -> list[Measure]:
-    """The primary measures (:data:`PRIMARY`) from the catalogue; ValueError when one is not a
-    mean measure of the verdict there (the declaration and the catalogue disagree)."""
-    known = by_name(k)
-    out = []
-    for name in PRIMARY:
-        m = known.get(name)
-        if m is None or m.heading is None or not isinstance(m.reducer, Mean):
-            raise ValueError(f"gate: primary measure {name!r} is not a mean measure of the verdict in bench.evaluation.measures")
-        out.append(m)
+    """The primary measures: those the catalogue declares ``primary``; ValueError when one is not
+    a mean measure of the verdict (a declaration the gate cannot read)."""
+    out = [m for m in measures(k) if m.primary]
+    for m in out:
+        if m.heading is None or not isinstance(m.reducer, Mean):
+            raise ValueError(f"gate: primary measure {m.name!r} is not a mean measure of the verdict in bench.evaluation.measures")
+    if not out:
+        raise ValueError("gate: no measure of bench.evaluation.measures is declared primary")
     return out
 
 
@@ -129,6 +122,8 @@ class GateResult:
     rows: list[dict[str, Any]] = field(default_factory=list)  # the primary rows (bench compare's, with p_holm)
     reported: list[dict[str, Any]] = field(default_factory=list)  # the other verdict measures' rows
     family: int = 0  # primary rows in the Holm family (at least one query differs)
+    primary: list[str] = field(default_factory=list)  # the gated measures' names
+    clusters: str = "question"  # what intervals and p-values resampled and permuted
     latency: list[LatencyCheck] = field(default_factory=list)
     queries: dict[str, Any] = field(default_factory=dict)  # bench.comparison.compare.unpaired
     sets: str = ""  # what the set-file check found
@@ -139,18 +134,23 @@ class GateResult:
 
 
 def latency_check(base_ms: np.ndarray, current_ms: np.ndarray, *, name: str, q: float, max_ratio: float = MAX_LATENCY_RATIO,
-                  floor_ms: float = LATENCY_FLOOR_MS, resamples: int = 1000, seed: int = 0) -> LatencyCheck:
+                  floor_ms: float = LATENCY_FLOOR_MS, resamples: int = 1000, seed: int = 0,
+                  clusters: tuple[np.ndarray, np.ndarray] | None = None) -> LatencyCheck:
     """The q-th latency percentile of both runs (NaN left out) and the gate's rule (module
     docstring, *Latency*): failed when the current interval's lower end is above BASE's upper
-    end by more than `floor_ms` and by more than the factor `max_ratio`."""
+    end by more than `floor_ms` and by more than the factor `max_ratio`. ``clusters``: each
+    run's cluster code per latency (the intervals resample clusters)."""
     a, b = (np.asarray(x, dtype=float) for x in (base_ms, current_ms))
+    ka, kb = (np.arange(len(a)), np.arange(len(b))) if clusters is None else (np.asarray(c) for c in clusters)
+    ka, kb = ka[~np.isnan(a)], kb[~np.isnan(b)]
     a, b = a[~np.isnan(a)], b[~np.isnan(b)]
     if not len(a) or not len(b):
         return LatencyCheck(name, _pct(a, q), _pct(b, q), None, None, False)
     stat = f"p{q:g}"
-    ca = bootstrap_ci(a, resamples=resamples, rng=rng_for(seed, "gate", "latency", "base", stat), statistic=stat)
-    cb = bootstrap_ci(b, resamples=resamples, rng=rng_for(seed, "gate", "latency", "current", stat), statistic=stat)
-    assert ca is not None and cb is not None  # values are there
+    ca = bootstrap_ci(a, resamples=resamples, rng=rng_for(seed, "gate", "latency", "base", stat), statistic=stat, clusters=ka)
+    cb = bootstrap_ci(b, resamples=resamples, rng=rng_for(seed, "gate", "latency", "current", stat), statistic=stat, clusters=kb)
+    if ca is None or cb is None:  # fewer than two clusters: no interval, no verdict beyond noise
+        return LatencyCheck(name, _pct(a, q), _pct(b, q), ca, cb, False)
     lower, upper = cb[0], ca[1]
     failed = lower - upper > floor_ms and lower > max_ratio * upper
     return LatencyCheck(name, _pct(a, q), _pct(b, q), ca, cb, bool(failed))
@@ -160,10 +160,12 @@ def _pct(x: np.ndarray, q: float) -> float | None:
     return float(np.percentile(x, q)) if len(x) else None
 
 
-def _timed(frame: pd.DataFrame) -> np.ndarray:
+def _timed(frame: pd.DataFrame, clustering: Clustering) -> tuple[np.ndarray, np.ndarray]:
+    """The latencies of the answered queries and their cluster codes."""
     if "latency_ms" not in frame.columns:
-        return np.array([], dtype=float)
-    return frame["latency_ms"].to_numpy(float)[~frame["failed"].astype(bool).to_numpy()]
+        return np.array([], dtype=float), np.array([], dtype=np.int64)
+    ok = ~frame["failed"].astype(bool).to_numpy()
+    return frame["latency_ms"].to_numpy(float)[ok], cluster_codes(frame, clustering)[ok]
 
 
 def _unmeasurable(frame: pd.DataFrame, m: Measure, run: LoadedRun) -> str | None:
@@ -197,11 +199,14 @@ def _recorded_reasons(run: LoadedRun, m: Measure, mods: Sequence[str]) -> str:
         if why:
             return why
     block = run.metrics.get("run")
-    rules = block.get(RECORDED.get(m.name, "")) if isinstance(block, dict) else None
-    if not isinstance(rules, dict):
-        return ""
-    found = [(mod, rule.get("reason")) for mod in mods if isinstance(rule := rules.get(mod), dict)]
-    return "; ".join(f"{mod}: {why}" for mod, why in found if why)
+    # what dev.json records for the measure, or for the parts of the objective (declared in_objective)
+    names = [m.name] + ([p.name for p in measures(m.k or 10) if p.in_objective] if m.ranks else [])
+    found = []
+    for name in names:
+        rules = block.get(RECORDED.get(name, "")) if isinstance(block, dict) else None
+        if isinstance(rules, dict):
+            found += [(mod, why) for mod in mods if isinstance(rule := rules.get(mod), dict) and (why := rule.get("reason"))]
+    return "; ".join(f"{mod}: {why}" for mod, why in found)
 
 
 def _mean(frame: pd.DataFrame, m: Measure) -> tuple[float | None, int]:
@@ -212,16 +217,8 @@ def _mean(frame: pd.DataFrame, m: Measure) -> tuple[float | None, int]:
     return (float(x.mean()) if len(x) else None), len(x)
 
 
-@dataclass(frozen=True)
-class _Options:
-    alpha: float
-    resamples: int
-    permutations: int
-    seed: int
-
-
 def _family(tested: Sequence[Measure], groups: list[tuple[str, pd.DataFrame, pd.DataFrame]], base: LoadedRun, current: LoadedRun,
-            opt: _Options) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            opt: StatsOptions) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(bench compare's rows of `tested` per group, Holm-corrected over those where a query
     differs; the (group, measure) pairs one run has no value for, with why)."""
     rows, lost = [], []
@@ -232,7 +229,7 @@ def _family(tested: Sequence[Measure], groups: list[tuple[str, pd.DataFrame, pd.
                 value, n = _mean(ga, m)
                 lost.append({"modality": group, "metric": m.name, "base": why_a, "current": why_b, "base_value": value, "n": n})
                 continue
-            row = paired_row(group, m, ga, gb, opt.resamples, opt.permutations, opt.seed)
+            row = paired_row(group, m, ga, gb, opt)
             if row is not None:
                 rows.append(row)
     moved = [r for r in rows if r["wins"] + r["losses"]]
@@ -245,29 +242,32 @@ def _family(tested: Sequence[Measure], groups: list[tuple[str, pd.DataFrame, pd.
     return rows, lost
 
 
-def gate(base: LoadedRun, current: LoadedRun, *, k: int, alpha: float = 0.05, min_effect: float = 0.0,
-         max_latency_ratio: float = MAX_LATENCY_RATIO, latency_floor_ms: float = LATENCY_FLOOR_MS, resamples: int = 1000,
-         permutations: int = 10000, seed: int = 0, max_unpaired: float = MAX_UNPAIRED,
-         allow_different_sets: bool = False) -> GateResult:
-    """Gate `current` against `base` (module docstring); CompareError when they cannot be compared."""
+def gate(base: LoadedRun, current: LoadedRun, *, k: int, min_effect: float = 0.0, max_latency_ratio: float = MAX_LATENCY_RATIO,
+         latency_floor_ms: float = LATENCY_FLOOR_MS, allow_different_sets: bool = False, options: StatsOptions | None = None,
+         **given: Any) -> GateResult:
+    """Gate `current` against `base` (module docstring); ``options`` (or its fields given by name);
+    CompareError when they cannot be compared."""
+    opt = options_of(options, given)
+    alpha = opt.alpha
+    base, current = (replace(run, per_query=filled(run.per_query, k)) for run in (base, current))
     tested = [*primary(k), *reported(k)]
     check_table(base.per_query, BASE, k, tested)
     check_table(current.per_query, CURRENT, k, tested)
     out = GateResult(sets=check_sets(base, current, allow_different=allow_different_sets, labels=(BASE, CURRENT)))
     check_values(base.per_query, current.per_query, k, (BASE, CURRENT), tested=tested, undefined_ok=True)
     a, b = (r.per_query.assign(query_id=r.per_query["query_id"].astype(str)).set_index("query_id") for r in (base, current))
-    common, _, _ = paired_queries(a, b, max_unpaired, labels=(BASE, CURRENT))
+    common, _, _ = paired_queries(a, b, opt.max_unpaired, labels=(BASE, CURRENT))
     out.queries = unpaired(base.per_query, current.per_query)
     pa, pb = a.loc[common], b.loc[common]
     mods = sorted(pa["modality"].astype(str).unique())
     groups = [(m, pa[pa["modality"].astype(str) == m], pb[pa["modality"].astype(str) == m]) for m in mods]
     groups.append(("overall", pa, pb))
-    opt = _Options(alpha, resamples, permutations, seed)
+    out.primary, out.clusters = [m.name for m in primary(k)], opt.clusters
     out.rows, lost = _family(primary(k), groups, base, current, opt)
     out.reported, lost_reported = _family(reported(k), groups, base, current, opt)
     out.family = sum(1 for r in out.rows if r["wins"] + r["losses"])
     if not out.rows and not any(x["base"] is None for x in lost):
-        raise CompareError(f"no primary measure ({', '.join(PRIMARY)}) has a value in BASE on the {len(common)} paired queries: "
+        raise CompareError(f"no primary measure ({', '.join(out.primary)}) has a value in BASE on the {len(common)} paired queries: "
                            "nothing to gate")
     out.reasons += [_worse(r, alpha, min_effect) for r in out.rows if r["significant"] and r["worse"] and abs(r["diff"]) > min_effect]
     out.reasons += [_lost(x) for x in lost if x["base"] is None]
@@ -275,8 +275,9 @@ def gate(base: LoadedRun, current: LoadedRun, *, k: int, alpha: float = 0.05, mi
     out.notes += [_worse(r, alpha, None) for r in out.reported if r["significant"] and r["worse"]]
     out.notes += [f"gate: reported, not gated: {_lost(x)[len('gate: '):]}" for x in lost_reported if x["base"] is None]
     for name, q in LATENCY:
-        check = latency_check(_timed(pa), _timed(pb), name=name, q=q, max_ratio=max_latency_ratio, floor_ms=latency_floor_ms,
-                              resamples=resamples, seed=seed)
+        (ta, ca), (tb, cb) = _timed(pa, opt.clusters), _timed(pb, opt.clusters)
+        check = latency_check(ta, tb, name=name, q=q, max_ratio=max_latency_ratio, floor_ms=latency_floor_ms,
+                              resamples=opt.resamples, seed=opt.seed, clusters=(ca, cb))
         out.latency.append(check)
         if check.failed:
             out.reasons.append(_slower(check, max_latency_ratio, latency_floor_ms))
@@ -288,7 +289,7 @@ def _worse(r: dict[str, Any], alpha: float, min_effect: float | None) -> str:
     head = "gate: " if min_effect is not None else "gate: reported, not gated: "
     beyond = f", beyond --min-effect {min_effect:g}" if min_effect is not None else ""
     return (f"{head}{r['modality']} {r['metric']} is worse: {number(r['a'])} -> {number(r['b'])} ({number(r['diff'], sign=True)}, 95% CI "
-            f"[{number(lo, sign=True)}, {number(hi, sign=True)}], n {r['n']}, {r['wins']} wins / {r['losses']} losses, p_holm {p_value(r['p_holm'])} < {alpha:g}{beyond})")
+            f"[{number(lo, sign=True)}, {number(hi, sign=True)}], n {r['n']} in {r.get('clusters', r['n'])} clusters, {r['wins']} wins / {r['losses']} losses, p_holm {p_value(r['p_holm'])} < {alpha:g}{beyond})")
 
 
 def _lost(x: dict[str, Any]) -> str:
@@ -320,7 +321,8 @@ def summary(result: GateResult, base: str, alpha: float, min_effect: float, max_
     lat = ", ".join(f"{c.name} {_ms(c.base)} -> {_ms(c.current)}" for c in result.latency if c.base is not None and c.current is not None)
     head = ("gate: passed: no primary measure is significantly worse than " if result.passed else
             f"gate: failed: {len(result.reasons)} reason{'s' if len(result.reasons) != 1 else ''} against ")
-    return (f"{head}{base} ({', '.join(PRIMARY)} per modality and overall: {len(result.rows)} rows, Holm over the {result.family} "
-            f"where a query differs, alpha {alpha:g}, min effect {min_effect:g}; {len(result.reported)} other rows reported, not gated); "
+    return (f"{head}{base} ({', '.join(result.primary)} per modality and overall: {len(result.rows)} rows, Holm over the {result.family} "
+            f"where a query differs, alpha {alpha:g}, min effect {min_effect:g}, clusters of entries by {result.clusters}; "
+            f"{len(result.reported)} other rows reported, not gated); "
             f"latency {lat or 'not recorded'} (fails only beyond x{max_latency_ratio:g} and +{latency_floor_ms:g} ms); "
             f"{_queries(result.queries)}; {result.sets}")

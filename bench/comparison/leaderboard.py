@@ -5,8 +5,9 @@ read from their committed per-query tables and compared with one baseline on the
 queries every run shares, per modality and overall:
 
 * each run's changed params (its params.yaml against the baseline's, ``executor`` left
-  out: where work runs never changes a result) and its values: recall@k,
-  recall@budget, MRR, nDCG@k, false recall (with its rule), abstention rate (the mean
+  out: where work runs never changes a result) and its values: the objective and its two
+  parts beside it (recall@budget on answerable entries, false recall on unanswerable ones),
+  recall@k, MRR, nDCG@k, abstention rate (the mean
   measures, by the denominator rule of dev.json), latency p50 (its timed queries) and
   cartridge@k (the median extent of the top k over the answered answerable entries of a
   modality, in its unit; no pooled value overall);
@@ -16,29 +17,35 @@ queries every run shares, per modality and overall:
   group (each modality's table, and overall, is one family); ``smallest_p_holm`` says
   how small a Holm-corrected p the sign flips can give at all (raise the permutations
   when it is not below alpha);
-* a rank per run by ``rank_by`` (recall@budget by default: quality at equal cost) with
-  a 95% rank interval: the queries are resampled (the same draw for every run) and each
-  run's rank in each resample is recorded (rank 1 is the best; equal means share the
-  better rank), the interval being the 2.5th and 97.5th percentiles of its ranks; runs
-  whose intervals overlap are statistically tied;
+* a rank per run by ``rank_by`` (by default the one declared objective, ``ranks`` in
+  bench.evaluation.measures: answering and abstaining judged together over all entries,
+  so a run that abstains less rises only when its gain on answerable entries outweighs the
+  false recalls it adds) with a 95% rank interval: the clusters of entries are resampled
+  (bench.evaluation.stats.clusters; the same draw for every run) and each run's rank in
+  each resample is recorded (rank 1 is the best; equal means share the better rank), the
+  interval being the 2.5th and 97.5th percentiles of its ranks; runs whose intervals
+  overlap are statistically tied;
 * the Pareto frontier on quality against cost, differences within noise being ties: a
-  run is dominated when another is no worse beyond noise on recall@budget (higher), its
+  run is dominated when another is no worse beyond noise on the objective (higher), its
   cost (lower) and latency p50 (lower) and better beyond noise on one. Quality: better
   beyond noise when the 95% paired bootstrap interval of the two runs' difference in
-  recall@budget (queries resampled, the same draw for every pair) lies above 0, else
+  the objective (clusters resampled, the same draw for every pair) lies above 0 and at
+  least as many clusters differ as the sign-flip test needs, else
   tied. Latency: differences of at most ``latency_floor_ms`` (the gate's floor, 5 ms)
   are ties. Cost: what the budget measures pack, the mean per query of the per-query
   column :data:`PACKED` over the answered answerable entries of a modality, in its unit
   (the mean, not the median: an abstaining answer packs nothing, and a system that abstains
   on most entries would otherwise cost 0)
-  (exact: a cost is no measurement); a table without that column falls back to
-  cartridge@k (the top k's extent) and the board says so. Overall, every modality's cost
+  (a mean over queries, so tied within noise as the quality is: every answer packs the whole
+  budget, the cost moves only with the abstention rate, and compared exactly the run that
+  abstains most was always on the frontier); a table without that column falls back to
+  cartridge@k (the top k's extent, compared exactly) and the board says so. Overall, every modality's cost
   is an axis of its own. Each row lists the runs it is tied with on every axis and the
   runs that dominate it;
-* the minimum detectable effect per modality of recall@k and recall@budget
+* the minimum detectable effect per modality of the objective, recall@k and recall@budget
   (bench.evaluation.stats.power: ``fewest`` and ``independent`` from the baseline's per-query
-  values, ``typical`` from the median standard deviation of the runs' per-query
-  differences from the baseline).
+  values, ``typical`` from the median standard error of the runs' mean differences from
+  the baseline; all over clusters, with how many clusters and entries they rest on).
 
 Refusals are bench compare's (:class:`~bench.comparison.compare.CompareError`, one line):
 a malformed table, values the paired tests would misread, query sets that differ beyond
@@ -49,7 +56,6 @@ unless ``allow_different_sets``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,28 +63,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.comparison.compare import (
-    MAX_UNPAIRED,
-    check_sets,
-    check_table,
-    check_values,
-    paired_queries,
-    paired_row,
-)
+from bench.comparison.compare import check_sets, check_table, check_values, filled, paired_queries, paired_row
 from bench.comparison.gate import LATENCY_FLOOR_MS
+from bench.comparison.options import StatsOptions, options_of
+from bench.comparison.resampling import paired_ties, rank_interval
 from bench.comparison.runs import CompareError, LoadedRun, git
-from bench.evaluation.measures import measures
-from bench.evaluation.measures.base import Measure, counted
+from bench.evaluation.measures import measures, ranking_measure
+from bench.evaluation.measures.base import Measure, counted, in_denominator
 from bench.evaluation.measures.budget import PACKED_COLUMN
-from bench.evaluation.stats.power import mde_measures, mde_of
-from bench.evaluation.stats.uncertainty import holm, rng_for
+from bench.evaluation.stats.clusters import cluster_codes, clusters_of
+from bench.evaluation.stats.power import mde_measures, mde_of, standard_error
+from bench.evaluation.stats.uncertainty import bootstrap_ci, holm, rng_for
 
-__all__ = ["PACKED", "RANK_BY", "board_measures", "changed_params", "experiment_names", "flatten", "leaderboard", "pareto"]
+__all__ = ["PACKED", "board_measures", "changed_params", "experiment_names", "flatten", "leaderboard", "pareto"]
 
-RANK_BY = "recall@budget"
 #: params blocks that never change a result (left out of "changed params")
 QUIET = ("executor",)
-BATCH = 200  # bootstrap resamples per batch of the rank intervals
 #: the per-query column of what the budget measures pack for an entry (the cartridge's extent,
 #: in the entry's unit; NaN where nothing is packed for it): the frontier's cost when every
 #: run's table has it, else cartridge@k
@@ -97,8 +97,10 @@ def experiment_names(root: Path) -> list[str]:
 
 
 def board_measures(k: int) -> list[Measure]:
-    """The leaderboard's mean measures: those with a verdict column that `bench compare` tests."""
-    return [m for m in measures(k) if m.compared and m.heading is not None]
+    """The leaderboard's mean measures: those with a verdict column that `bench compare` tests,
+    the objective first and its parts (``in_objective``) beside it."""
+    found = [m for m in measures(k) if m.compared and m.heading is not None]
+    return sorted(found, key=lambda m: (not m.ranks, not m.in_objective))
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -203,26 +205,6 @@ def _contributions(frame: pd.DataFrame, m: Measure) -> np.ndarray | None:
     return counted(m, frame[m.column].to_numpy(float), frame["unanswerable"].to_numpy(bool), frame["failed"].to_numpy(bool))[0]
 
 
-def _rank_interval(matrix: np.ndarray, higher: bool, resamples: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(rank on the data, 95% rank interval [2, runs]) of each column of `matrix` (queries x runs)."""
-    n, runs = matrix.shape
-    sign = 1.0 if higher else -1.0
-
-    def ranks(means: np.ndarray) -> np.ndarray:  # rows of means -> competition ranks (1 = best, ties share the better)
-        s = sign * means
-        return 1 + (s[:, None, :] > s[:, :, None]).sum(axis=2)
-
-    point = ranks(matrix.mean(axis=0)[None, :])[0]
-    drawn = np.empty((resamples, runs), dtype=int)
-    for start in range(0, resamples, BATCH):
-        b = min(BATCH, resamples - start)
-        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=b)
-        drawn[start:start + b] = ranks(weights @ matrix / n)
-    lo = np.percentile(drawn, 2.5, axis=0, method="lower")
-    hi = np.percentile(drawn, 97.5, axis=0, method="higher")
-    return point, np.stack([lo, hi], axis=1)
-
-
 Tie = float | np.ndarray | None
 
 
@@ -280,47 +262,28 @@ def pareto(points: Sequence[Sequence[float | None]], better: Sequence[bool], tie
     return [not bool(col.any()) for col in dominance(points, better, ties).T]
 
 
-def _paired_ties(matrix: np.ndarray, resamples: int, rng: np.random.Generator, alpha: float = 0.05) -> np.ndarray:
-    """``out[i, j]``: runs i and j (columns of `matrix`, queries x runs) are tied within noise:
-    the 1 - alpha paired bootstrap interval of mean(column j) - mean(column i) holds 0, or
-    fewer queries differ than the paired sign-flip test needs to reject at `alpha` at all
-    (x with 2 / 2^x <= alpha: 6 at 0.05; bench.evaluation.stats.power, *fewest*), where a
-    percentile interval would exclude 0 on a handful of one-way changes. The queries are
-    resampled, the same draw for every pair (a resample's difference of means is the mean
-    of its paired differences)."""
-    n, runs = matrix.shape
-    fewest = math.ceil(math.log2(2 / alpha) - 1e-12)
-    moved = (matrix[:, :, None] != matrix[:, None, :]).sum(axis=0)
-    drawn = np.empty((resamples, runs))
-    for start in range(0, resamples, BATCH):
-        b = min(BATCH, resamples - start)
-        drawn[start:start + b] = rng.multinomial(n, np.full(n, 1.0 / n), size=b) @ matrix / n
-    diffs = drawn[:, None, :] - drawn[:, :, None]  # [r, i, j]: mean j - mean i
-    lo, hi = np.percentile(diffs, 50 * alpha, axis=0), np.percentile(diffs, 100 - 50 * alpha, axis=0)
-    return ((lo <= 0) & (hi >= 0)) | (moved < fewest)
-
-
 def leaderboard(
     runs: Sequence[LoadedRun],
     *,
     base: int = 0,
     params: Sequence[Mapping[str, Any]] | None = None,
     k: int = 10,
-    resamples: int = 1000,
-    permutations: int = 10000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    max_unpaired: float = MAX_UNPAIRED,
-    rank_by: str = RANK_BY,
+    rank_by: str | None = None,
     latency_floor_ms: float = LATENCY_FLOOR_MS,
     allow_different_sets: bool = False,
+    options: StatsOptions | None = None,
+    **given: Any,
 ) -> dict[str, Any]:
     """The leaderboard of `runs` against ``runs[base]`` (module docstring); ``params``: each
-    run's params.yaml (for its changed params)."""
-    common = _check_runs(runs, base, k, max_unpaired, allow_different_sets)
+    run's params.yaml (for its changed params); ``rank_by``: default the declared objective;
+    ``options`` (or its fields given by name)."""
+    opt = options_of(options, given)
+    common = _check_runs(runs, base, k, opt.max_unpaired, allow_different_sets)
     cost = cost_of(runs, k)
-    tables = [r.per_query.assign(query_id=r.per_query["query_id"].astype(str)).set_index("query_id").loc[common] for r in runs]
+    tables = [filled(r.per_query, k).assign(query_id=r.per_query["query_id"].astype(str)).set_index("query_id").loc[common] for r in runs]
     known = {m.name: m for m in board_measures(k)}
+    quality = ranking_measure(k).name
+    rank_by = rank_by or quality
     if rank_by not in known:
         raise CompareError(f"--rank-by {rank_by}: not a leaderboard measure ({', '.join(known)})")
     labels = [r.label for r in runs]
@@ -329,23 +292,25 @@ def leaderboard(
     for group in [*modalities, "overall"]:
         idx = tables[base].index if group == "overall" else tables[base].index[tables[base]["modality"].astype(str) == group]
         frames = [t.loc[idx] for t in tables]
-        groups.append(_group(group, frames, runs, base, k, known, rank_by, resamples, permutations, seed, cost["column"], alpha))
+        groups.append(_group(group, frames, runs, base, k, known, (rank_by, quality), opt, cost["column"]))
     for g in groups:  # one family per group's table: its runs x metrics
         for d, p in zip(g["diffs"], holm([d["p"] for d in g["diffs"]]), strict=True):
             d["p_holm"] = None if np.isnan(p) else float(p)
-            d["significant"] = bool(d["p_holm"] is not None and d["p_holm"] < alpha)
+            d["significant"] = bool(d["p_holm"] is not None and d["p_holm"] < opt.alpha)
         # the smallest p a Monte Carlo sign-flip test can give, Holm-scaled over the family
-        g["smallest_p_holm"] = min(1.0, len(g["diffs"]) * 2 / (permutations + 1)) if g["diffs"] else None
-    _frontiers(groups, [r.label for r in runs], latency_floor_ms)
-    given = list(params) if params is not None else [{} for _ in runs]
+        g["smallest_p_holm"] = min(1.0, len(g["diffs"]) * 2 / (opt.permutations + 1)) if g["diffs"] else None
+    _frontiers(groups, [r.label for r in runs], latency_floor_ms, quality)
+    given_params = list(params) if params is not None else [{} for _ in runs]
     return {
-        "k": k, "baseline": labels[base], "alpha": alpha, "resamples": resamples, "permutations": permutations, "seed": seed,
-        "max_unpaired": max_unpaired, "rank_by": rank_by, "budget": runs[base].metrics.get("run", {}).get("budget"),
-        "cost": cost, "latency_floor_ms": latency_floor_ms,
+        "k": k, "baseline": labels[base], "alpha": opt.alpha, "resamples": opt.resamples, "permutations": opt.permutations,
+        "seed": opt.seed, "max_unpaired": opt.max_unpaired, "rank_by": rank_by, "quality": quality, "frontier_quality": quality,
+        "parts": [m.name for m in known.values() if m.in_objective],
+        "clusters": {"clustering": opt.clusters, "over": clusters_of(tables[base], opt.clusters)},
+        "budget": runs[base].metrics.get("run", {}).get("budget"), "cost": cost, "latency_floor_ms": latency_floor_ms,
         "sets": {r.label: check_sets(runs[base], r, allow_different=True, labels=("the baseline", "the run"))
                  for i, r in enumerate(runs) if i != base},
         "queries": {"common": int(len(common)), "left_out": {r.label: int(len(r.per_query) - len(common)) for r in runs}},
-        "runs": [{"label": r.label, "describe": r.describe(), "changed": changed_params(given[i], given[base]) if i != base else {}}
+        "runs": [{"label": r.label, "describe": r.describe(), "changed": changed_params(given_params[i], given_params[base]) if i != base else {}}
                  for i, r in enumerate(runs)],
         "groups": groups,
         "mde": {g["group"]: g.pop("mde") for g in groups},
@@ -353,67 +318,103 @@ def leaderboard(
 
 
 def _group(group: str, frames: list[pd.DataFrame], runs: Sequence[LoadedRun], base: int, k: int, known: dict[str, Measure],
-           rank_by: str, resamples: int, permutations: int, seed: int, cost: str, alpha: float) -> dict[str, Any]:
+           ranked_by: tuple[str, str], opt: StatsOptions, cost: str) -> dict[str, Any]:
     """One group's rows (values, costs, rank interval), its differences from the baseline, which
-    runs tie within noise on the frontier's quality and its MDE."""
+    runs tie within noise on the frontier's quality (the objective) and its MDE; ``ranked_by``:
+    (the rank's measure, the frontier's quality measure)."""
+    rank_by, quality = ranked_by
     rules = [(r.metrics.get("run", {}).get("false_recall_rule") or {}).get(group, {}).get("rule") for r in runs]
     contributions = [{name: _contributions(f, m) for name, m in known.items()} for f in frames]
+    codes = cluster_codes(frames[base], opt.clusters)
+    unans = frames[base]["unanswerable"].to_numpy(bool)
     rows = []
     for i, (run, f) in enumerate(zip(runs, frames, strict=True)):
         values = {name: (None if c is None or not len(c) else float(c.mean())) for name, c in contributions[i].items()}
         rows.append({"run": run.label, "values": values, "false_recall_rule": rules[i], **_costs(f, k, group == "overall", cost)})
     ranked = [c for row in contributions if (c := row[rank_by]) is not None and len(c)]
     if len(ranked) == len(contributions):
-        point, interval = _rank_interval(np.stack(ranked, axis=1), known[rank_by].higher_is_better, resamples,
-                                         rng_for(seed, "rank", group, rank_by))
+        point, interval = rank_interval(np.stack(ranked, axis=1), known[rank_by].higher_is_better, opt.resamples,
+                                         rng_for(opt.seed, "rank", group, rank_by), _scoped(codes, known[rank_by], unans))
         for row, p, (lo, hi) in zip(rows, point, interval, strict=True):
             row["rank"], row["rank_ci95"] = int(p), [int(lo), int(hi)]
-    quality = [c for row in contributions if (c := row.get(RANK_BY)) is not None and len(c)]
-    ties = (_paired_ties(np.stack(quality, axis=1), resamples, rng_for(seed, "frontier", group, RANK_BY), alpha)
-            if len(quality) == len(contributions) else None)
+        ranked_codes = _scoped(codes, known[rank_by], unans)
+        for row, c in zip(rows, ranked, strict=True):  # the ranked measure's own 95% interval (the board's first table)
+            ci = bootstrap_ci(c, resamples=opt.resamples, rng=rng_for(opt.seed, "primary", group, rank_by, row["run"]), clusters=ranked_codes)
+            row["primary"] = {"name": rank_by, "value": float(c.mean()), "ci95": [ci[0], ci[1]] if ci else [None, None]}
+    on = [c for row in contributions if (c := row.get(quality)) is not None and len(c)]
+    ties = (paired_ties(np.stack(on, axis=1), opt.resamples, rng_for(opt.seed, "frontier", group, quality), opt.alpha,
+                         _scoped(codes, known[quality], unans)) if len(on) == len(contributions) else None)
     diffs = []
     for i, run in enumerate(runs):
         if i == base:
             continue
         for m in known.values():
-            d = paired_row(group, m, frames[base], frames[i], resamples, permutations, seed)
+            d = paired_row(group, m, frames[base], frames[i], opt)
             if d is not None:
                 diffs.append({"run": run.label, **d})
     base_lat = rows[base]["latency_p50_ms"]
     for row in rows:
         lat = row["latency_p50_ms"]
         row["latency_ratio"] = None if lat is None or not base_lat else lat / base_lat
-    return {"group": group, "rows": rows, "diffs": diffs, "mde": _mde(contributions, base, k), "quality_ties": ties}
+    return {"group": group, "rows": rows, "diffs": diffs, "mde": _mde(contributions, base, k, codes, unans), "quality_ties": ties,
+            "cost_ties": _cost_ties(frames, cost, group, opt, codes)}
 
 
-def _mde(contributions: list[dict[str, np.ndarray | None]], base: int, k: int) -> dict[str, Any]:
-    """MDE of recall@k and recall@budget: from the baseline's contributions, and the typical
-    pair's (the median sd of the other runs' per-query differences from the baseline)."""
+def _cost_ties(frames: list[pd.DataFrame], cost: str, group: str, opt: StatsOptions, codes: np.ndarray) -> np.ndarray | None:
+    """Which runs' frontier costs are tied within noise (bench.comparison.resampling.paired_ties)
+    when the cost is the mean of :data:`PACKED`: a mean over the group's queries, so a sample
+    estimate like the quality (an answer that abstains packs nothing: the cost moves with the
+    abstention rate). Paired over the answerable entries every run answered, their clusters
+    resampled; None (exact comparison) for the cartridge@k fallback, a median, and overall (its
+    costs are the modalities')."""
+    if group == "overall" or cost != PACKED or not all(PACKED in f.columns for f in frames):
+        return None
+    matrix = np.stack([f[PACKED].to_numpy(float) for f in frames], axis=1)
+    keep = ~np.isnan(matrix).any(axis=1)
+    if not keep.any():
+        return None
+    return paired_ties(matrix[keep], opt.resamples, rng_for(opt.seed, "frontier", group, PACKED), opt.alpha, codes[keep])
+
+
+def _scoped(codes: np.ndarray, m: Measure, unanswerable: np.ndarray) -> np.ndarray:
+    """The cluster codes of the entries in `m`'s denominator (the rows of its contributions)."""
+    return codes[in_denominator(m.scope, unanswerable)]
+
+
+def _mde(contributions: list[dict[str, np.ndarray | None]], base: int, k: int, codes: np.ndarray,
+         unanswerable: np.ndarray) -> dict[str, Any]:
+    """MDE of the objective, recall@k and recall@budget over clusters: from the baseline's
+    contributions, and the typical pair's (the median standard error of the other runs' mean
+    differences from the baseline)."""
     out = {}
     for m in mde_measures(k):
         own = contributions[base].get(m.name)
         if own is None or len(own) < 2:
             continue
-        sds = [sd for i, row in enumerate(contributions)
-               if i != base and (c := row.get(m.name)) is not None and (sd := float(np.std(c - own, ddof=1))) > 0]
-        out[m.name] = mde_of(own, typical_sd=float(np.median(sds)) if sds else None)
+        at = _scoped(codes, m, unanswerable)
+        ses = [se for i, row in enumerate(contributions)
+               if i != base and (c := row.get(m.name)) is not None and (se := standard_error(c - own, at) or 0.0) > 0]
+        out[m.name] = mde_of(own, typical_se=float(np.median(ses)) if ses else None, clusters=at)
     return out
 
 
-def _frontiers(groups: list[dict[str, Any]], labels: list[str], latency_floor_ms: float) -> None:
-    """Mark each row on the Pareto frontier of its group (recall@budget up, the frontier's cost
+def _frontiers(groups: list[dict[str, Any]], labels: list[str], latency_floor_ms: float, quality: str) -> None:
+    """Mark each row on the Pareto frontier of its group (`quality`, the objective, up; the frontier's cost
     and latency p50 down; overall: every modality's cost as an axis of its own), differences
     within noise being ties (module docstring); each row lists the runs it ties with on every
     axis (``tied_with``) and those that dominate it (``dominated_by``)."""
     per_modality = [g for g in groups if g["group"] != "overall"]
+    cost_ties = {g["group"]: g.pop("cost_ties", None) for g in groups}  # a modality's cost: an axis of its own overall too
     for g in groups:
         if g["group"] == "overall":
-            points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], *(m["rows"][i]["cost"] for m in per_modality)]
+            points = [[row["values"].get(quality), row["latency_p50_ms"], *(m["rows"][i]["cost"] for m in per_modality)]
                       for i, row in enumerate(g["rows"])]
+            costs: list[Tie] = [cost_ties[m["group"]] for m in per_modality]
         else:
-            points = [[row["values"].get(RANK_BY), row["latency_p50_ms"], row["cost"]] for row in g["rows"]]
+            points = [[row["values"].get(quality), row["latency_p50_ms"], row["cost"]] for row in g["rows"]]
+            costs = [cost_ties[g["group"]]]
         better = [True] + [False] * (len(points[0]) - 1)
-        ties: list[Tie] = [g.pop("quality_ties"), latency_floor_ms] + [None] * (len(points[0]) - 2)
+        ties: list[Tie] = [g.pop("quality_ties"), latency_floor_ms, *costs]
         dom = dominance(points, better, ties)
         same = tied_everywhere(points, better, ties)
         for i, row in enumerate(g["rows"]):

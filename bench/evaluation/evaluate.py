@@ -23,13 +23,15 @@ from bench.evaluation.blocks import BlockSource, query_positions
 from bench.evaluation.cells import metric_cells
 from bench.evaluation.document import metrics_document
 from bench.evaluation.measures import families, measures
-from bench.evaluation.measures.base import BlockRows, RunRecord, run_family
+from bench.evaluation.measures.base import BlockRows, Columns, RunRecord, run_family
 from bench.evaluation.measures.budget import PACKED_COLUMN, budgets
 from bench.evaluation.measures.extent import MemoryExtents, amount_columns, atom_extents, atom_statistics
 from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column
 from bench.evaluation.memory_report import MemoryInputs, memory_block
 from bench.evaluation.per_query import finish_per_query, query_block
+from bench.evaluation.stats.clusters import COLUMNS as CLUSTER_COLUMNS
+from bench.evaluation.stats.clusters import entry_clusters
 from bench.evaluation.stats.power import mde_block
 from bench.evaluation.stats.uncertainty import add_intervals
 from bench.ingest.atom_codes import ATOM_CODE
@@ -45,7 +47,7 @@ __all__ = ["EvalInputs", "EvalOptions", "EvalResult", "RunDescription", "curve_h
 #: the atom columns the per-query table reads (who holds an atom and when it was observed)
 PER_QUERY_ATOM_COLUMNS = ["holder", "observed_at"]
 #: per-query columns kept in the committed table besides the measures' (small: a few bytes per query and column)
-TABLE_COLUMNS = ["query_id", "modality", "unanswerable", "failed", "n_regions", "n_returned", "first_hit_rank"]
+TABLE_COLUMNS = ["query_id", "modality", "unanswerable", "failed", "n_regions", "n_returned", "first_hit_rank", *CLUSTER_COLUMNS.values()]
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,8 @@ class RunDescription:
                    warm=system.get("warm", True), adapter=system.get("adapter", "builtin"),
                    warmup_queries=system.get("warmup_queries", 0), timeout_s=system.get("timeout_s"),
                    latency=system.get("latency"), isolation=system.get("isolation"), abstains=bool(system.get("abstains", False)),
-                   replay={"events": system.get("events", 0), "ingest_ms": system.get("ingest", {})} if system.get("replay") else None)
+                   replay={"events": system.get("events", 0), "ingest_ms": system.get("ingest", {}), **system.get("replay_facts", {})}
+                   if system.get("replay") else None)
 
 
 @dataclass(frozen=True)
@@ -150,16 +153,24 @@ def entries_frame(entries: list[dict[str, Any]], regions: pd.DataFrame) -> pd.Da
     )
 
 
-def failure_summary(entries: pd.DataFrame, failures: pd.DataFrame) -> dict[str, dict[str, int]]:
-    """Per modality: queries, failed, and failed by kind (timeout, crash)."""
+def failure_summary(entries: pd.DataFrame, failures: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per modality: queries, failed, failed by kind (timeout, crash), and ``errors``: each distinct
+    failure message once with its count, the most frequent first (at most 5)."""
     kinds = dict(zip(failures["query_id"].astype(str), failures["kind"].astype(str), strict=True))
-    out: dict[str, dict[str, int]] = {}
+    said = dict(zip(failures["query_id"].astype(str), failures["message"].astype(str), strict=True)) if "message" in failures else {}
+    out: dict[str, dict[str, Any]] = {}
+    errors: dict[str, dict[str, int]] = {}
     for qid, modality in zip(entries["query_id"], entries["modality"], strict=True):
         row = out.setdefault(str(modality), {"queries": 0, "failed": 0})
         row["queries"] += 1
         if qid in kinds:
             row["failed"] += 1
             row[kinds[qid]] = row.get(kinds[qid], 0) + 1
+            if qid in said:
+                mine = errors.setdefault(str(modality), {})
+                mine[said[qid]] = mine.get(said[qid], 0) + 1
+    for modality, mine in errors.items():
+        out[modality]["errors"] = [{"message": m, "count": n} for m, n in sorted(mine.items(), key=lambda x: (-x[1], x[0]))[:5]]
     return dict(sorted(out.items()))
 
 
@@ -182,7 +193,7 @@ def _run_block(d: RunDescription, options: EvalOptions, table: pd.DataFrame, ent
     if d.replay is not None:  # temporal correctness is 1.0 by construction for what it was sent (docs/systems.md, Replay)
         out["replay"] = dict(d.replay)
     out["bootstrap"] = {"resamples": options.bootstrap_resamples, "seed": options.bootstrap_seed, "method": "percentile",
-                        "confidence": 0.95, "over": "queries"}
+                        "confidence": 0.95, "over": "clusters of entries asking the same question (bench.evaluation.stats.clusters)"}
     return out
 
 
@@ -221,6 +232,10 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
         table = table.merge(_concat(list(frames)), on="query_id", how="left")
     for family in families("run"):
         table = table.assign(**run_family(family, RunRecord(table=table, responses=inputs.responses, k=k)))
+    for family in families("combined"):  # from the other families' columns: the objective
+        table = table.assign(**run_family(family, Columns(table=table, k=k)))
+    labels = entry_clusters(inputs.entries).set_index("query_id").reindex(table["query_id"].astype(str).to_numpy())
+    table = table.assign(**{c: labels[c].to_numpy() for c in CLUSTER_COLUMNS.values()})  # who asks the same question
 
     report = add_intervals(metric_cells(table, k), table, k=k, resamples=options.bootstrap_resamples, seed=options.bootstrap_seed,
                            memo=memo)
@@ -233,7 +248,7 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     doc = metrics_document(report, inputs.invalid, inputs.sha256, run_block)
     doc.update({"atom_stats": atom_statistics(served_ext, inputs.regions), "ties": tie_summary, "mde": mde_block(table, k)})
     if inputs.memories:
-        doc["memories"] = memory_block(inputs.memories, entries, k)
+        doc["memories"] = memory_block(inputs.memories, entries, k, hits)
     return EvalResult(doc, per_query, table, atom_ext, hits, source.block_count)
 
 

@@ -16,6 +16,14 @@ one supported unit) and ``unsupported``, ``units`` with ``units_supported`` and
 ``units_credited``, ``no_supported_citation`` (the share of those memories with no
 supported citation, with n and denominator), and the median ``text_chars`` and cited
 ``units`` of a memory (its cost beside its cited extent).
+
+``by_kind``: what the run handed over, by where its memories' provenance came from --
+``cited`` (the system's own citations), ``attributed`` (no citation of its own: attributed by
+the harness to units that support it, bench.systems.attribution) and ``unattributed`` (no
+unit supports it: credited nothing) -- each with its memory hits, distinct memories and
+``recall@k`` by those memories alone (the regions a memory of that kind finds in the top k,
+over every answerable entry of the modality: n and denominator). The three recalls never
+add up to recall@k (a region found by two kinds counts in both).
 """
 
 from __future__ import annotations
@@ -101,12 +109,46 @@ def _stats(hits: pd.DataFrame, rows: pd.DataFrame, k: int) -> dict[str, Any]:
     }
 
 
-def memory_block(inputs: MemoryInputs, entries: pd.DataFrame, k: int) -> dict[str, Any]:
-    """dev.json's ``memories`` block (module docstring); `entries`: query_id, modality."""
+KINDS = ("cited", "attributed", "unattributed")
+
+
+def memory_kinds(rows: pd.DataFrame) -> pd.Series:
+    """Each memory's kind (module docstring), by code: an ``attributed:`` id is the harness's
+    attribution, supported by some unit or by none."""
+    attributed = rows["memory_id"].astype(str).str.startswith("attributed:").to_numpy()
+    supported = rows["citations_supported"].to_numpy() > 0
+    kind = np.where(~attributed, "cited", np.where(supported, "attributed", "unattributed"))
+    return pd.Series(kind, index=rows[ATOM_CODE].to_numpy(np.int64))
+
+
+def _by_kind(hits: pd.DataFrame, found: pd.DataFrame | None, entries: pd.DataFrame, kinds: pd.Series, k: int) -> dict[str, Any]:
+    answerable = entries.loc[~entries["unanswerable"].astype(bool)] if "unanswerable" in entries else entries.iloc[0:0]
+    regions = dict(zip(answerable["query_id"].astype(str), answerable.get("n_regions", pd.Series(dtype=int)), strict=True))
+    kind_of = hits[ATOM_CODE].map(kinds)
+    out = {}
+    for kind in KINDS:
+        mine = hits.loc[kind_of.to_numpy() == kind]
+        row: dict[str, Any] = {"memory_hits": len(mine), "memories": int(mine[ATOM_CODE].nunique())}
+        if found is not None:
+            codes = set(mine[ATOM_CODE].tolist())
+            top = found.loc[(found["rank"] <= k) & found[ATOM_CODE].isin(codes) & found["query_id"].astype(str).isin(set(regions))]
+            per = top.drop_duplicates(["query_id", "gold_idx"]).groupby(top["query_id"].astype(str)).size()
+            values = [per.get(q, 0) / n if n else 0.0 for q, n in regions.items()]
+            row[f"recall@{k}"] = {"value": float(np.mean(values)) if values else None, "n": len(values), "denominator": len(values)}
+        out[kind] = row
+    return out
+
+
+def memory_block(inputs: MemoryInputs, entries: pd.DataFrame, k: int, found: pd.DataFrame | None = None) -> dict[str, Any]:
+    """dev.json's ``memories`` block (module docstring); `entries`: query_id, modality (unanswerable,
+    n_regions for recall by kind); `found`: the run rows that hit gold (query_id, gold_idx, atom, rank)."""
     modality = dict(zip(entries["query_id"].astype(str), entries["modality"].astype(str), strict=True))
     hits = inputs.hits.assign(query_id=inputs.hits["query_id"].astype(str))
     hits = hits.assign(modality=hits["query_id"].map(modality))
-    out = {str(m): _stats(g, inputs.rows, k) for m, g in hits.groupby("modality", sort=True)}
-    out["overall"] = _stats(hits, inputs.rows, k)
+    kinds = memory_kinds(inputs.rows)
+    out = {}
+    for m, g in [*hits.groupby("modality", sort=True), ("overall", hits)]:
+        mine = entries if m == "overall" else entries.loc[entries["modality"].astype(str) == m]
+        out[str(m)] = {**_stats(g, inputs.rows, k), "by_kind": _by_kind(g, found, mine, kinds, k)}
     return out
 

@@ -29,6 +29,8 @@ TEST_REPORT = "reports/test.md"  # the acceptance's verdict, written beside test
 PER_QUERY = "reports/per_query/dev.parquet"
 SUMMARY = "data/sets/summary.json"
 AUDIT = "reports/acceptance.jsonl"  # the acceptance audit chain
+DEV_BUNDLE = "reports/dev.bundle.zip"  # `bench bundle`'s default: the dev run's result bundle (bench/bundle/)
+TEST_BUNDLE = "reports/test.bundle.zip"  # the acceptance's bundle of the test run, written with test.json
 ACCEPT_PIPELINE = "bench/test/dvc.yaml"  # the locked acceptance stage's pipeline
 ACCEPT_TOKEN = "data/.accept-token"  # written by `bench accept` for its stage only
 

@@ -46,7 +46,7 @@
     "<span class=kbd>↓</span>/<span class=kbd>↑</span> next / previous</span>"));
   var layout = el("div", {"class": "layout"});
   var left = el("div");
-  left.appendChild(el("div", {"class": "lhead"}, "<span>query</span><span>modality</span><span>" + esc(EQ) +
+  left.appendChild(el("div", {"class": "lhead"}, "<span>query</span><span>modality</span><span title='abstained: hands over nothing'>abstained</span><span>" + esc(EQ) +
     "</span><span>" + esc(RK) + "</span>"));
   var list = el("div", {"class": "list", id: "list", tabindex: "0"});
   var spacer = el("div");
@@ -95,6 +95,10 @@
     return "<span class='o-" + (o || "none") + "' title='A " + num(val(col, 0, i)) + ", B " + num(val(col, 1, i)) + "'>" +
       (o || "—") + "</span>";
   }
+  function abstMark(i) {
+    var a = D.abstained[i];
+    return "<span class=abst title='abstained: hands over nothing'>" + (a[0] && a[1] ? "A, B" : a[0] ? "A" : a[1] ? "B" : "") + "</span>";
+  }
   function draw() {
     var top = list.scrollTop, h = list.clientHeight || 600;
     var first = Math.max(0, Math.floor(top / ROW) - 5), last = Math.min(shown.length, Math.ceil((top + h) / ROW) + 5);
@@ -105,7 +109,7 @@
       var i = shown[p];
       var row = el("div", {"class": "row" + (i === sel ? " sel" : ""), "data-i": i, "data-id": D.ids[i]},
         "<span title='" + esc(D.ids[i]) + "'>" + esc(D.ids[i]) + (D.unanswerable[i] ? " <i class=muted>unanswerable</i>" : "") +
-        "</span><span>" + esc(D.modalities[D.modality[i]]) + "</span>" + cellOf(EQ, i) + cellOf(RK, i));
+        "</span><span>" + esc(D.modalities[D.modality[i]]) + "</span>" + abstMark(i) + cellOf(EQ, i) + cellOf(RK, i));
       row.style.top = (p * ROW) + "px";
       frag.appendChild(row);
     }
@@ -146,28 +150,60 @@
     else if (ev.key === "k" || ev.key === "ArrowUp") { step(-1); ev.preventDefault(); }
   });
 
-  function hitsTable(hits, label) {
-    if (hits == null) return "<p class=muted>No cartridge recorded: run " + label + " is not a project folder holding its data/ " +
-      "outputs (a git revision or experiment; run `dvc repro` in a folder to see what it handed the reader).</p>";
+  var PACK = {p: "packed", c: "cut: its leading part", o: "beyond the budget", x: "another unit: not paid from this budget"};
+  // a query's budget cut on one side: [spent, last rank packed, past rank k] with its modality's amount and unit
+  function cutOf(q, i, side) {
+    var c = (q.cut || [])[side], b = (X.budget[side] || {})[D.modalities[D.modality[i]]];
+    return c && b ? {spent: c[0], last: c[1], beyond: c[2], amount: b[0], unit: b[1]} : null;
+  }
+  function cutText(cut, abstained) {
+    if (!cut) return "";
+    var amount = num(cut.amount, 0) + " " + esc(cut.unit || ""), spent = num(cut.spent, 0);
+    var packs = cut.last ? "ranks 1–" + cut.last + " (" + spent + " of " + amount + ")" : "nothing (" + amount + ")";
+    return "<p class='budget muted'>Budget: " + (abstained ? "had it answered, the cartridge would pack " : "the cartridge packs ") +
+      packs + (cut.beyond ? "; packing goes on past rank " + D.k + " (to rank " + cut.last + ")" : "") + ".</p>";
+  }
+  // an answer that abstained says so above its pictures and hits: they show what it ranked, not what it handed over
+  function abstNote(label, i, side) {
+    return D.abstained[i][side] ? "<p class=abstained id=abstained-" + label.toLowerCase() + "><b>" + label + " abstained: hands over " +
+      "nothing.</b> The ranking below is what it ranked; its answer gives the reader none of it, so recall, MRR, nDCG and the " +
+      "budget measures count 0 for it (the ranking's own values beside them above).</p>" : "";
+  }
+  function hitsTable(hits, label, i, side, cut) {
+    if (hits == null) return "<p class=muted>No cartridge shown for " + label + " (the note at the top says why).</p>";
+    var abst = D.abstained[i][side];
     if (!hits.length) return "<p class=muted>The system returned nothing.</p>";
-    var out = ["<table><colgroup><col style='width:2.6rem'><col style='width:3.8rem'><col style='width:5rem'><col></colgroup>" +
-      "<tr><th>rank</th><th>score</th><th>covers gold</th><th>hit: id, source, extent; text</th></tr>"];
+    var out = [cutText(cut, abst) + "<table><colgroup><col style='width:2.6rem'><col style='width:3.8rem'><col style='width:5rem'>" +
+      "<col style='width:4.6rem'><col></colgroup><tr><th>rank</th><th>score</th><th>covers gold</th><th>budget</th>" +
+      "<th>hit: id, source, extent; text</th></tr>"];
     hits.forEach(function (h) {
       var a = X.atoms[h[2]], src = a.sp != null ? a.id.slice(0, a.sp) : a.source, g = h[3].length ? "region " + h[3].map(function (x) { return x + 1; }).join(", ") : "—";
       var mem = a.memory ? "<br><b>memory</b>, cites " + esc(src) + "; citations supported " + a.memory.supported + "/" +
         a.memory.citations + ", units supported " + a.memory.units_supported + "/" + a.memory.units : "";
-      out.push("<tr class='" + (h[3].length ? "covers" : "") + "'><td class=r>" + h[0] + "</td><td class=s>" + num(h[1], 3) +
-        "</td><td class=g>" + g + "</td><td><code>" + esc(a.id) + "</code> <span class=muted>" + (a.sp != null ? "" : esc(src) + " ") +
-        esc(a.extent) + "</span>" + mem + "<br>" + esc(a.text) + "</td></tr>");
+      var pack = h[4], cls = (h[3].length ? "covers" : "") + (pack ? " pack-" + pack : "");
+      out.push("<tr class='" + cls + "'><td class=r>" + h[0] + "</td><td class=s>" + num(h[1], 3) +
+        "</td><td class=g>" + g + "</td><td class=b>" + (pack ? esc(PACK[pack]) : "—") + "</td><td><code>" + esc(a.id) +
+        "</code> <span class=muted>" + (a.sp != null ? "" : esc(src) + " ") + esc(a.extent) + "</span>" + mem + "<br>" + esc(a.text) + "</td></tr>");
+      if (cut && cut.last === h[0]) {
+        out.push("<tr class=cutline><td colspan=5>budget spent (" + num(cut.spent, 0) + " of " + num(cut.amount, 0) + " " + esc(cut.unit || "") +
+          "): the cartridge ends here" + (abst ? ", and this answer abstained: it hands over nothing at all" : "") + "</td></tr>");
+      }
     });
     out.push("</table>");
     return out.join("");
   }
+  function valueCell(m, side, i) {
+    var v = val(m.column, side, i), r = D.ranking[m.column];
+    var rv = r ? r[side][i] : null;
+    return "<td>" + num(v, 4) + (r && rv != null && rv !== v ? " <small class=ranking>ranking " + num(rv, 4) + "</small>" : "") + "</td>";
+  }
   function detail(i) {
     var id = D.ids[i], q = X.queries[id] || {};
     var rows = D.measures.map(function (m) {
-      return "<tr><th>" + esc(m.heading) + "</th><td>" + num(val(m.column, 0, i), 4) + "</td><td>" + num(val(m.column, 1, i), 4) + "</td></tr>";
-    }).join("");
+      return "<tr><th>" + esc(m.heading) + "</th>" + valueCell(m, 0, i) + valueCell(m, 1, i) + "</tr>";
+    }).join("") + "<tr><th>abstained</th>" + D.abstained[i].map(function (x) {
+      return "<td" + (x ? " class=abst>yes: hands over nothing" : ">no") + "</td>";
+    }).join("") + "</tr>";
     var fail = D.failed[i];
     var gold = (q.gold || []).length ? "<table><tr><th>#</th><th>gold source</th><th>region</th><th>extent</th><th>atoms overlapping</th></tr>" +
       q.gold.map(function (g, j) {
@@ -182,8 +218,8 @@
       "<p class=muted>as_of: " + esc(q.as_of || "—") + (fail[0] ? " · A failed" : "") + (fail[1] ? " · B failed" : "") + "</p>" +
       "<table class=metrics><tr><th></th><th>A</th><th>B</th></tr>" + rows + "</table>" +
       "<h3>Gold</h3>" + gold +
-      "<div class=sides><div class=side id=side-a><h3>A</h3>" + pics[0] + hitsTable(q.a, "A") + "</div>" +
-      "<div class=side id=side-b><h3>B</h3>" + pics[1] + hitsTable(q.b, "B") + "</div></div>";
+      "<div class=sides><div class=side id=side-a><h3>A</h3>" + abstNote("A", i, 0) + pics[0] + hitsTable(q.a, "A", i, 0, cutOf(q, i, 0)) +
+      "</div><div class=side id=side-b><h3>B</h3>" + abstNote("B", i, 1) + pics[1] + hitsTable(q.b, "B", i, 1, cutOf(q, i, 1)) + "</div></div>";
   }
   function fromHash() {
     var m = /^#q=(.*)$/.exec(location.hash);

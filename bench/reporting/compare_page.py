@@ -8,22 +8,26 @@ a script (compare_page.js, inlined) lists, sorts, filters and searches them and 
 the selected query's detail on demand, so 10,000 queries cost one JSON parse, not
 10,000 rendered panels.
 
-A query's detail is there when a run is a project folder holding its ``data/`` outputs
-(``dvc repro`` was run there): the question, ``as_of``, the gold regions (the resolve
-stage's, drawn as reports/dev.html draws them -- page thumbnails, turns, time spans,
-boxes -- for the first :data:`PICTURED` queries per modality that the runs disagree on)
-and each run's cartridge: every hit of the top k with its rank, score, extent, the gold
-regions it overlaps, and for a memory its cited sources and how many citations are
-supported. A run named by a git revision or an experiment has no ``data/`` here: its
-side of the detail says so, and the question and gold come from the sets in
-bench/sets/ when the other run has none either.
+A query's detail comes from each run's ``data/`` outputs (bench.reporting.cartridges: a
+project folder's own, or a revision's or experiment's from the DVC cache by its commit's
+dvc.lock, refused when they are not the run of its per-query table): the question,
+``as_of``, the gold regions (the resolve stage's, drawn as reports/dev.html draws them --
+page thumbnails, turns, time spans, boxes -- for the first :data:`PICTURED` queries per
+modality that the runs disagree on) and each run's cartridge: every hit of the top k with
+its rank, score, extent, the gold regions it overlaps, its place in the budget's cartridge
+(packed, cut, beyond; the line where packing stops), and for a memory its cited sources and
+how many citations are supported. An answer that abstained says so above its hits, and the
+per-query values show the ranking's own beside the answer's where the table keeps one
+(``ranked_recall@k``). Without a run's outputs its side says why; the question and gold then
+come from the sets in bench/sets/ when the other run has none either. The summary shows
+holder and temporal correctness as `bench gate A` tests them (bench.reporting.compare_report).
 """
 
 from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +36,20 @@ import pandas as pd
 
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted, in_denominator
-from bench.ingest.atom_codes import ATOM_CODE
 from bench.numbers import number
-from bench.reporting.html_report import SNIPPET  # characters of an atom's text shown beside a hit, as dev.html shows it
+from bench.reporting.cartridges import RunDetail, RunFiles, load_detail, source_of
 
-__all__ = ["PICTURED", "RunDetail", "RunFiles", "load_detail", "outcomes", "page", "page_data", "set_entries", "summary_html"]
+__all__ = ["PICTURED", "outcomes", "page", "page_data", "set_entries", "summary_html"]
 
 #: queries per modality whose gold is drawn as pictures (those A and B disagree on first);
 #: the others show their gold regions as a table (pictures are inline images: the page's weight)
 PICTURED = 20
 #: the equal-cost measure the outcome is read on first (bench.evaluation.measures.budget)
 EQUAL_COST = "recall@budget"
+#: the per-query column saying an answer abstained (bench.evaluation.measures.false_recall: it hands the reader nothing)
+ABSTAINED = "abstained"
+#: the prefix of a measure's column kept for the ranking whatever the answer said (``ranked_recall@k``)
+RANKED = "ranked_"
 HERE = Path(__file__).parent
 
 
@@ -77,6 +84,13 @@ def outcomes(a: pd.DataFrame, b: pd.DataFrame, m: Measure) -> np.ndarray:
     return out
 
 
+def _flag(frame: pd.DataFrame, column: str) -> list[bool]:
+    """A 0/1 column as booleans (a missing column or value: False)."""
+    if column not in frame.columns:
+        return [False] * len(frame)
+    return (pd.to_numeric(frame[column], errors="coerce").fillna(0).to_numpy(float) > 0).tolist()
+
+
 def _values(frame: pd.DataFrame, column: str) -> list[float | None]:
     if column not in frame.columns:
         return [None] * len(frame)
@@ -99,98 +113,23 @@ def page_data(a: pd.DataFrame, b: pd.DataFrame, k: int) -> dict[str, Any]:
         if (m.column in pa.columns or m.column in pb.columns) and m.column not in {x.column for x in shown}:
             shown.append(m)
     columns = [m.column for m in shown]
+    # the ranking's own value beside the answer's, where the table keeps one (ranked_recall@k: an abstaining answer counts 0)
+    ranking = {c: RANKED + c for c in columns if RANKED + c in pa.columns or RANKED + c in pb.columns}
     return {
         "k": k, "modalities": mods, "ids": [str(x) for x in ids],
         "modality": [index[str(m)] for m in pa["modality"]],
         "unanswerable": pa["unanswerable"].astype(bool).astype(int).tolist(),
         "failed": [[int(x), int(y)] for x, y in zip(pa["failed"].astype(bool), pb["failed"].astype(bool), strict=True)],
+        "abstained": [[int(x), int(y)] for x, y in zip(_flag(pa, ABSTAINED), _flag(pb, ABSTAINED), strict=True)],
         "measures": [{"name": m.name, "heading": m.heading, "column": m.column, "higher": m.higher_is_better} for m in shown],
         "values": {c: [_values(pa, c), _values(pb, c)] for c in columns},
+        "ranking": {c: [_values(pa, r), _values(pb, r)] for c, r in ranking.items()},
         "outcome": {m.name: outcomes(pa.reset_index(), pb.reset_index(), m).tolist() for m in outcome_measures(k)},
         "only": [int(len(a.index.difference(b.index))), int(len(b.index.difference(a.index)))],
     }
 
 
 # --------------------------------------------------------------------------- the runs' details
-
-
-@dataclass(frozen=True)
-class RunFiles:
-    """Where one run's data/ outputs are (the entry layer names them: bench.project.layout.Layout)."""
-
-    runs: Path  # data/runs (dev.parquet: the run's rows)
-    resolved: Path  # data/resolved (gold atoms, regions, segments, memories)
-    valid: Path  # data/sets (dev.jsonl: the validated entries)
-    served: Path  # data/served (the atoms the system was served)
-    manifest: Path  # bench/corpus/manifest.jsonl (which corpus files are present)
-    store: Path  # data/corpus (the files the pictures are drawn from)
-
-
-@dataclass(frozen=True)
-class RunDetail:
-    """What one run handed the reader, read from a project folder's data/ outputs."""
-
-    entries: dict[str, dict[str, Any]]  # query_id -> its valid entry (question, as_of, gold)
-    regions: pd.DataFrame  # the resolved gold regions (query_id, gold_idx, source_id, extent, n_atoms)
-    #: query_id -> its top-k hits: rank, score, atom (an index into ``atoms``), the gold regions it overlaps
-    hits: dict[str, list[dict[str, Any]]]
-    atoms: list[dict[str, Any]]  # atom_id, source_id, extent (JSON text), text (snippet), memory facts
-    files: RunFiles
-
-
-def _atoms_info(served: dict[str, pd.DataFrame], memories: Any) -> pd.DataFrame:
-    """Row i: atom code i (served atoms in modality-name order, then the run's memories), as
-    bench.reporting.outputs builds the drill-down's atom table."""
-    frames = [served[m][["atom_id", "source_id", "text", "extent"]] for m in sorted(served)]
-    if memories:
-        info = memories.info()
-        rows = memories.rows
-        info["memory"] = [{"citations": int(c), "supported": int(s), "units": int(u), "units_supported": int(us)}
-                          for c, s, u, us in zip(rows["citations"], rows["citations_supported"], rows["units"],
-                                                 rows["units_supported"], strict=True)]
-        frames.append(info)
-    return pd.concat(frames, ignore_index=True)
-
-
-def load_detail(files: RunFiles, k: int) -> RunDetail | None:
-    """The cartridges of the run whose data/ outputs `files` names (None when they are not there)."""
-    from bench.evaluation.memory_report import load_memory_inputs
-    from bench.gold.table import GOLD_COLUMNS, GOLD_FILE, read_regions
-    from bench.ingest.partitions import read_modalities
-    from bench.io import iter_jsonl
-
-    lay = files
-    needed = (lay.runs / "dev.parquet", lay.resolved / GOLD_FILE, lay.valid / "dev.jsonl", lay.served)
-    if not all(p.exists() for p in needed):
-        return None
-    entries = {str(e["query_id"]): e for _, e in iter_jsonl(lay.valid / "dev.jsonl")}
-    memories = load_memory_inputs(lay.resolved)
-    info = _atoms_info(read_modalities(lay.served), memories)
-    run = pd.read_parquet(lay.runs / "dev.parquet", columns=["query_id", "rank", ATOM_CODE, "score"])
-    run = run.loc[run["rank"] <= k].astype({"query_id": str}).sort_values(["query_id", "rank"], kind="stable")
-    gold = pd.read_parquet(lay.resolved / GOLD_FILE, columns=GOLD_COLUMNS).astype({"query_id": str})
-    covers = gold.groupby(["query_id", ATOM_CODE])["gold_idx"].agg(lambda s: sorted(int(x) for x in s)).to_dict()
-    used = np.unique(run[ATOM_CODE].to_numpy(np.int64))
-    position = {int(code): i for i, code in enumerate(used)}
-    atoms = []
-    for code in used:
-        row = info.iloc[int(code)]
-        atom_id, source = str(row["atom_id"]), str(row["source_id"])
-        # an id that starts with its source names the source by the prefix's length (most atoms: a third of the bytes)
-        named = {"sp": len(source)} if source and atom_id.startswith(source) else {"source": source}
-        atoms.append({"id": atom_id, **named, "extent": str(row["extent"]), "text": str(row["text"])[:SNIPPET],
-                      **({"memory": row["memory"]} if isinstance(row.get("memory"), dict) else {})})
-    hits: dict[str, list[dict[str, Any]]] = {}
-    for q, rank, atom, score in run.itertuples(index=False):
-        hits.setdefault(q, []).append({"rank": int(rank), "score": round(float(score), 4), "atom": position[int(atom)],
-                                       "gold": covers.get((q, int(atom)), [])})
-    regions = read_regions(lay.resolved).regions.astype({"query_id": str})
-    return RunDetail(entries, regions, hits, atoms, files)
-
-
-def source_of(atom: dict[str, Any]) -> str:
-    """An atom's source id (:func:`load_detail` names it by a prefix's length where it can)."""
-    return atom["id"][:atom["sp"]] if "sp" in atom else atom["source"]
 
 
 def set_entries(paths: list[Path], ids: set[str]) -> dict[str, dict[str, Any]]:
@@ -207,7 +146,8 @@ def set_entries(paths: list[Path], ids: set[str]) -> dict[str, dict[str, Any]]:
 
 
 def _side(detail: RunDetail | None, q: str, atoms: dict[tuple, int], table: list[dict[str, Any]]) -> list[list[Any]] | None:
-    """One run's hits of query `q` as [rank, score, atom index into the shared table, gold regions]."""
+    """One run's hits of query `q` as [rank, score, atom index into the shared table, gold regions]
+    and, where the entry has a budget, the hit's place in the cartridge (bench.reporting.cartridges, PACK_*)."""
     if detail is None:
         return None
     out = []
@@ -217,7 +157,7 @@ def _side(detail: RunDetail | None, q: str, atoms: dict[tuple, int], table: list
         if key not in atoms:
             atoms[key] = len(table)
             table.append(a)
-        out.append([h["rank"], h["score"], atoms[key], h["gold"]])
+        out.append([h["rank"], h["score"], atoms[key], h["gold"], *([h["pack"]] if "pack" in h else [])])
     return out
 
 
@@ -226,26 +166,42 @@ def details(data: dict[str, Any], a: RunDetail | None, b: RunDetail | None, entr
     """Per query the detail the page draws on demand: question, as_of, gold regions, pictures
     (A's and B's, when drawn), and each run's hits; atoms shared in one table."""
     regions = (a or b).regions if (a or b) is not None else None  # type: ignore[union-attr]
-    reg_by_q = {} if regions is None else {q: g.sort_values("gold_idx") for q, g in regions.groupby("query_id", sort=False)}
+    reg_by_q: dict[str, dict[int, tuple[float | None, int]]] = {}
+    if regions is not None:  # query -> gold_idx -> (extent, atoms overlapping), in one pass
+        for q, i, extent, n in zip(regions["query_id"].astype(str), regions["gold_idx"].astype(int),
+                                   regions["extent"].astype(float), regions["n_atoms"].astype(int), strict=True):
+            reg_by_q.setdefault(q, {})[int(i)] = (None if np.isnan(extent) else float(extent), int(n))
     table: list[dict[str, Any]] = []
     seen: dict[tuple, int] = {}
     out: dict[str, Any] = {}
     for q in data["ids"]:
         e = entries.get(q, {})
         gold = e.get("gold") or []
-        g = reg_by_q.get(q)
-        extents = {} if g is None else {int(r.gold_idx): (None if pd.isna(r.extent) else float(r.extent), int(r.n_atoms))
-                                        for r in g.itertuples(index=False)}
+        extents = reg_by_q.get(q, {})
         item: dict[str, Any] = {
             "question": e.get("question", ""), "as_of": e.get("as_of"),
             "gold": [[x.get("source_id"), json.dumps(x.get("region"), sort_keys=True), *extents.get(i, (None, None))]
                      for i, x in enumerate(gold)],
             "a": _side(a, q, seen, table), "b": _side(b, q, seen, table),
         }
+        cuts = [None if d is None else d.cuts.get(q) for d in (a, b)]
+        if any(cuts):  # [spent, last rank packed, packing went past rank k] per run; the amount and unit per modality below
+            item["cut"] = [None if c is None else [c["spent"], c["last"], int(c["beyond"])] for c in cuts]
         if q in pictures:
             item["pictures"] = pictures[q]
         out[q] = item
-    return {"queries": out, "atoms": table}
+    budgets = [{} if d is None else {m: [c["amount"], c["unit"]] for m, c in _budgets(d).items()} for d in (a, b)]
+    return {"queries": out, "atoms": table, "budget": budgets}
+
+
+def _budgets(detail: RunDetail) -> dict[str, dict[str, Any]]:
+    """modality -> the budget's amount and unit, as the run's cuts recorded them."""
+    out: dict[str, dict[str, Any]] = {}
+    for q, c in detail.cuts.items():
+        entry = detail.entries.get(q)
+        if entry is not None and "amount" in c:
+            out.setdefault(str(entry.get("modality")), {"amount": c["amount"], "unit": c.get("unit", "")})
+    return out
 
 
 def draw_pictures(data: dict[str, Any], a: RunDetail | None, b: RunDetail | None, entries: dict[str, dict[str, Any]],
@@ -306,29 +262,39 @@ def _cell(doc: dict[str, Any], group: str, name: str) -> str:
     return f"{number(c['value'])}<small>{c.get('n', '?')}/{c.get('denominator', '?')}</small>"
 
 
-def summary_html(result: dict[str, Any], doc_a: dict[str, Any], doc_b: dict[str, Any], k: int) -> str:
+def summary_html(result: dict[str, Any], doc_a: dict[str, Any], doc_b: dict[str, Any], k: int,
+                 gated: dict[str, Any] | None = None) -> str:
     """Per group, the verdict's columns: A, B and B − A with its 95% interval, n (paired
     queries in the denominator), win/tie/loss and the Holm-corrected verdict where `bench
-    compare` tests the measure; A's and B's dev.json cells (value, n/denominator) elsewhere."""
+    compare` tests the measure, or where `bench gate A` tests it (``gated``:
+    bench.reporting.compare_report.gated_rows: holder and temporal correctness, with the gate's
+    Holm family and verdict); A's and B's dev.json cells (value, n/denominator) elsewhere."""
     rows = {(r["modality"], r["metric"]): r for r in result["rows"]}
+    by_gate = (gated or {}).get("rows", {})
     groups = list(dict.fromkeys(r["modality"] for r in result["rows"]))
     cols = verdict_measures(k)
     out = ["<table class=summary><tr><th>group</th><th></th>" + "".join(f"<th>{_e(m.heading)}</th>" for m in cols) + "</tr>"]
     for g in groups:
         lines: dict[str, list[str]] = {"A": [], "B": [], "B − A": []}
         for m in cols:
-            r = rows.get((g, m.name))
-            if r is None:
+            r, gate_row = rows.get((g, m.name)), by_gate.get(f"{g} {m.name}")
+            if r is None and gate_row is None:
+                why = (gated or {}).get("refused") or "bench compare does not test this measure: no paired difference"
                 lines["A"].append(f"<td>{_cell(doc_a, g, m.name)}</td>")
                 lines["B"].append(f"<td>{_cell(doc_b, g, m.name)}</td>")
-                lines["B − A"].append("<td class=muted title='bench compare does not test this measure: no paired difference'>not tested</td>")
+                lines["B − A"].append(f"<td class=muted title='{_e(why)}'>not tested</td>")
                 continue
+            r = r if r is not None else gate_row
             lo, hi = r["ci95"]
-            cls = "better" if r["verdict"] == "B better" else "worse" if r["verdict"] == "B worse" else ""
+            good = r["significant"] and (r["diff"] > 0) == r["higher_is_better"]
+            cls = "" if not r["significant"] else "better" if good else "worse"
             lines["A"].append(f"<td>{number(r['a'])}<small>n {r['n']}</small></td>")
             lines["B"].append(f"<td>{number(r['b'])}<small>n {r['n']}</small></td>")
             ci = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
-            verdict = r["verdict"] if r["significant"] else "n.s."
+            verdict = ("n.s." if not r["significant"] else "B better" if good else "B worse")
+            if r is gate_row:
+                verdict = (f"as bench gate A tests it: {'fails the gate' if verdict == 'B worse' else verdict}, "
+                           f"p_holm {number(r['p_holm'])} over its {gated['family'] if gated else '?'} gated rows")
             lines["B − A"].append(f"<td class='{cls}'>{r['diff']:+.4f}<small>{ci}</small><small>W/T/L {r['wins']}/{r['ties']}/"
                                   f"{r['losses']} · {_e(verdict)}</small></td>")
         for i, (name, tds) in enumerate(lines.items()):
@@ -344,7 +310,7 @@ def _script_json(obj: Any) -> str:
 
 
 def page(result: dict[str, Any], data: dict[str, Any], detail: dict[str, Any], *, describe: tuple[str, str],
-         doc_a: dict[str, Any], doc_b: dict[str, Any], notes: list[str] | None = None) -> str:
+         doc_a: dict[str, Any], doc_b: dict[str, Any], notes: list[str] | None = None, gated: dict[str, Any] | None = None) -> str:
     """The whole page (module docstring): ``result`` is bench.comparison.compare.compare's,
     ``data`` :func:`page_data`'s, ``detail`` :func:`details`'s; ``describe`` the runs' one-line
     descriptions (system, chunking, isolation)."""
@@ -365,7 +331,7 @@ def page(result: dict[str, Any], data: dict[str, Any], detail: dict[str, Any], *
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' content='width=device-width'>"
         f"<title>B vs A: every query</title><style>{CSS}{css}</style></head><body>"
         f"<h1>B vs A: every query</h1>{head}{extra}<details open><summary>Summary: the verdict's columns</summary>"
-        f"{summary_html(result, doc_a, doc_b, k)}</details>"
+        f"{summary_html(result, doc_a, doc_b, k, gated)}</details>"
         "<div id=app></div>"
         f"<script type='application/json' id=data>{_script_json(data)}</script>"
         f"<script type='application/json' id=detail>{_script_json(detail)}</script>"
@@ -373,26 +339,30 @@ def page(result: dict[str, Any], data: dict[str, Any], detail: dict[str, Any], *
     )
 
 
-def build(result: dict[str, Any], a: Any, b: Any, *, files: tuple[RunFiles | None, RunFiles | None], set_files: list[Path],
+def build(result: dict[str, Any], a: Any, b: Any, *, files: Sequence[RunFiles | str | None], set_files: list[Path],
           pictured: int = PICTURED) -> str:
     """The page of `bench compare A B --html` from the comparison `result` and the two runs
-    (bench.comparison.compare.LoadedRun); `files`: where each run's data/ outputs are (None: a
-    run named by revision or experiment); `set_files`: the project's sets, read for questions
-    when neither run holds its validated entries."""
+    (bench.comparison.compare.LoadedRun); `files`: where each run's data/ outputs are
+    (bench.reporting.cartridges.locate; a string or None: why there are none); `set_files`: the
+    project's sets, read for questions when neither run holds its validated entries."""
+    from bench.reporting.compare_report import gated_rows
+
     k = result["k"]
     data = page_data(a.per_query, b.per_query, k)
-    da, db = (None if f is None else load_detail(f, k) for f in files)
+    da, db = (load_detail(f, k, run.per_query, (run.metrics.get("run") or {}).get("budget")) if isinstance(f, RunFiles) else None
+              for f, run in zip(files, (a, b), strict=True))
     entries = {**(db.entries if db else {}), **(da.entries if da else {})}
     notes = []
     if not entries:
         entries = set_entries(set_files, set(data["ids"]))
-        notes.append("Questions and gold from the sets in bench/sets/ (neither run is a folder holding its data/ outputs).")
-    for label, d in (("A", da), ("B", db)):
+        notes.append("Questions and gold from the sets in bench/sets/ (neither run's data/ outputs could be read).")
+    for label, d, f in (("A", da, files[0]), ("B", db, files[1])):
         if d is None:
-            notes.append(f"{label}'s cartridges are not shown: it is not a project folder holding its data/ outputs.")
+            why = f if isinstance(f, str) else "it is not a project folder holding its data/ outputs"
+            notes.append(f"{label}'s cartridges are not shown: {why}.")
     pics = draw_pictures(data, da, db, entries, pictured)
     if pics:
         notes.append(f"Gold drawn as pictures for up to {pictured} answerable queries per modality (losses on {EQUAL_COST} "
                      f"first, then wins); {len(pics)} queries pictured, the others list their gold regions.")
     return page(result, data, details(data, da, db, entries, pics), describe=(a.describe(), b.describe()),
-                doc_a=a.metrics, doc_b=b.metrics, notes=notes)
+                doc_a=a.metrics, doc_b=b.metrics, notes=notes, gated=gated_rows(result, a, b))

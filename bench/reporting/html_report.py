@@ -16,8 +16,13 @@ import pandas as pd
 
 from bench.ingest.atom_codes import ATOM_CODE
 from bench.numbers import NO_VALUE, number
+from bench.reporting.memories import memory_html
 
 SNIPPET = 120
+#: the per-query column saying an answer abstained (bench.evaluation.measures.false_recall: it hands the reader nothing)
+ABSTAINED = "abstained"
+#: the prefix of a measure's column kept for the ranking whatever the answer said (``ranked_recall@k``)
+RANKED = "ranked_"
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem auto;max-width:1200px;padding:0 1rem;color:#1d1d1f}
 h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #ddd}h3{font-size:1.05rem}
@@ -27,6 +32,7 @@ th{background:#f3f3f5;text-align:left}td.num{text-align:right;font-variant-numer
 details{border:1px solid #e3e3e3;border-radius:4px;margin:.3rem 0;padding:.25rem .5rem}summary{cursor:pointer}
 .miss{background:#fff1f0}.hit{background:#effaf1}.tag{display:inline-block;border-radius:3px;padding:0 .3rem;font-size:.75rem;margin-left:.3rem}
 .tag.miss{color:#a8071a;border:1px solid #ffa39e}.tag.hit{color:#135200;border:1px solid #b7eb8f}.tag.fr{color:#874d00;border:1px solid #ffd591;background:#fff7e6}
+.tag.abst{color:#874d00;border:1px solid #ffd591;background:#fff7e6}p.abstained{background:#fff7e6;border:1px solid #ffd591;padding:.3rem .5rem;font-size:.85rem}
 code{font-size:.8rem}.muted{color:#666;font-size:.85rem}
 .pics{display:flex;flex-wrap:wrap;gap:.5rem;align-items:flex-start;margin:.4rem 0}.pic{margin:0}.pic figcaption{font-size:.75rem;color:#444}
 img.thumb{border:1px solid #ccc;display:block}svg.timeline{display:block;margin:.3rem 0}
@@ -114,6 +120,9 @@ def drilldown(
                 "query_id": qid, "question": e.get("question", ""), "unanswerable": bool(r["unanswerable"]),
                 "failed": bool(r.get("failed", False)),
                 "metrics": {c: r.get(c) for c in (rc, cc, f"precision@{k}", f"iou@{k}", "mrr", "false_recall") if c in r},
+                # an answer that abstained hands over nothing (its ranking measures count 0): the ranking's own values beside them
+                "abstained": bool(r.get(ABSTAINED) == 1),
+                "ranking": {c: r[RANKED + c] for c in (rc, cc, "mrr") if RANKED + c in r and pd.notna(r[RANKED + c])},
                 "gold": [] if g is None else [
                     {"source_id": x.source_id, "region": json.dumps(e["gold"][x.gold_idx]["region"], sort_keys=True),
                      "extent": None if pd.isna(x.extent) else float(x.extent), "n_atoms": int(x.n_atoms)}
@@ -172,12 +181,16 @@ def mde_html(block: dict[str, Any] | None) -> str:
            "run's per-query values: the smallest any change can be seen at (one that moves entries one way only) – the "
            "largest, for two runs whose per-query values are unrelated.</p>",
            "<table><tr><th>modality</th><th>n</th>" + "".join(f"<th>MDE {_e(n)}</th>" for n in names) + "</tr>"]
+    from bench.reporting.report import MDE_NOTES, mde_range
+
+    marks: set[str] = set()
     for group, row in [*block["by_modality"].items(), ("overall", block["overall"])]:
         n = next((c["n"] for c in row.values()), 0)
-        cells = "".join(f"<td class=num>{number(row.get(x, {}).get('fewest'), 3)}–{number(row.get(x, {}).get('independent'), 3)}</td>"
-                        for x in names)
-        out.append(f"<tr><td>{_e(group)}</td><td class=num>{n}</td>{cells}</tr>")
+        texts = [mde_range(row.get(x), block["alpha"], block["power"]) for x in names]
+        marks.update(t[-1] for t in texts if t[-1] in MDE_NOTES)
+        out.append(f"<tr><td>{_e(group)}</td><td class=num>{n}</td>{''.join(f'<td class=num>{_e(t)}</td>' for t in texts)}</tr>")
     out.append("</table>")
+    out += [f"<p class=muted>{_e(m)} {_e(MDE_NOTES[m])}</p>" for m in MDE_NOTES if m in marks]
     return "\n".join(out)
 
 
@@ -233,15 +246,32 @@ def metric_table_html(block: dict[str, dict[str, Any]]) -> str:
 def _query_html(q: dict[str, Any], k: int, open_: bool = False, picture: str = "") -> str:
     m = q["metrics"]
     rc = m.get(f"recall@{k}")
+    ranking = q.get("ranking") or {}
+    abstained = bool(q.get("abstained"))
     if q["unanswerable"]:
         tag = "<span class='tag fr'>false recall</span>" if m.get("false_recall") == 1 else "<span class='tag hit'>unanswerable, quiet</span>"
     elif q["failed"]:
         tag = "<span class='tag miss'>failed</span>"
     else:
         tag = "<span class='tag hit'>all found</span>" if rc == 1 else "<span class='tag miss'>miss</span>"
+    if abstained:
+        tag += "<span class='tag abst'>abstained: hands over nothing</span>"
+
+    def value(c: str, v: Any) -> str:  # the answer's value, and the ranking's where an abstention zeroed it
+        own = ranking.get(c)
+        return f"{_e(c)} {number(v, 3)}" + (f" (ranking {number(own, 3)})" if abstained and own is not None and own != v else "")
+
     summary = (f"<summary><code>{_e(q['query_id'])}</code>{tag} — {_e(q['question'])} "
-               f"<span class=muted>({', '.join(f'{_e(c)} {number(v, 3)}' for c, v in m.items() if number(v) != NO_VALUE)})</span></summary>")
+               f"<span class=muted>({', '.join(value(c, v) for c, v in m.items() if number(v) != NO_VALUE)})</span></summary>")
     parts = [summary]
+    if abstained and q["unanswerable"]:
+        parts.append("<p class=abstained><b>Abstained: hands over nothing</b> (no false recall). The hits below are what the system "
+                     "ranked before it abstained.</p>")
+    elif abstained:
+        found = ", ".join(f"{c} {number(v, 3)}" for c, v in ranking.items())
+        parts.append("<p class=abstained><b>Abstained: hands over nothing.</b> The hits below are what the system ranked; its answer "
+                     "gives the reader none of them, so recall, MRR, nDCG and the budget measures count 0 for it"
+                     + (f" (the ranking's own: {_e(found)})" if found else "") + ".</p>")
     if picture:
         parts.append(picture)
     if q["gold"]:
@@ -302,6 +332,7 @@ def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], 
                        f"<td class=num>{number(s['p95_extent'], 1)}</td><td class=num>{s['gold_regions']}</td><td class=num>{s['unreached_regions']}</td>"
                        f"<td class=num>{number(s['unreached_share'], 4)}</td></tr>")
         out.append("</table>")
+    out.append(memory_html(doc))  # a replayed run, memory hits: what dev.md says of them
     ties = doc.get("ties", {})
     if ties:
         out += ["<p>Tied score positions in the top k (their order is set by the tie rule: score descending, then atom_id ascending): "

@@ -1,7 +1,15 @@
 """The leaderboard as people read it: Markdown (ready to paste into a pull-request
-comment) and a self-contained HTML page with one quality-against-cost picture per
-modality (recall@budget against cartridge@k) and overall (recall@budget against latency
-p50), the Pareto frontier drawn. Input: bench.comparison.leaderboard.leaderboard's result."""
+comment) and a self-contained HTML page, both leading with the decision.
+
+Order: the ranked table (rank with its interval, a label naming only what differs from the
+baseline, the leaderboard's primary measure -- the one it ranks by -- with its interval, the
+frontier's cost per modality, latency, the verdict against the baseline, ◆), what the
+numbers mean, then (the page) one picture per modality of the frontier's quality against
+its cost with the line through the table's ◆ runs (bench.reporting.leaderboard_figures;
+overall latency only when runs differ beyond the latency floor: below it latency is noise),
+then each group's full table and its differences from the baseline, the minimum detectable
+effects, and last the runs' full parameter strings. Input:
+bench.comparison.leaderboard.leaderboard's result."""
 
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ from typing import Any
 
 from bench.numbers import number, p_value
 
-__all__ = ["markdown", "page", "page_name", "parse_labels", "quality_cost_svg", "runs_html", "short_labels"]
+__all__ = ["change_label", "markdown", "page", "page_name", "parse_labels", "ranked_lines", "runs_html", "short_labels"]
 
 MARK_BETTER, MARK_WORSE, FRONTIER = "▲", "▼", "◆"
 
@@ -40,11 +48,13 @@ def _packed(board: dict[str, Any]) -> str | None:
 def _frontier_lines(board: dict[str, Any]) -> list[str]:
     cost = board.get("cost") or {}
     name = cost.get("name", _cart(board))
-    out = [f"- {FRONTIER}: on the Pareto frontier of quality against cost (recall@budget higher; {name} and latency p50 lower; "
-           "overall, each modality's cost is an axis of its own), differences within noise being ties: recall@budget when the "
-           f"{1 - board['alpha']:.0%} paired bootstrap interval of the two runs' difference holds 0 or fewer queries differ than "
-           f"the sign-flip test needs at alpha {board['alpha']:g}, latency p50 within {board.get('latency_floor_ms', 5):g} ms. "
-           "≈: the runs a run ties with on every axis; below: the runs that dominate it."]
+    quality = board.get("quality", board.get("frontier_quality", "recall@budget"))
+    measured = f"{quality} and {name}" if cost.get("packed") else quality
+    out = [f"- {FRONTIER}: on the Pareto frontier of quality against cost ({quality} higher; {name} and latency p50 lower; "
+           "overall, each modality's cost is an axis of its own), differences within noise being ties: "
+           f"{measured} when the {1 - board['alpha']:.0%} paired bootstrap interval of the two runs' difference holds 0 or fewer "
+           f"clusters differ than the sign-flip test needs at alpha {board['alpha']:g}, latency p50 within "
+           f"{board.get('latency_floor_ms', 5):g} ms. ≈: the runs a run ties with on every axis; below: the runs that dominate it."]
     if cost.get("note"):
         out.append(f"- Cost: {cost['note']}.")
     by_text: dict[str, list[str]] = {}
@@ -81,40 +91,98 @@ def _diff(d: dict[str, Any] | None, higher: bool = True) -> str:
     return f"{number(d['diff'], sign=True)}{ci} p_holm {p_value(d.get('p_holm'))}{mark}"
 
 
-def markdown(board: dict[str, Any]) -> str:
-    """The leaderboard in Markdown (module docstring)."""
-    metrics, cart = _metrics(board), _cart(board)
+def change_label(changed: dict[str, Any]) -> str:
+    """What a run changes from the baseline, short: ``chunking.<m>.strategy`` as ``<m>=<strategy>``,
+    its other ``chunking.<m>.*`` options in brackets after it (``<m>=window(window_turns=3)``),
+    any other key as ``key=value``; "same params" when nothing differs."""
+    parts: dict[str, list[str]] = {}
+    heads: dict[str, str] = {}
+    other = []
+    for key, value in changed.items():
+        bits = key.split(".")
+        if len(bits) == 3 and bits[0] == "chunking":
+            if bits[2] == "strategy":
+                heads[bits[1]] = f"={value}"
+            else:
+                parts.setdefault(bits[1], []).append(f"{bits[2]}={value}")
+        else:
+            other.append(f"{key}={value}")
+    mods = sorted(set(heads) | set(parts))
+    out = [m + heads.get(m, "") + (f"({','.join(parts[m])})" if m in parts else "") for m in mods] + other
+    return ", ".join(out) or "same params"
+
+
+def _primary(row: dict[str, Any], rank_by: str) -> str:
+    """The ranked measure's value with its 95% interval (the row's ``primary``, else its value alone)."""
+    p = row.get("primary") or {}
+    lo, hi = (p.get("ci95") or [None, None])
+    value = p.get("value", row["values"].get(rank_by))
+    return number(value) + ("" if lo is None else f" [{number(lo)}, {number(hi)}]")
+
+
+def _verdict(board: dict[str, Any], overall: dict[str, Any], run: str) -> str:
+    """The ranked measure against the baseline: its difference, interval, Holm-corrected p and verdict."""
+    if run == board["baseline"]:
+        return "(baseline)"
+    d = next((d for d in overall["diffs"] if d["run"] == run and d["metric"] == board["rank_by"]), None)
+    if d is None:
+        return "—"
+    word = "not significant" if not d.get("significant") else "better" if (d["diff"] > 0) == d["higher_is_better"] else "worse"
+    return f"**{word}** {_diff(d)}"
+
+
+def ranked_rows(board: dict[str, Any]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The decision, every run ranked overall: the header and (run label, cells) per row."""
+    groups = {g["group"]: g for g in board["groups"]}
+    overall = groups.get("overall") or board["groups"][-1]
+    modal = [g for g in board["groups"] if g is not overall]
+    changes = {r["label"]: r.get("changed") or {} for r in board["runs"]}
+    cost = (board.get("cost") or {}).get("name", _cart(board))
+    units = {m: (c or {}).get("unit", "") for m, c in (board.get("budget") or {}).items()}
+    head = ["rank (95%)", "run: what differs from the baseline", f"{board['rank_by']} (95% CI)", cost, "latency p50 (ms)",
+            f"{board['rank_by']} against {board['baseline']}", "frontier"]
+    rows = []
+    for i, row in sorted(enumerate(overall["rows"]), key=lambda x: (x[1].get("rank", 10**9), x[1]["run"])):
+        label = "baseline" if row["run"] == board["baseline"] else change_label(changes.get(row["run"], {}))
+        costs = ", ".join(f"{g['group']} {number(g['rows'][i].get('cost'), 0)} {units.get(g['group'], '')}".rstrip() for g in modal)
+        rows.append((row["run"], [_rank(row), f"**{label}** ({row['run']})", _primary(row, board["rank_by"]), costs or "—",
+                                  number(row["latency_p50_ms"], 1), _verdict(board, overall, row["run"]), _frontier(row)]))
+    return head, rows
+
+
+def ranked_lines(board: dict[str, Any]) -> list[str]:
+    """:func:`ranked_rows` as a Markdown table."""
+    head, rows = ranked_rows(board)
+    return ["| " + " | ".join(head) + " |", "|---|---|---:|---|---:|---|---|", *("| " + " | ".join(cells) + " |" for _, cells in rows)]
+
+
+def _head(board: dict[str, Any]) -> list[str]:
     n_diffs = max((len(g["diffs"]) for g in board["groups"]), default=0)
     budget = board.get("budget") or {}
     budgets = ", ".join(f"{m} {'—' if c.get('amount') is None else format(c['amount'], ',g')} {c.get('unit', '')}"
                         for m, c in sorted(budget.items())) or "not recorded"
     left = ", ".join(f"{label}: {n}" for label, n in board["queries"]["left_out"].items() if n) or "none"
-    out = [
-        f"# Leaderboard: {len(board['runs'])} runs against {board['baseline']} (k = {board['k']})",
-        "",
+    return [
         f"- On the {board['queries']['common']} queries every run holds (left out: {left}); budgets: {budgets}.",
-        f"- Rank by {board['rank_by']} with its 95% bootstrap interval ({board['resamples']} resamples of queries, seed "
+        f"- Rank by {board['rank_by']} with its 95% bootstrap interval ({board['resamples']} resamples of "
+        f"{(board.get('clusters') or {}).get('over', 'queries')}, seed "
         f"{board['seed']}; each resample ranks every run, rank 1 the best): runs whose intervals overlap are tied.",
         *_frontier_lines(board),
         f"- Differences: run − baseline with a 95% paired bootstrap interval; p = two-sided paired randomization test "
         f"({board['permutations']} sign flips), p_holm Holm-corrected over each table's {n_diffs} differences (runs × "
         f"metrics); {MARK_BETTER}/{MARK_WORSE} significantly better/worse (p_holm < {board['alpha']}).",
         "",
-        f"- Baseline: {next((r['describe'] for r in board['runs'] if r['label'] == board['baseline']), board['baseline'])}.",
-        "",
-        "## Runs",
-        "",
-        "| run | changed params |",
-        "|---|---|",
     ]
-    for r in board["runs"]:
-        name = f"{r['label']} (baseline)" if r["label"] == board["baseline"] else r["label"]
-        out.append(f"| {name} | {_changed(r['changed'])} |")
-    out.append("")
+
+
+def group_lines(board: dict[str, Any]) -> list[str]:
+    """Each group's full table (values, costs, rank, frontier) and its differences from the baseline."""
+    metrics, cart = _metrics(board), _cart(board)
+    out = []
     for g in board["groups"]:
-        n = next((d["n"] for d in g["diffs"] if d["metric"] == metrics[0]), None) if metrics else None
+        first = next((d for d in g["diffs"] if d["metric"] == metrics[0]), None) if metrics else None
         packed = _packed(board)
-        out += [f"## {g['group']}" + (f" (n = {n} answerable)" if n else ""), "",
+        out += [f"## {g['group']}" + (f" (n = {first['n']} entries, {first.get('clusters', first['n'])} clusters)" if first else ""), "",
                 "| rank (95%) | run | " + " | ".join(metrics) + f" | latency p50 (ms) | {cart} | " + (f"{packed} | " if packed else "")
                 + "frontier |", "|---|---|" + "---:|" * (len(metrics) + 2 + bool(packed)) + "---|"]
         for row in sorted(g["rows"], key=lambda r: (r.get("rank", 10**9), r["run"])):
@@ -135,77 +203,54 @@ def markdown(board: dict[str, Any]) -> str:
                 out += ["", f"**With {board['permutations']} sign flips no difference of this table can be significant** "
                         f"(the smallest Holm-corrected p is {g['smallest_p_holm']:.4f}): raise --permutations."]
         out.append("")
-    out += mde_lines(board)
-    return "\n".join(out)
+    return out
+
+
+def runs_lines(board: dict[str, Any]) -> list[str]:
+    """The runs in full: every changed parameter and how each was run (system, chunking, isolation)."""
+    out = ["## Runs in full", "", "| run | changed params | how it was run |", "|---|---|---|"]
+    for r in board["runs"]:
+        name = f"{r['label']} (baseline)" if r["label"] == board["baseline"] else r["label"]
+        out.append(f"| {name} | {_changed(r['changed'])} | {r.get('describe', '')} |")
+    return [*out, ""]
+
+
+def markdown(board: dict[str, Any]) -> str:
+    """The leaderboard in Markdown (module docstring's order)."""
+    return "\n".join([f"# Leaderboard: {len(board['runs'])} runs against {board['baseline']} (k = {board['k']})", "",
+                      *ranked_lines(board), "", *_head(board), *group_lines(board), *mde_lines(board), *runs_lines(board)])
 
 
 def mde_lines(board: dict[str, Any]) -> list[str]:
-    """The minimum detectable effects per modality (bench.evaluation.stats.power)."""
+    """The minimum detectable effects per modality (bench.evaluation.stats.power), smallest first."""
+    from bench.evaluation.stats.power import ALPHA, POWER
+    from bench.reporting.report import MDE_NOTES, mde_upper
+
     names = sorted({name for cells in board["mde"].values() for name in cells}, key=lambda n: (n != f"recall@{board['k']}", n))
     if not names:
         return []
     out = ["## Minimum detectable effects", "",
            ("Paired, 80% power, α 0.05 (bench.evaluation.stats.power): *fewest* = a change that moves entries one way only (no "
             "change smaller can be seen), *typical* = the median spread of these runs' per-query differences from the "
-            "baseline, *independent* = two unrelated runs (an upper bound); from the baseline's per-query values."), "",
-           "| group | n | " + " | ".join(f"{n}: fewest / typical / independent" for n in names) + " |",
-           "|---|---:|" + "---|" * len(names)]
+            "baseline, *independent* = two unrelated runs (an upper bound); from the baseline's per-query values, over clusters "
+            "of entries (n entries in C clusters); in brackets the same if the entries were independent."), "",
+           "| group | " + " | ".join(f"{n}: n (C) fewest / typical / independent" for n in names) + " |",
+           "|---|" + "---|" * len(names)]
+    marks: set[str] = set()
     for group, cells in board["mde"].items():
-        n = next((c["n"] for c in cells.values()), 0)
-        parts = [" / ".join(number(cells.get(name, {}).get(key), 3) for key in ("fewest", "typical", "independent")) for name in names]
-        out.append(f"| {group} | {n} | " + " | ".join(parts) + " |")
+        parts = []
+        for name in names:
+            c = cells.get(name, {})
+            upper, mark = mde_upper(c, ALPHA, POWER)
+            marks.add(mark)
+            flat = c.get("entries") or {}
+            parts.append(f"{c.get('n', 0)} ({c.get('clusters', c.get('n', 0))}) "
+                         f"{number(c.get('fewest'), 3)} / {number(c.get('typical'), 3)} / {number(upper, 3)}{mark}"
+                         + (f" [{number(flat.get('fewest'), 3)} / {number(flat.get('independent'), 3)}]" if flat else ""))
+        out.append(f"| {group} | " + " | ".join(parts) + " |")
     out.append("")
-    return out
-
-
-#: the pictures' size in inches at 100 dpi (750 x 520 px; the page draws them at their own width)
-PICTURE = (7.5, 5.2)
-#: a cost axis turns logarithmic only when its values span more than this factor
-LOG_SPAN = 50.0
-MARKERS = "osD^vP*Xh<>p"
-
-
-def _plain(ax: Any, axis: str) -> None:
-    """Tick labels as plain numbers (no 2×10⁻¹, no offset), thousands separated."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    target = ax.xaxis if axis == "x" else ax.yaxis
-    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.4g}"))
-    target.set_minor_formatter(NullFormatter())
-
-
-def quality_cost_svg(points: list[dict[str, Any]], x_label: str, title: str) -> str:
-    """recall@budget against a cost, one marker per run named in the legend (no label is
-    printed over the points, so none collide). Filled: on the table's Pareto frontier (◆,
-    against every cost); the grey line joins the runs no other beats on this picture's two axes.
-    The cost axis is linear with plain-number ticks unless the costs span more than
-    :data:`LOG_SPAN` times (then logarithmic, still with plain-number ticks)."""
-    from bench.reporting.plots import figure, svg
-
-    fig, ax = figure(*PICTURE)
-    from bench.comparison.leaderboard import pareto
-
-    shown = [p for p in points if p["x"] is not None and p["y"] is not None]
-    on = pareto([(p["y"], p["x"]) for p in shown], [True, False]) if shown else []
-    front = sorted((p for p, o in zip(shown, on, strict=True) if o), key=lambda p: p["x"])
-    if len(front) > 1:
-        ax.plot([p["x"] for p in front], [p["y"] for p in front], color="#888", linewidth=1, zorder=1,
-                label="frontier of this picture")
-    for i, p in enumerate(shown):
-        colour = f"C{i % 10}"
-        ax.scatter([p["x"]], [p["y"]], s=60, zorder=2, marker=MARKERS[i % len(MARKERS)],
-                   color=colour if p["frontier"] else "white", edgecolors=colour, linewidths=1.5, label=p["label"])
-    xs = [p["x"] for p in shown]
-    if xs and min(xs) > 0 and max(xs) / min(xs) > LOG_SPAN:
-        ax.set_xscale("log")
-    _plain(ax, "x")
-    _plain(ax, "y")
-    ax.set_xlabel(x_label)
-    ax.set_ylabel("recall@budget")
-    ax.set_title(title, fontsize=10)
-    if shown:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=min(3, len(shown) + (len(front) > 1)), fontsize=8, frameon=False)
-    return svg(fig)
+    notes = [f"{m} {MDE_NOTES[m]}" for m in MDE_NOTES if m in marks]
+    return out + ([" ".join(notes), ""] if notes else [])
 
 
 def parse_labels(given: tuple[str, ...]) -> dict[str, str]:
@@ -253,9 +298,11 @@ def page_name(stem: str, label: str) -> str:
 
 
 def _inline(text: str) -> str:
-    """Escaped text with `code` spans."""
+    """Escaped text with `code` and **bold** spans."""
     parts = html.escape(text).split("`")
-    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+    out = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+    bold = out.split("**")
+    return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(bold)) if len(bold) % 2 else out
 
 
 def as_html(md: str) -> str:
@@ -284,43 +331,84 @@ def as_html(md: str) -> str:
 
 
 def runs_html(board: dict[str, Any], sources: dict[str, str] | None, links: dict[str, str] | None) -> str:
-    """Which run each short label names (folder, revision or experiment as given), and its A/B page."""
-    if not sources and not links:
-        return ""
-    head = "<tr><th>label</th><th>run</th><th>how it was run</th>" + ("<th>every query against the baseline</th>" if links else "") + "</tr>"
+    """The runs in full: which run each label names (folder, revision or experiment as given), every
+    changed parameter, how it was run, and its A/B page."""
+    head = ("<tr><th>label</th><th>run</th><th>changed params</th><th>how it was run</th>"
+            + ("<th>every query against the baseline</th>" if links else "") + "</tr>")
     rows = []
     for r in board["runs"]:
         label = r["label"]
-        link = (links or {}).get(label)
-        cell = f"<td><a href='{html.escape(link, quote=True)}'>{html.escape(label)} vs {html.escape(board['baseline'])}</a></td>" if link else (
-            "<td>(the baseline)</td>" if links else "")
         rows.append(f"<tr><td><b>{html.escape(label)}</b></td><td><code>{html.escape((sources or {}).get(label, label))}</code></td>"
-                    f"<td>{html.escape(r.get('describe', ''))}</td>{cell}</tr>")
-    return f"<h2>Runs</h2><table>{head}{''.join(rows)}</table>"
+                    f"<td>{_inline(_changed(r.get('changed') or {}))}</td><td>{html.escape(r.get('describe', ''))}</td>"
+                    f"{_link_cell(board, label, links) if links else ''}</tr>")
+    return f"<table id=runs>{head}{''.join(rows)}</table>"
+
+
+def _link_cell(board: dict[str, Any], label: str, links: dict[str, str] | None) -> str:
+    link = (links or {}).get(label)
+    if not link:
+        return "<td>(the baseline)</td>" if label == board["baseline"] else "<td>—</td>"
+    return f"<td><a href='{html.escape(link, quote=True)}'>{html.escape(label)} vs {html.escape(board['baseline'])}</a></td>"
+
+
+def ranked_html(board: dict[str, Any], links: dict[str, str] | None) -> str:
+    """:func:`ranked_rows` as the page's first table, each run linked to its A/B page."""
+    head, rows = ranked_rows(board)
+    tail = "<th>every query</th>" if links else ""
+    body = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in cells) + (_link_cell(board, run, links) if links else "") + "</tr>"
+                   for run, cells in rows)
+    return f"<table id=ranked><tr>{''.join(f'<th>{_inline(h)}</th>' for h in head)}{tail}</tr>{body}</table>"
+
+
+def figures_html(board: dict[str, Any]) -> str:
+    """One picture per modality: the frontier's quality against its cost, the line through the table's
+    ◆ runs; overall latency only when the runs' latency p50 differ beyond the latency floor."""
+    from bench.reporting.leaderboard_figures import frontier_svg
+
+    index = {r["label"]: i for i, r in enumerate(board["runs"])}
+    changes = {r["label"]: r.get("changed") or {} for r in board["runs"]}
+    quality = board.get("frontier_quality", "recall@budget")
+    cost = (board.get("cost") or {}).get("name", _cart(board))
+    column = "cost" if board.get("cost") else _cart(board)
+    floor = float(board.get("latency_floor_ms", 5.0))
+    out = []
+    for g in board["groups"]:
+        overall = g["group"] == "overall"
+        lat = [r["latency_p50_ms"] for r in g["rows"] if r["latency_p50_ms"] is not None]
+        if overall and (not lat or max(lat) - min(lat) <= floor):
+            out.append(f"<p class=note>No overall latency picture: every run's latency p50 lies within {floor:g} ms of the others "
+                       f"({number(min(lat), 2) if lat else '—'}–{number(max(lat), 2) if lat else '—'} ms), differences the "
+                       "frontier treats as noise.</p>")
+            continue
+        points = [{"label": r["run"] if r["run"] == board["baseline"] else f"{r['run']}: {change_label(changes.get(r['run'], {}))}",
+                   "x": r["latency_p50_ms"] if overall else r.get(column), "y": r["values"].get(quality),
+                   "frontier": bool(r.get("frontier")), "index": index.get(r["run"], i)} for i, r in enumerate(g["rows"])]
+        unit = ((board.get("budget") or {}).get(g["group"]) or {}).get("unit", "")
+        x_label = "latency p50 (ms)" if overall else f"{cost} ({unit})" if unit else cost
+        svg, together = frontier_svg(points, x_label, quality, g["group"], line=not overall)
+        apart = "; ".join(" = ".join(x.split(":")[0] for x in labels) for labels in together)
+        out.append(f"<figure>{svg}<figcaption>{html.escape(g['group'])}: {html.escape(quality)} against {html.escape(x_label)}; "
+                   f"filled: on the table's Pareto frontier ({FRONTIER}, which also weighs "
+                   + ("each modality's cost" if overall else "latency p50") + ")"
+                   + ("" if overall else "; grey line: through the ◆ runs in cost order")
+                   + (f"; drawn side by side where values coincide or nearly: {html.escape(apart)}" if apart else "")
+                   + "</figcaption></figure>")
+    return "".join(out)
 
 
 def page(board: dict[str, Any], *, sources: dict[str, str] | None = None, links: dict[str, str] | None = None) -> str:
-    """The leaderboard page: one quality-against-cost picture per modality and overall, then
-    the Markdown's tables. ``sources``: short label -> the run as given (folder, revision,
-    experiment); ``links``: label -> its A/B page against the baseline (bench.reporting.compare_page)."""
-    md_html = as_html(markdown(board))
-    cart = _cart(board)
-    figures = []
-    for g in board["groups"]:
-        overall = g["group"] == "overall"
-        points = [{"label": r["run"], "x": r["latency_p50_ms"] if overall else r[cart], "y": r["values"].get("recall@budget"),
-                   "frontier": bool(r.get("frontier"))} for r in g["rows"]]
-        unit = ((board.get("budget") or {}).get(g["group"]) or {}).get("unit", "")
-        x_label = "latency p50 (ms)" if overall else f"{cart} ({unit})" if unit else cart
-        figures.append(f"<figure>{quality_cost_svg(points, x_label, g['group'])}<figcaption>{html.escape(g['group'])}: "
-                       f"recall@budget against {html.escape(x_label)}; filled: on the "
-                       f"Pareto frontier of the table ({FRONTIER}, against every cost); grey line: the runs no other beats on "
-                       "both of this picture's axes</figcaption></figure>")
+    """The leaderboard page (module docstring's order). ``sources``: short label -> the run as given
+    (folder, revision, experiment); ``links``: label -> its A/B page against the baseline
+    (bench.reporting.compare_page)."""
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Leaderboard</title><style>"
             "body{font-family:system-ui,sans-serif;margin:1.5rem auto;max-width:1600px;padding:0 1rem}"
             "table{border-collapse:collapse;font-size:.8rem}th,td{border:1px solid #ddd;padding:.2rem .4rem}"
-            ".figs{display:flex;flex-wrap:wrap;gap:1rem}figure{margin:.5rem 0}figcaption{font-size:.8rem;color:#444;max-width:750px}"
-            "figure svg{width:750px;max-width:100%;height:auto}</style></head><body>"
-            f"<h1>Leaderboard against {html.escape(board['baseline'])}</h1>{runs_html(board, sources, links)}"
-            f"<h2>Quality against cost</h2><div class=figs>{''.join(figures)}</div>"
-            f"{md_html}</body></html>\n")
+            "table#ranked{font-size:.9rem}table#ranked td:nth-child(3),table#ranked td:nth-child(5){text-align:right}"
+            ".figs{display:flex;flex-wrap:wrap;gap:1rem}figure{margin:.5rem 0}figcaption,p.note{font-size:.8rem;color:#444;max-width:750px}"
+            "figure svg{width:750px;max-width:100%;height:auto}details{margin:1rem 0}summary{cursor:pointer;font-weight:600}</style></head><body>"
+            f"<h1>Leaderboard: {len(board['runs'])} runs against {html.escape(board['baseline'])} (k = {board['k']})</h1>"
+            f"{ranked_html(board, links)}{as_html(chr(10).join(_head(board)))}"
+            f"<h2>Quality against cost, per modality</h2><div class=figs>{figures_html(board)}</div>"
+            f"{as_html(chr(10).join([*group_lines(board), *mde_lines(board)]))}"
+            f"<details id=runs-in-full><summary>The runs in full: every changed parameter and how each was run</summary>"
+            f"{runs_html(board, sources, links)}</details></body></html>\n")

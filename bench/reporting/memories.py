@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
-__all__ = ["memory_sections", "replay_section", "memories_section"]
+__all__ = ["memory_html", "memory_sections", "replay_section", "memories_section"]
 
 
 def _ms(value: Any) -> str:
@@ -31,7 +33,42 @@ def replay_section(run: dict[str, Any]) -> list[str]:
     ]
     for modality, row in (replay.get("ingest_ms") or {}).items():
         out.append(f"| {modality} | {row.get('n', 0)} | {_ms(row.get('p50_ms'))} | {_ms(row.get('p95_ms'))} |")
-    return [*out, ""]
+    return [*out, "", *facts_lines(replay)]
+
+
+def facts_lines(replay: dict[str, Any]) -> list[str]:
+    """Empty at start, time until searchable, and what an MCP server's answers held (bench.systems.replayed, mcp)."""
+    out = []
+    start = replay.get("start_empty")
+    if start is not None:
+        if not start.get("checked"):
+            out.append(f"**Empty at start: not checked** — the search before the first event failed: {start.get('reason')}.")
+        elif start.get("empty"):
+            out.append(f"**Empty at start: yes** — a search before the first event (`{start.get('question')}`) handed over nothing.")
+        else:
+            out.append(f"**NOT EMPTY AT START** — a search before the first event (`{start.get('question')}`) handed over "
+                       f"{start.get('returned')} hits: the system held memories it was never sent, and its results may rest on them.")
+    found = replay.get("searchable")
+    if found is not None:
+        if not found.get("every"):
+            out.append("Time until an observed fact is searchable: **not measured** (system.probe_every is 0).")
+        else:
+            out.append(f"Time until an observed fact is searchable: p50 {_ms(found.get('p50_ms'))} ms, p95 {_ms(found.get('p95_ms'))} ms "
+                       f"over {found.get('found')} of {found.get('probes')} probes (one every {found['every']} events, for the event's "
+                       f"rarest words); {found.get('not_found')} not found within {found.get('wait_s')} s.")
+    mem = replay.get("memories")
+    if mem is not None:
+        out.append(f"Memories the server returned: {mem.get('returned', 0)} — cited {mem.get('cited', 0)}, attributed "
+                   f"{mem.get('attributed', 0)}, unattributed (no sent unit supports them) {mem.get('unattributed', 0)}, left out "
+                   f"(returned before any unit was sent) {mem.get('left_out', 0)}; attributed on a tie {mem.get('tied', 0)} "
+                   f"(between holders {mem.get('tied_holders', 0)}: the unit sent first was taken, never the asker's).")
+    scores = replay.get("scores")
+    if scores in ("rank", "own and rank"):
+        out.append(f"Scores: **{'none' if scores == 'rank' else 'not on every answer'}** from the server "
+                   f"({replay.get('answers_rank_scores', 0)} answers ranked in its order, scored 1/rank): every such answer's top "
+                   "memory scores 1, so the calibrated false recall reads no confidence and is **not measurable** unless the "
+                   "system abstains; recall, MRR and nDCG read ranks only.")
+    return [line for x in out for line in (x, "")]
 
 
 def memories_section(doc: dict[str, Any]) -> list[str]:
@@ -39,7 +76,7 @@ def memories_section(doc: dict[str, Any]) -> list[str]:
     block = doc.get("memories")
     if not block:
         return []
-    k = doc["run"]["k"]
+    k = (doc.get("run") or {}).get("k", 10)
     out = [
         "## Memory hits (gold by provenance)",
         "",
@@ -60,8 +97,54 @@ def memories_section(doc: dict[str, Any]) -> list[str]:
         out.append(f"| {modality} | {row['memory_hits']} | {row[f'memory_hits_top_{k}']} | {row['memories']} | {row['citations']} "
                    f"| {row['supported']} | {row['unsupported']} | {row['units']} | {row['units_supported']} | {row['units_credited']} "
                    f"| {share} | {_ms(row['text_chars_p50'])} | {_ms(row['units_p50'])} |")
+    return [*out, "", *handed_over(block, k)]
+
+
+def handed_over(block: dict[str, Any], k: int) -> list[str]:
+    """What the run handed over, by where each memory's provenance came from, and recall@k by each kind."""
+    if not any("by_kind" in row for row in block.values()):
+        return []
+    out = ["What the run handed over, by where each memory's provenance came from: **cited** (its own citations), **attributed** "
+           "(none of its own: attributed by the harness to the sent units that support it), **unattributed** (no sent unit "
+           f"supports it: credited nothing). recall@{k} by a kind counts the regions its memories find alone (a region found by "
+           "two kinds counts in both).", "",
+           f"| modality | kind | memory hits | memories | recall@{k} by them | n / denominator |", "|---|---|---:|---:|---:|---:|"]
+    for modality, row in block.items():
+        for kind, part in (row.get("by_kind") or {}).items():
+            rec = part.get(f"recall@{k}") or {}
+            value = "—" if rec.get("value") is None else f"{rec['value']:.4f}"
+            out.append(f"| {modality} | {kind} | {part['memory_hits']} | {part['memories']} | {value} | "
+                       f"{rec.get('n', '—')} / {rec.get('denominator', '—')} |")
     return [*out, ""]
 
 
 def memory_sections(doc: dict[str, Any]) -> list[str]:
-    return [*replay_section(doc["run"]), *memories_section(doc)]
+    return [*replay_section(doc.get("run") or {}), *memories_section(doc)]
+
+
+def _inline(text: str) -> str:
+    out = html.escape(text, quote=False)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+
+
+def memory_html(doc: dict[str, Any]) -> str:
+    """dev.html's replay and memory sections: dev.md's (:func:`memory_sections`) as HTML."""
+    out: list[str] = []
+    rows: list[list[str]] = []
+    for line in [*memory_sections(doc), ""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("-:") for c in cells):
+                rows.append(cells)
+            continue
+        if rows:
+            head, *body = rows
+            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>" + "".join(
+                "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body) + "</table>")
+            rows = []
+        if line.startswith("## "):
+            out.append(f"<h2>{_inline(line[3:])}</h2>")
+        elif line.strip():
+            out.append(f"<p>{_inline(line)}</p>")
+    return "\n".join(out)

@@ -11,7 +11,7 @@ from bench.evaluation.measures import by_name, measures
 from bench.modalities import unreadable_gold_lines
 from bench.modalities.derived import is_derived
 from bench.modalities.ocr import accuracy_line
-from bench.numbers import number
+from bench.numbers import NO_VALUE, number
 from bench.reporting.memories import memory_sections
 from bench.reporting.verdict import bought, raised, rules_text
 
@@ -111,23 +111,65 @@ def mde_markdown(block: dict[str, Any] | None) -> list[str]:
         (f"**Can this set see a change?** The minimum detectable effect of a paired comparison (power {block['power']:.0%}, "
          f"α {block['alpha']:g}; bench.evaluation.stats.power) from this run's per-query values: the smallest any change can be seen "
          "at (one that moves entries one way only) – the largest, for two runs whose per-query values are unrelated; a "
-         "typical pair of runs lies between (`bench leaderboard` measures it)."),
+         "typical pair of runs lies between (`bench leaderboard` measures it). Over clusters of entries asking the same "
+         "question (n entries in C clusters; bench.evaluation.stats.clusters)."),
         "",
-        "| modality | n | " + " | ".join(f"MDE {n}" for n in names) + " |",
-        "|---|---:|" + "---:|" * len(names),
+        "| modality | " + " | ".join(f"MDE {n}" for n in names) + " |",
+        "|---|" + "---:|" * len(names),
     ]
+    marks: set[str] = set()
     for group, row in [*block["by_modality"].items(), ("overall", block["overall"])]:
-        n = next((c["n"] for c in row.values()), 0)
-        out.append(f"| {group} | {n} | " + " | ".join(_range(row.get(name)) for name in names) + " |")
+        ranges = [mde_range(row.get(name), block["alpha"], block["power"]) for name in names]
+        marks.update(c[-1] for c in ranges if c[-1] in MDE_NOTES)
+        out.append(f"| {group} | " + " | ".join(f"{r}{_counted(row.get(name))}" for r, name in zip(ranges, names, strict=True)) + " |")
     out.append("")
+    if marks:
+        out += [" ".join(f"{m} {MDE_NOTES[m]}" for m in MDE_NOTES if m in marks), ""]
     return out
 
 
-def _range(cell: dict[str, Any] | None) -> str:
-    if not cell or cell.get("fewest") is None:
-        return "—"
-    upper = cell.get("independent")
-    return f"{cell['fewest']:.3f}–{'—' if upper is None else format(upper, '.3f')}"
+#: the marks of an MDE range (:func:`mde_range`) and what each says
+MDE_FLOOR, MDE_BOUND, MDE_FEW = "†", "‡", "§"
+MDE_NOTES = {
+    MDE_FLOOR: "The normal approximation for two unrelated runs falls below the smallest change the sign-flip test can "
+               "see on these entries: no change below the value shown can be seen.",
+    MDE_BOUND: "This run's per-query values do not vary (all equal), so the spread of two unrelated runs cannot be read from "
+               "them: the upper end is the bound for any measure in [0, 1] (standard deviation of the differences at most 0.5).",
+    MDE_FEW: "Fewer entries than the sign-flip test needs to reject at all (6 at α 0.05): no change can be seen.",
+}
+
+
+def mde_range(cell: dict[str, Any] | None, alpha: float, power: float) -> str:
+    """An MDE cell (bench.evaluation.stats.power: n, fewest, independent) as its range, smallest
+    first, never reversed nor open: the upper end is at least ``fewest`` (no change below it can
+    be seen; MDE_FLOOR) and, where the run's values do not vary, the bound for a [0, 1] measure
+    (MDE_BOUND); a group too small for any significance is MDE_FEW."""
+    if not cell:
+        return NO_VALUE
+    if cell.get("fewest") is None:
+        return f"{NO_VALUE}{MDE_FEW}"
+    lo = float(cell["fewest"])
+    up, mark = mde_upper(cell, alpha, power)
+    if up is None:
+        return f"{lo:.3f}"
+    return (f"{lo:.3f}" if f"{up:.3f}" == f"{lo:.3f}" else f"{lo:.3f}–{up:.3f}") + mark
+
+
+def mde_upper(cell: dict[str, Any], alpha: float, power: float) -> tuple[float | None, str]:
+    """The upper end of an MDE cell (:func:`mde_range`) and its mark ("" when it is ``independent`` as is)."""
+    from bench.evaluation.stats.power import mde
+
+    lo, up = cell.get("fewest"), cell.get("independent")
+    if lo is None:
+        return up, ""
+    if up is None:
+        return mde(0.5, int(cell.get("n") or 0), alpha, power), MDE_BOUND
+    return (float(lo), MDE_FLOOR) if up < lo else (float(up), "")
+
+
+def _counted(cell: dict[str, Any] | None) -> str:
+    """What an MDE cell rests on: " (n in C)", n entries in C clusters ("" without a cell)."""
+    return f" ({cell['n']} in {cell.get('clusters', cell['n'])})" if cell and cell.get("n") is not None else ""
 
 
 def acceptance_markdown(doc: dict[str, Any], acceptance: int, commit: str | None) -> str:
@@ -193,12 +235,18 @@ def isolation_text(isolation: Any) -> str:
 
 
 #: what each recorded isolation means, for the heading of the verdict (docs/systems.md)
+#: what the sandbox does not guard against, said with every isolated run (docs/systems.md, section 4)
+CONTENT_LIMIT = ("its declared code was checked for the sets' ids, which guards against accidents and folder mistakes, not against "
+                 "a system built to cheat (gold transformed on purpose); the locked test split and its acceptance record are the defence")
 ISOLATION_WORDS = {
-    "bwrap": "isolated (bubblewrap: the system saw only its declared code, the runtime and its atoms; no network, its own /proc)",
-    "landlock": "isolated (Landlock: the system could read only its declared code, the runtime and its atoms; no TCP, no other process's /proc)",
+    "bwrap": "isolated (bubblewrap: the system saw only its declared code, the runtime and its atoms; no network, its own /proc); "
+             + CONTENT_LIMIT,
+    "landlock": "isolated (Landlock: the system could read only its declared code, the runtime and its atoms; no TCP, no other "
+                "process's /proc); " + CONTENT_LIMIT,
     "process": "NOT ISOLATED (system.sandbox: off): the system could read every file this user can, the sets and the gold included",
-    "none": "NOT ISOLATED: a builtin, python, langchain or llamaindex system runs in the harness's process and an http system is your own server; "
-            "it could read every file this user can, the sets and the gold included",
+    "none": "NOT ISOLATED: a builtin, python, langchain or llamaindex system runs in the harness's process, and an http system or an "
+            "MCP server at a URL is your own server, whose code the harness neither sees nor confines; it could read every file its "
+            "user can, the sets and the gold included",
 }
 
 
@@ -240,6 +288,11 @@ def system_section(run: dict[str, Any]) -> list[str]:
         for modality, row in failures.items():
             out.append(f"| {modality} | {row['queries']} | {row['failed']} | {row.get('timeout', 0)} | {row.get('crash', 0)} |")
         out.append("")
+        said = [(m, e) for m, row in failures.items() for e in row.get("errors") or []]
+        if said:  # each distinct error once, in the system's own words
+            out += ["Why they failed (each distinct error once, with its count):", ""]
+            out += [f"- {m}: {e['count']}x `{e['message'][:400]}`" for m, e in said]
+            out.append("")
     return out
 
 

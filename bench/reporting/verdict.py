@@ -1,6 +1,6 @@
 """The verdict's rules for a bar that can be bought, declared once.
 
-Two of the spec's bars can be met without the system being better:
+Some of the spec's bars can be met without the system being better:
 
 ``met only by atom size``   recall@k meets its bar while recall@budget (the same bar,
                             at equal cost: bench.evaluation.measures.budget) does not:
@@ -11,10 +11,17 @@ Two of the spec's bars can be met without the system being better:
                             above :data:`MOST`, more than half): it says nothing strong
                             on unanswerable questions because it says nothing strong at
                             all (NoMIRACL reports the hallucination rate only beside the
-                            error rate for this reason).
+                            error rate for this reason). An answer that returned nothing
+                            counts as an abstention (bench.evaluation.measures.base,
+                            *Abstention*), so a run returning ``[]`` reads the same.
+``met only by handing       temporal or holder correctness meets its bar while the system
+nothing``                   handed nothing over (abstained or returned no hit) on most of
+                            the group's entries (``handed_nothing`` above :data:`MOST`):
+                            nothing handed over leaks nothing, so the bar says nothing.
 
 Such a cell reads, for example, ``met only by atom size: recall@budget 0.4100`` or
-``met only by abstaining: abstention 0.9673 (266/275)`` instead of ``met``, in
+``met only by abstaining: abstention 0.9673 (266/275)`` or ``met only by handing nothing:
+handed nothing 1.0000 (2071/2071)`` instead of ``met``, in
 reports/dev.md, reports/dev.html and the acceptance's reports/test.md
 (bench.reporting.report.verdict reads :func:`bought`). A cell of the other measure that
 has no value leaves the cell ``met``.
@@ -99,6 +106,11 @@ RULES = (
            lambda cell, status: cell.get("value") is not None and cell["value"] > MOST,
            f"a false recall that meets its bar while the system abstained on most (more than {MOST:.0%}) of the modality's "
            "answerable entries reads *met only by abstaining*", counted=True),
+    *(Bought(leak, "handed_nothing", "handed nothing", "met only by handing nothing",
+             lambda cell, status: cell.get("value") is not None and cell["value"] > MOST,
+             f"a {leak.replace('_', ' ')} that meets its bar while the system handed nothing over (abstained or returned no "
+             f"hit) on most (more than {MOST:.0%}) of the entries reads *met only by handing nothing*", counted=True)
+      for leak in ("temporal_correctness", "holder_correctness")),
     Bought("ndcg", "content_ndcg", "content nDCG", "only by atom size", _never, _AT_RANKS, over=_above),
     Bought("mrr", "content_mrr", "content MRR", "only by atom size", _never, _AT_RANKS, over=_above),
 )

@@ -24,12 +24,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
-import os
-import queue
-import shlex
-import signal
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -37,16 +32,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bench.systems.inprocess import (
-    Adapter,
-    Channel,
-    EventRefused,
-    PythonAdapter,
-    PythonChannel,
-    SystemCrash,
-    SystemTimeout,
-)
-from bench.systems.protocol import MAX_RESPONSE_CHARS, MalformedResponse, decode, event_reply_problem
+from bench.systems.channel import EventRefused, Restartable, SystemCrash, SystemProcess, SystemTimeout, accepted, confinement
+from bench.systems.inprocess import Adapter, Channel, PythonAdapter, PythonChannel
+from bench.systems.protocol import MAX_RESPONSE_CHARS, MalformedResponse, decode
 
 __all__ = ["Adapter", "Channel", "CommandAdapter", "CommandChannel", "EventRefused", "HttpAdapter", "HttpChannel", "PythonAdapter",
            "PythonChannel", "SystemCrash", "SystemTimeout", "loopback_url", "wait_for_port"]
@@ -54,38 +42,26 @@ __all__ = ["Adapter", "Channel", "CommandAdapter", "CommandChannel", "EventRefus
 
 # --------------------------------------------------------------------------- command
 
-#: put by the reader for a line longer than MAX_RESPONSE_CHARS (never a line a system can print: it holds a NUL)
-OVERLONG = "\0overlong"
-#: seconds a reaper (bench/systems/reaper.py) is given to end a system's tree before its group is killed
-REAPER_GRACE_S = 10.0
 
-
-def accepted(send: Callable[[], Any], event: dict[str, Any]) -> None:
-    """Send one event (`send` returns the system's reply) and check the reply acknowledges it:
-    EventRefused naming the problem otherwise (a malformed reply or another event's id)."""
-    try:
-        reply = send()
-    except MalformedResponse as exc:
-        raise EventRefused(str(exc)) from None
-    if problem := event_reply_problem(reply, event["event"]):
-        raise EventRefused(problem)
-
-class CommandChannel:
-    """One long-lived subprocess: a request line in, a response line out.
+class CommandChannel(Restartable):
+    """One long-lived subprocess: a request line in, a response line out, under the channel
+    rule (bench/systems/channel.py: every wait bounded, a failed process killed and started
+    again before the next call, its warm-up and events sent again, untimed).
 
     The process must print one line ``{"ready": true}`` (optionally with
     ``"abstains": true``) once it has loaded (index building is not timed). It runs
     in its own process group (a new session): a timeout or a crash kills the whole
-    group, so children of a wrapper such as ``sh -c`` die with it. A dead process is
-    started again by `prepare()` (the harness calls it before starting the clock),
-    and the warm-up requests this channel was sent are replayed, untimed, so a
-    restart never lands in a query's latency.
+    group, so children of a wrapper such as ``sh -c`` die with it. Its launcher reports
+    what confines it (bench/systems/channel.py `confinement`); a launch that expects an
+    isolation (`expect`) and is not confined so is refused before the system is used.
     """
 
     def __init__(
         self, argv: list[str], cwd: Path | None, startup_timeout: float, counter: Callable[[], None],
         env: dict[str, str] | None = None, on_ready: Callable[[dict], None] | None = None, reaped: bool = False,
+        expect: str | None = None, on_confined: Callable[[str, str], None] | None = None,
     ) -> None:
+        super().__init__(startup_timeout)
         self.argv = argv
         self.reaped = reaped  # its leader is bench/systems/reaper.py: SIGTERM to it ends the whole tree
         self.cwd = cwd
@@ -93,56 +69,26 @@ class CommandChannel:
         self.startup_timeout = startup_timeout
         self.on_restart = counter
         self.on_ready = on_ready
-        self.proc: subprocess.Popen[str] | None = None
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.started = 0
-        self.warmup: list[dict[str, Any]] = []  # warm-up requests (ids "w..."), replayed after a restart
-        self.events: list[dict[str, Any]] = []  # replay: the events sent so far, sent again after a restart
-        self.timed = False  # a timed request was sent: the warm-up is over
-        self.last_timeout = startup_timeout
+        self.expect = expect
+        self.on_confined = on_confined
+        self.process: SystemProcess | None = None
 
-    @staticmethod
-    def _reader(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
-        """Lines of the system's stdout; a line over MAX_RESPONSE_CHARS is put as OVERLONG and ends the reading."""
-        stream = proc.stdout
-        assert stream is not None
-        try:
-            while line := stream.readline(MAX_RESPONSE_CHARS + 1):
-                if len(line) > MAX_RESPONSE_CHARS:
-                    lines.put(OVERLONG)
-                    break
-                if line.strip():
-                    lines.put(line)
-        except (OSError, ValueError):
-            pass
-        lines.put(None)
-        try:
-            stream.close()  # closed here, at end of file: closing from another thread would block on a live reader
-        except OSError:
-            pass
+    @property
+    def proc(self) -> Any:
+        return None if self.process is None else self.process.proc
 
     def start(self) -> None:
+        process = SystemProcess(self.argv, self.cwd, self.env, self.reaped)
+        process.start()
+        self.process = process
         try:
-            self.proc = subprocess.Popen(
-                self.argv, cwd=self.cwd, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
-                text=True, encoding="utf-8", bufsize=1, start_new_session=True,
-            )
-        except OSError as exc:
-            raise SystemCrash(f"cannot start {shlex.join(self.argv)}: {exc}") from None
-        if self.started:
-            self.on_restart()
-        self.started += 1
-        self.lines = queue.Queue()
-        threading.Thread(target=self._reader, args=(self.proc, self.lines), daemon=True).start()
-        try:
-            line = self.lines.get(timeout=self.startup_timeout)
-        except queue.Empty:
-            self.kill()
+            line = process.receive(time.monotonic() + self.startup_timeout, self.startup_timeout, "ready line")
+        except SystemTimeout:
             raise SystemCrash(f"did not print {{\"ready\": true}} within {self.startup_timeout:g} s of starting") from None
-        if line is None:
-            code = self.proc.wait()
-            self.kill()
-            raise SystemCrash(f"exited with code {code} before it was ready")
+        except SystemCrash as exc:
+            raise SystemCrash(f"{exc} before it was ready".replace(" while answering; it will be restarted", "")) from None
+        except MalformedResponse as exc:
+            raise SystemCrash(f"its first line: {exc}") from None
         try:
             ready = decode(line, "first line")
         except MalformedResponse:
@@ -150,112 +96,49 @@ class CommandChannel:
         if not (isinstance(ready, dict) and ready.get("ready") is True):
             self.kill()
             raise SystemCrash(f"first line must be {{\"ready\": true}}, got {line.strip()[:80]!r}")
+        self.confirm(process)
         if self.on_ready is not None:
             self.on_ready(ready)
 
-    def kill(self) -> None:
-        """End the process and everything it started; wait for it.
-
-        A reaped launch's leader is sent SIGTERM first and given REAPER_GRACE_S to kill
-        every descendant (setsid daemons included); then the process group is killed."""
-        proc, self.proc = self.proc, None
-        if proc is None:
+    def confirm(self, process: SystemProcess) -> None:
+        """The isolation its launcher reported (written before the system's first instruction) must be the one expected."""
+        if self.expect is None:
             return
-        if self.reaped and proc.poll() is None:
-            try:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=REAPER_GRACE_S)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # pgid == pid: it leads its own session
-        except (ProcessLookupError, PermissionError):
-            pass
-        if proc.poll() is None:
-            try:
-                proc.kill()
-            except OSError:
-                pass
-        proc.wait()
-        if proc.stdin is not None:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
+        kind, how = confinement(process.report())
+        if kind != self.expect:
+            self.kill()
+            raise SystemCrash(f"expected to run under {self.expect}, but its launcher reported {how}; not used")
+        if self.on_confined is not None:
+            self.on_confined(kind, how)
+
+    def restarted(self) -> None:
+        self.on_restart()
+
+    def kill(self) -> None:
+        """End the process and everything it started (channel.SystemProcess.kill: bounded by GRACE_S)."""
+        process, self.process = self.process, None
+        if process is not None:
+            process.kill()
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.process is not None and self.process.alive()
 
-    def prepare(self) -> None:
-        """Start the process again if it died, and replay the warm-up and the events sent so far (never timed)."""
-        if self.alive():
-            return
-        self.kill()
-        self.start()
-        for request in self.warmup:
-            try:
-                self._exchange(request, self.last_timeout)
-            except (SystemTimeout, SystemCrash, MalformedResponse) as exc:
-                self.kill()
-                raise SystemCrash(f"restarted, but its warm-up failed: {exc}") from None
-        for event in self.events:
-            try:
-                problem = event_reply_problem(self._exchange({"observe": event}, self.last_timeout), event["event"])
-            except (SystemTimeout, SystemCrash, MalformedResponse) as exc:
-                problem = str(exc)
-            if problem:
-                self.kill()
-                raise SystemCrash(f"restarted, but replaying event {event['event']} to it failed: {problem}")
-
-    def observe(self, event: dict[str, Any], timeout: float) -> None:
-        """Send one event; it is sent again to a restarted process before its next call."""
-        self.last_timeout = timeout
-        self.timed = True
-        self.prepare()
-        self.events.append(event)
-        accepted(lambda: self._exchange({"observe": event}, timeout), event)
-
-    def _exchange(self, request: dict[str, Any], timeout: float) -> Any:
-        proc = self.proc
-        assert proc is not None and proc.stdin is not None
+    def exchange(self, request: dict[str, Any], timeout: float) -> Any:
+        process = self.process
+        assert process is not None
+        deadline = time.monotonic() + timeout
         try:
-            proc.stdin.write(json.dumps(request, ensure_ascii=False) + "\n")
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            code = proc.wait()
-            self.kill()
-            raise SystemCrash(f"exited with code {code} (stdin closed)") from None
-        try:
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            raise SystemTimeout(f"no answer within {timeout:g} s; its process group was killed and it will be restarted") from None
-        if line is None:
-            code = proc.wait()
-            self.kill()
-            raise SystemCrash(f"exited with code {code} while answering; it will be restarted")
-        if line == OVERLONG:
-            self.kill()
-            raise MalformedResponse(f"response line longer than {MAX_RESPONSE_CHARS} characters (the limit, docs/systems.md)")
+            process.send((json.dumps(request, ensure_ascii=False) + "\n").encode("utf-8"), deadline, timeout)
+            line = process.receive(deadline, timeout)
+        except (SystemTimeout, SystemCrash, MalformedResponse):
+            self.process = None  # killed by SystemProcess
+            raise
         return decode(line)
 
-    def call(self, request: dict[str, Any], timeout: float) -> Any:
-        self.last_timeout = timeout
-        if str(request.get("id", "")).startswith("w") and not self.timed:
-            self.warmup.append(request)
-        else:
-            self.timed = True
-        self.prepare()
-        return self._exchange(request, timeout)
-
     def close(self) -> None:
-        if self.alive() and self.proc is not None and self.proc.stdin is not None:
-            try:
-                self.proc.stdin.close()  # end of input: the system should exit
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
+        process, self.process = self.process, None
+        if process is not None:
+            process.close()
 
 
 class CommandAdapter:
@@ -264,6 +147,7 @@ class CommandAdapter:
     def __init__(
         self, argv: list[str], name: str, cwd: Path | None = None, startup_timeout: float = 600.0,
         env: dict[str, str] | None = None, isolation: str = "process", given_atoms: bool = True, reaped: bool = False,
+        expect: str | None = None,
     ) -> None:
         if not argv:
             raise ValueError("system.entry: the command is empty")
@@ -277,6 +161,8 @@ class CommandAdapter:
         self.replay = False  # set when a ready line says {"replay": true}
         self.given_atoms = given_atoms  # its command line names {atoms}: atoms and media laid out before it starts
         self.reaped = reaped
+        self.expect = expect  # the isolation its launcher must report (None: not checked, a launch made by hand)
+        self.confined: Callable[[str, str], None] | None = None  # told what confined it (bench/systems/session.py)
         self.event_file: Callable[[dict[str, Any], str], str] | None = None  # replay: places an event's source file
         self._restarts = 0
         self._lock = threading.Lock()
@@ -292,8 +178,9 @@ class CommandAdapter:
             self.replay = True
 
     def open(self) -> CommandChannel:
-        channel = CommandChannel(self.argv, self.cwd, self.startup_timeout, self._count, self.env, self._ready, self.reaped)
-        channel.start()
+        channel = CommandChannel(self.argv, self.cwd, self.startup_timeout, self._count, self.env, self._ready, self.reaped,
+                                 self.expect, self.confined)
+        channel.prepare()
         return channel
 
     def restarts(self) -> int:

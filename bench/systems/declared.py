@@ -13,6 +13,8 @@ Refused with one line, for the code and for every argument that names an existin
 * anything inside (or above) a mirror root (`fetch.mirror_dirs`) or a local data
   set folder (`local_datasets`): they hold the gold;
 * anything inside another checkout of this project (a folder with dvc.yaml and bench/sets);
+* anything inside a repository's `.git` folder, anywhere (a git folder holds every
+  committed set and run, packed), and a code folder that holds a `.git` below it;
 * a code folder that holds set files (JSON lines with query_id and gold), a split
   lock, a checkout, a mirror root or a local data set folder anywhere below it
   (the project's own protected folders below it are hidden instead, so
@@ -41,6 +43,8 @@ from bench.systems.code_content import IdFinder, ProtectedFiles, code_files, id_
 from bench.systems.sandbox import SandboxError
 
 SPLIT_LOCK_NAME = "splits.lock"
+#: a repository's git folder (or the file naming it): never code, never inside code, anywhere
+GIT = ".git"
 #: a code folder is walked for set files up to this many entries; a larger one is refused
 WALK_LIMIT = 20_000
 
@@ -96,6 +100,8 @@ def _problem(path: Path, fb: Forbidden) -> str | None:
     """Why `path` (resolved) may not be a system's code or argument, or None."""
     if within(fb.project, path):
         return "names the project folder (or above it); name the system's own files or folders"
+    if GIT in path.parts:
+        return f"is inside a repository's {GIT}/ ({Path(*path.parts[:path.parts.index(GIT) + 1])}), which a system under test may not see"
     for p in fb.protected:
         if within(path, p):
             return f"is inside {p.name}/, which a system under test may not see"
@@ -121,6 +127,8 @@ def _below_problem(folder: Path, fb: Forbidden) -> str | None:
             return f"is a folder of more than {WALK_LIMIT} entries, too large to check for set files; name the system's own files"
         if here != folder and is_checkout(here):
             return f"holds another checkout of this project ({here})"
+        if GIT in dirs or GIT in files:
+            return f"holds a repository's {GIT} ({here / GIT}), which a system under test may not see"
         for name in files:
             if is_set_file(here / name):
                 return f"holds a set file or split lock ({here / name}), which a system under test may not see"
@@ -218,8 +226,8 @@ def plan_code(argv: list[str], declared: Sequence[str] | None, base: Path, forbi
             plan.argv.append(arg)
             continue
         path = _existing(arg, base)
-        if path is None or skipped(path):
-            plan.argv.append(arg)
+        if path is None or skipped(path):  # a relative path into a runtime folder (a venv's python) made absolute, unresolved
+            plan.argv.append(arg if path is None or os.path.isabs(arg) else os.path.abspath(base / arg))
             continue
         check_path("system.entry", arg, path, fb, code=declared is None and guessed is None)
         if guessed is None:

@@ -1,7 +1,8 @@
-"""Errors, channel and adapter types, and the in-process (python) adapter.
+"""Channel and adapter types, and the in-process (python) adapter.
 
 The command and HTTP adapters are bench/systems/adapters.py, which re-exports these names;
-see its docstring for the rules every adapter follows.
+see its docstring for the rules every adapter follows. The errors and the one channel rule
+(deadlines, ending and restarting a failed helper) are bench/systems/channel.py.
 """
 
 from __future__ import annotations
@@ -12,19 +13,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from bench.systems import System
+from bench.systems.channel import EventRefused, Restartable, SystemCrash, SystemTimeout
 from bench.systems.protocol import query_of_request, response_to_json
-
-
-class SystemTimeout(Exception):
-    """The system did not answer within the per-query timeout."""
-
-
-class SystemCrash(Exception):
-    """The system failed to answer: it exited, raised or returned an error status."""
-
-
-class EventRefused(Exception):
-    """A replayed system answered an event with something other than ``{"event": id, "ok": true}``."""
 
 
 class _Worker:
@@ -56,15 +46,6 @@ class _Worker:
         self.jobs.put(None)
 
 
-def _boxed(box: dict[str, Any] | None, timeout: float) -> Any:
-    if box is None:
-        raise SystemTimeout(f"no answer within {timeout:g} s")
-    if "error" in box:
-        exc = box["error"]
-        raise SystemCrash(f"raised {type(exc).__name__}: {exc}")
-    return box.get("result")
-
-
 class Channel(Protocol):
     def call(self, request: dict[str, Any], timeout: float) -> Any: ...
 
@@ -87,38 +68,52 @@ class Adapter(Protocol):
 # --------------------------------------------------------------------------- python
 
 
-class PythonChannel:
-    """Calls `system.search(Query)` in a helper thread so a slow call can time out.
+class PythonChannel(Restartable):
+    """Calls `system.search(Query)` on a helper thread so a slow call can time out (the
+    channel rule, bench/systems/channel.py).
 
-    An in-process call that times out cannot be interrupted: its thread is left to
-    finish in the background and its result is thrown away. Use the command adapter
-    when a system must be killable.
+    An in-process call that times out cannot be interrupted: its thread is abandoned to
+    finish in the background, its result thrown away, and the next call gets a new
+    thread; the system object keeps its state, so nothing is sent again. Use the command
+    adapter when a system must be killable.
     """
 
+    fresh_on_restart = False
+
     def __init__(self, system: System) -> None:
+        super().__init__(0.0)
         self.system = system
         self._worker: _Worker | None = None
 
-    def _run(self, call: Callable[[], Any], timeout: float) -> Any:
-        if self._worker is None:
-            self._worker = _Worker()
-        box = self._worker.run(call, timeout)
-        if box is None:  # the stuck call keeps its thread; the next call gets a new one
-            self._worker.stop()
-            self._worker = None
-        return _boxed(box, timeout)
+    def start(self) -> None:
+        self._worker = _Worker()
 
-    def call(self, request: dict[str, Any], timeout: float) -> Any:
-        query = query_of_request(request)
-        return response_to_json(self._run(lambda: self.system.search(query), timeout), request["id"])
-
-    def observe(self, event: dict[str, Any], timeout: float) -> None:
-        self._run(lambda: self.system.observe(event), timeout)  # type: ignore[attr-defined]
-
-    def close(self) -> None:
+    def kill(self) -> None:
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
+
+    def alive(self) -> bool:
+        return self._worker is not None
+
+    def _run(self, call: Callable[[], Any], timeout: float) -> Any:
+        self.prepare()
+        assert self._worker is not None
+        box = self._worker.run(call, timeout)
+        if box is None:  # the stuck call keeps its thread; the next call gets a new one
+            self.kill()
+            raise SystemTimeout(f"no answer within {timeout:g} s")
+        if "error" in box:
+            exc = box["error"]
+            raise SystemCrash(f"raised {type(exc).__name__}: {exc}")
+        return box.get("result")
+
+    def exchange(self, request: dict[str, Any], timeout: float) -> Any:
+        query = query_of_request(request)
+        return response_to_json(self._run(lambda: self.system.search(query), timeout), request["id"])
+
+    def send_event(self, event: dict[str, Any], timeout: float) -> None:
+        self._run(lambda: self.system.observe(event), timeout)  # type: ignore[attr-defined]
 
 
 class PythonAdapter:
@@ -138,3 +133,6 @@ class PythonAdapter:
 
     def restarts(self) -> int:
         return 0
+
+
+__all__ = ["Adapter", "Channel", "EventRefused", "PythonAdapter", "PythonChannel", "SystemCrash", "SystemTimeout"]

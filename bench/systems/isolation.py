@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.systems import landlock_exec, reaper
+from bench.systems.channel import STATUS_FD
 from bench.systems.declared import Forbidden, allowed_parts, hidden_below, is_checkout, plan_code, within
 from bench.systems.sandbox import SandboxError, SourceFile, Workdir, lay_out, scrubbed_env
 
@@ -253,7 +255,7 @@ def hidden_in_runtime(runtime: Iterable[Path], fb: Forbidden) -> list[tuple[Path
 
 def bwrap_argv(bwrap: str, command: list[str], workdir: Workdir, files: Mapping[str, SourceFile],
                code: Iterable[Path], protected: Iterable[Path], runtime: Iterable[Path], *, userns: bool = False,
-               hide: Iterable[Path] = ()) -> list[str]:
+               hide: Iterable[Path] = (), setenv: Mapping[str, str] | None = None, report: bool = True) -> list[str]:
     """The bubblewrap command line that runs `command` with only what it may see.
 
     No capability is left inside (BWRAP_HARDEN), in a user namespace when `userns`.
@@ -287,12 +289,16 @@ def bwrap_argv(bwrap: str, command: list[str], workdir: Workdir, files: Mapping[
     for sf in files.values():
         if sf.host is not None:
             args += ["--ro-bind", str(sf.host), str(wd / sf.relpath)]
-    return [*args, "--chdir", str(wd), "--", *command]
+    for name, value in (setenv or {}).items():
+        args += ["--setenv", name, value]
+    return [*args, *(["--info-fd", STATUS_FD] if report else []), "--chdir", str(wd), "--", *command]
 
 
 def landlock_argv(command: list[str], workdir: Workdir, files: Mapping[str, SourceFile],
-                  code: Iterable[Path], protected: Sequence[Path], runtime: Iterable[Path]) -> list[str]:
-    """The launcher command line (its rules written beside the working folder's files, outside what the system reads)."""
+                  code: Iterable[Path], protected: Sequence[Path], runtime: Iterable[Path],
+                  setenv: Mapping[str, str] | None = None) -> list[str]:
+    """The launcher command line (its rules written beside the working folder's files, outside what the system reads;
+    `setenv`, the system's own variables, applied by the launcher at its exec of the command, after every restriction)."""
     read = [str(d) for d in runtime]
     read += [str(Path("/") / n) for n in TOP_DIRS if (Path("/") / n).exists()]
     read += [f"/etc/{n}" for n in ETC_VISIBLE]
@@ -301,10 +307,10 @@ def landlock_argv(command: list[str], workdir: Workdir, files: Mapping[str, Sour
         read += [str(p) for p in allowed_parts(path, protected)]
     read += [str(workdir.atoms), str(workdir.corpus), str(workdir.path / PACKAGES)]
     read += [str(sf.host) for sf in files.values() if sf.host is not None]  # the corpus symlinks' targets
-    spec = {"read": read, "write": [str(workdir.scratch)], "devices": list(DEVICES)}
+    spec = {"read": read, "write": [str(workdir.scratch)], "devices": list(DEVICES), "env": dict(setenv or {})}
     rules = workdir.path / "landlock.json"
     rules.write_text(json.dumps(spec, indent=1), encoding="utf-8")
-    return [sys.executable, "-I", landlock_exec.__file__, str(rules), "--", *command]
+    return [sys.executable, "-I", landlock_exec.__file__, "--status-fd", STATUS_FD, str(rules), "--", *command]
 
 
 def package_links(workdir: Workdir, packages: Iterable[Path], protected: Sequence[Path]) -> Path:
@@ -347,13 +353,19 @@ class Launch:
     cwd: Path
     isolation: str
     reaped: bool = False  # started through bench/systems/reaper.py: end it with SIGTERM to the reaper first
+    #: the isolation its launcher must report on the report pipe before the system's first instruction (channel.confinement)
+    expect: str | None = None
 
 
 def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, SourceFile], *, isolation: Isolation,
                    base: Path, forbidden: Forbidden, host_env: Mapping[str, str], code: Sequence[str] | None = None,
-                   runtime: Sequence[Path] | None = None) -> Launch:
+                   runtime: Sequence[Path] | None = None, system_env: Mapping[str, str] | None = None) -> Launch:
     """Lay out the working folder and build the launch for `isolation` (`runtime`: the
-    folders shown whole but for the protected paths inside them; None: runtime_dirs())."""
+    folders shown whole but for the protected paths inside them; None: runtime_dirs()).
+
+    The launcher (bwrap, the reaper, the Landlock launcher) starts with the scrubbed
+    environment alone; `system_env` (`system.env`, `{workdir}`: the scratch folder) is
+    applied at the last exec, to the system's own process, inside every restriction."""
     if isolation.kind not in ISOLATIONS:
         raise SandboxError(f"unknown isolation {isolation.kind!r}")
     runtime = runtime_dirs() if runtime is None else list(runtime)
@@ -369,18 +381,45 @@ def prepare_launch(command: list[str], workdir: Workdir, files: Mapping[str, Sou
     if isolation.kind == "landlock" and plan.packages:
         pythonpath = [package_links(workdir, plan.packages, forbidden.protected)]
     env = scrubbed_env(host_env, workdir.scratch, pythonpath)
+    own = system_variables(system_env, workdir.scratch)
     argv = plan.argv
     if isolation.kind == "bwrap":
         if isolation.bwrap is None:
             raise SandboxError("bwrap isolation without a bwrap binary")
         argv = bwrap_argv(isolation.bwrap, argv, workdir, files, plan.visible, forbidden.protected, runtime,
-                          userns=isolation.userns, hide=[p for _, p, _ in hide])
-        return Launch(argv, env, workdir.path, isolation.kind)
+                          userns=isolation.userns, hide=[p for _, p, _ in hide], setenv=own)
+        return Launch(argv, env, workdir.path, isolation.kind, expect="bwrap")
     if isolation.kind == "landlock":
-        argv = landlock_argv(argv, workdir, files, plan.visible, list(forbidden.protected), runtime)
-    return Launch(reaper_argv(argv), env, workdir.path, isolation.kind, reaped=True)
+        argv = landlock_argv(argv, workdir, files, plan.visible, list(forbidden.protected), runtime, setenv=own)
+        return Launch(reaper_argv(argv), env, workdir.path, isolation.kind, reaped=True, expect="landlock")
+    return Launch(reaper_argv(argv, report=True, setenv=own), env, workdir.path, isolation.kind, reaped=True, expect="process")
 
 
-def reaper_argv(command: list[str]) -> list[str]:
-    """`command` under bench/systems/reaper.py: nothing it starts outlives it (Landlock and `off`)."""
-    return [sys.executable, "-I", reaper.__file__, "--", *command]
+#: a variable name a system may set (`system.env`): letters, digits and underscores, not starting with a digit
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def system_variables(system_env: Mapping[str, str] | None, scratch: Path) -> dict[str, str]:
+    """`system.env` as the system's own process gets it, `{workdir}` its scratch folder; SandboxError
+    (one line) for a name or a value no environment can hold. Loader and interpreter variables
+    (LD_PRELOAD, PYTHONPATH, NODE_OPTIONS, BASH_ENV ...) are allowed: like every variable of the
+    system they act only in its own process, after every restriction (docs/systems.md)."""
+    out: dict[str, str] = {}
+    for name, value in (system_env or {}).items():
+        if not ENV_NAME.fullmatch(str(name)):
+            raise SandboxError(f"system.env: {str(name)[:80]!r} is not a variable name (letters, digits and _, not starting with a digit)")
+        if not isinstance(value, str) or "\0" in value:
+            raise SandboxError(f"system.env.{name}: must be a string without NUL bytes, got {str(value)[:80]!r}")
+        out[name] = value.replace("{workdir}", str(scratch))
+    return out
+
+
+def reaper_argv(command: list[str], *, report: bool = False, setenv: Mapping[str, str] | None = None) -> list[str]:
+    """`command` under bench/systems/reaper.py: nothing it starts outlives it (Landlock and `off`).
+
+    `report`: the reaper itself reports the confinement (`process`: nothing confines it) on the
+    report pipe; `setenv`: variables it applies at its exec of the command, never to itself."""
+    extra = [*(["--status-fd", STATUS_FD] if report else [])]
+    for name, value in (setenv or {}).items():
+        extra += ["--setenv", name, value]
+    return [sys.executable, "-I", reaper.__file__, *extra, "--", *command]

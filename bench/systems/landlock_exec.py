@@ -1,12 +1,18 @@
 """Run a command under Landlock (Linux >= 5.13): the launcher the `landlock` isolation starts.
 
-    python -I landlock_exec.py SPEC.json -- COMMAND...
+    python -I landlock_exec.py [--status-fd FD] SPEC.json -- COMMAND...
     python -I landlock_exec.py --probe FORBIDDEN_FILE
 
 SPEC is a JSON object: ``read`` (paths to read and execute beneath), ``write`` (paths to
-read, write and create beneath: the scratch folder) and ``devices`` (device files to read
-and write, e.g. /dev/null). The launcher restricts itself (the kernel then enforces the
-rules on it and every child; it cannot be undone) and execs the command:
+read, write and create beneath: the scratch folder), ``devices`` (device files to read
+and write, e.g. /dev/null) and ``env`` (the system's own variables, ``system.env``). The
+launcher starts with the harness's scrubbed environment, restricts itself (the kernel then
+enforces the rules on it and every child; it cannot be undone), reports on FD what it
+holds (one JSON line: ``{"launcher": "landlock", "abi": 7, "capabilities": 0,
+"no_new_privs": 1}``, read by bench/systems/channel.py), closes every descriptor but 0, 1
+and 2, and only then execs the command with ``env`` added to its environment: a loader or
+interpreter variable of the system (LD_PRELOAD, PYTHONPATH ...) acts in the system's own
+process, inside the restrictions, never in the launcher:
 
 * the file system: only the paths of SPEC; nothing else can be read, listed, written or
   executed (the project folder, the sets, data/, reports/, $HOME of the user, the mirror);
@@ -156,23 +162,41 @@ def probe(forbidden: str) -> int:
     return 3
 
 
+def report(fd: int | None, abi: int) -> None:
+    """What holds the system, on the report pipe `fd` (then closed), read from /proc/self/status after restricting."""
+    if fd is None:
+        return
+    left = capabilities()
+    line = {"launcher": "landlock", "abi": abi, "capabilities": sum(left.get(k, 0) for k in CAP_FIELDS),
+            "no_new_privs": left["NoNewPrivs"]}  # the bounding set is empty for root (drop_capabilities checks it)
+    try:
+        os.write(fd, (json.dumps(line) + "\n").encode("ascii"))
+    finally:
+        os.close(fd)
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--probe"] and len(argv) == 2:
         return probe(argv[1])
+    fd = None
+    if argv[:1] == ["--status-fd"] and len(argv) > 1 and argv[1].isdigit():
+        fd, argv = int(argv[1]), argv[2:]
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: landlock_exec.py SPEC.json -- COMMAND... | --probe FILE", file=sys.stderr)
+        print("usage: landlock_exec.py [--status-fd FD] SPEC.json -- COMMAND... | --probe FILE", file=sys.stderr)
         return 2
     with open(argv[0], encoding="utf-8") as fh:
         spec = json.load(fh)
     try:
         drop_capabilities()
-        restrict(spec.get("read", []), spec.get("write", []), spec.get("devices", []))
+        abi = restrict(spec.get("read", []), spec.get("write", []), spec.get("devices", []))
+        report(fd, abi)
     except (OSError, ImportError, AttributeError) as exc:
         print(f"landlock: cannot restrict: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 126
+    os.closerange(3, 1 << 16)  # no descriptor of the harness's reaches the system (0, 1, 2 are its pipes)
     command = argv[2:]
     try:
-        os.execvpe(command[0], command, dict(os.environ))
+        os.execvpe(command[0], command, {**os.environ, **spec.get("env", {})})
     except OSError as exc:
         print(f"landlock: cannot start {command[0]!r}: {exc}", file=sys.stderr)
         return 127

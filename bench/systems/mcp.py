@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.systems import MissingExtra
-from bench.systems.inprocess import EventRefused, SystemCrash, SystemTimeout
+from bench.systems.channel import CLOSE_WAIT_S, GRACE_S, EventRefused, SystemCrash, SystemProcess, SystemTimeout, confinement
+from bench.systems.mcp_errors import error_reason, one_line, rpc_error, startup_hint
 from bench.systems.mcp_plan import (
     EVENT_FIELDS,
     INSTALL,
@@ -52,6 +53,7 @@ from bench.systems.mcp_plan import (
     mcp_plan,
     read_memories,
 )
+from bench.systems.mcp_stdio import StdioTransport, quiet_sdk, stdio_transport
 
 __all__ = ["McpAdapter", "McpChannel", "Server", "is_url", "mcp_adapter"]
 
@@ -67,16 +69,17 @@ class Server:
     cwd: Path | None = None
     url: str | None = None
     scratch: Path | None = None  # {workdir}: emptied before a restart
+    reaped: bool = False  # its launcher is bench/systems/reaper.py (channel.SystemProcess ends its tree)
+    expect: str | None = None  # the isolation its launcher must report (channel.confinement)
 
 
 def _sdk() -> Any:
     try:
         import anyio.from_thread
         import mcp
-        from mcp.client.stdio import StdioServerParameters
     except ImportError:
         raise MissingExtra(f"the mcp adapter needs the MCP Python SDK: {INSTALL}") from None
-    return anyio, mcp, StdioServerParameters
+    return anyio, mcp, None
 
 
 class McpChannel:
@@ -93,17 +96,24 @@ class McpChannel:
         self.events: list[dict[str, Any]] = []  # sent again to a restarted server
         self.elapsed_ms: float | None = None
         self.started = 0
+        self.transport: StdioTransport | None = None  # a stdio server's process (bench/systems/mcp_stdio.py)
+        self.deadline_s = adapter.startup_timeout  # the timeout of the call under way: a write to the server waits no longer
         from bench.systems.attribution import Shown
 
         self.shown = Shown()
-        self._attributed: dict[tuple[str, str | None], tuple[int, list[dict[str, Any]]]] = {}
+        self._attributed: dict[tuple[str, str | None], tuple[int, Any]] = {}
 
     # -- life cycle
     def start(self) -> None:
-        anyio, mcp, params = _sdk()
+        anyio, mcp, _ = _sdk()
         server = self.adapter.server
-        target: Any = server.url if server.url is not None else params(
-            command=server.argv[0], args=server.argv[1:], env=server.env, cwd=server.cwd)  # type: ignore[index]
+        self.transport = None
+        target: Any = server.url
+        if server.url is None:  # a stdio server: its process under the channel rule (bench/systems/mcp_stdio.py)
+            self.transport = StdioTransport(SystemProcess(list(server.argv or []), server.cwd, server.env, server.reaped),
+                                            lambda: self.deadline_s)
+            target = stdio_transport(self.transport)
+        quiet_sdk()
         self.portal_cm = anyio.from_thread.start_blocking_portal()
         self.portal = self.portal_cm.__enter__()
         ready: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -125,11 +135,13 @@ class McpChannel:
         try:
             self.client, tools = ready.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
-            self.kill()
+            self.kill(graceful=False)
             raise SystemCrash(f"did not answer the MCP handshake within {timeout:g} s of starting") from None
         except Exception as exc:  # the SDK's own errors: the process could not start or spoke no MCP
+            why = self._why(exc)
             self.kill()
-            raise SystemCrash(f"MCP session could not be opened (the server exited or spoke no MCP): {_one_line(exc)}") from None
+            raise SystemCrash(f"MCP session could not be opened (the server exited or spoke no MCP): {why}{self.adapter.hint}") from None
+        self._confirm()
         self.tools = {t.name: t for t in tools}
         self.started += 1
         self.adapter.resolve(self.tools)
@@ -137,11 +149,31 @@ class McpChannel:
             reset = self.adapter.plan.reset
             self._tool(self.adapter.reset, (reset.arguments if reset is not None else None) or {}, timeout, "reset")
 
+    def _confirm(self) -> None:
+        """A stdio server's launcher must report the isolation chosen (bench/systems/channel.py `confinement`)."""
+        server = self.adapter.server
+        if self.transport is None or server.expect is None:
+            return
+        kind, how = confinement(self.transport.process.report())
+        if kind != server.expect:
+            self.kill(graceful=False)
+            raise SystemCrash(f"expected to run under {server.expect}, but its launcher reported {how}; not used")
+        if self.adapter.confined is not None:
+            self.adapter.confined(kind, how)
+
+    def _why(self, exc: BaseException) -> str:
+        """A failure in one line: what broke the server's session (mcp_stdio), else the SDK's error."""
+        broken = None if self.transport is None else self.transport.broken
+        return broken or one_line(exc)
+
     def kill(self, graceful: bool = True) -> None:
-        """End the session: the SDK terminates the server's process group; a cleanup that hangs is cancelled.
-        Not `graceful` (a server that hangs): the session is cancelled at once."""
+        """End the session and the server's process tree (within GRACE_S, bench/systems/channel.py; a
+        graceful end first closes its input and waits CLOSE_WAIT_S). Not `graceful` (a server that
+        hangs): the session is cancelled and the server killed at once."""
         if self.portal is None:
             return
+        if self.transport is not None and not graceful:
+            self.transport.hard = True
         try:
             if not graceful and self.owner is not None:
                 self.owner.cancel()
@@ -149,7 +181,7 @@ class McpChannel:
                 self.portal.call(self.stop.set)
             if self.owner is not None:
                 try:
-                    self.owner.result(timeout=10)
+                    self.owner.result(timeout=CLOSE_WAIT_S + GRACE_S)
                 except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                     self.owner.cancel()
                 except Exception:
@@ -195,6 +227,7 @@ class McpChannel:
             with anyio.fail_after(timeout):
                 return await client.call_tool(name, arguments)
 
+        self.deadline_s = timeout
         try:
             result = self.portal.call(call)
         except TimeoutError:
@@ -202,11 +235,15 @@ class McpChannel:
             raise SystemTimeout(f"tool {name} ({what}) gave no answer within {timeout:g} s; the server was stopped and "
                                 "will be restarted") from None
         except Exception as exc:  # the SDK raises its own errors for a broken session or a protocol error
-            self.kill()
-            raise SystemCrash(f"tool {name} ({what}) failed: {_one_line(exc)}") from None
+            rpc = rpc_error(exc)
+            if rpc is not None and (self.transport is None or self.transport.broken is None):  # the server answered with a JSON-RPC error: the session goes on
+                raise SystemCrash(f"tool {name} ({what}) answered a JSON-RPC error: {rpc}") from None
+            why = self._why(exc)
+            self.kill(graceful=False)
+            raise SystemCrash(f"tool {name} ({what}) failed: {why}") from None
         if getattr(result, "is_error", False):
-            texts = " ".join(getattr(c, "text", "") for c in result.content or [])
-            raise SystemCrash(f"tool {name} ({what}) answered an error: {_one_line(texts)}")
+            texts = " ".join(t for c in result.content or [] if isinstance(t := getattr(c, "text", None), str))
+            raise SystemCrash(f"tool {name} ({what}) answered an error: {error_reason(texts)}")
         return result
 
     def _observe(self, event: dict[str, Any], timeout: float) -> None:
@@ -236,31 +273,36 @@ class McpChannel:
             result = self._tool(tool, fill(template, values), timeout, "search")
         finally:
             self.elapsed_ms = (time.perf_counter() - start) * 1000.0
-        memories = read_memories(result, self.adapter.results, int(request["k"]))
-        return {"id": request["id"], "hits": self._provenanced(memories, scope.get("holder"))}
+        memories = read_memories(result, self.adapter.results, int(request["k"]), self.adapter.plan.text)
+        question = not str(request["id"]).startswith("probe")  # a probe's answer is counted nowhere (bench.systems.replayed)
+        if memories and question:
+            self.adapter.count("answers_own_scores" if memories.own else "answers_rank_scores")
+        return {"id": request["id"], "hits": self._provenanced(memories, scope.get("holder"), question)}
 
-    def _provenanced(self, memories: list[dict[str, Any]], holder: str | None) -> list[dict[str, Any]]:
+    def _provenanced(self, memories: list[dict[str, Any]], holder: str | None, counted: bool = True) -> list[dict[str, Any]]:
         """Each memory with its own provenance, else attributed (bench.systems.attribution)."""
         out = []
+        count = self.adapter.count if counted else (lambda what, n=1: None)
         for m in memories:
+            count("returned")
             if m["provenance"] not in (None, []):  # its own citations, checked by the wire's rules
+                count("cited")
                 out.append(m)
                 continue
             key = (m["text"], holder)
             cached = self._attributed.get(key)
             if cached is None or cached[0] != len(self.shown):
-                cached = (len(self.shown), self.shown.attribute(m["text"], holder))
+                cached = (len(self.shown), self.shown.attribution(m["text"], holder))
                 self._attributed[key] = cached
-            if cached[1]:  # nothing judged by its text shown yet: nothing to cite, the memory is left out
-                out.append({**m, "memory_id": f"attributed:{m['memory_id']}", "provenance": cached[1]})
+            found = cached[1]
+            if not found.units:  # nothing judged by its text shown yet: nothing to cite, the memory is left out
+                count("left_out")
+                continue
+            count("attributed" if found.supported else "unattributed")
+            count("tied", found.tied)
+            count("tied_holders", found.tied_holders)
+            out.append({**m, "memory_id": f"attributed:{m['memory_id']}", "provenance": self.shown.citations(found.units)})
         return out
-
-
-def _one_line(value: Any) -> str:
-    while isinstance(value, BaseExceptionGroup) and value.exceptions:  # the SDK's task groups wrap the cause
-        value = value.exceptions[0]
-    text = f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else str(value)
-    return " ".join(text.split())[:200]
 
 
 class McpAdapter:
@@ -279,8 +321,22 @@ class McpAdapter:
         self.search_call: tuple[str, Any] = ("", None)
         self.reset: str | None = None
         self.results = plan.results
+        self.hint = ""  # said when the server cannot be started (startup_hint)
+        self.facts: dict[str, int] = {}  # what the run handed over: memories returned, cited, attributed ... (count)
+        self.confined: Any = None  # told what confined a stdio server (bench/systems/session.py)
         self._restarts = 0
         _sdk()  # the extra is checked before anything starts
+
+    def count(self, what: str, n: int | bool = 1) -> None:
+        self.facts[what] = self.facts.get(what, 0) + int(n)
+
+    def replay_facts(self) -> dict[str, Any]:
+        """What system.json records of the run's memories (docs/systems.md, *MCP*): counts, and how they were scored."""
+        own, rank = self.facts.get("answers_own_scores", 0), self.facts.get("answers_rank_scores", 0)
+        scores = "none returned" if not own + rank else "own" if not rank else "rank" if not own else "own and rank"
+        return {"memories": {k: self.facts.get(k, 0) for k in ("returned", "cited", "attributed", "unattributed", "left_out",
+                                                               "tied", "tied_holders")},
+                "scores": scores, "answers_own_scores": own, "answers_rank_scores": rank}
 
     def resolve(self, tools: Mapping[str, Any]) -> None:
         """Find the tools and argument templates on the server (module docstring); ValueError in one line."""
@@ -314,7 +370,7 @@ class McpAdapter:
 def mcp_adapter(cfg: Any, launch: Any = None) -> McpAdapter:
     """The adapter of a checked `system` block (`launch`: a stdio server's, bench.systems.isolation.Launch)."""
     plan = mcp_plan(cfg.mcp)
-    env = check_env(cfg.env)
+    check_env(cfg.env)
     entry = str(cfg.entry)
     if entry.startswith(("http://", "https://")):
         from bench.systems.adapters import loopback_url
@@ -324,9 +380,12 @@ def mcp_adapter(cfg: Any, launch: Any = None) -> McpAdapter:
     if launch is None:
         raise ValueError("a stdio MCP server needs its launch (working folder and environment)")
     scratch = Path(launch.env.get("HOME", launch.cwd))
-    filled = {k: v.replace("{workdir}", str(scratch)) for k, v in env.items()}
-    server = Server(argv=list(launch.argv), env={**launch.env, **filled}, cwd=launch.cwd, scratch=scratch)
-    return McpAdapter(server, cfg.name, plan, cfg.startup_timeout_s, launch.isolation)
+    # `env` ({workdir} filled) is in the launch's command line, applied inside the sandbox (bench/systems/isolation.py)
+    server = Server(argv=list(launch.argv), env=dict(launch.env), cwd=launch.cwd, scratch=scratch, reaped=launch.reaped,
+                    expect=launch.expect)
+    adapter = McpAdapter(server, cfg.name, plan, cfg.startup_timeout_s, launch.isolation)
+    adapter.hint = startup_hint(entry, cfg.code)
+    return adapter
 
 
 def is_url(entry: str | None) -> bool:

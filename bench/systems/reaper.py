@@ -1,6 +1,6 @@
 """Nothing a command system starts outlives it: the reaper between the harness and the system.
 
-    python -I reaper.py -- COMMAND...
+    python -I reaper.py [--status-fd FD] [--setenv NAME VALUE]... -- COMMAND...
 
 The Landlock and `sandbox: off` launches start the system through this script (bubblewrap
 needs none: the system is PID 1's child in its own PID namespace, and the kernel kills
@@ -11,6 +11,12 @@ with bwrap). The reaper
   system's tree that is orphaned — a daemon that double-forks and calls ``setsid`` —
   becomes its child instead of init's, and stays findable;
 * forks and execs COMMAND (its stdin, stdout and stderr are the system's), then waits;
+  the reaper itself keeps no descriptor but its stderr;
+* starts with the harness's scrubbed environment and adds the `--setenv` variables (the
+  system's own, ``system.env``) only to COMMAND's at that exec, so a loader variable of the
+  system never acts in the reaper; with ``--status-fd FD`` the child reports on FD that
+  nothing confines COMMAND (``{"launcher": "process"}``: `sandbox: off`) and closes it
+  first (under Landlock the launcher it starts reports instead);
 * when COMMAND exits, when it is sent SIGTERM, SIGINT or SIGHUP (the harness's kill),
   or when its parent (the harness) is gone, it sends SIGKILL to every process below it,
   found through /proc, pass after pass until none is left (a process that forks while
@@ -95,7 +101,7 @@ def end_all(root: int) -> int:
     return len(killed)
 
 
-def supervise(command: list[str]) -> int:
+def supervise(command: list[str], status_fd: int | None = None, setenv: dict[str, str] | None = None) -> int:
     """Run `command` as the only child, end its whole tree when it or the harness is done; its exit code."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -108,12 +114,16 @@ def supervise(command: list[str]) -> int:
     if child == 0:
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         try:
-            os.execvp(command[0], command)
+            if status_fd is not None:
+                os.write(status_fd, b'{"launcher": "process"}\n')
+                os.close(status_fd)
+            os.execvpe(command[0], command, {**os.environ, **(setenv or {})})
         except OSError as exc:
             print(f"reaper: cannot start {command[0]!r}: {exc}", file=sys.stderr)
         os._exit(127)
     for fd in (0, 1):  # the system's stdin and stdout are its own: the harness sees end of file when the tree is gone
         os.close(fd)
+    os.closerange(3, 1 << 16)  # the report pipe is the child's: the harness sees its end once the child has exec'd
     status: int | None = None
     stop = False
     while status is None and not stop:
@@ -128,10 +138,19 @@ def supervise(command: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
+    status_fd: int | None = None
+    setenv: dict[str, str] = {}
+    while argv[:1] in (["--status-fd"], ["--setenv"]):
+        if argv[0] == "--status-fd" and len(argv) > 1 and argv[1].isdigit():
+            status_fd, argv = int(argv[1]), argv[2:]
+        elif argv[0] == "--setenv" and len(argv) > 2:
+            setenv[argv[1]], argv = argv[2], argv[3:]
+        else:
+            break
     if len(argv) < 2 or argv[0] != "--":
-        print("usage: reaper.py -- COMMAND...", file=sys.stderr)
+        print("usage: reaper.py [--status-fd FD] [--setenv NAME VALUE]... -- COMMAND...", file=sys.stderr)
         return 2
-    return supervise(argv[1:])
+    return supervise(argv[1:], status_fd, setenv)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ import json
 import queue
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -52,7 +52,7 @@ from bench.io import gc_paused
 from bench.systems import MemoryHit, Query, Response
 from bench.systems.adapters import Adapter, Channel, SystemCrash, SystemTimeout
 from bench.systems.protocol import MalformedResponse, parse_response, request_of
-from bench.systems.replayed import ReplayError, no_ingest, replay_queries
+from bench.systems.replayed import Probes, ReplayError, no_ingest, probe_search, replay_facts, replay_queries
 
 if TYPE_CHECKING:
     from bench.executor import Executor
@@ -213,13 +213,15 @@ class _Streak:
         self.limit, self.stopped, self.tripped = limit, False, 0
         self.recent: deque[bool] = deque(maxlen=limit[1] if limit else 1)
         self.failed: list[str] = []
+        self.errors: Counter[str] = Counter()  # each distinct failure message, said once
         self.lock = threading.Lock()
 
-    def record(self, query_id: str, failed: bool) -> None:
+    def record(self, query_id: str, failed: bool, message: str = "") -> None:
         with self.lock:
             self.recent.append(failed)
             if failed:
                 self.failed.append(query_id)
+                self.errors[message] += 1
             if self.limit is not None and sum(self.recent) >= self.limit[0]:
                 self.stopped, self.tripped = True, max(self.tripped, sum(self.recent))
 
@@ -229,7 +231,13 @@ class _Streak:
             most, window = self.limit
             raise ConsecutiveFailures(
                 f"{self.tripped} of the last {window} timed queries timed out or crashed after the warm-up (limit {most} of {window}); "
-                f"stopped instead of waiting out every query; {len(self.failed)} failed so far: {shown}")
+                f"stopped instead of waiting out every query; {len(self.failed)} failed so far: {shown}; {error_summary(self.errors)}")
+
+
+def error_summary(errors: Counter[str], most: int = 3) -> str:
+    """The distinct failure messages, each once with its count, the most frequent first."""
+    said = [f"{n}x {message or '(no message)'}" for message, n in errors.most_common(most)] + [f"and {len(errors) - most} other errors"] * (len(errors) > most)
+    return ("why: " if len(errors) == 1 else "why (each distinct error once): ") + " | ".join(said)
 
 
 def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, known: Collection[str] | None, label: str,
@@ -287,6 +295,8 @@ def run_queries(
     max_failures: tuple[int, int] | None = (MAX_WINDOW_FAILURES, FAILURE_WINDOW),
     events: Callable[[], pd.DataFrame] | None = None,
     check_memory: Callable[[MemoryHit], None] | None = None,
+    probe_every: int = 0,
+    probe_wait_s: float = 5.0,
 ) -> RunResult:
     """Send every entry's query through `adapter`; see the module docstring for the rules.
 
@@ -299,7 +309,8 @@ def run_queries(
     A system that opted in to replay (``adapter.replay`` once its channel is open) is sent
     `events()` (bench.systems.replay.event_stream) interleaved with the queries
     (bench.systems.replayed), over one channel and without warm-up. `check_memory`
-    checks each memory hit's citations against the corpus (MalformedResponse)."""
+    checks each memory hit's citations against the corpus (MalformedResponse). A replayed system is
+    probed (`probe_every`, `probe_wait_s`: bench.systems.replayed.Probes)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     if not getattr(adapter, "replay", False):
@@ -310,6 +321,7 @@ def run_queries(
     pool: queue.Queue[Channel] = queue.Queue()
     channels: list[Channel] = []
     ingest = no_ingest()
+    probes: Probes | None = None
     try:
         for _ in range(concurrency):
             channel = adapter.open()
@@ -341,13 +353,15 @@ def run_queries(
                     if streak.stopped:
                         return _Outcome(kind="skipped")
                     outcome = _call(pool, requests[i], timeout_s, k, known, f"query {entries[i]['query_id']}", clock, check_memory)
-                    streak.record(entries[i]["query_id"], outcome.kind is not None)
+                    streak.record(entries[i]["query_id"], outcome.kind is not None, outcome.message)
                     bar.advance(failed=int(outcome.kind is not None))
                     return outcome
 
                 if replay and events is not None:
+                    probes = Probes(probe_search(channels[0], k, known, timeout_s), probe_every, probe_wait_s)
                     found, ingest = replay_queries(channels[0], events(), entries, timed, timeout_s=timeout_s, clock=clock,
-                                                   event_file=getattr(adapter, "event_file", None), stopped=lambda: streak.stopped)
+                                                   event_file=getattr(adapter, "event_file", None), stopped=lambda: streak.stopped,
+                                                   probes=probes)
                     outcomes = [o if o is not None else _Outcome(kind="skipped") for o in found]
                 else:
                     outcomes = _each(timed, len(entries), pool_exec, concurrency)
@@ -371,6 +385,7 @@ def run_queries(
         "replay": replay,
         "given_atoms": bool(getattr(adapter, "given_atoms", True)),
     }
+    result.info.update(replay_facts(adapter, probes))
     return result
 
 

@@ -55,12 +55,81 @@ def system_temp_root(project: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"bench-systems-{digest}"
 
 
+#: a project's own protected paths, relative to it (besides a DVC cache configured outside .dvc/)
+PROTECTED = ("bench/sets", "bench/test", "data", "reports", ".git", ".dvc", "dvc.lock")
+#: where DVC makes the workspace of a queued or `--temp` experiment: <repository>/.dvc/tmp/exps/...
+EXPERIMENTS = (".dvc", "tmp", "exps")
+
+
 def protected_paths(project: Path) -> list[Path]:
     """What a system under test never sees, even inside a code folder it names: the project's
-    sets, data, reports, git and DVC folders, and a DVC cache configured outside .dvc/."""
-    inside = [project / "bench" / "sets", project / "bench" / "test", project / "data", project / "reports",
-              project / ".git", project / ".dvc", project / "dvc.lock"]
-    return inside + [c for c in dvc_cache_dirs(project) if not c.is_relative_to((project / ".dvc").resolve())]
+    sets, data, reports, git and DVC folders, and a DVC cache configured outside .dvc/; the git
+    folders of every repository that encloses it (a `.git` file's git folder too); and, for an
+    experiment's workspace, the project it was made from (`enclosing`)."""
+    project = project.resolve()
+    inside = [project / p for p in PROTECTED] + git_folders(project / ".git")
+    own = inside + [c for c in dvc_cache_dirs(project) if not c.is_relative_to(project / ".dvc")]
+    return list(dict.fromkeys(own + enclosing(project)))
+
+
+def experiment_origin(project: Path) -> Path | None:
+    """The project a DVC experiment's workspace was made from (<origin>/.dvc/tmp/exps/...), or None."""
+    parts = project.resolve().parts
+    for i in range(len(parts) - len(EXPERIMENTS), 0, -1):
+        if parts[i:i + len(EXPERIMENTS)] == EXPERIMENTS:
+            return Path(*parts[:i])
+    return None
+
+
+def git_folders(dot_git: Path) -> list[Path]:
+    """`dot_git` (a repository's .git) and, when it is a file (a worktree, a submodule), the git folder
+    it names and that folder's common folder (the main repository's .git)."""
+    if not os.path.lexists(dot_git):
+        return []
+    out = [dot_git]
+    if dot_git.is_file():
+        try:
+            text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return out
+        if text.startswith("gitdir:"):
+            target = (dot_git.parent / text.removeprefix("gitdir:").strip()).resolve()
+            out.append(target)
+            try:
+                common = (target / "commondir").read_text(encoding="utf-8", errors="replace").strip()
+                out.append((target / common).resolve())
+            except OSError:
+                pass
+    return out
+
+
+def enclosing(project: Path) -> list[Path]:
+    """The protected paths above the project: every enclosing repository's git folders and, in an
+    experiment's workspace, the originating project's protected paths (its .git, sets, data/,
+    reports/, DVC caches) and everything under its .dvc/ but the folders down to this workspace
+    (its other experiments' workspaces, its cache, its tmp)."""
+    out: list[Path] = []
+    for parent in project.parents:
+        out += git_folders(parent / ".git")
+    origin = experiment_origin(project)
+    if origin is not None:
+        out += [origin / p for p in PROTECTED if p != ".dvc"] + git_folders(origin / ".git")
+        out += [c for c in dvc_cache_dirs(origin) if not c.is_relative_to(origin / ".dvc")]
+        out += around(origin / ".dvc", project)
+    return out
+
+
+def around(top: Path, keep: Path) -> list[Path]:
+    """Every entry below `top` that is neither `keep` nor a folder on the way down to it."""
+    out: list[Path] = []
+    folder = top
+    for part in keep.relative_to(top).parts:
+        try:
+            out += [child for child in sorted(folder.iterdir()) if child.name != part]
+        except OSError:
+            break
+        folder = folder / part
+    return out
 
 
 _SECTION = re.compile(r"^\s*\[(?P<name>[^\]]+)\]\s*$")

@@ -8,7 +8,7 @@ params.yaml or the environment).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ import pandas as pd
 
 from bench.io import write_jsonl
 from bench.params import SystemParams
-from bench.systems.adapters import Adapter
+from bench.systems.adapters import Adapter, CommandAdapter
 from bench.systems.atoms import contract_rows
 from bench.systems.code_content import set_query_ids
 from bench.systems.config import command_argv, make_adapter, names_atoms, sandboxed
@@ -89,6 +89,19 @@ def atoms_rows(served: Mapping[str, pd.DataFrame], files: Mapping[str, SourceFil
         yield {**row, "source_file": None if sf is None else sf.relpath}
 
 
+def confirmed(info: dict[str, Any]) -> Callable[[str, str], None]:
+    """What the launcher reported before the system's first instruction becomes the recorded isolation
+    (the channel refuses a launch whose report is not the isolation chosen: bench/systems/adapters.py)."""
+
+    def record(kind: str, how: str) -> None:
+        if info.get("confirmed") is None:
+            info["isolation"] = kind
+            info["confirmed"] = how
+            info["isolation_note"] = f"{info['isolation_note']}; confirmed by the launcher: {how}"
+
+    return record
+
+
 @contextlib.contextmanager
 def open_system(
     cfg: SystemParams,
@@ -131,12 +144,15 @@ def open_system(
         write_jsonl(workdir.atoms, atoms_rows(served, files) if given else [])  # empty: nothing before the first event
         launch = prepare_launch(
             command_argv(cfg, workdir.atoms), workdir, files,
-            isolation=isolation, base=root, forbidden=forbidden, host_env=host_env, code=cfg.code,
+            isolation=isolation, base=root, forbidden=forbidden, host_env=host_env, code=cfg.code, system_env=cfg.env,
         )
         adapter = make_adapter(cfg, atoms, launch)
         if not given:
             adapter.event_file = ReplayFiles(workdir.path, raw).place  # type: ignore[attr-defined]
-        yield Opened(adapter, {"isolation": isolation.kind, "isolation_note": isolation.note, "swept_stale": len(swept),
-                               "source_files": len(files)})
+        info = {"isolation": isolation.kind, "isolation_note": isolation.note, "swept_stale": len(swept), "source_files": len(files)}
+        if isinstance(adapter, CommandAdapter):
+            adapter.expect = launch.expect  # its launcher must report the isolation chosen before the system runs
+        adapter.confined = confirmed(info)  # type: ignore[attr-defined]
+        yield Opened(adapter, info)
     finally:
         workdir.close()

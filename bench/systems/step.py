@@ -101,7 +101,7 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
             result = run_queries(opened.adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, concurrency=cfg.concurrency,
                                  warmup=cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)), executor=executor,
                                  events=lambda: event_stream(_loaded(corpus), [s for s, _, _ in served_sources(served)]),
-                                 check_memory=check)
+                                 check_memory=check, probe_every=cfg.probe_every, probe_wait_s=cfg.probe_wait_s)
             run_s = time.perf_counter() - start
             declared = bool(getattr(opened.adapter, "abstains", False))
             sandbox = opened.info
@@ -149,6 +149,7 @@ def replay_record(result: RunResult) -> dict[str, Any]:
         out["events"] = len(ingest)
         out["ingest"] = {"overall": latency_percentiles(ingest["ingest_ms"]),
                          **{str(m): latency_percentiles(g["ingest_ms"]) for m, g in ingest.groupby("modality", sort=True)}}
+        out["replay_facts"] = result.info.get("replay_facts", {})  # start_empty, searchable; an MCP server's memories
     return out
 
 

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["MIN_STEMS", "SHARE", "content_stems", "credited", "support_mask"]
+__all__ = ["MIN_STEMS", "SHARE", "content_stems", "credited", "stop_words", "support_mask"]
 
 #: the shared share of the smaller stem set a supporting unit reaches
 SHARE = 0.6
@@ -48,7 +48,8 @@ _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
 
 @functools.cache
-def _stop() -> frozenset[str]:
+def stop_words() -> frozenset[str]:
+    """The English stop words content stems leave out (bm25s' STOPWORDS_EN_PLUS)."""
     from bm25s.stopwords import STOPWORDS_EN_PLUS  # imported when first needed: bm25s loads numba (0.4 s a process)
 
     return frozenset(STOPWORDS_EN_PLUS)
@@ -64,7 +65,7 @@ def _stemmer() -> object:
 @functools.lru_cache(maxsize=65_536)
 def content_stems(text: str) -> frozenset[str]:
     """The content stems of `text` (module docstring)."""
-    stop = _stop()
+    stop = stop_words()
     words = [w for w in _TOKEN.findall(text.lower()) if w not in stop]
     return frozenset(_stemmer().stemWords(words)) if words else frozenset()  # type: ignore[attr-defined]
 

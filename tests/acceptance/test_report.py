@@ -8,9 +8,11 @@ then `bench accept` and every refusal are exercised on that copy.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -70,9 +72,16 @@ def audit_lines(work: Path) -> list[tuple[str, str]]:
 
 def contains_poison(path: Path) -> bool:
     if path.suffix == ".parquet":  # compressed: look into the decoded strings
-        df = pd.read_parquet(path)
-        return any(df[c].astype(str).str.contains(POISON, regex=False).any() for c in df.columns if df[c].dtype == object or str(df[c].dtype).startswith("str"))
+        return _poisoned(pd.read_parquet(path))
+    if path.suffix == ".zip":  # a result bundle (bench/bundle/): look into every member, decoded
+        with zipfile.ZipFile(path) as zf:
+            return any(_poisoned(pd.read_parquet(io.BytesIO(zf.read(n)))) if n.endswith(".parquet") else POISON.encode() in zf.read(n)
+                       for n in zf.namelist())
     return POISON.encode() in path.read_bytes()
+
+
+def _poisoned(df: pd.DataFrame) -> bool:
+    return any(df[c].astype(str).str.contains(POISON, regex=False).any() for c in df.columns if df[c].dtype == object or str(df[c].dtype).startswith("str"))
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +242,7 @@ def test_accept_on_real_data_and_again_on_the_same_commit(project):
     assert row["sha256"] == dev["sha256"] and len(row["params_sha256"]) == 64 and row["utc"].endswith("+00:00")
     assert row["metrics"]["overall"] == test["overall"] and row["isolation"] == "none"
     leaked = [p.name for p in (work / "reports").rglob("*") if p.is_file() and contains_poison(p)]
-    assert leaked == []
+    assert leaked == [] and (work / "reports/test.bundle.zip").is_file()  # the test run's bundle holds no test question
 
     # the accepted result is current; .dvcignore is back, so a bare `dvc status` stays clean
     assert "is current" in sh([sys.executable, "-m", "bench.cli", "accept", "--status"], work, env).stdout

@@ -291,3 +291,67 @@ def test_values_undefined_in_the_denominator_can_be_left_to_the_caller():
     check_values(a, b, 10, undefined_ok=True)  # bench gate fails such a measure with its reason instead
     with pytest.raises(CompareError, match="outside"):
         check_values(a, a.assign(false_recall=2.0), 10, undefined_ok=True)  # out of range is still refused
+
+
+# --------------------------------------------------------------------------- clusters (issue 46, row 5)
+
+
+def real_with_clusters() -> pd.DataFrame:
+    """The committed dev run's per-query table, its entries' cluster labels read from the set files
+    (bench.comparison.runs.with_clusters), the objective left to be computed from its parts."""
+    from bench.comparison.runs import with_clusters
+    from tests.conftest import ROOT
+
+    run = with_clusters(LoadedRun("main", pd.read_parquet(ROOT / PER_QUERY)), sorted((ROOT / "bench" / "sets").glob("*.jsonl")))
+    return run.per_query.drop(columns=["objective"], errors="ignore")
+
+
+def asked_twice(table: pd.DataFrame, value: float, count: int) -> np.ndarray:
+    """Rows of `count` LoCoMo questions asked at exactly two moments, both answerable, both scoring `value` on recall@budget."""
+    conv = table.loc[(table["modality"] == "conversation") & ~table["unanswerable"].astype(bool)]
+    sizes = table.groupby("cluster").size()
+    both = conv.groupby("cluster")["recall@budget"].agg(["size", "min", "max"])
+    picked = both.index[(both["size"] == 2) & (both["min"] == value) & (both["max"] == value) & (sizes.reindex(both.index) == 2)][:count]
+    assert len(picked) == count
+    return np.flatnonzero(table["cluster"].isin(picked).to_numpy())
+
+
+def test_three_questions_improved_at_both_askings_weigh_as_three_questions():
+    """Issue 46 row 5: the edited table's three questions found at both askings gave p 0.031 (six entries); over
+    clusters of askings it is 0.25, the p-value of three questions (2 / 2^3), and by source beside it."""
+    from bench.evaluation.measures import by_name
+
+    a = real_with_clusters()
+    rows = asked_twice(a, 0.0, 3)
+    b = a.copy()
+    b.loc[rows, "recall@budget"] = 1.0
+    tested = [by_name(10)["recall@budget"]]
+    got = {c: next(r for r in compare(a, b, tested=tested, resamples=200, clusters=c)["rows"] if r["modality"] == "conversation")
+           for c in ("question", "entry")}
+    assert got["question"]["p"] == pytest.approx(0.25) and got["question"]["clusters"] == 1099 and got["question"]["n"] == 1603
+    assert got["entry"]["p"] == pytest.approx(2 / 2**6) and got["entry"]["clusters"] == 1603  # the old unit: six entries
+    assert got["question"]["wins"] == 6 and got["question"]["diff"] == pytest.approx(6 / 1603)
+    beside = got["question"]["beside"]
+    assert beside["clustering"] == "source" and beside["clusters"] == 7 and beside["p"] >= 0.25
+
+
+def test_compare_splits_each_difference_by_where_abstention_changed():
+    """The three parts (abstention changed, both answered, neither) sum to the difference, on the real table with
+    answers turned into abstentions and abstentions into answers."""
+    a = real_with_clusters()
+    rng = np.random.default_rng(3)
+    conv = np.flatnonzero((a["modality"] == "conversation").to_numpy())
+    flip = rng.choice(conv, 300, replace=False)
+    said, held = a["abstained"].to_numpy(float).copy(), a["recall@budget"].to_numpy(float).copy()
+    said[flip] = 1.0 - np.nan_to_num(said[flip])
+    held[flip] = np.where(said[flip] == 1, 0.0, (rng.random(300) < 0.5).astype(float))
+    unans = a["unanswerable"].to_numpy(bool)
+    b = a.assign(abstained=np.where(unans, np.nan, said), **{"recall@budget": np.where(unans, np.nan, held)})
+    result = compare(a, b, resamples=50, permutations=200)
+    for r in result["rows"]:
+        parts = r["abstention"]
+        assert parts["changed"]["part"] + parts["answered"]["part"] + parts["neither"]["part"] == pytest.approx(r["diff"], abs=1e-12)
+        assert parts["changed"]["entries"] + parts["answered"]["entries"] + parts["neither"]["entries"] == r["n"]
+    row = next(r for r in result["rows"] if r["modality"] == "conversation" and r["metric"] == "recall@budget")
+    assert row["abstention"]["changed"]["entries"] > 100 and row["abstention"]["answered"]["part"] == pytest.approx(0.0)
+    assert "from abstention changed / both answered" in markdown(result, "A", "B")

@@ -191,9 +191,11 @@ def test_minimum_detectable_effects_per_modality(board: dict) -> None:
     mde = board["mde"]
     assert set(mde) == {"conversation", "pdf", "overall"}
     for group, cells in mde.items():
-        assert set(cells) == {"recall@10", "recall@budget"}, group
+        assert set(cells) == {"objective", "recall@10", "recall@budget"}, group
         for cell in cells.values():
             assert 0 < cell["fewest"] <= cell["typical"] < cell["independent"] < 1, (group, cell)
+            # no cluster labels in these tables: every entry its own cluster, the figures as if independent
+            assert cell["clusters"] == cell["n"] and cell["entries"]["fewest"] == cell["fewest"], (group, cell)
     # more entries, smaller effects
     assert mde["conversation"]["recall@10"]["fewest"] < mde["pdf"]["recall@10"]["fewest"]
     # the typical pair: the median spread of the runs that differ (the identical one left out), never below fewest
@@ -212,7 +214,7 @@ def test_markdown_json_and_html(board: dict) -> None:
         assert needle in md, needle
     json.loads(json.dumps(board, allow_nan=False))
     html = page(board)
-    assert html.count("<svg") == 3 and "<table>" in html and "Pareto frontier" in html
+    assert html.count("<svg") == 2 and "<table>" in html and "Pareto frontier" in html  # per modality; latency p50 within the floor: no overall picture
     assert as_html("## overall\n\n| a | `b` |\n|---|---|\n| 1 | 2 |\n") == (
         "<h3>overall</h3>\n<table><tr><th>a</th><th><code>b</code></th></tr><tr><td>1</td><td>2</td></tr></table>")
 
@@ -292,7 +294,7 @@ def test_the_command_over_experiments_of_head(tmp_path: Path) -> None:
     assert "| 1 [1, 1] | sunny-oaks |" in out.output and "`chunking.conversation.strategy=session`" in out.output
     doc = json.loads((tmp_path / "b.json").read_text())
     assert doc["baseline"] == "HEAD" and doc["resamples"] == 100 and [r["label"] for r in doc["runs"]] == ["HEAD", "gray-elms", "sunny-oaks"]
-    assert (tmp_path / "b.html").read_text().count("<svg") == 3
+    assert (tmp_path / "b.html").read_text().count("<svg") == 2  # per modality; no sub-millisecond latency picture
     assert allowed.exit_code == 0 and "- Set files against the baseline: different set files, allowed" in allowed.output, allowed.output
     for result, needle in ((none, "no run to rank"), (bad, "no-such-run"), (edited, "were evaluated over different set files")):
         assert result.exit_code == 1 and needle in result.output and result.output.strip().count("\n") == 0, result.output

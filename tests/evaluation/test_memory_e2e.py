@@ -136,6 +136,20 @@ def test_recall_by_provenance_agrees_with_an_independent_recomputation(locomo):
     assert doc["overall"]["temporal_correctness"]["value"] == 1.0 and doc["overall"]["holder_correctness"]["value"] == 1.0
     mem = doc["memories"]["overall"]
     assert mem["unsupported"] == 0 and mem["no_supported_citation"]["n"] == 0 and mem["memory_hits"] == len(honest["ran"].memories)
+    # what it handed over by kind: all cited, so recall@k by cited memories alone is its recall@k (same n, same denominator)
+    kinds = mem["by_kind"]
+    assert kinds["cited"]["memory_hits"] == mem["memory_hits"] and kinds["attributed"]["memory_hits"] == kinds["unattributed"]["memory_hits"] == 0
+    assert kinds["cited"][f"recall@{K}"]["value"] == pytest.approx(doc["overall"][f"recall@{K}"]["value"])
+    assert kinds["cited"][f"recall@{K}"]["denominator"] == doc["overall"][f"recall@{K}"]["denominator"] and kinds["attributed"][f"recall@{K}"]["value"] == 0
+    from bench.reporting.memories import memories_section
+
+    shown = "\n".join(memories_section({**doc, "run": {"k": K}}))
+    value = kinds["cited"][f"recall@{K}"]
+    assert f"| overall | cited | {mem['memory_hits']} | {kinds['cited']['memories']} | {value['value']:.4f} | {value['n']} / {value['denominator']} |" in shown
+    from bench.reporting.memories import memory_html
+
+    page = memory_html({**doc, "run": {"k": K}})  # dev.html says the same
+    assert f"<td>overall</td><td>cited</td><td>{mem['memory_hits']}</td>" in page and "<h2>Memory hits (gold by provenance)</h2>" in page
 
 
 @pytest.mark.parametrize("variant", ["EveryTurn", "WholeSession"])

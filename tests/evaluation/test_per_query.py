@@ -218,7 +218,8 @@ def test_aggregate_shape_and_values(case: dict) -> None:
     assert list(rep) == ["by_modality", "overall"]
     assert list(rep["by_modality"]) == ["code", "conversation", "image", "pdf"]
     expected_keys = [
-        "recall@3", "atom_recall@3", "mrr", "ndcg@3", "ranked_recall@3", "atom_ndcg@3", "false_recall", "abstention_rate", "auroc_unanswerable",
+        "recall@3", "atom_recall@3", "mrr", "ndcg@3", "ranked_recall@3", "atom_ndcg@3", "false_recall", "abstention_rate", "handed_nothing",
+        "auroc_unanswerable",
         "temporal_correctness", "holder_correctness", "latency_p50_ms", "latency_p95_ms",
     ]
     for group in [*rep["by_modality"].values(), rep["overall"]]:
@@ -253,7 +254,7 @@ def test_aggregate_shape_and_values(case: dict) -> None:
     _assert_cell(ov["ndcg@3"], (ndcg_q1 + ndcg_q2) / 6, 5, 6)
     _assert_cell(ov["atom_ndcg@3"], ((1 / LOG3) / (1 + 1 / LOG3 + 0.5) + 1) / 6, 5, 6)
     _assert_cell(ov["false_recall"], 2 / 3, 2, 3)
-    _assert_cell(ov["abstention_rate"], 1 / 6, 5, 6)  # nobody abstained; failed q6 counts as the worst case
+    _assert_cell(ov["abstention_rate"], 2 / 6, 5, 6)  # nobody abstained; q5 returned nothing (an empty answer is one); failed q6 the worst case
     _assert_cell(ov["temporal_correctness"], 6 / 9, 7, 9)
     _assert_cell(ov["holder_correctness"], 6 / 9, 7, 9)
     _assert_cell(ov["latency_p50_ms"], 100.0, 5, 9)

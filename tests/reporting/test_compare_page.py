@@ -96,3 +96,49 @@ def test_label_option_must_name_a_ranked_run(tmp_path, monkeypatch):
     assert res.exit_code == 1 and "--label names a run that is not ranked: 'nope'" in res.output
     res = CliRunner().invoke(cli, ["leaderboard", str(ROOT), str(ROOT / "reports"), "--label", "no-equals-sign"])
     assert res.exit_code == 2 and "expected NAME=RUN" in res.output
+
+
+def test_page_data_says_which_answer_abstained_and_keeps_the_ranking_s_value(dev):
+    b = dev.copy()
+    answered = dev.index[(dev["abstained"] == 0) & (dev["recall@10"] == 1) & ~dev["unanswerable"]][:5]
+    b.loc[answered, ["abstained", "recall@10"]] = [1.0, 0.0]  # B abstains where A found the gold: its ranking still holds it
+    data = page_data(dev, b, 10)
+    at = {q: i for i, q in enumerate(data["ids"])}
+    for q in dev.loc[answered, "query_id"].astype(str):
+        i = at[q]
+        assert data["abstained"][i] == [0, 1]
+        assert data["values"]["recall@10"][1][i] == 0.0 and data["ranking"]["recall@10"][1][i] == 1.0
+    assert sum(x[0] for x in data["abstained"]) == int((dev["abstained"] == 1).sum())
+    assert set(data["ranking"]) == {"recall@10"}  # the table keeps the ranking's value of recall@k only
+
+
+def test_the_summary_shows_holder_and_temporal_as_bench_gate_tests_them(dev):
+    """bench compare does not test holder and temporal correctness; bench gate does (its primary
+    measures): the page shows its paired difference, W/T/L and verdict instead of "not tested"."""
+    from bench.comparison.gate import gate
+    from bench.reporting.compare_page import summary_html
+    from bench.reporting.compare_report import gated_rows
+
+    b = dev.copy()
+    b.loc[b["modality"] == "conversation", "holder_ok"] = 0.0  # B hands conversations another holder's atoms
+    doc = json.loads((ROOT / "reports" / "metrics" / "dev.json").read_text())
+    a_run, b_run = LoadedRun("A", dev, doc), LoadedRun("B", b, doc)
+    result = compare(dev, b, k=10, resamples=30, permutations=200)
+    gated = gated_rows(result, a_run, b_run)
+    assert gated["refused"] is None and {"conversation holder_correctness", "overall temporal_correctness"} <= set(gated["rows"])
+    alone = gate(a_run, b_run, k=10, resamples=30, permutations=200, allow_different_sets=True)
+    row = next(r for r in alone.rows if (r["modality"], r["metric"]) == ("conversation", "holder_correctness"))
+    assert gated["rows"]["conversation holder_correctness"]["diff"] == row["diff"] < 0 and row["significant"]
+    html = summary_html(result, doc, doc, 10, gated)
+    conv = html[html.index("<td rowspan=3 class=group>conversation</td>"):html.index("<td rowspan=3 class=group>image</td>")]
+    assert "as bench gate A tests it: fails the gate" in conv and f"over its {gated['family']} gated rows" in conv
+    assert conv.count("not tested") == 3  # AUROC, latency p50 and p95: neither tool tests them
+    assert "not tested" in summary_html(result, doc, doc, 10).split("<td rowspan=3 class=group>code</td>")[1][:4000]
+
+
+def test_the_page_says_why_a_side_has_no_cartridge(dev):
+    result = compare(dev, dev, k=10, resamples=10, permutations=20)
+    text = build(result, LoadedRun("HEAD", dev, {}), LoadedRun("x", dev, {}), files=("commit 1234567 has no dvc.lock", None),
+                 set_files=sorted((ROOT / "bench" / "sets").glob("*.jsonl")))
+    assert "A&#x27;s cartridges are not shown: commit 1234567 has no dvc.lock." in text
+    assert "B&#x27;s cartridges are not shown: it is not a project folder holding its data/ outputs." in text

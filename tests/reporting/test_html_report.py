@@ -160,3 +160,30 @@ def test_drilldown_tells_apart_the_versions_of_a_memory_by_their_code():
     (a1,), (a2,) = shown["q1"]["top"], shown["q2"]["top"]
     assert (a1["text"], a1["amount"], a1["gold"]) == ("Ann has a dog", 13.0, False)
     assert (a2["text"], a2["amount"], a2["gold"]) == ("Ann adopted Pixel, a cat", 24.0, True)
+
+
+def test_an_abstained_answer_says_so_beside_its_hits_with_the_ranking_s_values():
+    """The gold at rank 1 of a ranking whose answer abstained: recall@10 0 (the answer hands over
+    nothing) beside the ranking's 1, and the words beside its hits; an unanswerable entry that
+    abstained is quiet, and says it abstained."""
+    entries = [{"query_id": "q1", "question": "Which page?", "modality": "pdf", "gold": [{"source_id": "d", "region": {"page": 1}}]},
+               {"query_id": "q2", "question": "Found", "modality": "pdf", "gold": [{"source_id": "d", "region": {"page": 1}}]},
+               {"query_id": "u1", "question": "Not answerable", "modality": "pdf"}]
+    pq = pd.DataFrame({"query_id": ["q1", "q2", "u1"], "modality": "pdf", "unanswerable": [False, False, True], "failed": False,
+                       "n_regions": [1, 1, 0], "recall@10": [0.0, 1.0, np.nan], "ranked_recall@10": [1.0, 1.0, np.nan],
+                       "coverage@10": [0.0, 1.0, np.nan], "mrr": [0.0, 1.0, np.nan], "false_recall": [np.nan, np.nan, 0.0],
+                       "abstained": [1.0, 0.0, 1.0]})
+    run = pd.DataFrame({"query_id": ["q1", "q2", "u1"], "atom_id": "d#p1", "atom": 0, "rank": 1, "score": [3.0, 9.0, 1.0]})
+    gold = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": 0, "atom_id": "d#p1", "atom": 0})
+    regions = pd.DataFrame({"query_id": ["q1", "q2"], "gold_idx": 0, "source_id": "d", "extent": 10.0, "n_atoms": 1})
+    atoms = pd.DataFrame({"atom_id": ["d#p1"], "text": ["page one"], "extent": ['{"page":1}'], "amount": [10.0]})
+    drill = drilldown(entries, pq, run, gold, regions, atoms, k=10)
+    shown = {q["query_id"]: q for q in drill["modalities"]["pdf"]["queries"]}
+    assert shown["q1"]["abstained"] and not shown["q2"]["abstained"] and shown["q1"]["ranking"] == {"recall@10": 1.0}
+    html = render({"by_modality": {}, "overall": {}, "run": {"k": 10}}, {}, drill)
+    q1, q2, u1 = (html[html.index(f"<code>{q}</code>"):].split("</details>")[0] for q in ("q1", "q2", "u1"))
+    assert "<span class='tag miss'>miss</span><span class='tag abst'>abstained: hands over nothing</span>" in q1
+    assert "recall@10 0.000 (ranking 1.000)" in q1 and "<b>Abstained: hands over nothing.</b>" in q1
+    assert "(the ranking's own: recall@10 1.000)" in q1 and q1.index("Abstained") < q1.index("page one")  # beside its hits
+    assert "abst" not in q2 and "(ranking" not in q2
+    assert "unanswerable, quiet" in u1 and "(no false recall)" in u1

@@ -123,4 +123,16 @@ def open_for(cfg_block: dict, served: dict, temp_root: Path, host_env: dict | No
 
 
 
+@pytest.fixture(scope="session")
+def hostile_shared():
+    """The folder every user can read, with the launchers' and systems' copies nobody runs (tests/systems/hostile_launch.py)."""
+    import shutil
+
+    from tests.systems.hostile_launch import make_shared
+
+    folder = make_shared()
+    yield folder
+    shutil.rmtree(folder.path, ignore_errors=True)
+
+
 __all__ = ["ROOT", "bwrap_usable", "entry", "make_atoms", "open_for", "path_without_bwrap", "serve_argv"]

@@ -18,8 +18,18 @@ Before it says ready it finds out, and says in its ready line ``{"ready": true, 
   ignores SIGTERM, holds stdout and stderr open and sleeps for an hour, its command line
   carrying MARKER (so a test can look for it in /proc).
 
+* ``env``: with `env=NAME`, the value of NAME in its environment (None when unset);
+* ``fds``: with `fds`, the descriptors of its own process, of /proc/1 (under bwrap: bwrap's
+  init) and of its parent, each a readlink target, and ``reopened``: what opening each of
+  them again through /proc gives (``file`` for a regular file: a host file reachable from
+  inside; ``pipe``, ``socket``, ``chr``, or the errno).
+
 Then it answers every query with no hits, or with `answer=LINE` verbatim (a malformed answer;
-`answer=@FILE`: the line in FILE), ID replaced by the request's id.
+`answer=@FILE`: the line in FILE), ID replaced by the request's id. A question with a word
+``BAD-UTF8``, ``BAD-HALF``, ``BAD-CLOSE`` or ``BAD-NOREAD`` misbehaves instead: an answer
+holding a byte that is not UTF-8; half an answer line, then silence; its stdout closed,
+alive; its stdin no longer read from the start of that request (a long question then fills the
+pipe), silent.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 
 
 def caps() -> str:
@@ -129,6 +140,53 @@ SURVIVOR = ("import os, signal, sys, time\n"
             "time.sleep(3600)\n")
 
 
+def descriptors() -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Where the descriptors of itself, /proc/1 and its parent point, and what reopening each through /proc gives."""
+    links: dict[str, dict[str, str]] = {}
+    reopened: dict[str, str] = {}
+    for pid in ("self", "1", str(os.getppid())):
+        try:
+            names = os.listdir(f"/proc/{pid}/fd")
+        except OSError as exc:
+            links[pid] = {"error": errno.errorcode.get(exc.errno or 0, str(exc.errno))}
+            continue
+        links[pid] = {}
+        for fd in names:
+            path = f"/proc/{pid}/fd/{fd}"
+            try:
+                links[pid][fd] = os.readlink(path)
+            except OSError:
+                continue
+            try:
+                opened = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+            except OSError as exc:
+                reopened[path] = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+                continue
+            mode = os.fstat(opened).st_mode
+            os.close(opened)
+            reopened[path] = ("file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode) else "pipe" if stat.S_ISFIFO(mode)
+                              else "socket" if stat.S_ISSOCK(mode) else "chr" if stat.S_ISCHR(mode) else "other")
+    return links, reopened
+
+
+def misbehave(question: str, request_id: str) -> bool:
+    """The BAD-* words of the module docstring; True when it answered (or will never answer) itself."""
+    if "BAD-UTF8" in question:
+        sys.stdout.buffer.write(b'{"id": "' + request_id.encode() + b'", "hits": [], "note": "caf\xe9"}\n')
+        sys.stdout.flush()
+        return True
+    if "BAD-HALF" in question:
+        sys.stdout.write('{"id": "' + request_id + '", "hi')
+        sys.stdout.flush()
+    elif "BAD-CLOSE" in question:
+        sys.stdout.flush()
+        os.close(1)
+    else:
+        return False
+    time.sleep(3600)
+    return True
+
+
 def main(argv: list[str]) -> int:
     opts: dict[str, list[str]] = {}
     for arg in argv:
@@ -141,6 +199,10 @@ def main(argv: list[str]) -> int:
     report["signal_parent"] = signal_parent()
     if "abstract" in opts:
         report["abstract"] = abstract(opts["abstract"][0])
+    if "env" in opts:
+        report["env"] = {name: os.environ.get(name) for name in opts["env"]}
+    if "fds" in opts:
+        report["fds"], report["reopened"] = descriptors()
     if "survivor" in opts:
         subprocess.Popen([sys.executable, "-c", SURVIVOR, opts["survivor"][0]], start_new_session=True).wait()
     print(json.dumps({"ready": True, "hostile": report}), flush=True)
@@ -148,8 +210,16 @@ def main(argv: list[str]) -> int:
     if answer and answer.startswith("@"):  # the answer in a file (longer than a command line may be)
         with open(answer[1:], encoding="utf-8") as fh:
             answer = fh.read().strip()
-    for line in sys.stdin:
+    stdin = sys.stdin.buffer
+    while True:
+        if b"BAD-NOREAD" in stdin.peek(4096)[:4096]:  # seen at the start of a long request: never read the rest
+            time.sleep(3600)
+        line = stdin.readline()
+        if not line:
+            break
         request = json.loads(line)
+        if misbehave(str(request.get("question", "")), request["id"]):
+            continue
         print(answer.replace("ID", request["id"]) if answer else json.dumps({"id": request["id"], "hits": []}), flush=True)
     return 0
 

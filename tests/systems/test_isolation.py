@@ -207,7 +207,8 @@ def test_a_venv_under_tmp_starts_inside_bwrap(tmp_path_factory):
         wd = new_workdir(tmp_path_factory.mktemp("venv-root"))
         with wd:
             wd.atoms.write_text("")
-            argv = bwrap_argv(str(pip_bwrap()), [str(python), "-c", "import sys; print(sys.prefix)"], wd, {}, [], [], runtime)
+            argv = bwrap_argv(str(pip_bwrap()), [str(python), "-c", "import sys; print(sys.prefix)"], wd, {}, [], [], runtime,
+                                  report=False)
             assert argv.index("--tmpfs") < argv.index(str(venv))  # /tmp first, the venv bound over it
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
         assert proc.returncode == 0, proc.stderr

@@ -112,35 +112,94 @@ def result(structured=None, text=None):
     return SimpleNamespace(structured_content=structured, content=content, is_error=False)
 
 
+def texts(out) -> list[str]:
+    return [m["text"] for m in out]
+
+
 def test_results_rule():
     graph = {"entities": [{"name": "e1", "observations": ["a about apples", "b"]}, {"name": "e2", "observations": ["c"]}], "relations": []}
     out = read_memories(result(graph), results_path("entities[].observations[]"), 10)
-    assert [m["text"] for m in out] == ["a about apples", "b", "c"] and [m["score"] for m in out] == [3.0, 2.0, 1.0]
+    assert texts(out) == ["a about apples", "b", "c"] and [m["score"] for m in out] == [1.0, 0.5, 1 / 3] and not out.own
     assert all(m["memory_id"].startswith("m") and len(m["memory_id"]) == 17 and m["provenance"] is None for m in out)
     # objects: text/content/memory/observation, own ids and non-increasing scores kept, a repeated id once, cut at k
     items = [{"id": 7, "memory": "x", "score": 0.9}, {"id": "7", "text": "again"}, {"content": "y", "score": 0.5,
              "provenance": [{"source_id": "s", "extent": {"turn": 1}}]}, {"observation": "z", "score": 0.1}]
     out = read_memories(result(text=json.dumps({"memories": items})), None, 2)
-    assert [(m["memory_id"], m["text"], m["score"]) for m in out] == [("7", "x", 0.9), (out[1]["memory_id"], "y", 0.5)]
+    assert [(m["memory_id"], m["text"], m["score"]) for m in out] == [("7", "x", 0.9), (out[1]["memory_id"], "y", 0.5)] and out.own
     assert out[1]["provenance"] == [{"source_id": "s", "extent": {"turn": 1}}]
-    # scores that rise down the list are not the server's ranking: its order is
+    # scores that rise down the list are not the server's ranking: its order is, scored 1/rank
     out = read_memories(result({"result": [{"text": "p", "score": 1}, {"text": "q", "score": 2}]}), None, 5)
-    assert [m["score"] for m in out] == [2.0, 1.0]
+    assert [m["score"] for m in out] == [1.0, 0.5] and not out.own
+
+
+def test_every_common_shape_is_read_with_params_only():
+    """FastMCP's {"result": "<JSON text>"} (structured or as text), the envelope around an object,
+    structuredContent of its own, several blocks, a text field holding JSON: the same memories."""
+    memories = {"memories": [{"id": 1, "content": "Alice: apples"}, {"id": 2, "content": "Bob: pears"}]}
+    text = json.dumps(memories, indent=2)
+    for shape in (result({"result": text}, text), result(text=text), result({"result": memories}), result(memories),
+                  result(text=json.dumps({"result": text}))):
+        assert texts(read_memories(shape, None, 10)) == ["Alice: apples", "Bob: pears"], shape
+    # agent-logbook as the issue tried it: results "memories[]" on the envelope's string reads it too
+    assert texts(read_memories(result({"result": text}, text), results_path("memories[]"), 10)) == ["Alice: apples", "Bob: pears"]
+    assert texts(read_memories(result(text=["Alice: apples", '{"text": "Bob: pears"}', '["x", "y"]']), None, 10)) == [
+        "Alice: apples", "Bob: pears", "x", "y"]
+    assert texts(read_memories(result({"hits": [{"text": "a"}], "total": 1}), results_path("hits[]"), 10)) == ["a"]
+    assert read_memories(result(), None, 10) == []  # no content block at all: nothing found
+
+
+@pytest.mark.parametrize("rule, text, expected", [
+    ("whole", "Alice said she planted apples.\nThen pears.", ["Alice said she planted apples.\nThen pears."]),
+    ("lines", "one\n\n two  words \nthree", ["one", "two words", "three"]),
+    ("paragraphs", "first para\nstill first\n\n\nsecond", ["first para still first", "second"]),
+    ("numbered", "Found 3 results for: apples\n1. Alice: apples\nin the garden\n2) Bob: pears\n[3] Carol: jam", [
+        "Alice: apples in the garden", "Bob: pears", "Carol: jam"]),
+    ({"split": "lines", "none": "^No results found", "skip": "^Found \\d+ results"}, 'No results found for: "apples"', []),
+    ({"split": "lines", "none": "^No results found", "skip": "^Found \\d+ results"}, "Found 2 results for: x\na\nb", ["a", "b"]),
+])
+def test_plain_text_rules(rule, text, expected):
+    from bench.systems.mcp_plan import text_rule
+
+    plan = mcp_plan({"text": rule})
+    assert plan.text == text_rule(rule)
+    assert texts(read_memories(result(text=text), None, 10, plan.text)) == expected
+    assert texts(read_memories(result({"result": text}), None, 10, plan.text)) == expected  # FastMCP's str answer
+    with pytest.raises(ParamsError, match="system.mcp.text"):
+        mcp_plan({"text": "sentences"})
+    with pytest.raises(ParamsError, match="system.mcp.text.none"):
+        mcp_plan({"text": {"split": "lines", "none": "("}})
 
 
 @pytest.mark.parametrize("payload, needle", [
-    (result(text="I remember apples"), "text is not JSON"),
+    (result(text="I remember apples " * 30), "text is not JSON: 'I remember apples"),
     (result({"entities": []}), "no list of memories"),
-    (result({"memories": [{"body": "x"}]}), "without a text field"),
+    (result({"hits": [{"text": "a"}], "total": 1}), "system.mcp.results: 'hits[]' would read it"),
+    (result({"memories": [{"body": "x"}]}), "system.mcp.results ending in '[].body' would read its 'body'"),
     (result({"memories": [3]}), "must be a string or an object"),
     (result({"memories": ["  "]}), "its text is empty"),
-    (result(), "neither structured content nor text"),
+    (SimpleNamespace(structured_content=None, content=[SimpleNamespace(type="image", data="...")]), "neither structured content nor text"),
 ])
-def test_unreadable_results(payload, needle):
-    with pytest.raises(MalformedResponse, match=needle):
+def test_unreadable_results_show_what_came_back_and_the_rule_that_reads_it(payload, needle):
+    with pytest.raises(MalformedResponse) as err:
         read_memories(payload, None, 10)
-    with pytest.raises(MalformedResponse, match="no key 'entities'"):
-        read_memories(result({"memories": []}), results_path("entities[].observations[]"), 10)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+    if "not JSON" in needle:  # the first 300 characters of what came back, and the rule that reads it
+        assert ("I remember apples " * 30)[:300].strip() in str(err.value) and "system.mcp.text: whole" in str(err.value)
+    graph = {"entities": [{"name": "e", "observations": ["o"]}]}
+    with pytest.raises(MalformedResponse, match=r"no key 'memories'.*'entities\[\]\.observations\[\]' would read it"):
+        read_memories(result(graph), results_path("memories[]"), 10)
+
+
+def test_a_tool_error_in_its_own_words():
+    from bench.systems.mcp_errors import error_reason
+
+    libsql = ('Invalid arguments for tool search_nodes: [{"kind":"validation","type":"max_value","input":100,"expected":"<=50",'
+              '"received":"100","message":"Invalid value: Expected <=50 but received 100","requirement":50,"path":[{"type":'
+              '"object","origin":"value","input":{"query":"apples","limit":100},"key":"limit","value":100}]}]')
+    assert error_reason(libsql) == "Invalid value: Expected <=50 but received 100; Invalid arguments for tool search_nodes"
+    assert error_reason('{"error": "internal_error", "message": "SQLITE_BUSY"}') == "internal_error; SQLITE_BUSY"
+    assert error_reason("Error executing tool x: the index\n is corrupt") == "Error executing tool x: the index is corrupt"
+    assert len(error_reason("x" * 1000)) == 301
 
 
 # --------------------------------------------------------------------------- real servers
@@ -263,8 +322,8 @@ def test_malformed_results_and_100000_memories(tmp_path):
     with open_mcp(fake(tmp_path), tmp_path) as opened:
         with pytest.raises(ValueError) as err:
             run_queries(opened.adapter, [entry("q-bad", "not-json", "t:a", "2023-05-02T00:00:00+00:00")], 10, events=tiny_events)
-        assert str(err.value) == ("query q-bad: malformed response: the tool's text is not JSON (Expecting value): "
-                                  "'I remember apples, I think'")
+        assert str(err.value) == ("query q-bad: malformed response: the tool's text is not JSON: 'I remember apples, I think'; "
+                                  "declare how its text is read: system.mcp.text: whole (one memory), lines, paragraphs or numbered")
         channel = opened.adapter.open()  # the same server, called directly
         try:
             channel.observe(tiny_events().iloc[0].to_dict() | {"observed_at": "2023-05-01T10:00:00+00:00"}, 30)
@@ -338,3 +397,63 @@ def test_example_server_over_http(tmp_path):
     assert mem.loc[mem["query_id"] == "q2", "text"].str.contains("Carol: apples again").any()
     assert not mem["memory_id"].str.startswith("attributed:").any()  # its own citations
     assert json.loads(mem.loc[mem["query_id"] == "q1", "provenance"].iloc[0]) == [{"source_id": "t:a:s1", "extent": {"turn_start": 1, "turn_end": 2}}]
+
+
+@pytest.mark.parametrize("search, extra", [
+    ("search_envelope", {}),  # FastMCP's {"result": "<JSON text>"}, read with no rule
+    ("search_structured", {"results": "hits[]"}),  # structured content of its own, with scores
+    ("search_blocks", {"text": "whole"}),  # one text block per memory
+    ("search_text", {"text": {"split": "numbered", "none": "^No results found"}}),  # plain text, "No results found for: ..."
+])
+def test_every_shape_from_a_real_server(tmp_path, search, extra):
+    """The SDK server answering in each shape: the same memories, with params only."""
+    need_sdk()
+    entries = [*tiny_entries(), entry("q-none", "quinces", "t:b", "2023-05-03T00:00:00+00:00")]
+    block = {**fake(tmp_path), "mcp": {"observe": "store", "search": {"tool": search, "arguments": {"query": "{question}"}}, **extra}}
+    with open_mcp(block, tmp_path) as opened:
+        ran = run_queries(opened.adapter, entries, 10, events=tiny_events, timeout_s=30)
+    assert ran.failures.empty
+    got = ran.memories.groupby("query_id")["text"].apply(set).to_dict()
+    assert got == {"q1": {TINY[0][3]}, "q2": {TINY[0][3], TINY[2][3]}}  # q-none: an answer holding nothing
+    facts = ran.info["replay_facts"]
+    assert facts["scores"] == ("own" if search == "search_structured" else "rank")
+    assert facts["memories"] == {"returned": 3, "cited": 0, "attributed": 3, "unattributed": 0, "left_out": 0, "tied": 0, "tied_holders": 0}
+    assert facts["start_empty"] == {"checked": True, "question": facts["start_empty"]["question"], "returned": 0, "empty": True}
+
+
+def test_tool_errors_in_their_own_words(tmp_path):
+    """A JSON-RPC error fails its question with the server's message (the session goes on); a
+    limit beyond the server's maximum stops the run saying why, once."""
+    need_sdk()
+    from bench.systems.run import ConsecutiveFailures
+
+    entries = [entry("q-rpc", "rpc-error", "t:a", "2023-05-02T00:00:00+00:00"), entry("q2", "apples", "t:b", "2023-05-03T00:00:00+00:00")]
+    with open_mcp({**fake(tmp_path), "mcp": {"observe": "store", "search": "search"}}, tmp_path) as opened:
+        ran = run_queries(opened.adapter, entries, 10, events=tiny_events, timeout_s=30)
+    assert ran.failures["message"].tolist() == ["tool search (search) answered a JSON-RPC error: -32602 query too long for this index"]
+    assert ran.info["restarts"] == 0 and len(ran.memories) == 2
+    limited = {"observe": "store", "search": {"tool": "search_limited", "arguments": {"query": "{question}", "limit": "{k}"}}}
+    many = [entry(f"q{i}", "apples", "t:a", f"2023-05-02T00:00:0{i}+00:00") for i in range(6)]
+    with open_mcp({**fake(tmp_path), "mcp": limited}, tmp_path) as opened:
+        with pytest.raises(ConsecutiveFailures) as err:
+            run_queries(opened.adapter, many, 100, events=tiny_events, timeout_s=30)
+    message = str(err.value)
+    assert message.count("Input should be less than or equal to 50") == 1 and "why: 5x tool search_limited (search) answered an error: " in message
+
+
+def test_a_server_for_another_mcp_major_says_what_to_do(tmp_path):
+    """A FastMCP server for mcp 1.x (agent-logbook) under the harness's interpreter, or from its own
+    venv not named in system.code: the line says what to do, not only "Connection closed"."""
+    need_sdk()
+    from bench.systems.mcp_errors import startup_hint
+
+    venv = ROOT / ".ci" / "venv-logbook"
+    assert "another major version of the mcp SDK" in startup_hint("{python} -m agent_logbook.server", None)
+    if (venv / "pyvenv.cfg").is_file():
+        assert f"set system.code: [{venv}]" in startup_hint(f"{venv}/bin/python -m agent_logbook.server", None)
+    server = tmp_path / "v1_server.py"
+    server.write_text("from mcp.server.fastmcp import FastMCP\nFastMCP('x').run()\n")
+    with open_mcp({"entry": f"{{python}} {server}", "sandbox": "off", "mcp": {"observe": "store", "search": "search"}}, tmp_path) as opened:
+        with pytest.raises(Exception) as err:
+            opened.adapter.open()
+    assert "MCP session could not be opened" in str(err.value) and "virtual environment of its own" in str(err.value)

@@ -179,17 +179,17 @@ HOSTILE = str(Path(__file__).resolve().parent / "hostile_system.py")
         ('{"id": "ID", "hits": [], "confidence": 1' + "0" * 399 + "}",
          "confidence must be a finite number or null, got an integer of about 400 digits, beyond a 64-bit float"),
         ('{"id": "ID", "hits": ' + "[" * 100_000 + "]" * 100_000 + "}", "response line nests its JSON too deeply to be read"),
-        ('{"id": "ID", "hits": [], "pad": "' + "x" * 300_000 + '"}', "response line longer than 250000 characters (the limit, docs/systems.md)"),
+        ('{"id": "ID", "hits": [], "pad": "' + "x" * 300_000 + '"}', "response line longer than 250000 bytes (the limit, docs/systems.md)"),
     ],
     ids=["400-digit-int", "5000-digit-int", "1e400", "nan", "-inf", "400-digit-confidence", "deep", "overlong"],
 )
 def test_malformed_answers_are_one_line_naming_the_query(monkeypatch, tmp_path, answer, message):
     """Through a real command system and the run: never a traceback, always the query."""
-    from bench.systems import adapters
+    from bench.systems import channel
     from bench.systems.adapters import CommandAdapter
     from bench.systems.run import run_queries
 
-    monkeypatch.setattr(adapters, "MAX_RESPONSE_CHARS", 250_000)  # the real limit is 32 MiB; the rule is the same
+    monkeypatch.setattr(channel, "MAX_RESPONSE_CHARS", 250_000)  # the real limit is 32 MiB; the rule is the same
     (tmp_path / "answer.json").write_text(answer)
     adapter = CommandAdapter([sys.executable, HOSTILE, f"answer=@{tmp_path / 'answer.json'}"], "hostile", startup_timeout=60)
     with pytest.raises(ValueError) as info:

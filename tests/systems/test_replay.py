@@ -61,7 +61,10 @@ def test_python_replay_sends_the_stream_and_records_ingest():
     result = run_queries(adapter, ENTRIES, 5, warmup=3, events=lambda: event_stream(seg, sorted(seg["source_id"].unique())))
     record = adapter.system.record
     kinds = [r[0] if r[0] == "event" else r[1] for r in record]
-    assert kinds == ["apples?"] + ["event"] * 5 + ["apples?", "apples?", "event", "event", "apples?"]  # no warm-up under replay
+    start = "apples turn"  # the start-empty search: the stream's most common content words, before any event
+    assert kinds == [start, "apples?"] + ["event"] * 5 + ["apples?", "apples?", "event", "event", "apples?"]  # no warm-up under replay
+    assert result.info["replay_facts"]["start_empty"] == {"checked": True, "question": start, "returned": 0, "empty": True}
+    assert result.info["replay_facts"]["searchable"] == {"every": 0, "not_measured": "system.probe_every is 0"}
     assert result.info["replay"] and not result.info["given_atoms"] and result.info["warmup_queries"] == 0
     assert result.ingest["event"].tolist() == [f"e{i}" for i in range(1, 8)] and (result.ingest["ingest_ms"] >= 0).all()
     assert result.memories["memory_id"].tolist() == ["m-e7", "m-e3", "m-e5"]  # q3: a's last of all, q1: a's last at day 1, q2: b's last
@@ -151,3 +154,60 @@ def test_replay_files_grow_with_the_events(tmp_path):
     assert rel == "corpus/t/t_a_s1.jsonl" and [x["event"] for x in lines] == ["e1", "e2"] and lines[0]["source_file"] == rel
     assert files.place({"event": "e3", "source_id": "img:1"}, "coco") == "corpus/coco/val/photo.jpg"
     assert (tmp_path / "run" / "corpus/coco/val/photo.jpg").read_bytes() == b"jpeg"
+
+
+class Lagged:
+    """A replayed memory whose writes become searchable `lag` seconds after they were observed
+    (an index refreshed in the background); `preloaded`: it holds a memory before any event."""
+
+    replay = True
+    lag, preloaded = 0.15, False
+
+    def __init__(self, atoms: object = None) -> None:
+        import time
+
+        self.clock = time.monotonic
+        self.memories: list[tuple[float, dict]] = []
+        if self.preloaded:
+            self.memories.append((0.0, {"event": "old", "text": "apples orchard", "source_id": "t:a:s1", "extent": {"turn": 1}}))
+
+    def observe(self, event: dict) -> None:
+        self.memories.append((self.clock(), event))
+
+    def search(self, query) -> list[dict]:
+        words = set(query.question.lower().split())
+        ready = [e for t, e in self.memories if self.clock() - t >= self.lag and words & set(e["text"].lower().split())]
+        return [{"memory_id": f"m-{e['event']}", "score": 1.0 / (i + 1), "text": e["text"],
+                 "provenance": [{"source_id": e["source_id"], "extent": e["extent"]}]} for i, e in enumerate(ready[::-1][:query.k])]
+
+
+class Preloaded(Lagged):
+    preloaded = True
+
+
+class Never(Lagged):
+    lag = 3600.0
+
+
+def test_start_empty_and_the_time_until_an_event_is_searchable():
+    """A system holding a memory before its first event is marked not empty at start; probes after
+    every 2nd event find a lagged index's writes after its lag, and say what they never found."""
+    from bench.reporting.memories import facts_lines
+
+    words = ["apples orchard", "pears jam", "plums tart", "cherries pie", "grapes wine", "melons summer", "figs honey"]
+    seg = segments().assign(text=lambda f: [f"{w} {i}" for i, w in enumerate(words)])  # each turn its own words
+    stream = lambda: event_stream(seg, sorted(seg["source_id"].unique()))  # noqa: E731
+    facts = {}
+    for name, system in (("lagged", Lagged), ("preloaded", Preloaded), ("never", Never)):
+        adapter = make_adapter(check_system({"name": name, "adapter": "python", "entry": f"tests.systems.test_replay:{system.__name__}"}),
+                               pd.DataFrame({"atom_id": ["x"]}))
+        result = run_queries(adapter, ENTRIES, 5, events=stream, probe_every=2, probe_wait_s=0.6)
+        facts[name] = result.info["replay_facts"]
+    lagged = facts["lagged"]["searchable"]
+    assert lagged["probes"] == 3 and lagged["found"] == 3 and lagged["not_found"] == 0  # events 2, 4, 6 of 7
+    assert 150 <= lagged["p50_ms"] < 600 and facts["lagged"]["start_empty"]["empty"]
+    assert facts["never"]["searchable"]["found"] == 0 and facts["never"]["searchable"]["not_found"] == 3
+    assert facts["preloaded"]["start_empty"]["returned"] == 1 and not facts["preloaded"]["start_empty"]["empty"]
+    lines = facts_lines({"start_empty": facts["preloaded"]["start_empty"], "searchable": lagged})
+    assert lines[0].startswith("**NOT EMPTY AT START**") and "over 3 of 3 probes (one every 2 events" in lines[2]
+    assert "**not measured**" in facts_lines({"searchable": {"every": 0}})[0]

@@ -73,7 +73,8 @@ def test_a_replayed_command_system_is_shown_the_past_only_in_a_fixed_order(strea
         assert not [e for e in sent if seen_at[e] > as_of]  # nothing observed after the question reached it before it ...
         assert {e for e, t in seen_at.items() if t <= as_of} <= set(sent)  # ... and everything at or before it did
         asked += 1
-    assert asked == len(entries) and sent == events["event"].tolist()[: len(sent)]
+    assert asked == len(entries) + 1 and sent == events["event"].tolist()[: len(sent)]  # + the start-empty search, before any event
+    assert "query" in first[0] and result.info["replay_facts"]["start_empty"]["empty"]
     assert result.failures.empty and len(result.memories) > 0
     second, _, _ = replayed(served, entries, tmp_path / "b", capfd)
     assert second == first  # the same lines, in the same order

@@ -355,8 +355,8 @@ def test_a_system_hanging_after_warmup_stops_the_run_after_five_failures(tmp_pat
         run_queries(adapter, es, 5, timeout_s=0.5, warmup=2)
     assert (MAX_WINDOW_FAILURES, FAILURE_WINDOW) == (5, 10)
     names = ", ".join(f"locomo:conv-1:q{i}" for i in range(5))
-    assert str(info.value) == ("5 of the last 10 timed queries timed out or crashed after the warm-up (limit 5 of 10); stopped "
-                               f"instead of waiting out every query; 5 failed so far: {names}")
+    assert str(info.value).startswith("5 of the last 10 timed queries timed out or crashed after the warm-up (limit 5 of 10); stopped "
+                                      f"instead of waiting out every query; 5 failed so far: {names}; why: 5x ")  # the error, said once
     assert time.monotonic() - start < 60  # 40 queries at 0.5 s plus restarts would take longer; 5 are sent
 
 
@@ -391,8 +391,8 @@ def test_a_system_alternating_crash_and_success_stops_at_five_of_ten(tmp_path):
     with pytest.raises(ConsecutiveFailures) as info:
         run_queries(adapter, questions(*["ok", "CRASH"] * 20), 5, timeout_s=30, warmup=0)
     names = ", ".join(f"locomo:conv-1:q{i}" for i in range(1, 10, 2))
-    assert str(info.value) == ("5 of the last 10 timed queries timed out or crashed after the warm-up (limit 5 of 10); stopped "
-                               f"instead of waiting out every query; 5 failed so far: {names}")
+    assert str(info.value).startswith("5 of the last 10 timed queries timed out or crashed after the warm-up (limit 5 of 10); stopped "
+                                      f"instead of waiting out every query; 5 failed so far: {names}; why: 5x ")  # the error, said once
     assert adapter.restarts() == 4  # restarted before each "ok" after a crash; the tenth query is never sent
 
 

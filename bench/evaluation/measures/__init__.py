@@ -6,7 +6,7 @@ module             phase          measures (docs/metrics.md, generated from the 
 =================  =============  ========================================================
 ``ranking``        query          recall@k (gold regions relevant); mrr, ndcg@k (regions at atom ranks), ranked_recall@k,
                                   atom_recall@k, atom_ndcg@k
-``false_recall``   cross_query    false_recall (under the calibrated or abstention rule), abstention_rate
+``false_recall``   cross_query    false_recall (under the calibrated or abstention rule), abstention_rate, handed_nothing
 ``auroc``          cross_query    auroc_unanswerable
 ``leaks``          query          temporal_correctness, holder_correctness
 ``latency``        run            latency_p50_ms, latency_p95_ms
@@ -15,6 +15,7 @@ module             phase          measures (docs/metrics.md, generated from the 
 ``budget``         block          recall@budget (held credit), coverage@budget (what the cartridge a reader can afford
                                   holds); half_recall@budget, touch_recall@budget
 ``reading``        block          content_mrr, content_ndcg@k: positions in content read, not atom ranks
+``objective``      combined       objective (answering and abstaining judged together: its parts are declared ``in_objective``)
 =================  =============  ========================================================
 
 Each module exports ``FAMILY`` (bench.evaluation.measures.base.Family): its keyword-only
@@ -22,7 +23,8 @@ declarations, its computation, the phase that runs it (base.PHASES) and the per-
 columns it writes. :data:`FAMILIES` lists them in the order of their columns in the
 per-query tables; the evaluation (bench.evaluation.per_query, bench.evaluation.evaluate)
 runs each phase's families from it through base.run_family, which also applies the one
-rule of abstention. The report order (:data:`CATALOGUE`, every cell block) follows the
+rule of abstention. The objective's family is built from the other families' declarations
+(``objective.family``: its parts are the measures declared ``in_objective``). The report order (:data:`CATALOGUE`, every cell block) follows the
 registry, a family that declares ``after`` placed right after that measure (recall@budget
 right after recall@k: the verdict judges the two side by side; the content MRR and nDCG after
 the budget measures). ``base`` holds what a
@@ -39,10 +41,10 @@ from __future__ import annotations
 from functools import lru_cache
 from types import MappingProxyType, ModuleType
 
-from bench.evaluation.measures import auroc, budget, extent, false_recall, latency, leaks, ranking, reading, scores
+from bench.evaluation.measures import auroc, budget, extent, false_recall, latency, leaks, objective, ranking, reading, scores
 from bench.evaluation.measures.base import Family, Measure, Phase
 
-__all__ = ["CATALOGUE", "FAMILIES", "by_name", "families", "measures"]
+__all__ = ["CATALOGUE", "FAMILIES", "by_name", "families", "measures", "ranking_measure"]
 
 
 def _registry(*modules: ModuleType) -> tuple[Family, ...]:
@@ -56,8 +58,9 @@ def _registry(*modules: ModuleType) -> tuple[Family, ...]:
     return tuple(out)
 
 
-#: the families in the order of their per-query columns (each phase's in this order)
-FAMILIES: tuple[Family, ...] = _registry(ranking, false_recall, auroc, leaks, latency, extent, scores, budget, reading)
+_MEASURED = _registry(ranking, false_recall, auroc, leaks, latency, extent, scores, budget, reading)
+#: the families in the order of their per-query columns (each phase's in this order); the objective's last, from the others'
+FAMILIES: tuple[Family, ...] = (*_MEASURED, objective.family([m for f in _MEASURED for m in f.measures]))
 
 
 def _report_order(registry: tuple[Family, ...]) -> tuple[Measure, ...]:
@@ -74,6 +77,8 @@ def _report_order(registry: tuple[Family, ...]) -> tuple[Measure, ...]:
     names = [m.name for m in order]
     if len(set(names)) != len(names):
         raise ValueError(f"a measure is declared twice: {sorted({n for n in names if names.count(n) > 1})}")
+    if sum(m.ranks for m in order) != 1:
+        raise ValueError(f"exactly one measure ranks runs (declared ranks=True); found {[m.name for m in order if m.ranks]}")
     return tuple(order)
 
 
@@ -96,3 +101,8 @@ def measures(k: int) -> tuple[Measure, ...]:
 def by_name(k: int) -> MappingProxyType[str, Measure]:
     """dev.json key -> measure (read-only)."""
     return MappingProxyType({m.name: m for m in measures(k)})
+
+
+def ranking_measure(k: int) -> Measure:
+    """The one declared objective (``ranks``): what ``bench leaderboard`` ranks by and draws its frontier on."""
+    return next(m for m in measures(k) if m.ranks)

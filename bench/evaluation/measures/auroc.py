@@ -39,6 +39,9 @@ class Auroc:
         unans, failed = flags(group)
         return auroc_codes(group[measure.column].to_numpy(dtype=float), ~unans, failed)
 
+    def rows(self, measure: Measure, group: pd.DataFrame) -> np.ndarray:
+        return in_denominator(measure.scope, flags(group)[0])
+
     @property
     def statistic(self) -> Callable[[np.ndarray], np.ndarray]:
         return auroc_from_codes
@@ -73,22 +76,28 @@ def auroc_codes(signal: np.ndarray, positive: np.ndarray, failed: np.ndarray) ->
     return 2 * key + pos.astype(np.int64)
 
 
-def auroc_from_codes(codes: np.ndarray) -> np.ndarray:
-    """AUROC along the last axis of :func:`auroc_codes` codes (NaN where a class is absent)."""
+def auroc_from_codes(codes: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """AUROC along the last axis of :func:`auroc_codes` codes (NaN where a class is absent).
+    ``weights`` (the shape of `codes`, or rows of weights over one row of codes): how many times
+    each entry counts (a cluster bootstrap's draw, bench.evaluation.stats.uncertainty)."""
     c = np.atleast_2d(np.asarray(codes, dtype=np.int64))
+    w = None if weights is None else np.atleast_2d(np.asarray(weights, dtype=float))
+    if w is not None and c.shape[0] == 1 and w.shape[0] > 1:
+        c = np.broadcast_to(c, w.shape)
     b, _ = c.shape
     key, pos = c // 2, c % 2
     width = int(key.max(initial=0)) + 1
     flat = (np.arange(b)[:, None] * width + key).ravel()
-    p = np.bincount(flat, weights=pos.ravel().astype(float), minlength=b * width).reshape(b, width)
-    allc = np.bincount(flat, minlength=b * width).reshape(b, width).astype(float)
+    ones = np.ones(c.size) if w is None else w.ravel()
+    p = np.bincount(flat, weights=pos.ravel() * ones, minlength=b * width).reshape(b, width)
+    allc = np.bincount(flat, weights=ones, minlength=b * width).reshape(b, width)
     neg = allc - p
     below = np.cumsum(neg, axis=1) - neg
     u = (p * (below + 0.5 * neg)).sum(axis=1)
     n_pos, n_neg = p.sum(axis=1), neg.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg), np.nan)
-    return out if np.asarray(codes).ndim > 1 else out.reshape(())
+    return out if np.asarray(codes).ndim > 1 or (w is not None and w.shape[0] > 1) else out.reshape(())
 
 
 def _compute(every: AllQueries) -> dict[str, np.ndarray | str]:

@@ -6,10 +6,22 @@ column, whether it takes the cut-off ``k`` (``cutoff``: then :meth:`Measure.at` 
 its per-query column is defined on), its reducer (how a cell turns per-query values into
 one number, and what the bootstrap resamples), its direction, what it is and its unit
 (``description``, ``unit``: docs/metrics.md is written from them), the spec's bar, the
-verdict column it fills, whether ``bench compare`` tests it and whether an abstaining
-answer counts 0 in it. Its family (the module of bench.evaluation.measures that computes
-the per-query column) is filled in by that module's :class:`Family`, which also declares
-the computation and the phase (:data:`PHASES`) it runs in; :func:`run_family` runs one.
+verdict column it fills, whether ``bench compare`` tests it, whether it is scored on what
+an answer handed over (``abstained_nothing``), and its roles in the decisions: ``primary``
+(``bench gate`` gates it), ``ranks`` (the one objective ``bench leaderboard`` ranks runs by
+and draws its frontier on) and ``in_objective`` (a part of that objective). Its family (the
+module of bench.evaluation.measures that computes the per-query column) is filled in by that
+module's :class:`Family`, which also declares the computation and the phase (:data:`PHASES`)
+it runs in; :func:`run_family` runs one.
+
+Abstention (the one rule, applied in :func:`run_family` and nowhere else): an answer that
+abstained hands the reader nothing, exactly as an empty answer does. A measure declared
+``abstained_nothing`` (and a family's ``handed`` columns) is computed, for an answer that
+abstained, by the same computation on that answer with its ranked rows removed: recall,
+MRR, nDCG and the budget measures score what an empty answer scores (0), temporal and
+holder correctness what it scores (1: nothing from the future or of another holder was
+handed over). :func:`hands_nothing` is the one test of "nothing handed over" (abstained, or
+no hit returned) that the abstention rate, false recall's abstention rule and the verdict read.
 
 The denominator rule (docs/metrics.md): a metric's denominator is every annotated
 entry of its scope (answerable, unanswerable or all), never the number of hits; a
@@ -31,8 +43,8 @@ import pandas as pd
 if TYPE_CHECKING:
     from bench.evaluation.encoding import Encoded
 
-__all__ = ["PHASES", "AllQueries", "Bar", "BlockRows", "Family", "Mean", "Measure", "MetricCell", "Phase", "QueryRows", "Reducer", "RunRecord",
-           "Scope", "cell", "counted", "in_denominator", "run_family"]
+__all__ = ["PHASES", "AllQueries", "Bar", "BlockRows", "Columns", "Family", "Mean", "Measure", "MetricCell", "Phase", "QueryRows", "Reducer",
+           "RunRecord", "Scope", "cell", "counted", "hands_nothing", "in_denominator", "run_family"]
 
 Scope = Literal["answerable", "unanswerable", "all"]
 MetricCell = dict[str, Any]
@@ -65,6 +77,11 @@ class Reducer(Protocol):
         """The values a cell's interval resamples, in entry order."""
         ...
 
+    def rows(self, measure: Measure, group: pd.DataFrame) -> np.ndarray:
+        """Which entries of `group` :meth:`values` holds a value of (boolean per entry, in its order):
+        the interval resamples them by their clusters (bench.evaluation.stats.clusters)."""
+        ...
+
     @property
     def worst_case(self) -> str:
         """What a failed query counts as, in words (docs/metrics.md)."""
@@ -88,8 +105,11 @@ class Measure:
     compared: bool = False  # `bench compare` tests it
     #: why a group's cell cannot be measured (None: it can); given for false recall
     unmeasurable: Callable[[pd.DataFrame], str | None] | None = None
-    #: an answer that abstained hands the reader nothing: this measure counts 0 for it (applied once, :func:`run_family`)
+    #: scored on what an answer handed over: for an answer that abstained, what the empty answer scores (:func:`run_family`)
     abstained_nothing: bool = False
+    primary: bool = False  # `bench gate` gates it (per modality and overall); the verdict's other mean measures are reported
+    ranks: bool = False  # the one declared objective: `bench leaderboard` ranks runs by it and draws its frontier on it
+    in_objective: bool = False  # a part of the objective: it scores the entries of this measure's scope (bench.evaluation.measures.objective)
     family: str = ""  # the module that computes its per-query column: filled in by its :class:`Family`
     k: int | None = None  # the cut-off, once :meth:`at` filled it in
 
@@ -177,6 +197,15 @@ class Mean:
     def values(self, measure: Measure, group: pd.DataFrame) -> np.ndarray:
         return counted(measure, group[measure.column].to_numpy(dtype=float), *flags(group))[0]
 
+    def rows(self, measure: Measure, group: pd.DataFrame) -> np.ndarray:
+        return in_denominator(measure.scope, flags(group)[0])
+
+
+def hands_nothing(abstained: np.ndarray, n_returned: np.ndarray) -> np.ndarray:
+    """Per entry: the answer handed the reader nothing -- it abstained, or returned no hit. One
+    thing for every rule (the module docstring, *Abstention*)."""
+    return np.asarray(abstained, dtype=bool) | (np.asarray(n_returned, dtype=float) == 0)
+
 
 # --------------------------------------------------------------------------- families
 
@@ -188,8 +217,11 @@ class Mean:
 #: ``cross_query``  per query, from every query of the run: a rule calibrated over a modality, one
 #:                  signal for the run (bench.evaluation.per_query.finish_per_query; :class:`AllQueries`)
 #: ``run``          per query from the run's own record of it, its latency (:class:`RunRecord`)
-Phase = Literal["query", "block", "cross_query", "run"]
-PHASES: tuple[Phase, ...] = ("query", "block", "cross_query", "run")
+#: ``combined``     per query from the other families' per-query columns, last: the objective (:class:`Columns`)
+Phase = Literal["query", "block", "cross_query", "run", "combined"]
+PHASES: tuple[Phase, ...] = ("query", "block", "cross_query", "run", "combined")
+#: the phases whose context can hand a family an answer's ranked rows removed (``handed``): the abstention rule's
+HANDING: tuple[Phase, ...] = ("query", "block")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,8 +232,15 @@ class QueryRows:
     k: int
     abstained: np.ndarray  # bool per entry: its answer abstained
 
-    def abstained_rows(self, out: Any) -> np.ndarray:
-        return np.asarray(self.abstained, dtype=bool)
+    def handed(self) -> QueryRows | None:
+        """The same entries, the ranked rows of every answer that abstained removed (None: none abstained)."""
+        gone = np.asarray(self.abstained, dtype=bool)
+        if not gone.any():
+            return None
+        run = self.coded.run
+        keep = ~gone[run.q]
+        rows = type(run)(q=run.q[keep], a=run.a[keep], rank=run.rank[keep], score=run.score[keep])
+        return replace(self, coded=replace(self.coded, run=rows), abstained=np.zeros_like(gone))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,8 +259,15 @@ class BlockRows:
     memories: Any = None
     abstained: frozenset[str] = field(default_factory=frozenset)  # queries whose answer abstained
 
-    def abstained_rows(self, out: Any) -> np.ndarray:
-        return np.asarray(out["query_id"].astype(str).isin(self.abstained), dtype=bool)
+    def handed(self) -> BlockRows | None:
+        """The entries whose answer abstained, with their ranked rows removed (None: none abstained)."""
+        ids = self.entries["query_id"].astype(str)
+        gone = ids.isin(self.abstained).to_numpy()
+        if not gone.any():
+            return None
+        kept = set(ids[gone])
+        return replace(self, entries=self.entries.loc[gone], run=self.run.iloc[:0], abstained=frozenset(),
+                       gold=self.gold.loc[self.gold["query_id"].astype(str).isin(kept).to_numpy()])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -235,9 +281,6 @@ class AllQueries:
     calibration_recall: float = 0.9
     thresholds: dict[str, float | None] | None = None  # the dev run's calibrated thresholds (None: calibrate)
 
-    def abstained_rows(self, out: Any) -> np.ndarray:
-        return self.blocks["abstained"].to_numpy(dtype=bool)
-
 
 @dataclass(frozen=True, kw_only=True)
 class RunRecord:
@@ -247,8 +290,14 @@ class RunRecord:
     responses: pd.DataFrame | None
     k: int
 
-    def abstained_rows(self, out: Any) -> np.ndarray:
-        return np.zeros(len(self.table), dtype=bool)
+
+@dataclass(frozen=True, kw_only=True)
+class Columns:
+    """Phase ``combined``: every other family's per-query columns (query_id, modality, unanswerable,
+    failed and the measures' columns), one row per entry, and the catalogue at cut-off k."""
+
+    table: pd.DataFrame
+    k: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -266,12 +315,15 @@ class Family:
     columns: Callable[[int], tuple[str, ...]]
     #: report order: its measures follow this measure of an earlier family (None: after the earlier families')
     after: str | None = None
-    #: columns besides its measures' that an abstaining answer zeroes (what it hands the reader)
+    #: columns besides its measures' that are scored on what an answer handed over (as ``abstained_nothing``)
     handed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
             raise ValueError(f"family {self.name}: phase {self.phase!r} is not one of {', '.join(PHASES)}")
+        if (self.handed or any(m.abstained_nothing for m in self.measures)) and self.phase not in HANDING:
+            raise ValueError(f"family {self.name}: phase {self.phase} cannot score what an answer handed over "
+                             f"(only {', '.join(HANDING)} can)")
         for m in self.measures:
             if m.family not in ("", self.name):
                 raise ValueError(f"{m.name}: declared in family {self.name}, says {m.family}")
@@ -280,18 +332,31 @@ class Family:
 
 def run_family(family: Family, context: Any) -> Any:
     """`family`'s per-query columns for `context` (its phase's), checked against what it
-    declares, with the one rule of abstention applied: an answer that abstained hands the
-    reader nothing, so its measures declared ``abstained_nothing`` (and the family's
-    ``handed`` columns) count 0 for it wherever they have a value."""
+    declares, with the one rule of abstention applied (module docstring, *Abstention*): its
+    measures declared ``abstained_nothing`` and its ``handed`` columns take, for an answer
+    that abstained, the value the same computation gives that answer with its ranked rows
+    removed -- what the empty answer scores."""
     out = family.compute(context)
     wrote = tuple(c for c in out if c != "query_id")
     if wrote != family.columns(context.k):
         raise ValueError(f"family {family.name} wrote columns {wrote}, declares {family.columns(context.k)}")
-    zeroed = [*(m.at(context.k).column for m in family.measures if m.abstained_nothing), *family.handed]
-    if zeroed:
-        mask = context.abstained_rows(out)
-        out = out if isinstance(out, pd.DataFrame) else dict(out)
-        for c in zeroed:
-            values = np.asarray(out[c], dtype=float)
-            out[c] = np.where(mask & ~np.isnan(values), 0.0, values)
+    handed = [*(m.at(context.k).column for m in family.measures if m.abstained_nothing), *family.handed]
+    emptied = context.handed() if handed else None
+    if emptied is None:
+        return out
+    alt = family.compute(emptied)
+    if isinstance(out, pd.DataFrame):  # phase block: the abstained entries' rows, by query_id
+        at = pd.Index(out["query_id"].astype(str)).get_indexer(alt["query_id"].astype(str))
+        if (at < 0).any():
+            raise ValueError(f"family {family.name}: its handed rows name queries it did not score")
+        out = out.copy()
+        for c in handed:
+            values = out[c].to_numpy(dtype=float).copy()
+            values[at] = np.asarray(alt[c], dtype=float)
+            out[c] = values
+        return out
+    out = dict(out)  # phase query: every entry, in the same order
+    mask = np.asarray(context.abstained, dtype=bool)
+    for c in handed:
+        out[c] = np.where(mask, np.asarray(alt[c], dtype=float), np.asarray(out[c], dtype=float))
     return out

@@ -395,7 +395,7 @@ FAMILY = Family(
     columns=lambda k: (BUDGET_COLUMN, *(m.column for m in MEASURES), PACKED_COLUMN),
     measures=(
         Measure(name="recall@budget", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, bar=RECALL_BAR,
-                heading="recall@budget", compared=True, unmeasurable=no_budget, abstained_nothing=True,
+                heading="recall@budget", compared=True, unmeasurable=no_budget, abstained_nothing=True, in_objective=True,
                 unit="held share of the entry's gold regions (0-1)",
                 description="Mean over the entry's gold regions of the share of each region the cartridge a reader can afford "
                             "holds: the ranked atoms packed into the modality's budget B (the boundary atom cut in reading "

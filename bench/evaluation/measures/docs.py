@@ -38,10 +38,13 @@ the cut-off `metrics.k` of params.yaml (dev.json `run.k`): a name with `@k` carr
 * **value**: the metric's reducer over the group's per-query values (a mean over the
   denominator, a percentile, the AUROC); `null` when the denominator is 0, `null` with a
   `reason` when the metric cannot be measured. `ci95` is a seeded percentile bootstrap over
-  queries (`metrics.bootstrap_resamples`, `metrics.bootstrap_seed`).
+  clusters of entries asking the same question (`metrics.bootstrap_resamples`,
+  `metrics.bootstrap_seed`; bench/evaluation/stats/clusters.py), and `clusters` how many
+  clusters it rests on.
 
 Roles: **verdict**, a column of the verdict matrix of reports/dev.md and dev.html, marked
-against its bar when it has one; **gate**, gated by `bench gate` (primary) or reported by it;
+against its bar when it has one; **gate**, gated by `bench gate` (primary: declared `primary`)
+or reported by it;
 **leaderboard**, a column of `bench leaderboard`; **compare**, tested by `bench compare`;
 **MDE**, its minimum detectable effect is in dev.json `mde`. A metric with none of these is a
 **diagnostic**: reported, never judged. docs/measuring.md explains how the metrics are read.
@@ -52,7 +55,9 @@ TAIL = """## Adding a measure
 Declare it (keyword arguments only) in its family's `FAMILY` in bench/evaluation/measures/:
 name, column (when it differs from the name), scope, reducer, direction, `description`,
 `unit`, and where they apply `cutoff`, `bar`, `heading`, `compared`, `unmeasurable`,
-`abstained_nothing`. Fill its column in the family's computation (a new family: a module with
+`abstained_nothing` (scored on what an answer handed over), `primary` (gated by `bench gate`),
+`ranks` (the one objective `bench leaderboard` ranks by) and `in_objective` (a part of it).
+Fill its column in the family's computation (a new family: a module with
 its `FAMILY`, listed in `FAMILIES` of bench/evaluation/measures/__init__.py), test it in
 tests/evaluation/measures/, then run `bench docs metrics` to rewrite this page.
 """
@@ -101,7 +106,11 @@ def _entry(m: Measure, roles: Mapping[str, Sequence[str]], notes: Mapping[str, s
         ("per-query column", f"`{column}` (family `{m.family}`, phase `{phase}`)"),
     ]
     if m.abstained_nothing:
-        rows.append(("abstention", "an answer that abstained hands the reader nothing: it counts 0"))
+        rows.append(("abstention", "scored on what was handed over: an answer that abstained scores what the empty answer scores"))
+    if m.ranks:
+        rows.append(("objective", "the one declared objective: `bench leaderboard` ranks runs by it and draws its frontier on it"))
+    if m.in_objective:
+        rows.append(("objective", f"a part of the objective: it scores the objective's {m.scope} entries"))
     return [f"## {generic_name(m)}", "", m.description, "", "| | |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows), ""]
 
 

@@ -6,8 +6,9 @@ never from a fixed score, so no number depends on the system's score scale:
 
 ``abstention``     the run declares abstention (``abstains``: the system said so once)
                    or any response abstained. An unanswerable entry is a false recall
-                   when the system did *not* abstain and returned at least one hit.
-                   Applies to every modality of the run.
+                   when the system handed something over: it did *not* abstain and
+                   returned at least one hit (bench.evaluation.measures.base.hands_nothing,
+                   the one test of "nothing handed over"). Applies to every modality of the run.
 ``calibrated``     a system that never abstains: per modality, the threshold is the
                    top-1 score that ``calibration_recall`` (e.g. 0.9) of the
                    modality's answerable entries reach (an order statistic of their
@@ -23,8 +24,12 @@ never from a fixed score, so no number depends on the system's score scale:
                    calibrate on, or the dev run gave no threshold for the modality;
                    the cell has no value and says why (:func:`not_measurable`).
 
-``abstention_rate`` (answerable entries): the per-query column ``abstained`` is 1 if
-the system answered ``"abstain": true``, else 0. A failed query counts 1 in both.
+Abstention (bench.evaluation.measures.base, *Abstention*: the one rule): an answer that
+abstained hands the reader nothing, as an empty answer does, and every rule reads the two as
+one thing. ``abstention_rate`` (answerable entries; per-query column ``abstained``) is 1 when
+the answer handed nothing over -- it said ``"abstain": true`` or returned no hit -- else 0;
+``handed_nothing`` is the same over all entries (the verdict's *met only by handing nothing*
+reads it). A failed query counts 1 in all three.
 Beside them the per-query table holds ``false_recall_rule``,
 ``false_recall_threshold`` (calibrated rule only, in the system's own score units) and
 ``false_recall_reason``; :func:`false_recall_rules` summarises them for dev.json.
@@ -39,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.evaluation.measures.base import AllQueries, Bar, Family, Mean, Measure
+from bench.evaluation.measures.base import AllQueries, Bar, Family, Mean, Measure, hands_nothing
 from bench.evaluation.measures.scores import reaches
 
 __all__ = ["ABSTENTION", "CALIBRATED", "FAMILY", "MEASURES", "NOT_MEASURABLE", "FalseRecallRule", "calibrate", "false_recall_columns",
@@ -136,7 +141,7 @@ def false_recall_columns(
         rule[at] = r.rule
         reason[at] = r.reason
         if r.rule == ABSTENTION:
-            fr[at] = (~abstained[at] & (n_returned[at] > 0)).astype(float)
+            fr[at] = (~hands_nothing(abstained[at], n_returned[at])).astype(float)
         elif r.rule == CALIBRATED:
             assert r.threshold is not None
             threshold[at] = r.threshold
@@ -173,7 +178,7 @@ def false_recall_rules(per_query_df: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 
 def _compute(every: AllQueries) -> dict[str, np.ndarray]:
-    """false_recall under each modality's rule (with the rule, threshold and reason) and abstained."""
+    """false_recall under each modality's rule (with the rule, threshold and reason) and what was handed nothing."""
     blocks = every.blocks
     mods = blocks["modality"].to_numpy()
     top1 = blocks["top1_score"].to_numpy(dtype=float)
@@ -181,21 +186,27 @@ def _compute(every: AllQueries) -> dict[str, np.ndarray]:
     declared = bool(every.abstains) or bool(abstained.any())
     rules = modality_rules(mods, blocks["unanswerable"].to_numpy(dtype=bool), blocks["failed"].to_numpy(dtype=bool), top1, declared,
                            float(every.calibration_recall), every.thresholds)
-    return {**false_recall_columns(mods, blocks["n_returned"].to_numpy(), top1, abstained, rules), "abstained": abstained.astype(float)}
+    nothing = hands_nothing(abstained, blocks["n_returned"].to_numpy()).astype(float)
+    return {**false_recall_columns(mods, blocks["n_returned"].to_numpy(), top1, abstained, rules), "abstained": nothing,
+            "handed_nothing": nothing}
 
 
 FAMILY = Family(
     name="false_recall", phase="cross_query", compute=_compute,
-    columns=lambda k: ("false_recall", "false_recall_rule", "false_recall_threshold", "false_recall_reason", "abstained"),
+    columns=lambda k: ("false_recall", "false_recall_rule", "false_recall_threshold", "false_recall_reason", "abstained", "handed_nothing"),
     measures=(
         Measure(name="false_recall", scope="unanswerable", reducer=Mean(worst=1.0), higher_is_better=False, bar=Bar("<=", 0.10),
-                heading="false recall", compared=True, unmeasurable=not_measurable, unit="share of entries (0-1)",
+                heading="false recall", compared=True, unmeasurable=not_measurable, in_objective=True, unit="share of entries (0-1)",
                 description="1 if the system returned strong evidence for an unanswerable entry, read from what it stands behind: "
                             "under the abstention rule, it did not abstain and returned a hit; under the calibrated rule, its "
                             "top-1 score reaches the modality's calibrated threshold. No value (with a reason) when not measurable."),
         Measure(name="abstention_rate", column="abstained", scope="answerable", reducer=Mean(worst=1.0), higher_is_better=False,
                 heading="abstention rate", compared=True, unit="share of entries (0-1)",
-                description='1 if the system answered `"abstain": true` on an answerable entry, else 0.'),
+                description='1 if the system handed nothing over for an answerable entry: it answered `"abstain": true` or '
+                            "returned no hit (an empty answer and an abstention are one thing), else 0."),
+        Measure(name="handed_nothing", scope="all", reducer=Mean(worst=1.0), higher_is_better=False, unit="share of entries (0-1)",
+                description='1 if the system handed nothing over for the entry (answerable or not): it answered `"abstain": true` '
+                            "or returned no hit, else 0. The verdict's *met only by handing nothing* reads it."),
     ),
 )
 MEASURES: tuple[Measure, ...] = FAMILY.measures

@@ -45,9 +45,11 @@ class Percentile:
         return cell(value, len(timed), denominator)
 
     def values(self, measure: Measure, group: pd.DataFrame) -> np.ndarray:
+        return group[measure.column].to_numpy(dtype=float)[self.rows(measure, group)]
+
+    def rows(self, measure: Measure, group: pd.DataFrame) -> np.ndarray:
         _, failed = flags(group)
-        latency = group[measure.column].to_numpy(dtype=float)
-        return latency[~failed & ~np.isnan(latency)]
+        return ~failed & ~np.isnan(group[measure.column].to_numpy(dtype=float))
 
 
 def latency_column(record: RunRecord) -> dict[str, np.ndarray]:

@@ -4,6 +4,9 @@
                  the question), else 0.
 ``holder_ok``    1 if no top-k atom has ``holder != entry holder`` (someone else's
                  memory), else 0.
+Both count only what was handed over: an answer that abstained hands over nothing and so
+scores as the empty answer, 1 (bench.evaluation.measures.base, *Abstention*); the verdict
+reads a cell met while most entries were handed nothing as *met only by handing nothing*.
 A failed query counts 0.
 """
 
@@ -39,11 +42,13 @@ FAMILY = Family(
     name="leaks", phase="query", compute=_compute, columns=lambda k: tuple(m.column for m in MEASURES),
     measures=(
         Measure(name="temporal_correctness", column="temporal_ok", scope="all", reducer=Mean(worst=0.0), higher_is_better=True,
-                bar=Bar(">=", 0.95), heading="temporal correctness", unit="share of entries (0-1)",
-                description="1 if no top-k atom was observed after the entry's as_of (no memory from after the question), else 0."),
+                bar=Bar(">=", 0.95), heading="temporal correctness", abstained_nothing=True, primary=True, unit="share of entries (0-1)",
+                description="1 if no top-k atom handed over was observed after the entry's as_of (no memory from after the "
+                            "question), else 0; an answer that abstained hands over nothing."),
         Measure(name="holder_correctness", column="holder_ok", scope="all", reducer=Mean(worst=0.0), higher_is_better=True,
-                bar=Bar(">=", 0.95), heading="holder correctness", unit="share of entries (0-1)",
-                description="1 if no top-k atom belongs to another holder than the entry's (someone else's memory), else 0."),
+                bar=Bar(">=", 0.95), heading="holder correctness", abstained_nothing=True, primary=True, unit="share of entries (0-1)",
+                description="1 if no top-k atom handed over belongs to another holder than the entry's (someone else's memory), "
+                            "else 0; an answer that abstained hands over nothing."),
     ),
 )
 MEASURES: tuple[Measure, ...] = FAMILY.measures

@@ -29,6 +29,15 @@ worst case):
                  ``fewest`` is seen).
 
 A one-point change (0.01) is invisible on a set whose ``fewest`` MDE is above 0.01.
+
+Clusters (bench.evaluation.stats.clusters): entries asking the same question move together,
+so the unit of every MDE is the cluster, as for the intervals and the sign-flip test:
+``fewest`` counts moved clusters (X ~ Binomial(C, delta) over the C clusters: a change that
+moves a question moves its askings), and sd(d) / sqrt(n) becomes the cluster-robust standard
+error of the mean, sqrt(C / (C - 1) * sum_c (S_c - mean * N_c)^2) / n (S_c the cluster's sum,
+N_c its entries; the plain formula when every cluster is one entry). Each MDE says the
+clusters and entries it rests on, and beside it (``entries``) what it would be if the
+entries were independent -- the figure before clusters.
 """
 
 from __future__ import annotations
@@ -43,8 +52,9 @@ import pandas as pd
 
 from bench.evaluation.measures import measures
 from bench.evaluation.measures.base import Measure, counted
+from bench.evaluation.stats.clusters import Clustering, cluster_codes
 
-__all__ = ["ALPHA", "POWER", "fewest", "mde", "mde_block", "mde_measures", "mde_of", "z_total"]
+__all__ = ["ALPHA", "POWER", "fewest", "mde", "mde_block", "mde_measures", "mde_of", "standard_error", "z_total"]
 
 ALPHA = 0.05
 POWER = 0.80
@@ -82,38 +92,67 @@ def fewest(n: int, alpha: float = ALPHA, power: float = POWER) -> float | None:
     return hi
 
 
-def mde_of(values: np.ndarray, alpha: float = ALPHA, power: float = POWER, typical_sd: float | None = None) -> dict[str, Any]:
-    """n and the ``fewest`` / ``independent`` (and, given ``typical_sd``, ``typical``) MDE
-    of one group's per-query contributions (module docstring)."""
+def standard_error(values: np.ndarray, clusters: np.ndarray | None = None) -> float | None:
+    """The standard error of the mean of `values` with entries of one cluster moving together
+    (module docstring); the plain sd / sqrt(n) when every cluster is one entry. None below two clusters."""
     x = np.asarray(values, dtype=float)
     n = len(x)
-    out: dict[str, Any] = {"n": n, "fewest": fewest(n, alpha, power),
-                           "independent": mde(float(np.sqrt(2 * x.var(ddof=1))), n, alpha, power) if n > 1 and x.var() > 0 else None}
-    if typical_sd is not None:
-        normal = mde(typical_sd, n, alpha, power)
-        out["typical"] = None if normal is None else max(normal, out["fewest"] or 0.0)
+    codes = np.arange(n) if clusters is None else np.unique(np.asarray(clusters), return_inverse=True)[1]
+    c = int(codes.max(initial=-1)) + 1
+    if c < 2:
+        return None
+    if c == n:
+        return float(np.sqrt(x.var(ddof=1) / n))
+    resid = np.bincount(codes, weights=x - x.mean(), minlength=c)
+    return float(np.sqrt(c / (c - 1) * float((resid ** 2).sum())) / n)
+
+
+def mde_of(values: np.ndarray, alpha: float = ALPHA, power: float = POWER, typical_se: float | None = None,
+           clusters: np.ndarray | None = None) -> dict[str, Any]:
+    """n, clusters and the ``fewest`` / ``independent`` (and, given ``typical_se`` -- the standard
+    error of a typical pair's mean difference --, ``typical``) MDE of one group's per-query
+    contributions over their clusters, and beside them (``entries``) the same as if every entry
+    were its own cluster (module docstring)."""
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    codes = np.arange(n) if clusters is None else np.asarray(clusters)
+    c = len(np.unique(codes)) if n else 0
+    z = z_total(alpha, power)
+
+    def independent(by: np.ndarray | None) -> float | None:
+        se = standard_error(x, by) if n > 1 and x.var() > 0 else None
+        return None if se is None or se == 0 else float(z * np.sqrt(2.0) * se)
+
+    out: dict[str, Any] = {"n": n, "clusters": c, "fewest": fewest(c, alpha, power), "independent": independent(codes)}
+    if typical_se is not None:
+        out["typical"] = max(z * typical_se, out["fewest"] or 0.0)
+    out["entries"] = {"fewest": fewest(n, alpha, power), "independent": independent(None)}
     return out
 
 
 def mde_measures(k: int) -> list[Measure]:
-    """The measures whose MDE is reported: the recall measures the verdict judges (recall@k, recall@budget)."""
-    return [m for m in measures(k) if m.family in ("ranking", "budget") and m.bar is not None]
+    """The measures whose MDE is reported: the objective (``ranks``) and the recall measures the verdict judges (recall@k, recall@budget)."""
+    return [m for m in measures(k) if m.ranks or (m.family in ("ranking", "budget") and m.bar is not None)]
 
 
 def mde_block(table: pd.DataFrame, k: int, alpha: float = ALPHA, power: float = POWER,
-              typical_sd: dict[tuple[str, str], float] | None = None) -> dict[str, Any]:
-    """dev.json's ``mde``: per modality and overall, each MDE measure's n, ``fewest`` and
-    ``independent`` MDE (and ``typical`` where `typical_sd` has the (group, measure))
-    over the rows of `table` (modality, unanswerable, failed and the measures' columns)."""
+              typical_se: dict[tuple[str, str], float] | None = None, clustering: Clustering = "question") -> dict[str, Any]:
+    """dev.json's ``mde``: per modality and overall, each MDE measure's n, clusters, ``fewest``
+    and ``independent`` MDE (and ``typical`` where `typical_se` has the (group, measure)), and
+    the entry-level figures beside them, over the rows of `table` (modality, unanswerable,
+    failed, the cluster labels and the measures' columns)."""
     groups: Sequence[tuple[str, pd.DataFrame]] = [*((str(m), g) for m, g in table.groupby("modality", sort=True)), ("overall", table)]
     cells: dict[str, dict[str, Any]] = {}
     for group, g in groups:
         row = {}
+        codes = cluster_codes(g, clustering)
         for m in mde_measures(k):
             if m.column not in g.columns:
                 continue
-            contrib, _ = counted(m, g[m.column].to_numpy(dtype=float), g["unanswerable"].to_numpy(bool), g["failed"].to_numpy(bool))
-            row[m.name] = mde_of(contrib, alpha, power, None if typical_sd is None else typical_sd.get((group, m.name)))
+            unans = g["unanswerable"].to_numpy(bool)
+            contrib, _ = counted(m, g[m.column].to_numpy(dtype=float), unans, g["failed"].to_numpy(bool))
+            row[m.name] = mde_of(contrib, alpha, power, None if typical_se is None else typical_se.get((group, m.name)),
+                                 clusters=codes[m.reducer.rows(m, g)])
         cells[group] = row
     overall = cells.pop("overall")
-    return {"alpha": alpha, "power": power, "by_modality": cells, "overall": overall}
+    return {"alpha": alpha, "power": power, "clustering": clustering, "by_modality": cells, "overall": overall}

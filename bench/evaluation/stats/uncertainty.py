@@ -1,6 +1,16 @@
 """Uncertainty over queries: seeded bootstrap intervals, a paired randomization test
 and Holm's correction. Pure numpy; nothing read from disk or the environment.
 
+Clusters (bench.evaluation.stats.clusters)
+    Entries that ask the same question are not independent, so both the bootstrap and the
+    sign flips take ``clusters`` (an integer code per value): a bootstrap resample draws
+    the C clusters with replacement and takes the statistic over the drawn clusters'
+    entries (for the mean: the drawn clusters' sum over their size, the ratio estimator);
+    the sign-flip test flips each cluster's summed difference as one, so three questions
+    improved at both askings give the p-value of three questions. When every cluster is
+    one entry the entry-level paths below run unchanged, bit for bit; fewer than two
+    clusters give no interval.
+
 Bootstrap (``bootstrap_ci``)
     Percentile interval: draw ``resamples`` samples of the n per-query values with
     replacement, compute the statistic of each, take the 2.5th and 97.5th
@@ -48,9 +58,10 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluation.measures import by_name
+from bench.evaluation.stats.clusters import Clustering, cluster_codes
 from bench.memo import Memo
 
-__all__ = ["rng_for", "bootstrap_ci", "paired_randomization_test", "holm", "add_intervals"]
+__all__ = ["rng_for", "bootstrap_ci", "paired_randomization_test", "holm", "add_intervals", "cluster_sums", "weighted_percentile"]
 
 BATCH_VALUES = 2_000_000
 CONFIDENCE = 0.95
@@ -80,17 +91,25 @@ def bootstrap_ci(
     rng: np.random.Generator,
     statistic: str | Callable = "mean",
     confidence: float = CONFIDENCE,
+    clusters: np.ndarray | None = None,
 ) -> tuple[float, float] | None:
     """Percentile bootstrap interval of `statistic` ("mean", "p50", "p95", or a function
-    reducing the last axis); None when there are no values."""
+    reducing the last axis that also takes ``weights``); None when there are no values.
+    ``clusters``: an integer code per value; the clusters are resampled (module docstring),
+    None when there are fewer than two."""
     x = np.asarray(values, dtype=float)
     n = len(x)
     if n == 0:
         return None
     if resamples < 1:
         raise ValueError("resamples must be >= 1")
+    codes = _codes(clusters, n)
     out = None
-    if statistic == "mean":
+    if codes is not None:
+        if codes.max() < 1:
+            return None
+        out = _bootstrap_clusters(x, codes, statistic, resamples, rng)
+    elif statistic == "mean":
         out = _bootstrap_means(x, resamples, rng)
     elif isinstance(statistic, str) and statistic.startswith("p"):
         out = _bootstrap_percentiles(x, float(statistic[1:]), resamples, rng)
@@ -111,6 +130,82 @@ def bootstrap_ci(
 
 #: the mean goes through value counts when distinct values <= n / this (see the module docstring)
 FEW_VALUES = 32
+
+
+#: the clustered mean goes through counts of the kinds of cluster (distinct (sum, size) pairs) when kinds <= clusters / this
+#: (one multinomial draw over the kinds replaces drawing every cluster: measured faster from a fifth of the clusters down)
+FEW_KINDS = 4
+
+
+def _codes(clusters: np.ndarray | None, n: int) -> np.ndarray | None:
+    """Dense cluster codes 0..C-1 of `n` values; None when every value is its own cluster (or none given)."""
+    if clusters is None:
+        return None
+    c = np.asarray(clusters)
+    if len(c) != n:
+        raise ValueError(f"clusters: {len(c)} codes for {n} values")
+    codes = np.unique(c, return_inverse=True)[1].astype(np.intp)
+    return None if int(codes.max(initial=-1)) + 1 == n else codes
+
+
+def cluster_sums(values: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sum of the values, number of entries) of each cluster 0..C-1."""
+    c = int(codes.max(initial=-1)) + 1
+    return np.bincount(codes, weights=values, minlength=c), np.bincount(codes, minlength=c).astype(float)
+
+
+def _bootstrap_clusters(x: np.ndarray, codes: np.ndarray, statistic: str | Callable, resamples: int,
+                        rng: np.random.Generator) -> np.ndarray:
+    """`resamples` values of the statistic over the entries of C clusters drawn with replacement."""
+    c = int(codes.max()) + 1
+    if statistic == "mean" and np.isfinite(x).all():
+        sums, sizes = cluster_sums(x, codes)
+        pairs, counts = np.unique(np.stack([sums, sizes], axis=1), axis=0, return_counts=True)
+        out = np.empty(resamples)
+        if c >= 2 * FEW_VALUES and len(pairs) * FEW_KINDS <= c:  # a multinomial over the kinds of cluster
+            batch = max(1, BATCH_VALUES // len(pairs))
+            for start in range(0, resamples, batch):
+                b = min(batch, resamples - start)
+                drawn = rng.multinomial(c, counts / c, size=b)
+                out[start:start + b] = (drawn @ pairs[:, 0]) / (drawn @ pairs[:, 1])
+            return out
+        batch = max(1, BATCH_VALUES // c)
+        for start in range(0, resamples, batch):
+            b = min(batch, resamples - start)
+            idx = rng.integers(0, c, size=(b, c))
+            out[start:start + b] = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
+        return out
+    # a percentile or a function of weighted entries (the AUROC): each entry weighs how often its cluster was drawn
+    order = np.arange(len(x)) if callable(statistic) or statistic == "mean" else np.argsort(x, kind="stable")
+    ordered, at = x[order], codes[order]
+    out = np.empty(resamples)
+    batch = max(1, BATCH_VALUES // max(len(x), c))
+    for start in range(0, resamples, batch):
+        b = min(batch, resamples - start)
+        picks = (np.arange(b)[:, None] * c + rng.integers(0, c, size=(b, c))).ravel()
+        weights = np.bincount(picks, minlength=b * c).reshape(b, c).astype(float)[:, at]
+        if callable(statistic):
+            out[start:start + b] = statistic(ordered, weights=weights)
+        elif statistic == "mean":
+            out[start:start + b] = (weights @ ordered) / weights.sum(axis=1)
+        else:
+            out[start:start + b] = weighted_percentile(ordered, weights, float(str(statistic)[1:]))
+    return out
+
+
+def weighted_percentile(ordered: np.ndarray, weights: np.ndarray, q: float) -> np.ndarray:
+    """numpy's "linear" q-th percentile of each row's sample -- value i repeated ``weights[r, i]``
+    times (integer weights; `ordered` sorted ascending) -- without repeating anything."""
+    w = np.atleast_2d(weights)
+    total = w.sum(axis=1)
+    virtual = (total - 1) * np.true_divide(q, 100)
+    below = np.floor(virtual)
+    gamma = virtual - below
+    cum = np.cumsum(w, axis=1)
+    lo = ordered[np.minimum((cum <= below[:, None]).sum(axis=1), len(ordered) - 1)]
+    hi = ordered[np.minimum((cum <= np.minimum(below + 1, total - 1)[:, None]).sum(axis=1), len(ordered) - 1)]
+    diff = hi - lo  # numpy's _lerp, as _bootstrap_percentiles
+    return np.where(gamma >= 0.5, hi - diff * (1 - gamma), lo + diff * gamma)
 
 
 def _bootstrap_means(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray | None:
@@ -186,13 +281,20 @@ def paired_randomization_test(
     *,
     resamples: int = 10000,
     rng: np.random.Generator,
+    clusters: np.ndarray | None = None,
 ) -> float:
-    """Two-sided p-value of mean(diff) = 0 by sign flips (see the module docstring)."""
+    """Two-sided p-value of mean(diff) = 0 by sign flips (see the module docstring); ``clusters``:
+    an integer code per difference, each cluster's differences flipped together."""
     d_all = np.asarray(diff, dtype=float)
     if len(d_all) == 0:
         return float("nan")
     n = len(d_all)
     observed = d_all.mean()
+    codes = _codes(clusters, n)
+    if codes is not None:  # each cluster's summed difference is one sign flip; the statistic is still over entries
+        d_all = cluster_sums(d_all, codes)[0]
+        d_all = np.where(np.abs(d_all) < 1e-12, 0.0, d_all)  # +1 and -1 of one cluster's askings cancel exactly
+        observed = d_all.sum() / n
     d = d_all[d_all != 0]
     m = len(d)
     if m == 0:
@@ -235,38 +337,49 @@ def add_intervals(
     resamples: int = 1000,
     seed: int = 0,
     memo: Memo | None = None,
+    clustering: Clustering = "question",
 ) -> dict[str, Any]:
     """Copy of ``report`` ({"by_modality": {m: {name: cell}}, "overall": {...}}) with
-    ``ci95: [lo, hi]`` added to every cell (``[null, null]`` when the cell has no data
-    or its metric is unknown here).
+    ``ci95: [lo, hi]`` and ``clusters`` (how many clusters the interval resampled; the
+    entries are the cell's n and denominator) added to every cell (``[null, null]`` when the
+    cell has no data, its metric is unknown here, or it rests on fewer than two clusters).
 
-    ``per_query_df``: query_id, modality, unanswerable, failed, latency_ms and every
-    per-query column of the measures (bench.evaluation.measures); each cell resamples what its reducer declares. A failed query contributes its worst
-    case (as in the value); latency intervals resample the timed queries'
-    percentiles; the AUROC interval resamples entries with their kind.
-    ``memo`` (bench.memo): an interval is reused when the values it resamples, the
-    statistic, resamples, seed and labels are those of a stored one (the same numbers
-    the bootstrap would draw again).
+    ``per_query_df``: query_id, modality, unanswerable, failed, latency_ms, the cluster
+    labels (bench.evaluation.stats.clusters; without them every entry is its own) and every
+    per-query column of the measures (bench.evaluation.measures); each cell resamples the
+    clusters of the entries its reducer declares (``rows``). A failed query contributes its
+    worst case (as in the value); latency intervals resample the timed queries' percentiles;
+    the AUROC interval resamples entries with their kind.
+    ``memo`` (bench.memo): an interval is reused when the values it resamples, their
+    clusters, the statistic, resamples, seed and labels are those of a stored one (the same
+    numbers the bootstrap would draw again).
     """
     known = by_name(k)
     store = memo or Memo(None)
 
     def block(name: str, cells: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
         out = {}
+        codes = cluster_codes(df, clustering)
         for metric, cell in cells.items():
-            ci = None
+            ci, count = None, None
             measure = known.get(metric)
             if measure is not None and measure.column in df.columns and cell.get("value") is not None:
                 values = np.ascontiguousarray(measure.reducer.values(measure, df))
+                clusters = np.ascontiguousarray(codes[measure.reducer.rows(measure, df)])
+                count = int(len(np.unique(clusters)))
                 stat = measure.reducer.statistic
 
-                def compute(values: np.ndarray = values, stat: Any = stat, metric: str = metric) -> list[float] | None:
-                    found = bootstrap_ci(values, resamples=resamples, rng=rng_for(seed, name, metric), statistic=stat)
+                def compute(values: np.ndarray = values, stat: Any = stat, metric: str = metric,
+                            clusters: np.ndarray = clusters) -> list[float] | None:
+                    found = bootstrap_ci(values, resamples=resamples, rng=rng_for(seed, name, metric), statistic=stat, clusters=clusters)
                     return None if found is None else list(found)
 
-                key = store.key("ci", values, resamples, seed, name, metric, stat if isinstance(stat, str) else measure.name, CONFIDENCE)
+                key = store.key("ci", values, clusters, resamples, seed, name, metric, stat if isinstance(stat, str) else measure.name,
+                                CONFIDENCE)
                 ci = store.json("ci", key, compute)
             out[metric] = {**cell, "ci95": list(ci) if ci else [None, None]}
+            if count is not None:
+                out[metric]["clusters"] = count
         return out
 
     return {

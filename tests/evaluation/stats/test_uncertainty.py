@@ -105,7 +105,8 @@ def test_add_intervals_bracket_value():
     lo, hi = out["by_modality"]["pdf"]["latency_p50_ms"]["ci95"]
     assert lo < p50 < hi
     assert out["by_modality"]["pdf"]["other"]["ci95"] == [None, None]
-    assert set(out["overall"]["recall@10"]) == {"value", "n", "denominator", "ci95"}
+    assert set(out["overall"]["recall@10"]) == {"value", "n", "denominator", "ci95", "clusters"}
+    assert out["overall"]["recall@10"]["clusters"] == out["overall"]["recall@10"]["denominator"]  # no labels: every entry its own
 
 
 def test_failed_queries_are_the_worst_case_in_intervals():
