@@ -109,12 +109,13 @@ def test_markdown_report_opens_with_the_verdict():
            "overall": {"recall@10": cell}, "run": {"k": 10, "false_recall_rule": {"pdf": {"rule": "abstention"}}}}
     lines = verdict_markdown(doc)
     assert lines[0] == "## Verdict"
-    pdf = next(line for line in lines if line.startswith("| pdf |")).split(" | ")
-    assert pdf[1] == "0.9500 (20/21) **met**"  # no recall@budget cell: nothing says the bar was bought
-    assert pdf[2] == "— *not measurable*"
-    assert pdf[5] == "0.5000 (20/21) abstention **NOT met**"
-    assert pdf[8] == "— (20/21) *not measurable*"
-    assert pdf[6] == "—"  # no abstention_rate cell at all
+    head = next(line for line in lines if line.startswith("| modality |")).strip(" |").split(" | ")
+    pdf = dict(zip(head, next(line for line in lines if line.startswith("| pdf |")).strip(" |").split(" | "), strict=True))
+    assert pdf["recall@10"] == "0.9500 (20/21) **met**"  # no recall@budget cell: nothing says the bar was bought
+    assert pdf["recall@budget"] == "— *not measurable*"
+    assert pdf["false recall"] == "0.5000 (20/21) abstention **NOT met**"
+    assert pdf["temporal correctness"] == "— (20/21) *not measurable*"
+    assert pdf["abstention rate"] == "—"  # no abstention_rate cell at all
 
 
 def test_figures_are_deterministic():

@@ -14,7 +14,8 @@ from bench.reporting.html_report import mde_html
 from bench.reporting.report import MDE_BOUND, MDE_FEW, MDE_FLOOR, mde_markdown, mde_range
 from tests.conftest import ROOT
 
-RANGE = re.compile(r"^(\d\.\d{3})(?:–(\d\.\d{3}))?([†‡§]?)$")
+#: a range, then what it rests on: " (n in C)", n entries in C clusters
+RANGE = re.compile(r"^(\d\.\d{3})(?:–(\d\.\d{3}))?([†‡§]?)(?: \(\d+ in \d+\))?$")
 
 
 @pytest.fixture(scope="module")
