@@ -40,7 +40,7 @@ def metrics_page() -> str:
     for role, read in readers:
         for m in read:
             roles.setdefault(base[m.name], []).append(role)
-    notes = {rule.measure: f"the verdict applies its rule: {rule.why}" for rule in RULES}
+    notes = {rule.measure: f"the {'verdict' if rule.over is None else 'report'} applies its rule: {rule.why}" for rule in RULES}
     return catalogue_markdown(roles, notes)
 
 

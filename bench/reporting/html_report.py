@@ -226,6 +226,8 @@ def run_html(run: dict[str, Any]) -> str:
 
 
 def metric_table_html(block: dict[str, dict[str, Any]]) -> str:
+    from bench.reporting.verdict import raised
+
     rows = ["<table><tr><th>metric</th><th>value</th><th>95% interval</th><th>n</th><th>denominator</th></tr>"]
     for name, cell in block.items():
         if not isinstance(cell, dict) or "value" not in cell:
@@ -233,6 +235,8 @@ def metric_table_html(block: dict[str, dict[str, Any]]) -> str:
         lo, hi = (cell.get("ci95") or [None, None])
         ci = "—" if lo is None else f"[{number(lo)}, {number(hi)}]"
         value = number(cell["value"]) + (f" <span class=muted>({_e(cell['reason'])})</span>" if cell.get("reason") else "")
+        note = raised(block, name)  # a diagnostic raised by atom size (bench.reporting.verdict)
+        value += f" <span class='bought'>{_e(note)}</span>" if note else ""
         rows.append(f"<tr><td>{_e(name)}</td><td class=num>{value}</td><td class=num>{ci}</td>"
                     f"<td class=num>{cell['n']}</td><td class=num>{cell['denominator']}</td></tr>")
     rows.append("</table>")

@@ -13,7 +13,7 @@ from bench.modalities.derived import is_derived
 from bench.modalities.ocr import accuracy_line
 from bench.numbers import NO_VALUE, number
 from bench.reporting.memories import memory_sections
-from bench.reporting.verdict import bought, rules_text
+from bench.reporting.verdict import bought, raised, rules_text
 
 UNANSWERABLE_TARGET = 0.15
 #: a bar's status; BOUGHT: met only by what the bar does not look at (bench.reporting.verdict)
@@ -219,6 +219,8 @@ def metric_table(block: dict[str, dict[str, Any]]) -> list[str]:
     lines = ["| metric | value | n | denominator |", "|---|---:|---:|---:|"]
     for name, cell in block.items():
         value = number(cell["value"]) + (f" ({cell['reason']})" if cell.get("reason") else "")
+        note = raised(block, name)  # a diagnostic raised by atom size (bench.reporting.verdict)
+        value += f" **{note.partition(': ')[0]}**: {note.partition(': ')[2]}" if note else ""
         lines.append(f"| {name} | {value} | {cell['n']} | {cell['denominator']} |")
     return lines
 

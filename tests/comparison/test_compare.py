@@ -27,8 +27,8 @@ def table(seed: int, n: int = 300, shift: float = 0.0, modality_split: bool = Tr
         "query_id": [f"q{i:04d}" for i in range(n)],
         "modality": np.where(np.arange(n) % 2 == 0, "pdf", "conversation") if modality_split else "pdf",
         "unanswerable": unans, "failed": False,
-        "recall@10": np.where(unans, np.nan, recall), "mrr": np.where(unans, np.nan, recall / 2),
-        "ndcg@10": np.where(unans, np.nan, recall / 3), "coverage@10": np.where(unans, np.nan, recall),
+        "recall@10": np.where(unans, np.nan, recall), "content_mrr": np.where(unans, np.nan, recall / 2),
+        "content_ndcg@10": np.where(unans, np.nan, recall / 3), "coverage@10": np.where(unans, np.nan, recall),
         "precision@10": np.where(unans, np.nan, recall * 0.1), "iou@10": np.where(unans, np.nan, recall * 0.1),
         "false_recall": np.where(unans, (rng.random(n) < 0.3).astype(float), np.nan),
         "tied@10": rng.integers(0, 2, n),
@@ -59,7 +59,7 @@ def test_clear_improvement_is_significant_with_counts():
     assert r["diff"] == pytest.approx(gain.sum() / ans.sum())
     assert r["ci95"][0] > 0 and r["significant"] and r["verdict"] == "B better"
     assert r["p_holm"] >= r["p"]
-    assert not rows[("overall", "mrr")]["significant"]
+    assert not rows[("overall", "content_mrr")]["significant"]
     # Holm runs across every row compared (all modalities and metrics)
     ps = sorted(x["p"] for x in res["rows"])
     assert min(x["p_holm"] for x in res["rows"]) == pytest.approx(min(1.0, len(ps) * ps[0]))
@@ -180,7 +180,7 @@ def test_zero_rows_and_zero_pairs_are_refused():
     (lambda d: d.assign(query_id=["q0000"] * len(d)), "B: malformed per-query table: query_id 'q0000' appears more than once"),
     (lambda d: d.assign(unanswerable="yes"), "B: malformed per-query table: column 'unanswerable' must hold true/false only"),
     (lambda d: d.assign(**{"recall@10": "high"}), "B: malformed per-query table: recall@10 holds a non-number ('high', query q0000)"),
-    (lambda d: d.assign(mrr=np.inf), "B: malformed per-query table: mrr holds an infinite value (query q0000)"),
+    (lambda d: d.assign(content_mrr=np.inf), "B: malformed per-query table: content_mrr holds an infinite value (query q0000)"),
     (lambda d: d.drop(columns=[c for c in d.columns if c.startswith("recall@")]), "B: per-query table has no recall@10 column (k = 10)"),
 ])
 def test_malformed_tables_are_one_line(mutate, message):
@@ -192,8 +192,8 @@ def test_malformed_tables_are_one_line(mutate, message):
 
 def test_extra_metric_columns_are_tolerated():
     a = table(8).assign(abstention_rate=0.0, auroc_unanswerable=np.nan, abstained=False)
-    res = compare(a, a.copy().drop(columns=["ndcg@10"]), resamples=50, permutations=200)
-    assert {r["metric"] for r in res["rows"]} == {"recall@10", "mrr", "coverage@10", "precision@10", "iou@10", "false_recall", "abstention_rate"}
+    res = compare(a, a.copy().drop(columns=["content_ndcg@10"]), resamples=50, permutations=200)
+    assert {r["metric"] for r in res["rows"]} == {"recall@10", "content_mrr", "coverage@10", "precision@10", "iou@10", "false_recall", "abstention_rate"}
 
 
 def test_cli_refusals_are_one_line_exit_1(tmp_path):
@@ -213,8 +213,8 @@ def test_cli_refusals_are_one_line_exit_1(tmp_path):
     # values outside [0, 1]: the probe's 1.5 and -0.2 used to be paired and declared significant
     (lambda d: d.assign(**{"recall@10": np.where(d["unanswerable"], np.nan, 1.5)}),
      "B: per-query table row 1 (query q0001): column recall@10: 1.5 is outside [0, 1]"),
-    (lambda d: d.assign(mrr=np.where(d["unanswerable"], np.nan, -0.2)),
-     "B: per-query table row 1 (query q0001): column mrr: -0.2 is outside [0, 1]"),
+    (lambda d: d.assign(content_mrr=np.where(d["unanswerable"], np.nan, -0.2)),
+     "B: per-query table row 1 (query q0001): column content_mrr: -0.2 is outside [0, 1]"),
     # NaN where the query is in the denominator: the denominator rule would read it as 0
     (lambda d: d.assign(**{"recall@10": np.nan}),
      "B: per-query table row 1 (query q0001): column recall@10: NaN where the query is in the denominator (answerable, not failed); it would count as 0"),

@@ -50,8 +50,8 @@ def test_the_primary_set_is_declared_on_the_measures_and_read_by_their_flag() ->
                                                                                         "holder_correctness"]
     verdict = [m.name for m in measures(K) if m.heading is not None and isinstance(m.reducer, Mean)]
     assert sorted([m.name for m in primary(K)] + [m.name for m in reported(K)]) == sorted(verdict)
-    # the objective's parts are reported beside it, as recall@k and nDCG@k are
-    assert {"recall@budget", "false_recall", "recall@10", "ndcg@10"} <= {m.name for m in reported(K)}
+    # the objective's parts are reported beside it, as recall@k and the verdict's nDCG@k (content read) are
+    assert {"recall@budget", "false_recall", "recall@10", "content_ndcg@10"} <= {m.name for m in reported(K)}
 
 
 def test_an_identical_rerun_of_the_real_table_passes_and_its_line_says_what_was_compared() -> None:
@@ -76,14 +76,14 @@ def test_only_the_primary_rows_fail_a_loss_elsewhere_is_reported() -> None:
     assert [r.split(" is worse")[0] for r in result.reasons] == ["gate: conversation holder_correctness",
                                                                  "gate: overall holder_correctness"]
     assert "0 wins / 60 losses" in result.reasons[0]
-    # nDCG@10 and MRR 0.1 lower on a third of the pdf hits (as finer pdf atoms do to the atom-level nDCG): reported only
+    # nDCG@10 and MRR (the verdict's: content read) 0.1 lower on a third of the pdf hits: reported only
     ranked = table.copy()
-    hits = np.flatnonzero((ranked["modality"] == "pdf") & (ranked["ndcg@10"] > 0.2))
+    hits = np.flatnonzero((ranked["modality"] == "pdf") & (ranked["content_ndcg@10"] > 0.2))
     pick = rng.choice(hits, len(hits) // 3, replace=False)
-    ranked.loc[pick, ["ndcg@10", "mrr"]] -= 0.1
+    ranked.loc[pick, ["content_ndcg@10", "content_mrr"]] -= 0.1
     result = gate(LoadedRun("main", table, doc), LoadedRun(".", ranked, doc), **FAST)
     assert result.passed, result.reasons
-    assert any(n.startswith("gate: reported, not gated: pdf ndcg@10 is worse") for n in result.notes), result.notes
+    assert any(n.startswith("gate: reported, not gated: pdf content_ndcg@10 is worse") for n in result.notes), result.notes
 
 
 # --------------------------------------------------------------------------- latency
@@ -249,7 +249,7 @@ def code_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, LoadedRun]:
 
 def test_code_symbols_to_10_line_windows_fail_on_the_objective(code_runs: dict[str, LoadedRun]) -> None:
     """The loss of held credit fails the gate on the objective, which is exactly its two parts weighed by their entries
-    (500 answerable, 161 unanswerable); recall@budget, recall@10 and nDCG@10 are reported beside it."""
+    (500 answerable, 161 unanswerable); recall@budget, recall@10 and the content nDCG@10 are reported beside it."""
     result = gate(code_runs["symbol"], code_runs["windows"], k=K, resamples=200, permutations=10000)
     assert not result.passed
     assert [r.split(" is worse")[0] for r in result.reasons] == ["gate: code objective", "gate: overall objective"]
@@ -259,7 +259,7 @@ def test_code_symbols_to_10_line_windows_fail_on_the_objective(code_runs: dict[s
     fr = next(r for r in result.reported if r["modality"] == "code" and r["metric"] == "false_recall")
     assert row["diff"] * 661 == pytest.approx(part["diff"] * 500 - fr["diff"] * 161)
     assert {n.split(" is worse")[0] for n in result.notes} >= {f"gate: reported, not gated: code {m}"
-                                                              for m in ("recall@budget", "recall@10", "ndcg@10")}
+                                                              for m in ("recall@budget", "recall@10", "content_ndcg@10")}
     assert line(result).startswith("gate: failed: 2 reasons against BASE (")
 
 

@@ -65,7 +65,7 @@ def worse(table: pd.DataFrame, share: float, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     hit = np.flatnonzero((out["recall@budget"] > 0).to_numpy())
     pick = rng.choice(hit, size=int(share * len(hit)), replace=False)
-    out.loc[pick, ["recall@budget", "recall@10", "mrr", "ndcg@10"]] = 0.0
+    out.loc[pick, ["recall@budget", "recall@10", "content_mrr", "content_ndcg@10"]] = 0.0
     return out
 
 
@@ -229,7 +229,7 @@ def test_refusals_are_one_line() -> None:
         ([run_of("a", base), run_of("b", base, budget={"pdf": {"amount": 1, "unit": "chars"}})], "different budgets"),
         ([run_of("a", base), run_of("b", base.iloc[: len(base) // 2])], "different query sets"),
         ([run_of("a", base), run_of("b", base.drop(columns=["failed"]))], "no column 'failed'"),
-        ([run_of("a", base), run_of("b", base.assign(mrr=np.where(base["unanswerable"], np.nan, 1.5)))], "outside [0, 1]"),
+        ([run_of("a", base), run_of("b", base.assign(content_mrr=np.where(base["unanswerable"], np.nan, 1.5)))], "outside [0, 1]"),
         ([run_of("a", base), run_of("b", base, sets={**SETS, "bench/sets/locomo.jsonl": "0" * 64})],
          "a and b were evaluated over different set files (1 of 2: bench/sets/locomo.jsonl sha256 d1943f9bf069… in a, 000000000000… in b)"),
     ]

@@ -29,9 +29,11 @@ FAILED_PER_KIND = 5  # answerable and unanswerable queries marked failed (timeou
 def test_names_and_columns_are_declared_once_in_report_order() -> None:
     ms = measures(K)
     assert len({m.name for m in ms}) == len(ms)
-    # recall@budget beside recall@k (the verdict judges them side by side), then the rest of the ranking family
-    assert [m.name for m in ms][:7] == ["recall@10", "recall@budget", "coverage@budget", "touch_recall@budget", "atom_recall@10", "mrr",
-                                       "ndcg@10"]
+    # recall@budget beside recall@k (the verdict judges them side by side), the content MRR and nDCG after the budget
+    # measures, then the rest of the ranking family
+    assert [m.name for m in ms][:10] == ["recall@10", "recall@budget", "coverage@budget", "half_recall@budget", "touch_recall@budget",
+                                        "content_mrr", "content_ndcg@10", "atom_recall@10", "mrr", "ndcg@10"]
+    assert [m.name for m in ms if m.heading][:4] == ["recall@10", "recall@budget", "content_mrr", "content_ndcg@10"]
     assert measures(5)[0].name == "recall@5" and measures(5)[0].column == "recall@5"
     assert [m.name for m in query_measures(K)] == [m.name for m in ms if m.family in ("ranking", "false_recall", "leaks")]
     assert [m.name for m in ms if m.cutoff] == [f"{m.name}@10" for m in CATALOGUE if m.cutoff]

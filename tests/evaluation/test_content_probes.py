@@ -2,14 +2,17 @@
 
 Each probe is a run a user could hand the harness -- fragments at depth, whole sessions as the
 system's own atoms, the harness's own chunks handed back, memories of three rare words citing a
-turn, abstaining answers -- evaluated as the stages evaluate (bench.acceptance.in_memory), on
-real LoCoMo conversations, MMLongBench-Doc documents and MedVidQA videos. None beats the default
-on recall@budget unless its coverage@budget does too, and none buys a "met". The touch rule
-(``touch_recall@budget``) is shown to be bought by the same runs, so each test can fail."""
+turn, memories of each turn's leading 55%, the conversation chunked by session, abstaining
+answers -- evaluated as the stages evaluate (bench.acceptance.in_memory), on real LoCoMo
+conversations, MMLongBench-Doc documents and MedVidQA videos. None beats the default on
+recall@budget unless its coverage@budget does too, none buys a "met", and none raises the
+content MRR and nDCG more than recall@budget. The diagnostics (the touch and half rules, MRR and
+nDCG at atom ranks) are shown to be bought by the same runs, so each test can fail."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from typing import Any
@@ -21,6 +24,7 @@ import pytest
 from bench.acceptance.in_memory import evaluate_entries
 from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
 from bench.evaluation.measures.extent import atom_extents
+from bench.evaluation.stats.uncertainty import paired_randomization_test, rng_for
 from bench.ingest.chunking import chunk_modality
 from bench.modalities.video.medvidqa import CSV, MedVidQA
 from bench.systems import build_system
@@ -174,6 +178,54 @@ def test_keyword_memories_citing_turns_buy_nothing(conv: dict) -> None:
     assert (answerable(mixed)["precision@10"] <= 1.0 + 1e-9).all()  # a verbatim turn pays its text: never above 1
 
 
+class LeadingMemory(KeywordMemory):
+    """Per ranked turn, a memory of the turn's leading 55% of text citing the turn (issue 46's
+    half-units probe: recall@budget 0.2568 -> 0.2759 before, "B better", on [locomo, cosqa])."""
+
+    def text(self, atom_id: str, rank: int) -> str:
+        text = str(self.atoms.at[atom_id, "text"])
+        return text[:max(1, math.ceil(0.55 * len(text)))]
+
+
+def gain(probe: pd.DataFrame, default: pd.DataFrame, column: str) -> tuple[float, float]:
+    """(mean paired difference probe - default over the answerable entries, its two-sided sign-flip p)."""
+    p, d = answerable(probe), answerable(default)
+    assert p.index.equals(d.index) and len(p) > 100
+    diff = p[column].to_numpy(dtype=float) - d[column].to_numpy(dtype=float)
+    return float(diff.mean()), paired_randomization_test(diff, resamples=10_000, rng=rng_for(0, "probe", column))
+
+
+def test_the_leading_half_of_every_turn_buys_nothing_at_equal_cost(conv: dict) -> None:
+    """Issue 46, row 1: each hit replaced by a memory of its turn's leading 55% (it pays 55% of the
+    turn and covers 55% of it). Held credit: no significant gain on recall@budget, nor on the
+    content MRR and nDCG; the half rule is bought by the same run (a region counts once 55% > 50%
+    of it is held), so the test can fail."""
+    table = memory_run(conv, LeadingMemory(conv["served"]["conversation"]))
+    assert (answerable(table)["cartridge@budget"] <= 1700 + 1e-9).all()  # equal cost: the conversation budget
+    for column in ("recall@budget", "content_mrr", "content_ndcg@10"):
+        diff, p = gain(table, conv["default"], column)
+        assert diff <= 0 or p >= 0.05, f"{column}: {diff:+.4f} (p {p:.4f})"
+    bought, p = gain(table, conv["default"], "half_recall@budget")
+    assert bought > 0.02 and p < 0.05, f"the half rule: {bought:+.4f} (p {p:.4f})"
+    assert_not_bought(table, conv["default"], "the leading 55% of every turn")
+
+
+def test_session_chunking_raises_the_content_ranking_no_more_than_recall_at_budget(conv: dict) -> None:
+    """Issue 46, row 2: the conversation chunked by session (the harness's chunker, bm25 over the
+    sessions) against turns. MRR and nDCG@10 at atom ranks jump (a session holding the gold turn
+    is rank 1); the content versions read the session from its first turn and rise no more than
+    recall@budget does (on these conversations all three fall: bm25 over sessions hands the reader
+    the first turns of a session, seldom the gold one)."""
+    served = {"conversation": chunk_modality("conversation", conv["segments"], {"strategy": "session"})}
+    run, latency = bm25(served["conversation"], conv["entries"], 100)
+    table = evaluate(conv["entries"], served, conv["segments"], run, latency)
+    moved = {c: gain(table, conv["default"], c)[0] for c in ("recall@budget", "content_mrr", "content_ndcg@10", "mrr", "ndcg@10")}
+    assert moved["ndcg@10"] > 0.2 and moved["mrr"] > 0.2, moved  # bought by atom size at atom ranks
+    for column in ("content_mrr", "content_ndcg@10"):
+        assert moved[column] <= max(moved["recall@budget"], 0.0) + 0.01, moved
+    assert_not_bought(table, conv["default"], "session chunks")
+
+
 def test_abstaining_answers_find_nothing(conv: dict) -> None:
     """Every answer ``abstain: true`` with the same ranking (before: false recall 0 "met only by
     abstaining" beside full recall): the verdict's recall columns count nothing; the ranking's
@@ -181,7 +233,7 @@ def test_abstaining_answers_find_nothing(conv: dict) -> None:
     table = evaluate(conv["entries"], conv["served"], conv["segments"], conv["run"], conv["latency"].assign(abstain=True))
     ans, default = answerable(table), answerable(conv["default"])
     assert default["recall@10"].mean() > 0.3
-    for column in ("recall@10", "recall@budget", "coverage@budget", "mrr", "ndcg@10"):
+    for column in ("recall@10", "recall@budget", "coverage@budget", "content_mrr", "content_ndcg@10", "mrr", "ndcg@10"):
         assert (ans[column] == 0).all(), column
     assert ans["ranked_recall@10"].tolist() == default["recall@10"].tolist()
     assert (table.loc[table["unanswerable"].astype(bool), "false_recall"] == 0).all()

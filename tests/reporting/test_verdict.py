@@ -54,3 +54,22 @@ def test_both_reports_show_it_and_the_rules() -> None:
     test = acceptance_markdown(d, 3, "0123456789abcdef")
     assert test.startswith("# Acceptance report (test split)") and "Acceptance #3 on commit `0123456789ab`" in test
     assert "**met only by atom size**" in test and rules_text() in test
+
+
+def test_ndcg_and_mrr_at_atom_ranks_raised_by_atom_size_say_so_in_the_full_tables() -> None:
+    """Issue 46: the diagnostics at atom ranks beside their content versions (what the verdict
+    shows). Session chunks on LoCoMo: ndcg@10 0.7811 beside content_ndcg@10 0.2150."""
+    from bench.reporting.html_report import metric_table_html
+    from bench.reporting.report import metric_table
+    from bench.reporting.verdict import raised
+
+    block = {"content_mrr": {**cell(0.1943, 1603, 1603), "ci95": [0.18, 0.21]}, "content_ndcg@10": {**cell(0.2150, 1603, 1603), "ci95": [0.20, 0.23]},
+             "mrr": cell(0.7480, 1603, 1603), "ndcg@10": cell(0.2300, 1603, 1603)}
+    assert raised(block, "mrr") == "only by atom size: content_mrr 0.1943"
+    assert raised(block, "ndcg@10") is None  # within the content version's interval: nothing to tell
+    assert raised({**block, "ndcg@10": cell(0.2301, 1603, 1603)}, "ndcg@10") == "only by atom size: content_ndcg@10 0.2150"
+    assert raised({k: v for k, v in block.items() if k != "content_mrr"}, "mrr") is None  # no content cell: nothing to tell
+    assert raised(block, "content_mrr") is None
+    assert "| mrr | 0.7480 **only by atom size**: content_mrr 0.1943 | 1603 | 1603 |" in metric_table(block)
+    assert "only by atom size: content_mrr 0.1943" in metric_table_html(block)
+    assert "*only by atom size*" in rules_text()

@@ -4,14 +4,17 @@ its measures once beside the per-query computation that fills their columns.
 =================  =============  ========================================================
 module             phase          measures (docs/metrics.md, generated from the declarations)
 =================  =============  ========================================================
-``ranking``        query          recall@k, mrr, ndcg@k (gold regions relevant); ranked_recall@k, atom_recall@k, atom_ndcg@k
+``ranking``        query          recall@k (gold regions relevant); mrr, ndcg@k (regions at atom ranks), ranked_recall@k,
+                                  atom_recall@k, atom_ndcg@k
 ``false_recall``   cross_query    false_recall (under the calibrated or abstention rule), abstention_rate, handed_nothing
 ``auroc``          cross_query    auroc_unanswerable
 ``leaks``          query          temporal_correctness, holder_correctness
 ``latency``        run            latency_p50_ms, latency_p95_ms
 ``extent``         block          coverage@k, precision@k, iou@k, oracle_coverage@k, oracle_iou@k, cartridge_p50@k, cartridge_p95@k
 ``scores``         block          none: the per-query ``tied@k`` behind dev.json's ``ties``
-``budget``         block          recall@budget, coverage@budget (what the cartridge a reader can afford holds); touch_recall@budget
+``budget``         block          recall@budget (held credit), coverage@budget (what the cartridge a reader can afford
+                                  holds); half_recall@budget, touch_recall@budget
+``reading``        block          content_mrr, content_ndcg@k: positions in content read, not atom ranks
 ``objective``      combined       objective (answering and abstaining judged together: its parts are declared ``in_objective``)
 =================  =============  ========================================================
 
@@ -23,7 +26,8 @@ runs each phase's families from it through base.run_family, which also applies t
 rule of abstention. The objective's family is built from the other families' declarations
 (``objective.family``: its parts are the measures declared ``in_objective``). The report order (:data:`CATALOGUE`, every cell block) follows the
 registry, a family that declares ``after`` placed right after that measure (recall@budget
-right after recall@k: the verdict judges the two side by side). ``base`` holds what a
+right after recall@k: the verdict judges the two side by side; the content MRR and nDCG after
+the budget measures). ``base`` holds what a
 declaration is and the denominator rule; ``scores`` the one rule for equal scores;
 ``docs`` writes docs/metrics.md from the declarations. The cells, intervals, ``bench
 compare``, the gate, the leaderboard and the verdict read only these declarations, through
@@ -37,7 +41,7 @@ from __future__ import annotations
 from functools import lru_cache
 from types import MappingProxyType, ModuleType
 
-from bench.evaluation.measures import auroc, budget, extent, false_recall, latency, leaks, objective, ranking, scores
+from bench.evaluation.measures import auroc, budget, extent, false_recall, latency, leaks, objective, ranking, reading, scores
 from bench.evaluation.measures.base import Family, Measure, Phase
 
 __all__ = ["CATALOGUE", "FAMILIES", "by_name", "families", "measures", "ranking_measure"]
@@ -54,7 +58,7 @@ def _registry(*modules: ModuleType) -> tuple[Family, ...]:
     return tuple(out)
 
 
-_MEASURED = _registry(ranking, false_recall, auroc, leaks, latency, extent, scores, budget)
+_MEASURED = _registry(ranking, false_recall, auroc, leaks, latency, extent, scores, budget, reading)
 #: the families in the order of their per-query columns (each phase's in this order); the objective's last, from the others'
 FAMILIES: tuple[Family, ...] = (*_MEASURED, objective.family([m for f in _MEASURED for m in f.measures]))
 

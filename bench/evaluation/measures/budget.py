@@ -43,33 +43,57 @@ recall@k still credits it by provenance, and the extent measures leave it out al
 
 Per query
 ---------
-Content, never atoms, decides (issue 35): a region counts at budget by how much of it
-the cartridge holds, so cutting the ranked atoms into smaller pieces or merging
-neighbours, the content staying in the same order, leaves every budget measure as it was
-(tests/evaluation/measures/test_budget_invariance.py), and a memory covers at most what
+Content, never atoms, decides (issues 35 and 46): a region counts at budget by how much of
+it the cartridge holds, with no threshold, so cutting the ranked atoms into smaller pieces
+or merging neighbours, the content staying in the same order, leaves every budget measure
+as it was, and handing over a fraction of every unit buys nothing at equal cost (*Held
+credit*, below; tests/evaluation/measures/test_budget.py), and a memory covers at most what
 its text costs (:func:`bench.evaluation.measures.extent.capped_memory_boxes`).
 
-``recall@budget``       share of the entry's ``n_regions`` gold regions that the cartridge
-                        *holds*: the packed parts of the query's resolved gold atoms for
-                        the region (bench.gold.resolve: they overlap it and were
-                        observed by ``as_of``; a memory's capped credited boxes) cover at
-                        least :data:`HELD` (half) of the region's extent, or, for a region
-                        larger than the budget, half the budget of it. A region of zero
-                        extent (a point) is held when a packed part touches it. 0 when
-                        n_regions is 0. Why half (docs/measuring.md, *The budget*): on the
-                        default chunkings an atom is a region or a region's window, so
-                        every region held by the old touch rule is held at any threshold
-                        up to a half; a fragment of a region (an 8-token window, a
-                        three-word memory) is not the region.
+A region's *held part*: the union of the packed parts of the query's resolved gold atoms
+for the region (bench.gold.resolve: they overlap it and were observed by ``as_of``; a
+memory's capped credited boxes), intersected with the region.
+
+``recall@budget``       mean over the entry's ``n_regions`` gold regions of the region's
+                        *held credit* (:func:`held_shares`): the area of its held part /
+                        min(its extent, B), capped at 1 -- a region larger than the budget
+                        is wholly held when the whole budget is of it. A region of zero
+                        extent (a point) has credit 1 when a packed part touches it, else 0.
+                        0 when n_regions is 0.
 ``coverage@budget``     area of (union of the gold regions) ∩ (union of the packed parts of
                         the query's resolved gold atoms) / gold extent (0 when the gold
                         extent is 0), as coverage@k with the packed parts for the top k.
-``touch_recall@budget`` the touch rule, a diagnostic out of the verdict, the leaderboard and
-                        the gate: share of regions that some packed atom is resolved gold
-                        for, whatever share of it it holds (what recall@budget was before
-                        issue 35: fragments buy it).
-``cartridge@budget``        the extent the cartridge packs, in the modality's unit (a boundary
+``half_recall@budget``  the half rule (recall@budget of issue 35), a diagnostic out of the
+                        verdict, the leaderboard and the gate: share of the regions whose
+                        held part is at least :data:`HALF` of min(extent, B) (a point: when
+                        touched). Handing over the leading 55% of every unit buys it twice
+                        the regions at equal cost (issue 46).
+``touch_recall@budget`` the touch rule, a diagnostic likewise: share of regions that some
+                        packed atom is resolved gold for, whatever share of it it holds
+                        (what recall@budget was before issue 35: fragments buy it).
+``cartridge@budget``    the extent the cartridge packs, in the modality's unit (a boundary
                         atom its packed part): what the reader pays (the leaderboard's cost).
+
+Held credit: what is invariant
+------------------------------
+A region's credit is additive over its cells (characters, seconds, pixels): every cell of
+region r the cartridge holds is worth 1 / min(|r|, B) of r, whichever unit carried it and
+whatever share of that unit was handed over (until r is wholly held). So, exactly:
+
+* cutting and merging: the same content in the same order packs the same cells, so every
+  budget measure is unchanged (only ``touch_recall@budget`` can move);
+* truncation: in a modality whose units are cut (``Modality.cut``), when each gold region
+  is one ranked unit (and no other unit overlaps it) and no region is larger than B, handing over the leading fraction f of every unit at
+  budget B earns exactly f times what the whole units earn at budget B / f: the reader
+  gets f of each unit it pays for. (The half rule earned all of it for f >= 1/2.) Whether
+  that is more or less than the whole units earn at budget B depends only on the ranking:
+  it is no more when the ranking's credit per unit of cost does not grow with depth (the
+  credit at budget x, V(x), has V(x) / x non-increasing), and more only when content past B
+  is worth more per character than the content before it -- what reading deeper buys, not
+  the fraction. Uniform truncation can therefore raise recall@budget on some rankings (a
+  non-gold unit ranked before a gold one: handing half of each puts half the gold unit in
+  the cartridge); it never raises it on the real runs (the half-units probe,
+  tests/evaluation/test_content_probes.py).
 
 Unanswerable and failed entries get NaN (a cell counts a failed query as 0); an entry
 whose modality has no budget gets NaN and the cell says why (:func:`no_budget`). An
@@ -91,7 +115,8 @@ from bench.evaluation.measures.ranking import RECALL_BAR
 from bench.ingest.atom_codes import ATOM_CODE
 from bench.modalities import modalities
 
-__all__ = ["BUDGET_COLUMN", "FAMILY", "MEASURES", "PACKED_COLUMN", "budget_columns", "budgets", "no_budget"]
+__all__ = ["BUDGET_COLUMN", "FAMILY", "HALF", "MEASURES", "PACKED_COLUMN", "budget_columns", "budgets", "held_shares", "no_budget",
+           "packed_atoms", "reading_order", "touches", "union_areas"]
 
 #: the per-query column holding the entry's budget (NaN: its modality has none)
 BUDGET_COLUMN = "budget"
@@ -109,8 +134,9 @@ def no_budget(group: pd.DataFrame) -> str | None:
     return f"no budget: set metrics.budget.<modality> in params.yaml ({', '.join(lacking)} declares no default)"
 
 
-#: a region is held when the cartridge covers at least this share of it (of the budget, for a region larger than the budget)
-HELD = 0.5
+#: the half rule (``half_recall@budget``, a diagnostic): a region counts once the cartridge covers this share of
+#: min(its extent, the budget)
+HALF = 0.5
 #: the per-query amount of the cartridge (module docstring): what the reader pays, in the modality's unit
 PACKED_COLUMN = "cartridge@budget"
 
@@ -153,16 +179,14 @@ def budget_columns(
     failed_ids = {str(q) for q in (failed or [])}
     rows = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
     qids = rows["query_id"].tolist()
-    recall, coverage, touch = (m.column for m in MEASURES)
+    recall, coverage, half, touch = (m.column for m in MEASURES)
     out = pd.DataFrame(np.nan, index=pd.Index(qids, name="query_id"), columns=[BUDGET_COLUMN, *(m.column for m in MEASURES), PACKED_COLUMN])
     amounts = rows["modality"].astype(str).map(lambda m: budget.get(m)).astype(float).to_numpy()
     out[BUDGET_COLUMN] = amounts
-    scored = ~rows["unanswerable"].to_numpy(dtype=bool) & ~rows["query_id"].isin(failed_ids).to_numpy() & ~np.isnan(amounts)
-    if not scored.any():
+    which = scored_entries(rows, amounts, failed_ids)
+    if not len(which):
         return out.reset_index()
-    which = pd.DataFrame({"query_id": np.asarray(qids, dtype=object)[scored], "entry_modality": rows["modality"].astype(str).to_numpy()[scored],
-                          "amount": amounts[scored], "n_regions": rows["n_regions"].to_numpy(dtype=float)[scored]})
-    out.loc[which["query_id"], [recall, coverage, touch, PACKED_COLUMN]] = 0.0
+    out.loc[which["query_id"], [recall, coverage, half, touch, PACKED_COLUMN]] = 0.0
     packed = packed_atoms(run, atom_ext, which, memories)
     spent = packed.groupby("query_id")["packed_extent"].sum()
     out.loc[spent.index, PACKED_COLUMN] = spent.to_numpy(dtype=float)
@@ -170,14 +194,44 @@ def budget_columns(
     if memories is not None:  # a packed memory covers its credited units' boxes, capped at its cost
         hits = memories.with_boxes(hits)
     n_regions = which.set_index("query_id")["n_regions"]
-    held = held_regions(hits, regions, which.set_index("query_id")["amount"])
-    for column, found in ((touch, touched), (recall, held)):
-        share = n_regions.to_frame().join(found.groupby("query_id").size().rename("found"))
+    held = held_shares(hits, regions, which.set_index("query_id")["amount"])
+    found = {touch: touched.assign(credit=1.0), recall: held.rename(columns={"share": "credit"}),
+             half: held.assign(credit=held["half"].astype(float))}
+    for column, credit in found.items():
+        share = n_regions.to_frame().join(credit.groupby("query_id")["credit"].sum().rename("found"))
         share = (share["found"].fillna(0) / share["n_regions"]).where(share["n_regions"] > 0, 0.0)
         out.loc[share.index, column] = share.to_numpy(dtype=float)
     covered = _coverage(hits.drop_duplicates(["query_id", ATOM_CODE, "source_id", "part", *BOX]), regions)
     out.loc[list(covered), coverage] = list(covered.values())
     return out.reset_index()
+
+
+def scored_entries(rows: pd.DataFrame, amounts: np.ndarray, failed: set[str]) -> pd.DataFrame:
+    """The entries a budget measure scores (answerable, not failed, their modality with a budget):
+    query_id, entry_modality, amount (the budget), n_regions. `rows`: the entries sorted by
+    query_id, `amounts` their budgets in that order."""
+    scored = ~rows["unanswerable"].to_numpy(dtype=bool) & ~rows["query_id"].isin(failed).to_numpy() & ~np.isnan(amounts)
+    return pd.DataFrame({"query_id": rows["query_id"].to_numpy(dtype=object)[scored],
+                         "entry_modality": rows["modality"].astype(str).to_numpy()[scored],
+                         "amount": amounts[scored], "n_regions": rows["n_regions"].to_numpy(dtype=float)[scored]})
+
+
+def reading_order(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame, memories: MemoryExtents | None = None) -> pd.DataFrame:
+    """What the reader of each query of `which` (query_id, entry_modality, amount) is handed, in
+    (query, rank) order: its rows in its own unit (extent.own_unit_rows), each with its box,
+    ``extent`` (paid every time it is retrieved), ``start`` and ``end`` (the extent of the rows before it, and
+    with it),
+    ``memory`` (a memory hit: never cut) and ``modality`` (the entry's)."""
+    r = run.loc[run["query_id"].astype(str).isin(set(which["query_id"])), ["query_id", ATOM_CODE, "rank"]]
+    r = r.assign(query_id=r["query_id"].astype(str))
+    r = own_unit_rows(r, atom_ext, dict(zip(which["query_id"], which["entry_modality"], strict=True)), memories).reset_index(drop=True)
+    ext = atom_ext[["source_id", "part", *BOX, "extent"]].take(r[ATOM_CODE].to_numpy(np.int64)).reset_index(drop=True)
+    r = pd.concat([r, ext.astype({c: float for c in [*BOX, "extent"]})], axis=1).merge(which[["query_id", "entry_modality", "amount"]], on="query_id")
+    memory = np.zeros(len(r), dtype=bool) if memories is None else r[ATOM_CODE].to_numpy(np.int64) >= memories.first
+    r = r.assign(memory=memory, modality=r["entry_modality"]).sort_values(["query_id", "rank"], kind="stable").reset_index(drop=True)
+    r["end"] = r.groupby("query_id", sort=False)["extent"].cumsum().to_numpy(dtype=float)
+    r["start"] = r["end"].to_numpy(dtype=float) - r["extent"].to_numpy(dtype=float)
+    return r
 
 
 def packed_atoms(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame, memories: MemoryExtents | None = None) -> pd.DataFrame:
@@ -186,15 +240,8 @@ def packed_atoms(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame,
     boundary atom) and ``whole``, in (query, rank) order; a memory hit (code from
     ``memories.first``) is paid its text from its entry's budget where that counts
     characters, and never cut."""
-    r = run.loc[run["query_id"].astype(str).isin(set(which["query_id"])), ["query_id", ATOM_CODE, "rank"]]
-    r = r.assign(query_id=r["query_id"].astype(str))
-    r = own_unit_rows(r, atom_ext, dict(zip(which["query_id"], which["entry_modality"], strict=True)), memories).reset_index(drop=True)
-    ext = atom_ext[["source_id", "part", *BOX, "extent"]].take(r[ATOM_CODE].to_numpy(np.int64)).reset_index(drop=True)
-    r = pd.concat([r, ext], axis=1).merge(which[["query_id", "entry_modality", "amount"]], on="query_id")
-    memory = np.zeros(len(r), dtype=bool) if memories is None else r[ATOM_CODE].to_numpy(np.int64) >= memories.first
-    r = r.assign(memory=memory, modality=r["entry_modality"]).sort_values(["query_id", "rank"], kind="stable").reset_index(drop=True)
-    spent = r.groupby("query_id", sort=False)["extent"].cumsum().to_numpy(dtype=float)
-    before = spent - r["extent"].to_numpy(dtype=float)
+    r = reading_order(run, atom_ext, which, memories)
+    before, spent = r["start"].to_numpy(dtype=float), r["end"].to_numpy(dtype=float)
     amount = r["amount"].to_numpy(dtype=float)
     whole = (before < amount) & (spent <= amount)
     boundary = (before < amount) & (spent > amount) & ~r["memory"].to_numpy(dtype=bool)  # a memory is never cut
@@ -231,59 +278,69 @@ def _gold_hits(packed: pd.DataFrame, gold: pd.DataFrame, regions: pd.DataFrame) 
     return found.drop_duplicates(), hits
 
 
-def held_regions(hits: pd.DataFrame, regions: pd.DataFrame, amount: pd.Series) -> pd.DataFrame:
-    """The distinct (query_id, gold_idx) whose region the cartridge holds (module docstring,
-    ``recall@budget``): `hits` are the packed gold rows (query_id, gold_idx, source_id, part
-    and the packed box; a memory's rows its capped boxes), `amount` the budget per query."""
-    reg = regions[["query_id", "gold_idx", "source_id", "part", *BOX]].astype({"query_id": str, "gold_idx": int, "source_id": str, "part": str})
-    h = hits[["query_id", "gold_idx", "source_id", "part", *BOX]].astype({"query_id": str, "gold_idx": int, "source_id": str, "part": str})
-    both = h.merge(reg, on=["query_id", "gold_idx", "source_id", "part"], suffixes=("", "_r"))
-    both = both.dropna(subset=[*BOX, *(f"{c}_r" for c in BOX)])
+REGION_KEY = ["query_id", "gold_idx"]
+
+
+def held_shares(hits: pd.DataFrame, regions: pd.DataFrame, amount: pd.Series, by: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Each region's held credit (module docstring, *Per query*): one row per (query_id, gold_idx,
+    *by) with a packed gold part, with ``share`` (recall@budget's credit: the held part's area /
+    min(the region's extent, the query's budget), capped at 1; a point: 1 when touched) and
+    ``half`` (the half rule). `hits` are the packed gold rows (query_id, gold_idx, the columns
+    `by`, source_id, part and the packed box; a memory's rows its capped boxes), `amount` the
+    budget per query_id."""
+    keys = [*REGION_KEY, *by]
+    reg = regions[[*REGION_KEY, "source_id", "part", *BOX]].astype({"query_id": str, "gold_idx": int, "source_id": str, "part": str})
+    h = hits[[*keys, "source_id", "part", *BOX]].astype({"query_id": str, "gold_idx": int, "source_id": str, "part": str})
+    both = h.merge(reg, on=[*REGION_KEY, "source_id", "part"], suffixes=("", "_r"))
+    both = both.dropna(subset=[*BOX, *(f"{c}_r" for c in BOX)]).reset_index(drop=True)
     if not len(both):
-        return pd.DataFrame({"query_id": pd.Series(dtype=str), "gold_idx": pd.Series(dtype=int)})
+        return h[keys].iloc[:0].assign(share=pd.Series(dtype=float), half=pd.Series(dtype=bool))
     part, region = both[BOX].to_numpy(dtype=float), both[[f"{c}_r" for c in BOX]].to_numpy(dtype=float)
     ix = np.column_stack([np.maximum(part[:, 0], region[:, 0]), np.minimum(part[:, 1], region[:, 1]),
                           np.maximum(part[:, 2], region[:, 2]), np.minimum(part[:, 3], region[:, 3])])
-    touched = touches(part, region)
-    key = both[["query_id", "gold_idx"]].assign(touched=touched)
     area = (region[:, 1] - region[:, 0]) * (region[:, 3] - region[:, 2])
-    whole = pd.DataFrame({"query_id": both["query_id"], "gold_idx": both["gold_idx"], "area": area}).drop_duplicates(["query_id", "gold_idx"])
-    union = union_areas(both["query_id"].to_numpy(dtype=object), both["gold_idx"].to_numpy(dtype=np.int64), ix)
-    whole = whole.merge(union, on=["query_id", "gold_idx"], how="left").fillna({"covered": 0.0})
-    whole = whole.merge(key.groupby(["query_id", "gold_idx"], as_index=False)["touched"].any(), on=["query_id", "gold_idx"])
-    need = HELD * np.minimum(whole["area"].to_numpy(dtype=float), whole["query_id"].map(amount).to_numpy(dtype=float))
-    point = whole["area"].to_numpy(dtype=float) <= 0
+    whole = both[keys].assign(area=area, touched=touches(part, region))
+    whole = whole.groupby(keys, as_index=False, sort=False).agg(area=("area", "first"), touched=("touched", "any"))
+    whole = whole.merge(union_areas(both[keys], ix), on=keys, how="left").fillna({"covered": 0.0})
+    worth = np.minimum(whole["area"].to_numpy(dtype=float), whole["query_id"].map(amount).to_numpy(dtype=float))
+    point, touched = whole["area"].to_numpy(dtype=float) <= 0, whole["touched"].to_numpy(dtype=bool)
     covered = whole["covered"].to_numpy(dtype=float)
-    held = np.where(point, whole["touched"].to_numpy(dtype=bool), (covered > 0) & (covered >= need - 1e-9))
-    return whole.loc[held, ["query_id", "gold_idx"]].reset_index(drop=True)
+    ratio = np.divide(covered, worth, out=np.zeros_like(covered), where=worth > 0)
+    whole["share"] = np.where(point, touched.astype(float), np.clip(ratio, 0.0, 1.0))
+    whole["half"] = np.where(point, touched, (covered > 0) & (covered >= HALF * worth - 1e-9))
+    return whole[[*keys, "share", "half"]]
 
 
-def union_areas(query: np.ndarray, gold_idx: np.ndarray, boxes: np.ndarray) -> pd.DataFrame:
-    """Area of the union of the boxes of each (query, gold_idx) (boxes already clipped to the
-    region; empty ones count nothing): 1-D groups (every box on y = [0, 1)) by a sweep over
-    sorted intervals, the rest by exact coordinate compression (extent.box_measure)."""
+def union_areas(keys: pd.DataFrame, boxes: np.ndarray) -> pd.DataFrame:
+    """Area of the union of the boxes of each group of `keys` (its columns, row for row with
+    `boxes`, already clipped to the region; empty ones count nothing): the keys and ``covered``.
+    1-D groups (every box on y = [0, 1)) by a sweep over sorted intervals, the rest by exact
+    coordinate compression (extent.box_measure)."""
+    by = list(keys.columns)
     ok = (boxes[:, 1] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 2])
-    frame = pd.DataFrame({"query_id": query[ok], "gold_idx": gold_idx[ok], "x0": boxes[ok, 0], "x1": boxes[ok, 1],
-                          "y0": boxes[ok, 2], "y1": boxes[ok, 3]})
+    frame = keys.loc[ok].reset_index(drop=True).assign(x0=boxes[ok, 0], x1=boxes[ok, 1], y0=boxes[ok, 2], y1=boxes[ok, 3])
     if not len(frame):
-        return pd.DataFrame({"query_id": pd.Series(dtype=str), "gold_idx": pd.Series(dtype=int), "covered": pd.Series(dtype=float)})
+        return keys.iloc[:0].assign(covered=pd.Series(dtype=float))
     line = (frame["y0"] == 0.0) & (frame["y1"] == 1.0)
-    flat = frame.assign(line=line).groupby(["query_id", "gold_idx"])["line"].transform("all").to_numpy(dtype=bool)
+    flat = frame.assign(line=line).groupby(by)["line"].transform("all").to_numpy(dtype=bool)
     parts = []
-    one = frame.loc[flat].sort_values(["query_id", "gold_idx", "x0"], kind="stable")
+    one = frame.loc[flat].sort_values([*by, "x0"], kind="stable")
     if len(one):
-        group = one.groupby(["query_id", "gold_idx"], sort=False)
-        reach = group["x1"].cummax()
-        before = reach.groupby([one["query_id"], one["gold_idx"]], sort=False).shift(1)
+        reach = one.groupby(by, sort=False)["x1"].cummax()
+        before = reach.groupby([one[c] for c in by], sort=False).shift(1)
         start = np.maximum(one["x0"].to_numpy(dtype=float), before.fillna(-np.inf).to_numpy(dtype=float))
         gain = np.clip(one["x1"].to_numpy(dtype=float) - start, 0.0, None)
-        parts.append(one.assign(covered=gain).groupby(["query_id", "gold_idx"], as_index=False)["covered"].sum())
+        parts.append(one.assign(covered=gain).groupby(by, as_index=False, sort=False)["covered"].sum())
     rest = frame.loc[~flat]
-    for (q, g), grp in rest.groupby(["query_id", "gold_idx"], sort=False):
+    alone = rest.groupby(by, sort=False)["x0"].transform("size").to_numpy() == 1  # one box: its area
+    if alone.any():
+        one_box = rest.loc[alone]
+        parts.append(one_box[by].assign(covered=(one_box["x1"] - one_box["x0"]) * (one_box["y1"] - one_box["y0"])))
+    for key, grp in rest.loc[~alone].groupby(by, sort=False):
         b = grp[BOX].to_numpy(dtype=float)
         cells, mg, mc = box_measure([("r", np.array([b[:, 0].min(), b[:, 1].max(), b[:, 2].min(), b[:, 3].max()]))],
                                     [("r", box) for box in b])
-        parts.append(pd.DataFrame({"query_id": [q], "gold_idx": [g], "covered": [float(cells[mc.any(axis=0)].sum())]}))
+        parts.append(pd.DataFrame([[*key, float(cells[mc.any(axis=0)].sum())]], columns=[*by, "covered"]))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -338,14 +395,22 @@ FAMILY = Family(
     columns=lambda k: (BUDGET_COLUMN, *(m.column for m in MEASURES), PACKED_COLUMN),
     measures=(
         Measure(name="recall@budget", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, bar=RECALL_BAR,
-                heading="recall@budget", compared=True, unmeasurable=no_budget, abstained_nothing=True, in_objective=True, unit=_REGIONS,
-                description="Share of the entry's gold regions the cartridge a reader can afford holds: the ranked atoms packed "
-                            "into the modality's budget (the boundary atom cut in reading order) cover at least half of the "
-                            "region (half the budget of it, for a region larger than the budget). Content decides, not atoms."),
+                heading="recall@budget", compared=True, unmeasurable=no_budget, abstained_nothing=True, in_objective=True,
+                unit="held share of the entry's gold regions (0-1)",
+                description="Mean over the entry's gold regions of the share of each region the cartridge a reader can afford "
+                            "holds: the ranked atoms packed into the modality's budget B (the boundary atom cut in reading "
+                            "order) cover that much of the region, over min(its extent, B) and capped at 1 (a point: 1 when "
+                            "touched). No threshold: every unit of gold is worth the same whichever atom carries it, so cutting or "
+                            "merging atoms changes nothing and a fraction of an atom earns only the gold it holds."),
         Measure(name="coverage@budget", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, compared=True,
                 unmeasurable=no_budget, abstained_nothing=True, unit="share of the gold extent (0-1)",
                 description="Gold extent covered by the packed parts of the cartridge's gold atoms / gold extent "
                             "(coverage@k with the cartridge for the top k)."),
+        Measure(name="half_recall@budget", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True,
+                unmeasurable=no_budget, abstained_nothing=True, unit=_REGIONS,
+                description="The half rule, a diagnostic: share of the entry's gold regions of which the cartridge holds at "
+                            "least half (of min(extent, B)). Handing over the leading half of every atom buys it twice the "
+                            "regions at equal cost."),
         Measure(name="touch_recall@budget", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True,
                 unmeasurable=no_budget, abstained_nothing=True, unit=_REGIONS,
                 description="The touch rule, a diagnostic: share of the entry's gold regions some packed atom merely overlaps, "

@@ -70,7 +70,7 @@ def generic_name(m: Measure) -> str:
 
 def _bar(m: Measure, notes: Mapping[str, str]) -> str:
     if m.bar is None:
-        return "none: reported, not judged"
+        return "none: reported, not judged" + (f"; {notes[m.name]}" if m.name in notes else "")
     text = f"{m.bar.direction.replace('>=', '≥').replace('<=', '≤')} {m.bar.value:.2f} (the spec's)"
     return f"{text}; {notes[m.name]}" if m.name in notes else text
 
@@ -118,7 +118,8 @@ def catalogue_markdown(roles: Mapping[str, Sequence[str]], notes: Mapping[str, s
     """docs/metrics.md: the summary table and one entry per measure, in report order.
 
     ``roles``: measure (catalogue name, cut-off not filled in) -> its roles (verdict, gate,
-    ...); ``notes``: measure -> what its bar's verdict cell may read instead of "met"."""
+    ...); ``notes``: measure -> what its bar's verdict cell may read instead of "met" (a measure
+    without a bar: what the reports' tables may say beside its value)."""
     lines = [HEAD, "| metric | family | unit | denominator | better | bar | role |", "|---|---|---|---|---|---|---|"]
     lines += [_row(m, roles) for m in CATALOGUE]
     lines.append("")

@@ -1,8 +1,11 @@
-"""Ranking measures: recall@k, MRR, nDCG@k (answerable entries), and their diagnostics.
+"""Ranking measures at atom ranks: recall@k, MRR, nDCG@k (answerable entries), and their diagnostics.
 
-Gold *regions* are the relevant items of the verdict's ranking measures, so how the gold
-is cut into atoms changes none of them (a gold page cut into ten windows is still one
-page). Per query (``k`` = cut-off; "gold atom set" = distinct atom codes in the query's
+Gold *regions* are the relevant items of recall@k, mrr and ndcg@k, so how the gold is cut
+into atoms changes none of them (a gold page cut into ten windows is still one page). Their
+positions are atom ranks, though, so bigger atoms move a region up: mrr and ndcg@k are
+diagnostics, and the verdict, ``bench compare``, the leaderboard and the gate read
+content_mrr and content_ndcg@k, whose positions are the content read before a region
+(bench.evaluation.measures.reading; issue 46). Per query (``k`` = cut-off; "gold atom set" = distinct atom codes in the query's
 gold rows; "top-k" = run rows with ``rank <= k``; a region's *first rank* = the best rank
 of an atom in its resolved gold atom set, i.e. the first returned atom overlapping it):
 
@@ -155,14 +158,16 @@ FAMILY = Family(
         Measure(name="atom_recall", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, cutoff=True,
                 unit="share of the gold atom set (0-1)",
                 description="Share of the entry's resolved gold atom set inside the top k. Moves with how the gold is cut into atoms."),
-        Measure(name="mrr", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, heading="MRR", compared=True,
-                abstained_nothing=True, unit="1 / rank (0-1)",
-                description="1 / rank of the first returned atom (any depth) overlapping a gold region, else 0."),
-        Measure(name="ndcg", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, cutoff=True, heading="nDCG",
-                compared=True, abstained_nothing=True, unit="normalised DCG (0-1)",
-                description="nDCG@k with gold regions as the relevant items (binary gain): a region gains at the first rank "
-                            "that overlaps it, the i-th region found no better than slot i, the ideal from the entry's regions; "
-                            "cutting a gold page into more atoms changes nothing."),
+        Measure(name="mrr", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, abstained_nothing=True,
+                unit="1 / rank (0-1)",
+                description="A diagnostic: 1 / rank of the first returned atom (any depth) overlapping a gold region, else 0. "
+                            "Ranks are atoms, so bigger atoms move it up (the verdict's MRR is content_mrr)."),
+        Measure(name="ndcg", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, cutoff=True,
+                abstained_nothing=True, unit="normalised DCG (0-1)",
+                description="A diagnostic: nDCG@k with gold regions as the relevant items (binary gain) at atom ranks: a region "
+                            "gains at the first rank that overlaps it, the i-th region found no better than slot i, the ideal "
+                            "from the entry's regions; cutting a gold page into more atoms changes nothing, but bigger atoms "
+                            "move regions up (the verdict's nDCG is content_ndcg@k)."),
         Measure(name="ranked_recall", scope="answerable", reducer=Mean(worst=0.0), higher_is_better=True, cutoff=True, unit=_REGIONS,
                 description="recall@k of the ranking whatever the answer said: recall@k counts nothing for an answer that "
                             "abstained, this diagnostic counts its ranking."),

@@ -1,8 +1,10 @@
-"""Budget measures (bench.evaluation.measures.budget): recall@budget and coverage@budget
-against a reference written differently (a cartridge packed character by character, or
-pixel by pixel, as sets), the properties the issue names (an unlimited budget gives
-recall@depth, cutting an atom moves coverage only at the boundary, a budget of 0 gives
-0), and the real run: bigger atoms no longer buy recall at equal cost."""
+"""Budget measures (bench.evaluation.measures.budget): recall@budget (held credit),
+coverage@budget and the half and touch diagnostics against a reference written differently
+(a cartridge packed character by character, or pixel by pixel, as sets), the properties the
+issues name (an unlimited budget gives recall@depth under the touch rule, cutting an atom
+moves coverage only at the boundary, a budget of 0 gives 0, cutting and merging change
+nothing, truncating every unit to a fraction f earns f of what the whole units earn at the
+budget that buys them), and the real run: bigger atoms no longer buy recall at equal cost."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from bench.modalities.boxes import leading_interval
 
 LINE = "pdf"  # a modality whose atoms are cut (characters in document order)
 BOXES = "ui_screenshot"  # a modality whose atoms are never cut
-RECALL, COVERAGE, TOUCH = (m.column for m in MEASURES)
+RECALL, COVERAGE, HALF, TOUCH = (m.column for m in MEASURES)
 
 
 # --------------------------------------------------------------------------- frames
@@ -50,9 +52,10 @@ def _overlap(a: tuple, b: tuple) -> bool:
     return a[0] == b[0] and min(a[2], b[2]) > max(a[1], b[1]) and min(a[4], b[4]) > max(a[3], b[3])
 
 
-def measure(f: dict[str, pd.DataFrame], amount: float, modality: str, touch: bool = False) -> tuple[float, float]:
+def measure(f: dict[str, pd.DataFrame], amount: float, modality: str, touch: bool = False, half: bool = False) -> tuple[float, float]:
+    """(recall@budget -- or the touch or half diagnostic --, coverage@budget) of the one query of `f`."""
     out = budget_columns(f["entries"], f["run"], f["gold"], f["region_ext"], f["atom_ext"], budget={modality: amount}).iloc[0]
-    return float(out[TOUCH if touch else RECALL]), float(out[COVERAGE])
+    return float(out[TOUCH if touch else HALF if half else RECALL]), float(out[COVERAGE])
 
 
 def reference(atoms: dict[str, tuple], ranking: list[str], regions: list[tuple], amount: int, cuttable: bool) -> tuple[float, float]:
@@ -75,21 +78,24 @@ def reference(atoms: dict[str, tuple], ranking: list[str], regions: list[tuple],
             if cuttable:
                 taken.append((a, set(own[:left]), False))
             break
-    held = touched = 0
+    credit = halves = touched = 0.0
     for r, members in zip(regions, gold_sets, strict=True):
         inside = set(cells(r))
         if any(a in members and (whole or part & inside) for a, part, whole in taken):
             touched += 1
         mine = set().union(*(part for a, part, _ in taken if a in members)) if taken else set()
-        if mine & inside and len(mine & inside) >= 0.5 * min(len(inside), amount):  # held: half of it (of the budget, for a bigger region)
-            held += 1
+        credit += min(1.0, len(mine & inside) / min(len(inside), amount)) if amount > 0 else 0.0  # each cell worth 1 / min(|r|, B)
+        if mine & inside and len(mine & inside) >= 0.5 * min(len(inside), amount):  # the half rule
+            halves += 1
     gold = set().union(*(cells(r) for r in regions)) if regions else set()
     packed = set().union(*(part for a, part, _ in taken if any(a in m for m in gold_sets))) if taken else set()
     TOUCHED[0] = touched / len(regions) if regions else 0.0
-    return held / len(regions) if regions else 0.0, len(gold & packed) / len(gold) if gold else 0.0
+    HALVED[0] = halves / len(regions) if regions else 0.0
+    return credit / len(regions) if regions else 0.0, len(gold & packed) / len(gold) if gold else 0.0
 
 
 TOUCHED = [0.0]  # the reference's touch rule of its last call (touch_recall@budget)
+HALVED = [0.0]  # and its half rule (half_recall@budget)
 
 
 # --------------------------------------------------------------------------- by hand
@@ -99,12 +105,14 @@ def test_packing_by_hand_on_a_line() -> None:
     # gold [10, 30) and [100, 110); ranked: a [0, 20) (gold), b [40, 90) (not gold), c [95, 120) (gold)
     atoms = {"a": ("s", 0, 20, 0, 1), "b": ("s", 40, 90, 0, 1), "c": ("s", 95, 120, 0, 1)}
     f = frames(atoms, ["a", "b", "c"], [("s", 10, 30, 0, 1), ("s", 100, 110, 0, 1)], LINE)
-    assert measure(f, 20, LINE) == (0.5, pytest.approx(10 / 30))  # a whole, then spent
-    assert measure(f, 75, LINE) == (0.5, pytest.approx(10 / 30))  # c's leading 5: [95, 100) misses gold 2
-    assert measure(f, 76, LINE) == (0.5, pytest.approx(11 / 30))  # c's leading 6 reaches [100, 101): 1 of its 10, not held
-    assert measure(f, 80, LINE) == (1.0, pytest.approx(15 / 30))  # c's leading 10 holds [100, 105): half of gold 2
-    assert measure(f, 1000, LINE) == (1.0, pytest.approx(20 / 30))  # [20, 30) is in no atom
+    assert measure(f, 20, LINE) == (pytest.approx(0.25), pytest.approx(10 / 30))  # a whole, then spent: half of gold 1
+    assert measure(f, 75, LINE) == (pytest.approx(0.25), pytest.approx(10 / 30))  # c's leading 5: [95, 100) misses gold 2
+    assert measure(f, 76, LINE) == (pytest.approx(0.30), pytest.approx(11 / 30))  # c's leading 6 reaches [100, 101): 1 of its 10
+    assert measure(f, 80, LINE) == (pytest.approx(0.50), pytest.approx(15 / 30))  # c's leading 10 holds [100, 105): half of gold 2
+    assert measure(f, 1000, LINE) == (pytest.approx(0.75), pytest.approx(20 / 30))  # [20, 30) is in no atom
     assert measure(f, 0, LINE) == (0.0, 0.0)
+    # the half rule (a diagnostic): a region counts once half of it is held
+    assert [measure(f, b, LINE, half=True)[0] for b in (20, 76, 80, 1000)] == [0.5, 0.5, 1.0, 1.0]
 
 
 def test_an_uncut_boundary_atom_is_left_out_and_packing_stops() -> None:
@@ -171,6 +179,7 @@ def test_a_line_agrees_with_the_character_by_character_reference(case) -> None:
     f = frames(atoms, ranking, regions, LINE)
     assert measure(f, amount, LINE) == pytest.approx(reference(atoms, ranking, regions, amount, cuttable=True))
     assert measure(f, amount, LINE, touch=True)[0] == pytest.approx(TOUCHED[0])
+    assert measure(f, amount, LINE, half=True)[0] == pytest.approx(HALVED[0])
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -180,6 +189,7 @@ def test_boxes_agree_with_the_pixel_by_pixel_reference(case) -> None:
     f = frames(atoms, ranking, regions, BOXES)
     assert measure(f, amount, BOXES) == pytest.approx(reference(atoms, ranking, regions, amount, cuttable=False))
     assert measure(f, amount, BOXES, touch=True)[0] == pytest.approx(TOUCHED[0])
+    assert measure(f, amount, BOXES, half=True)[0] == pytest.approx(HALVED[0])
 
 
 # --------------------------------------------------------------------------- properties
@@ -189,7 +199,7 @@ def test_boxes_agree_with_the_pixel_by_pixel_reference(case) -> None:
 @given(cases(two_d=False))
 def test_an_unlimited_budget_gives_recall_at_depth_and_a_zero_budget_gives_zero(case) -> None:
     """At an unlimited budget the touch rule is recall at depth, and recall@budget is the
-    share of regions the whole ranking holds at least half of; a budget of 0 gives 0."""
+    mean share of each region the whole ranking holds; a budget of 0 gives 0."""
     atoms, ranking, regions, _ = case
     f = frames(atoms, ranking, regions, LINE)
     # recall at depth: a region counts when any returned atom is in its gold set
@@ -197,10 +207,10 @@ def test_an_unlimited_budget_gives_recall_at_depth_and_a_zero_budget_gives_zero(
     ranked = set(f["run"][ATOM_CODE])
     depth = sum(1 for i in range(len(regions)) if set(gold.loc[gold["gold_idx"] == i, ATOM_CODE]) & ranked) / len(regions)
     assert measure(f, math.inf, LINE, touch=True)[0] == pytest.approx(depth)
-    held = 0
+    held = 0.0
     for r in regions:
         cells = {x for a in ranking for x in range(atoms[a][1], atoms[a][2]) if atoms[a][0] == r[0]} & set(range(r[1], r[2]))
-        held += len(cells) >= 0.5 * (r[2] - r[1])
+        held += len(cells) / (r[2] - r[1])
     assert measure(f, math.inf, LINE)[0] == pytest.approx(held / len(regions))
     assert measure(f, 0, LINE) == (0.0, 0.0)
 
@@ -340,7 +350,7 @@ def test_on_the_real_run_an_unlimited_budget_is_recall_at_depth(real_budget: dic
     table = real_budget["unlimited"].query_table
     ans = table.loc[~table["unanswerable"].astype(bool)]
     assert len(ans) > 1000
-    assert (ans.loc[ans["abstained"] == 1, [RECALL, COVERAGE, TOUCH]] == 0).all().all()  # an abstaining answer hands over nothing
+    assert (ans.loc[ans["abstained"] == 1, [RECALL, COVERAGE, HALF, TOUCH]] == 0).all().all()  # an abstaining answer hands over nothing
     ans = ans.loc[ans["abstained"] == 0]  # the others: their whole ranking
     assert len(ans) > 500
     assert np.allclose(ans[TOUCH], ans[f"recall@{real_budget['depth']}"])
@@ -435,27 +445,111 @@ def test_cutting_the_ranked_content_into_pieces_or_merging_them_back_changes_no_
     atoms, ranking, regions, amount, cut_atoms, cut_rank = case
     whole = budget_columns(**_args(frames(atoms, ranking, regions, LINE)), budget={LINE: amount}).iloc[0]
     cut = budget_columns(**_args(frames(cut_atoms, cut_rank, regions, LINE)), budget={LINE: amount}).iloc[0]
-    for column in (RECALL, COVERAGE, "cartridge@budget"):
+    for column in (RECALL, COVERAGE, HALF, "cartridge@budget"):
         assert cut[column] == pytest.approx(whole[column]), column
-    assert cut[TOUCH] >= whole[RECALL] - 1e-12  # the touch rule can be bought by fragments, never the held rule
+    assert cut[TOUCH] >= whole[TOUCH] - 1e-12  # the touch rule can be bought by fragments, never held credit
+
+
+# --------------------------------------------------------------------------- truncation
+
+
+@st.composite
+def aligned(draw: st.DrawFn) -> tuple[dict, list[str], list[tuple], list[str]]:
+    """A line in which every gold region is one ranked unit and no other unit overlaps it:
+    gold and other units of random sizes laid out apart on one source, ranked in any order."""
+    n_gold, n_other = draw(st.integers(1, 4)), draw(st.integers(0, 4))
+    atoms, x = {}, 0
+    for i in range(n_gold + n_other):
+        size = draw(st.integers(1, 12))
+        atoms[f"{'g' if i < n_gold else 'o'}{i}"] = ("s", x, x + size, 0, 1)
+        x += size + draw(st.integers(0, 3))
+    gold = [a for a in atoms if a.startswith("g")]
+    return atoms, list(draw(st.permutations(sorted(atoms)))), [atoms[a] for a in gold], gold
+
+
+def truncated(atoms: dict[str, tuple], f: float) -> dict[str, tuple]:
+    """Every unit replaced by its leading fraction f (the gold regions stay whole)."""
+    return {a: (s, x0, x0 + f * (x1 - x0), y0, y1) for a, (s, x0, x1, y0, y1) in atoms.items()}
+
+
+FRACTIONS = st.sampled_from([0.25, 0.5, 0.55, 2 / 3, 0.75, 0.9])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(aligned(), FRACTIONS, st.integers(0, 40))
+def test_handing_a_fraction_of_every_unit_earns_that_fraction_of_what_the_whole_units_earn(case, f, extra) -> None:
+    """Exactly (module docstring, *Held credit*): each gold region one ranked unit, no region
+    larger than the budget B. The leading fraction f of every unit at budget B earns f times
+    what the whole units earn at B / f -- the budget that buys the same units: the reader gets f
+    of each unit it pays for, nothing more (the half rule earned all of it)."""
+    atoms, ranking, regions, _ = case
+    amount = max(r[2] - r[1] for r in regions) + extra
+    whole = measure(frames(atoms, ranking, regions, LINE), amount / f, LINE)[0]
+    part = measure(frames(truncated(atoms, f), ranking, regions, LINE), amount, LINE)[0]
+    assert part == pytest.approx(f * whole, abs=1e-9)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(aligned(), FRACTIONS, st.integers(0, 40))
+def test_truncation_never_raises_recall_at_budget_when_credit_per_unit_of_cost_does_not_grow_with_depth(case, f, extra) -> None:
+    """Uniform truncation to f never raises recall@budget at equal cost on a ranking whose credit
+    per unit of cost does not grow with depth (here: the gold units first, smallest -- worth most
+    per character -- first, then the others): the identity above and V(x) / x non-increasing."""
+    atoms, _, regions, gold = case
+    ranking = sorted(gold, key=lambda a: (atoms[a][2] - atoms[a][1], a)) + sorted(a for a in atoms if a not in gold)
+    amount = max(r[2] - r[1] for r in regions) + extra
+    full = measure(frames(atoms, ranking, regions, LINE), amount, LINE)[0]
+    assert measure(frames(truncated(atoms, f), ranking, regions, LINE), amount, LINE)[0] <= full + 1e-9
+
+
+def test_truncation_can_raise_recall_at_budget_only_by_reading_deeper() -> None:
+    """Why "never raises" needs its condition: a unit outside the gold ranked before a gold one.
+    At budget 10 the whole units hand over the first only (0); half of each hands over half of
+    the gold unit (0.5) -- exactly half of what the whole units earn at budget 20. The half rule
+    counts that half as the whole region: 1.0 at 10 characters for what costs 20 whole."""
+    atoms = {"o": ("s", 0, 10, 0, 1), "g": ("s", 20, 30, 0, 1)}
+    regions = [("s", 20, 30, 0, 1)]
+    full, half = frames(atoms, ["o", "g"], regions, LINE), frames(truncated(atoms, 0.5), ["o", "g"], regions, LINE)
+    assert (measure(full, 10, LINE)[0], measure(half, 10, LINE)[0], measure(full, 20, LINE)[0]) == (0.0, 0.5, 1.0)
+    assert measure(half, 10, LINE, half=True)[0] == 1.0 == measure(full, 20, LINE, half=True)[0]
+    one = frames({"g": ("s", 0, 10, 0, 1)}, ["g"], [("s", 0, 10, 0, 1)], LINE)
+    lead = frames(truncated({"g": ("s", 0, 10, 0, 1)}, 0.6), ["g"], [("s", 0, 10, 0, 1)], LINE)
+    assert measure(lead, 10, LINE)[0] == pytest.approx(0.6 * measure(one, 10 / 0.6, LINE)[0])  # f of it, at f of its cost
+    assert measure(lead, 6, LINE, half=True)[0] == 1.0  # the half rule: all of it, at 60% of its cost
 
 
 def _args(f: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     return {"entries": f["entries"], "run": f["run"], "gold": f["gold"], "regions": f["region_ext"], "atom_ext": f["atom_ext"]}
 
 
-def test_fragments_that_touch_every_region_hold_none() -> None:
+def test_fragments_that_touch_every_region_earn_what_their_characters_are_worth() -> None:
     """The trap the touch rule fell into: one 2-character fragment of each of ten 100-character
-    gold regions fits a 20-character budget and touches all ten; none is held."""
+    gold regions fits a 20-character budget and touches all ten. Held credit: each region is
+    larger than the budget, so a character of it is worth 1/20 of it -- the ten fragments earn
+    exactly what 20 characters of one region earn (0.1), never more."""
     atoms = {f"f{i}": ("s", i * 100, i * 100 + 2, 0, 1) for i in range(10)}
-    f = frames(atoms, list(atoms), [("s", i * 100, i * 100 + 100, 0, 1) for i in range(10)], LINE)
-    assert measure(f, 20, LINE, touch=True)[0] == 1.0
-    assert measure(f, 20, LINE) == (0.0, pytest.approx(20 / 1000))
+    regions = [("s", i * 100, i * 100 + 100, 0, 1) for i in range(10)]
+    f = frames(atoms, list(atoms), regions, LINE)
+    assert measure(f, 20, LINE, touch=True)[0] == 1.0 and measure(f, 20, LINE, half=True)[0] == 0.0
+    assert measure(f, 20, LINE) == (pytest.approx(0.1), pytest.approx(20 / 1000))
+    one = frames({"p": ("s", 0, 20, 0, 1)}, ["p"], regions, LINE)
+    assert measure(one, 20, LINE)[0] == pytest.approx(0.1)  # the budget spent on one region: the same credit
     half, less = ({"p": ("s", 0, n, 0, 1)} for n in (50, 49))
-    assert measure(frames(half, ["p"], [("s", 0, 100, 0, 1)], LINE), 1000, LINE)[0] == 1.0  # half of the region
-    assert measure(frames(less, ["p"], [("s", 0, 100, 0, 1)], LINE), 1000, LINE)[0] == 0.0
+    assert measure(frames(half, ["p"], [("s", 0, 100, 0, 1)], LINE), 1000, LINE)[0] == pytest.approx(0.5)  # half of the region
+    assert measure(frames(less, ["p"], [("s", 0, 100, 0, 1)], LINE), 1000, LINE)[0] == pytest.approx(0.49)
+    assert [measure(frames(x, ["p"], [("s", 0, 100, 0, 1)], LINE), 1000, LINE, half=True)[0] for x in (half, less)] == [1.0, 0.0]
     huge = frames({"r0": ("s", 0, 10_000, 0, 1)}, ["r0"], [("s", 0, 10_000, 0, 1)], LINE)
-    assert measure(huge, 300, LINE)[0] == 1.0  # a region bigger than the budget: held by half the budget of it
+    assert measure(huge, 300, LINE)[0] == 1.0  # a region bigger than the budget: wholly held when the whole budget is of it
+    assert measure(huge, 300, LINE, half=True)[0] == 1.0
+
+
+def test_a_point_region_is_held_when_a_packed_part_touches_it() -> None:
+    """A region of zero extent has credit 1 when the cartridge's packed part of one of its gold
+    atoms contains it, else 0 (cut off by the boundary, it is not held)."""
+    f = frames({"a": ("s", 0, 10, 0, 1)}, ["a"], [("s", 6, 6, 0, 1)], LINE)
+    f["gold"] = pd.DataFrame({"query_id": "q", "gold_idx": [0], ATOM_CODE: [0]})  # the point resolves to the atom containing it
+    assert [measure(f, b, LINE)[0] for b in (10, 7, 6, 0)] == [1.0, 1.0, 0.0, 0.0]  # [0, 6) does not contain 6
+    assert [measure(f, b, LINE, half=True)[0] for b in (10, 7, 6)] == [1.0, 1.0, 0.0]
 
 
 def test_an_abstaining_answer_hands_over_an_empty_cartridge() -> None:
@@ -464,6 +558,6 @@ def test_an_abstaining_answer_hands_over_an_empty_cartridge() -> None:
     f = frames({"g": ("s", 0, 10, 0, 1)}, ["g"], [("s", 0, 10, 0, 1)], LINE)
     given = {**_args(f), "k": 10, "failed": [], "budget": {LINE: 100}}
     out = run_family(FAMILY, BlockRows(**given, abstained=frozenset({"q"}))).iloc[0]
-    assert (out[RECALL], out[COVERAGE], out[TOUCH], out["cartridge@budget"]) == (0.0, 0.0, 0.0, 0.0)
+    assert (out[RECALL], out[COVERAGE], out[HALF], out[TOUCH], out["cartridge@budget"]) == (0.0, 0.0, 0.0, 0.0, 0.0)
     out = run_family(FAMILY, BlockRows(**given)).iloc[0]
     assert (out[RECALL], out[TOUCH]) == (1.0, 1.0) and out["cartridge@budget"] == 10.0

@@ -30,7 +30,7 @@ def test_every_family_module_is_registered_under_its_own_name() -> None:
                for info in pkgutil.iter_modules(registry.__path__)}
     with_family = {name: module.FAMILY for name, module in modules.items() if hasattr(module, "FAMILY")}
     assert [f.name for f in FAMILIES] == ["ranking", "false_recall", "auroc", "leaks", "latency", "extent", "scores", "budget",
-                                          "objective"]
+                                          "reading", "objective"]
     # the objective's family is built from the others' declarations (its parts are declared in_objective)
     assert {f.name for f in FAMILIES} == {*with_family, "objective"} and hasattr(modules["objective"], "family")
     for name, family in with_family.items():
@@ -42,11 +42,13 @@ def test_every_family_module_is_registered_under_its_own_name() -> None:
 
 
 def test_the_report_order_is_derived_from_the_registry() -> None:
-    """Registry order, budget placed right after recall and the objective right after handed_nothing (their declared ``after``)."""
+    """Registry order, budget placed right after recall, reading right after the budget's last and the objective right
+    after handed_nothing (their declared ``after``)."""
     by_family = [m.name for f in FAMILIES if f.after is None for m in f.measures]
     budget = [m.name for m in next(f for f in FAMILIES if f.name == "budget").measures]
+    reading = [m.name for m in next(f for f in FAMILIES if f.name == "reading").measures]
     at = by_family.index("handed_nothing") + 1
-    assert [m.name for m in CATALOGUE] == [by_family[0], *budget, *by_family[1:at], "objective", *by_family[at:]]
+    assert [m.name for m in CATALOGUE] == [by_family[0], *budget, *reading, *by_family[1:at], "objective", *by_family[at:]]
     assert [m.name for m in measures(10)][:3] == ["recall@10", "recall@budget", "coverage@budget"]
     assert measures(10) is measures(10) and isinstance(measures(10), tuple)  # built once per cut-off, immutable
     with pytest.raises(TypeError):
@@ -71,14 +73,15 @@ def test_a_declaration_is_checked() -> None:
 
 def test_the_evaluation_runs_the_registry_not_the_families_by_hand() -> None:
     """per_query.py, evaluate.py and cells.py call no family's computation: they run each phase's families."""
-    computations = re.compile(r"\b(ranking_columns|returned_columns|leak_columns|extent_columns|budget_columns|false_recall_columns|"
+    computations = re.compile(r"\b(ranking_columns|returned_columns|leak_columns|extent_columns|budget_columns|reading_columns|"
+                              r"false_recall_columns|"
                               r"modality_rules|auroc_signal|tied_positions|latency_column)\(")
     for path in ("bench/evaluation/per_query.py", "bench/evaluation/evaluate.py", "bench/evaluation/cells.py"):
         text = (ROOT / path).read_text(encoding="utf-8")
         assert not computations.findall(text), (path, computations.findall(text))
         assert "run_family(" in text, path
     assert [f.name for f in families("query")] == ["ranking", "leaks"]
-    assert [f.name for f in families("block")] == ["extent", "scores", "budget"]
+    assert [f.name for f in families("block")] == ["extent", "scores", "budget", "reading"]
 
 
 def test_an_abstaining_answer_is_scored_as_the_empty_answer_where_its_measures_say_so() -> None:
@@ -88,8 +91,8 @@ def test_an_abstaining_answer_is_scored_as_the_empty_answer_where_its_measures_s
     correctness (nothing from the future or of another holder handed over) --, and the ranking's
     diagnostics keep the ranking's value."""
     flagged = {m.name for m in CATALOGUE if m.abstained_nothing}
-    assert flagged == {"recall", "mrr", "ndcg", "recall@budget", "coverage@budget", "touch_recall@budget", "temporal_correctness",
-                       "holder_correctness"}
+    assert flagged == {"recall", "mrr", "ndcg", "recall@budget", "coverage@budget", "half_recall@budget", "touch_recall@budget",
+                       "content_mrr", "content_ndcg", "temporal_correctness", "holder_correctness"}
     atoms = pd.DataFrame({"atom_id": ["a1", "a2", "f1"], "holder": ["h", "h", "other"],
                           "observed_at": [T0 - pd.Timedelta(days=1)] * 2 + [T0 + pd.Timedelta(days=1)]})
     entries = entries_of([("q1", "pdf", False, "h", 1), ("q2", "pdf", False, "h", 1), ("u1", "pdf", True, "h", 0)])
