@@ -39,7 +39,7 @@ GRID = tuple(round(0.05 * i, 2) for i in range(21))
 def entries_frame(per_query: pd.DataFrame, responses: pd.DataFrame, credit: str = "recall@budget") -> pd.DataFrame:
     """One row per dev entry: modality, unanswerable, credit (answerable: held credit without abstaining),
     handed (a hit was returned: not abstaining, it is handed over), confidence (0 without a response)."""
-    if (pd.to_numeric(per_query["abstained"], errors="coerce").fillna(0) > 0).any():
+    if responses["abstain"].fillna(False).astype(bool).any():  # the system's own answers (an empty one is no withholding)
         raise ValueError("the run abstained on some entries: run it with system.abstain_below 0 (nothing withheld)")
     conf = responses.set_index(responses["query_id"].astype(str))["confidence"].astype(float)
     out = pd.DataFrame({

@@ -67,7 +67,7 @@ def test_the_prediction_is_the_run_at_that_threshold(locomo: dict) -> None:
     never = evaluate_system("tests.test_choose_abstention:scoped_never", locomo["entries"], locomo["served"], locomo["segments"], keep)
     frame = ca.entries_frame(never.query_table, seen[0])
     predicted = ca.score(frame, 0.5)
-    real = evaluate_system("tests.test_choose_abstention:scoped_at_half", locomo["entries"], locomo["served"], locomo["segments"])
+    real = evaluate_system("tests.test_choose_abstention:scoped_at_half", locomo["entries"], locomo["served"], locomo["segments"], keep)
     cells = real.document["by_modality"]["conversation"]
     assert predicted["answerable"] == cells["recall@budget"]["denominator"] > 100 and predicted["unanswerable"] == cells["false_recall"]["denominator"]
     assert predicted["credit"] == pytest.approx(cells["recall@budget"]["value"], abs=1e-12)
@@ -75,4 +75,4 @@ def test_the_prediction_is_the_run_at_that_threshold(locomo: dict) -> None:
     assert 1 - predicted["quiet"] == pytest.approx(cells["false_recall"]["value"], abs=1e-12)
     assert predicted["objective"] == pytest.approx(cells["objective"]["value"], abs=1e-12)  # the evaluation's own objective
     with pytest.raises(ValueError, match="run it with system.abstain_below 0"):
-        ca.entries_frame(real.query_table, seen[0])  # a run that withheld answers cannot tell what they held
+        ca.entries_frame(real.query_table, seen[1])  # a run that withheld answers cannot tell what they held
