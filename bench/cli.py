@@ -13,10 +13,9 @@ import click
 
 from bench.cli_bundle import COMMANDS as BUNDLE_COMMANDS
 from bench.cli_validate import validate_command
-from bench.comparison.gate import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO
+from bench.comparison import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO
 from bench.comparison.options import FIELDS, MAX_UNPAIRED, StatsOptions
-from bench.evaluation.stats.clusters import CLUSTERINGS
-from bench.io import LineError
+from bench.evaluation.stats import CLUSTERINGS
 from bench.modalities import names as modality_names
 from bench.project.docs import docs_command
 from bench.project.layout import AUDIT, DEV_METRICS, PER_QUERY, TEST_METRICS, Layout, find_root, read_params
@@ -80,7 +79,7 @@ def accept(show_status: bool) -> None:
 
     from bench.acceptance import report as acc
     from bench.dvcignore import lifted
-    from bench.io import sha256_file, write_text
+    from bench.io import LineError, sha256_file, write_text
 
     root = find_root()
     if show_status:
@@ -164,13 +163,13 @@ def splits_cmd() -> None:
 @splits_cmd.command("freeze")
 @click.option("--reason", required=True, help="why the splits change; recorded in the lock")
 def splits_freeze(reason: str) -> None:
-    """Re-freeze the splits of every set in bench/sets (an explicit, recorded act)."""
+    """Re-freeze the splits of every set: bench/sets/*.jsonl and the local data sets' set.jsonl (params local_datasets), recorded in the lock."""
     import os
     from datetime import datetime
 
     from bench.acceptance.report import experiment_reason, git_commit
     from bench.annotations.splits import changes, freeze, load_lock, lock_text, set_triples
-    from bench.io import write_text
+    from bench.io import LineError, write_text
 
     root = find_root()
     why = experiment_reason(os.environ, root)
@@ -409,6 +408,7 @@ def eval_(qrels: str, run: str, per_query_lines: bool, complete: bool, as_json: 
 
     Measures: map, recip_rank, P_10, recall_10, ndcg_cut_10. See docs/trec-eval.md.
     """
+    from bench.io import LineError
     from bench.trec.trec_eval import NoCommonQuery, evaluate, format_trec, read_qrels, read_run, to_json
 
     try:

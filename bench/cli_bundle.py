@@ -2,7 +2,8 @@
 
 `bench bundle` reads the dev run's files as the evaluate stage does (the same evidence it evaluated),
 adds the acceptance's test bundle when there is one, checks the bundle by recomputing it and writes it;
-`bench verify` checks a bundle with the verifier's own key and recomputes every number."""
+`bench verify` checks a bundle with the verifier's own key and recomputes every number. pandas and the
+harness are imported when a command runs, so `bench --help` imports neither."""
 
 from __future__ import annotations
 
@@ -11,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-import pandas as pd
 
 from bench.bundle.signing import BundleError
-from bench.io import LineError
 from bench.project.layout import AUDIT, DEV_BUNDLE, DEV_METRICS, PER_QUERY, SPLIT_LOCK_FILE, TEST_BUNDLE, Layout, find_root, read_json
 
 
@@ -30,6 +29,8 @@ def _checks(**more: Any) -> Any:
 
 def dev_evidence(at: Layout) -> Any:
     """The dev run's evidence, read as the evaluate stage reads it (stages/evaluate.py)."""
+    import pandas as pd
+
     from bench.bundle.evidence import Evidence
     from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
     from bench.evaluation.memory_report import load_memory_inputs
@@ -76,7 +77,7 @@ def bundle_command(out: str | None, sign_key: str | None) -> None:
     from bench.bundle.build import build, run_record
     from bench.bundle.make import Claims
     from bench.bundle.signing import load_private
-    from bench.io import write_bytes
+    from bench.io import LineError, write_bytes
 
     at = Layout(find_root())
     target = Path(out) if out else at / DEV_BUNDLE

@@ -1,26 +1,33 @@
 """`bench validate [FILES...]`: the set validator (bench.annotations.validate) as a command.
 
 Reads the project's set files, manifest, segments and split lock, validates, and prints
-one table of every failure (exit 1) or one line of counts."""
+one table of every failure (exit 1) or one line of counts. `bench/validate_sets.py FILE…`,
+the validator the spec names, runs this same command. The validator is imported when the
+command runs, so `bench --help` imports no pandas."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import pandas as pd
 
-from bench.annotations.splits import committed_lock, load_lock
-from bench.annotations.validate import format_table, invalid_counts, validate
-from bench.ingest.corpus import IntegrityError, Manifest, extract_all, load_segments, read_unreadable
-from bench.io import LineError
 from bench.project.layout import Layout, find_root
 from bench.project.selection import local_datasets
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bench.ingest.corpus import Manifest
 
 
 def _segments(project: Layout, manifest: Manifest) -> pd.DataFrame | None:
     """data/segments, or (a checkout that never ran extract) the corpus parsed here."""
+    import pandas as pd
+
+    from bench.ingest.corpus import IntegrityError, extract_all, load_segments
+
     segments = load_segments(project.segments)
     if segments is not None:
         return segments
@@ -35,7 +42,12 @@ def _segments(project: Layout, manifest: Manifest) -> pd.DataFrame | None:
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--manifest", type=click.Path(dir_okay=False), default=None, help="default: bench/corpus/manifest.jsonl")
 def validate_command(files: tuple[str, ...], manifest: str | None) -> None:
-    """Validate set files (default: bench/sets/*.jsonl); exit 1 on any failure."""
+    """Validate set files (default: bench/sets/*.jsonl and the local data sets'); exit 1 on any failure."""
+    from bench.annotations.splits import committed_lock, load_lock
+    from bench.annotations.validate import format_table, invalid_counts, validate
+    from bench.ingest.corpus import Manifest, read_unreadable
+    from bench.io import LineError
+
     project = Layout(find_root())
     root = project.root
     local = local_datasets(project)

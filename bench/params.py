@@ -148,6 +148,9 @@ class SystemParams:
     #: until a memory holds it or probe_wait_s passes (time until searchable); 0: not measured
     probe_every: int = _key(whole(0, high=MAX_DEPTH * 100), 0)
     probe_wait_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 5.0, float)
+    #: the built-in bm25 and bm25-scoped: their abstention threshold (bench/systems/bm25.py); 0 never abstains;
+    #: null: the built-in's default (bench.systems.bm25.ABSTAIN_BELOW, chosen on dev)
+    abstain_below: float | None = _key(number(low=0, high=1, nullable=True), None, float)
 
 
 @dataclass(frozen=True)

@@ -60,8 +60,10 @@ def whole(minimum: int | None = None, *, nullable: bool = False, high: int | Non
     return check
 
 
-def number(*, low: float | None = None, low_open: bool = False, high: float | None = None) -> Check:
+def number(*, low: float | None = None, low_open: bool = False, high: float | None = None, nullable: bool = False) -> Check:
     def check(key: str, value: Any) -> None:
+        if value is None and nullable:
+            return
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ParamsError(key, f"must be a number, got {shown(value)}")
         if not math.isfinite(value):

@@ -124,3 +124,53 @@ def test_the_tour_quotes_real_outputs():
     quoted = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
               if line.startswith(("gate: ", "| conversation |", "| pdf |", "| overall |"))]
     assert len(quoted) >= 8 and [line for line in quoted if line not in sweep] == []
+
+
+def test_plain_text_files_run_as_a_code_data_set(tmp_path: Path) -> None:
+    """docs/local-data.md, *Plain text files (.txt)*, as written: the folder it shows is a valid local
+    data set, chunked by lines, and the default system finds each gold line and abstains on the
+    unanswerable question."""
+    import yaml
+
+    from bench.annotations.validate import validate
+    from bench.corpus_sources import register_local
+    from bench.ingest.corpus import Manifest
+    from bench.ingest.fetch import FetchLog, fetch_dataset
+    from bench.modalities.local import load
+    from tests.ingest.chunks import chunk_all
+    from tests.systems.oracles import evaluate_system
+    from tests.tour import fences
+
+    section = (ROOT / "docs" / "local-data.md").read_text(encoding="utf-8").split("### Plain text files (.txt)", 1)[1]
+    section = section.split("\n### ", 1)[0]
+    lines = section.splitlines()
+    folder = tmp_path / "my-eval" / "handbook"
+    params: dict = {}
+    for lang, at, body in fences(section):
+        name = re.fullmatch(r"`([^`]+)`.*:", lines[at - 3].strip())  # the line naming the file, a blank line above the fence
+        if name:
+            (folder / name.group(1)).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name.group(1)).write_text("\n".join(body) + "\n", encoding="utf-8")
+        elif lang == "yaml":
+            params = yaml.safe_load("\n".join(body))
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == [
+        "dataset.yaml", "files/handbook/expenses.txt", "files/handbook/onboarding.txt", "set.jsonl"]
+    assert params["local_datasets"] == ["../my-eval/handbook"] and params["chunking"]["code"]["strategy"] == "lines"
+
+    ds = load(folder)
+    register_local([ds])
+    try:
+        rows = fetch_dataset(ds, tmp_path / "store", [folder.parent], False, FetchLog())
+        segments = ds.extract({r["path"]: tmp_path / "store" / ds.key / r["path"] for r in rows})
+        result = validate([ds.set_path], Manifest(tuple(rows)), segments)
+        assert result.ok, result.errors.to_string()
+        entries = result.dev()
+        served = chunk_all(segments, params["chunking"])
+        doc = evaluate_system("bench.systems.bm25:bm25_scoped", entries, served, segments).document
+    finally:
+        register_local([])
+    assert set(segments["path"]) == {"onboarding.txt", "expenses.txt"} and len(served["code"]) == 6  # 2-line windows of 6 + 5 lines
+    code = doc["by_modality"]["code"]
+    assert code["ranked_recall@10"]["value"] == 1.0 and code["ranked_recall@10"]["denominator"] == 2  # each gold line ranked
+    assert doc["run"]["false_recall_rule"]["code"]["rule"] == "abstention" and code["recall@10"]["n"] == 2
+    assert code["false_recall"]["value"] == 0.0 and code["false_recall"]["denominator"] == 1  # nothing strong on the parking question

@@ -291,3 +291,27 @@ def test_stage_refuses_bad_params_before_touching_outputs(tmp_path):
     assert (work / "reports" / "metrics" / "dev.json").read_bytes() == dev_json
     assert (work / "bench" / "corpus" / "manifest.jsonl").read_bytes() == manifest
     assert not (work / "data").exists()  # nothing created either
+
+
+def test_the_abstention_threshold_is_a_declared_option_of_the_builtin_bm25():
+    """system.abstain_below: a share in [0, 1] or null (the built-in's default, bench.systems.bm25.ABSTAIN_BELOW,
+    chosen on dev and written out in params.yaml); only the built-in bm25 and bm25-scoped take it, built with it."""
+    from bench.systems.bm25 import ABSTAIN_BELOW
+    from bench.systems.config import builtin_options, check_system
+
+    assert real()["system"]["name"] == "bm25-scoped" and real()["system"]["abstain_below"] is None  # null: ABSTAIN_BELOW
+    assert f"null: their default, {ABSTAIN_BELOW:g}, chosen on dev" in (ROOT / "params.yaml").read_text(encoding="utf-8")
+    assert check(with_("system", {"name": "bm25"})).system.abstain_below is None
+    assert builtin_options(check(with_("system", {"name": "bm25"})).system) == {}  # null: the factory's own default
+    cfg = check(with_("system.abstain_below", 0.3)).system
+    assert cfg.abstain_below == 0.3 and builtin_options(cfg) == {"abstain_below": 0.3}
+    assert isinstance(check(with_("system.abstain_below", 1)).system.abstain_below, float)
+    for bad, message in ((1.5, "must be <= 1, got 1.5"), (-0.1, "must be >= 0, got -0.1"), ("half", "must be a number, got 'half'"),
+                         (float("nan"), "must be a finite number")):
+        assert refused(with_("system.abstain_below", bad)).startswith(f"params.yaml: system.abstain_below: {message}"), bad
+    with pytest.raises(ParamsError, match=r"^params.yaml: system.abstain_below: only the built-in bm25 and bm25-scoped abstain by "
+                                          r"this threshold, not builtin system 'dense'"):
+        check_system({"name": "dense", "abstain_below": 0.3})
+    with pytest.raises(ParamsError, match=r"not python system 'x'"):
+        check_system({"name": "x", "adapter": "python", "entry": "m:f", "abstain_below": 0.3})
+    assert builtin_options(check_system({"name": "dense"})) == {}

@@ -94,4 +94,5 @@ def test_run_options(metrics: MetricsParams, chunking: dict[str, Any], system: S
     return (EvalOptions.from_params(metrics, abstains=abstains, thresholds=thresholds),
             RunDescription(system=system.name, depth=system.depth, chunking=chunking, concurrency=system.concurrency, warm=info["warm"],
                            adapter=system.adapter, warmup_queries=info["warmup_queries"], timeout_s=system.timeout_s,
-                           latency=latency_percentiles(ran.result.latency["latency_ms"]), split="test", isolation=ran.info["isolation"]))
+                           latency=latency_percentiles(ran.result.latency["latency_ms"]), split="test", isolation=ran.info["isolation"],
+                           description=ran.info.get("description")))

@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.comparison import LATENCY_FLOOR_MS, MAX_LATENCY_RATIO
 from bench.comparison.compare import check_sets, check_table, check_values, filled, paired_queries, paired_row, unpaired
 from bench.comparison.options import StatsOptions, options_of
 from bench.comparison.runs import CompareError, LoadedRun
@@ -73,10 +74,6 @@ from bench.numbers import number, p_value
 __all__ = ["LATENCY_FLOOR_MS", "MAX_LATENCY_RATIO", "GateResult", "LatencyCheck", "gate", "latency_check",
            "primary", "reported", "summary"]
 
-#: default --max-latency-ratio: the current p50 / p95 may be up to twice BASE's
-MAX_LATENCY_RATIO = 2.0
-#: default --latency-floor-ms: a latency difference of at most this much never fails (machine noise)
-LATENCY_FLOOR_MS = 5.0
 LATENCY = (("p50", 50.0), ("p95", 95.0))
 BASE, CURRENT = "BASE", "the current run"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from bench.evaluation.stats.clusters import CLUSTERINGS, Clustering
+from bench.evaluation.stats import CLUSTERINGS, Clustering  # not .clusters: `bench --help` reads this module
 
 __all__ = ["FIELDS", "MAX_UNPAIRED", "StatsOptions", "options_of"]
 

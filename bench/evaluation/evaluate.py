@@ -112,6 +112,8 @@ class RunDescription:
     abstains: bool = False  # the system abstained or declared it can (the record's; false recall reads it)
     #: a replayed run: events sent and ingest_ms percentiles per modality (bench.systems.step.replay_record)
     replay: Mapping[str, Any] | None = None
+    #: what the system does, in its own words (a Python system's `description`: scoped or not, when it abstains)
+    description: str | None = None
 
     @classmethod
     def from_record(cls, system: Mapping[str, Any], chunking: Mapping[str, Any]) -> RunDescription:
@@ -121,6 +123,7 @@ class RunDescription:
                    warm=system.get("warm", True), adapter=system.get("adapter", "builtin"),
                    warmup_queries=system.get("warmup_queries", 0), timeout_s=system.get("timeout_s"),
                    latency=system.get("latency"), isolation=system.get("isolation"), abstains=bool(system.get("abstains", False)),
+                   description=system.get("description"),
                    replay={"events": system.get("events", 0), "ingest_ms": system.get("ingest", {}), **system.get("replay_facts", {})}
                    if system.get("replay") else None)
 
@@ -176,6 +179,8 @@ def failure_summary(entries: pd.DataFrame, failures: pd.DataFrame) -> dict[str, 
 
 def _run_block(d: RunDescription, options: EvalOptions, table: pd.DataFrame, entries: pd.DataFrame, failures: pd.DataFrame) -> dict[str, Any]:
     out: dict[str, Any] = {"system": d.system, "depth": d.depth, "k": options.k}
+    if d.description is not None:
+        out["description"] = d.description
     calibrating = options.thresholds is None  # the acceptance reuses the dev run's rule
     if calibrating:
         out["calibration_recall"] = options.calibration_recall

@@ -19,10 +19,10 @@ import pkgutil
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from bench.modalities.base import Dataset, Modality
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # not imported at run time: `names()` is read by `bench --help` (bench/cli.py), which imports no pandas
     import pandas as pd
+
+    from bench.modalities.base import Dataset, Modality
 
 
 def names() -> list[str]:

@@ -10,17 +10,7 @@ from pathlib import Path
 
 import click
 
-from bench.comparison.compare import compared
-from bench.comparison.gate import LATENCY, primary, reported
-from bench.comparison.leaderboard import board_measures
-from bench.evaluation.measures import CATALOGUE
-from bench.evaluation.measures.base import Measure
-from bench.evaluation.measures.docs import catalogue_markdown
-from bench.evaluation.stats.power import mde_measures
-from bench.io import write_text
 from bench.project.layout import find_root
-from bench.reporting.compare_page import verdict_measures
-from bench.reporting.verdict import RULES
 
 __all__ = ["METRICS_PAGE", "docs_command", "metrics_page"]
 
@@ -30,7 +20,17 @@ _K = 10  # any cut-off: which measures a module reads does not depend on it
 
 
 def metrics_page() -> str:
-    """The text of docs/metrics.md."""
+    """The text of docs/metrics.md (the measures imported here: `bench --help` imports no pandas)."""
+    from bench.comparison.compare import compared
+    from bench.comparison.gate import LATENCY, primary, reported
+    from bench.comparison.leaderboard import board_measures
+    from bench.evaluation.measures import CATALOGUE
+    from bench.evaluation.measures.base import Measure
+    from bench.evaluation.measures.docs import catalogue_markdown
+    from bench.evaluation.stats.power import mde_measures
+    from bench.reporting.compare_page import verdict_measures
+    from bench.reporting.verdict import RULES
+
     base = {m.at(_K).name: m.name for m in CATALOGUE}
     roles: dict[str, list[str]] = {}
     readers: list[tuple[str, list[Measure]]] = [
@@ -53,6 +53,9 @@ def docs_command() -> None:
 @click.option("--check", is_flag=True, help="only check that docs/metrics.md is current (exit 1 when it is not)")
 def metrics(check: bool) -> None:
     """Write docs/metrics.md from the measures' declarations (bench/evaluation/measures/)."""
+    from bench.evaluation.measures import CATALOGUE
+    from bench.io import write_text
+
     path = Path(find_root()) / METRICS_PAGE
     text = metrics_page()
     if check:

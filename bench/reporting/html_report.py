@@ -299,6 +299,8 @@ def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], 
            pictures: dict[str, Any] | None = None) -> str:
     """The whole page; ``figures`` maps a caption to inline SVG text; ``pictures`` is
     :func:`bench.reporting.thumbnails.pictures` (query_id -> HTML fragment, and the cap per modality)."""
+    from bench.reporting.report import system_words
+
     pics = (pictures or {}).get("queries", {})
     run = doc.get("run", {})
     k = drill.get("k", run.get("k", 10))
@@ -311,6 +313,7 @@ def render(doc: dict[str, Any], figures: dict[str, str], drill: dict[str, Any], 
         f"<h1>{_e(title)}</h1>",
         isolation_banner_html(run),
         f"<p>System <code>{_e(run.get('system', '?'))}</code> (depth {_e(run.get('depth', '?'))}), chunking: {_e(chunk)}. "
+        f"{_e(system_words(run))} "
         f"Every metric has n (entries with a system result), its denominator (annotated entries it is defined over) and "
         f"a 95% percentile bootstrap interval over queries ({_e(boot.get('resamples', '?'))} resamples, seed {_e(boot.get('seed', '?'))}).</p>",
         "<h2>Verdict</h2>",

@@ -180,7 +180,7 @@ def acceptance_markdown(doc: dict[str, Any], acceptance: int, commit: str | None
         "# Acceptance report (test split)",
         "",
         f"Acceptance #{acceptance} on commit `{str(commit)[:12]}`: system `{run['system']}` (depth {run['depth']}), chunking: {chunking}. "
-        "The numbers are in `reports/metrics/test.json`; the audit row in `reports/acceptance.jsonl`.",
+        f"{system_words(run)} The numbers are in `reports/metrics/test.json`; the audit row in `reports/acceptance.jsonl`.",
         "",
         isolation_heading(run),
         "",
@@ -248,6 +248,14 @@ ISOLATION_WORDS = {
             "MCP server at a URL is your own server, whose code the harness neither sees nor confines; it could read every file its "
             "user can, the sets and the gold included",
 }
+
+
+def system_words(run: dict[str, Any]) -> str:
+    """What the system does, in words: its own description (scoped or not, when it abstains), when it gave one."""
+    if run.get("description"):
+        return f"What it does: {run['description']}"
+    return ("It gives no description of itself (a Python system may set `description`, docs/systems.md); "
+            "the false-recall rule below says whether it abstained.")
 
 
 def isolation_heading(run: dict[str, Any]) -> str:
@@ -362,7 +370,7 @@ def markdown(
         "# Dev evaluation report",
         "",
         f"System `{run['system']}` (depth {run['depth']}), chunking: "
-        + ", ".join(f"{m}={c.get('strategy')}" for m, c in sorted(run["chunking"].items())),
+        + ", ".join(f"{m}={c.get('strategy')}" for m, c in sorted(run["chunking"].items())) + ". " + system_words(run),
         "",
         isolation_heading(run),
         "",

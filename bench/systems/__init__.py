@@ -103,6 +103,8 @@ BUILTINS: dict[str, str] = {
     "hybrid": "bench.systems.hybrid:hybrid",
     "hybrid-scoped": "bench.systems.hybrid:hybrid_scoped",
 }
+#: built-in system name -> the `system` params its factory takes as keyword arguments (bench/params.py)
+BUILTIN_OPTIONS: dict[str, tuple[str, ...]] = {"bm25": ("abstain_below",), "bm25-scoped": ("abstain_below",)}
 
 
 def load_entry_point(entry: str) -> Any:
@@ -125,11 +127,12 @@ def load_entry_point(entry: str) -> Any:
     return target
 
 
-def build_system(name: str, atoms: pd.DataFrame) -> System:
-    """Build a built-in system (by name) or any Python entry point over `atoms`."""
+def build_system(name: str, atoms: pd.DataFrame, **options: Any) -> System:
+    """Build a built-in system (by name) or any Python entry point over `atoms`; `options`: the
+    keyword arguments of its factory (a built-in's BUILTIN_OPTIONS)."""
     if name not in BUILTINS and ":" not in name:
         raise ValueError(f"system.name: unknown system {name!r}; built in: {', '.join(BUILTINS)}")
-    system = load_entry_point(name)(atoms)
+    system = load_entry_point(name)(atoms, **options)
     if not callable(getattr(system, "search", None)):
         raise ValueError(f"system {name!r}: the factory returned {type(system).__name__}, which has no search(query) method")
     return system

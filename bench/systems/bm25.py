@@ -16,16 +16,18 @@ for that the memory does not hold):
     confidence = sum(idf(t) for t in Q if t in top atom) / sum(idf(t) for t in Q)
 
 It answers ``abstain: true`` (still returning its ranked hits, so ranking metrics are
-unaffected) when that share is below one half -- the best atom holds less than half
-of what the question asks about -- or when nothing matched. Everything is derived
-from the index and the question, never from gold, answers or the evaluation sets;
-the one constant (one half: a majority of the question's information) is not tuned.
-Being a share, the confidence does not depend on BM25's score scale or on the
-question's length. (History, for honesty: a first choice, a fixed index-wide score -- two typical
-words once each in an atom of average length -- was replaced after one dev run
-because it ignores question length and gives no confidence; a second version left
-words unknown to the index out of the share, which inflated it. No constant was
-tuned on results.)
+unaffected) when that share is below ``abstain_below`` (params `system.abstain_below`,
+default ABSTAIN_BELOW) -- the best atom holds less than that share of what
+the question asks about -- or, for a threshold above 0, when nothing matched; 0 never
+abstains. The confidence is derived from the index and the question, never from gold,
+answers or the evaluation sets. The threshold is the one number chosen on dev results
+(docs/systems.md, *The default system*: the procedure and its numbers). Being a share,
+the confidence does not depend on BM25's score scale or on the question's length.
+(History, for honesty: a first choice, a fixed index-wide score -- two typical words
+once each in an atom of average length -- was replaced after one dev run because it
+ignores question length and gives no confidence; a second version left words unknown to
+the index out of the share, which inflated it; until issue 49 the threshold was a
+constant one half, not tuned.)
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from bench.systems import Hit, Query, Response
 
 TOKEN = re.compile(r"(?u)\b\w\w+\b")
 STOP = frozenset(STOPWORDS_EN)
-#: abstain when the best atom holds less than this share of the question's IDF-weighted words
+#: abstain when the best atom holds less than this share of the question's IDF-weighted words (params
+#: `system.abstain_below` overrides it); chosen on dev by scripts/choose_abstention.py: the highest objective
+#: over 8,345 dev entries, 0.3416 (docs/systems.md, *The default system*)
 ABSTAIN_BELOW = 0.5
 
 
@@ -83,8 +87,11 @@ def bm25_idf(corpus: list[list[str]]) -> dict[str, float]:
 
 
 class BM25System:
-    def __init__(self, atoms: pd.DataFrame, scoped: bool, k1: float = 1.5, b: float = 0.75, abstain: bool = False) -> None:
+    def __init__(self, atoms: pd.DataFrame, scoped: bool, k1: float = 1.5, b: float = 0.75, abstain: bool = False,
+                 abstain_below: float = ABSTAIN_BELOW) -> None:
         self.name = "bm25-scoped" if scoped else "bm25"
+        self.abstain_below = abstain_below
+        self.description = describe(scoped, abstain_below if abstain else None)
         self.scoped = scoped
         atoms = sorted_atoms(atoms)
         self.atom_ids = atoms["atom_id"].to_numpy(dtype=object)
@@ -95,7 +102,7 @@ class BM25System:
         self.retriever = bm25s.BM25(k1=k1, b=b)
         self.retriever.index(corpus, show_progress=False)
         self.vocab = self.retriever.vocab_dict
-        #: declared once: this system abstains when its best atom holds less than ABSTAIN_BELOW
+        #: declared once: this system abstains when its best atom holds less than abstain_below
         #: of the question's IDF-weighted words (module docstring)
         self.abstains = abstain
         self.idf = bm25_idf(corpus) if abstain else {}
@@ -125,7 +132,7 @@ class BM25System:
         if not self.abstains:
             return hits
         confidence = self.confidence(query, hits)
-        return Response(hits, abstain=confidence < ABSTAIN_BELOW, confidence=confidence)
+        return Response(hits, abstain=confidence < self.abstain_below, confidence=confidence)
 
     def confidence(self, query: Query, hits: list[Hit]) -> float:
         """IDF-weighted share of the question's distinct words in the rank-1 atom (0 without hits)."""
@@ -137,11 +144,24 @@ class BM25System:
         return float(sum(self.idf[t] for t in words if t in top) / total)
 
 
-def bm25(atoms: pd.DataFrame) -> BM25System:
+def describe(scoped: bool, abstain_below: float | None) -> str:
+    """What the system does, in words (the report's line on the system, run.description)."""
+    sees = ("BM25 over the atoms the question's holder may see, observed at or before its as_of" if scoped else
+            "BM25 over every atom of every holder and moment as one memory (unscoped: it can hand over another "
+            "holder's atoms and atoms observed after the question's as_of)")
+    if abstain_below is None:
+        return f"{sees}; it never abstains."
+    if abstain_below <= 0:
+        return f"{sees}; it never abstains (abstain_below 0), and reports a confidence."
+    return (f"{sees}; it abstains (hands over nothing, still ranking) when its best atom holds less than "
+            f"{abstain_below:g} of the question's IDF-weighted words, or nothing matches.")
+
+
+def bm25(atoms: pd.DataFrame, abstain_below: float = ABSTAIN_BELOW) -> BM25System:
     """Entry point of the built-in `bm25`: every atom of every source as one memory (abstains)."""
-    return BM25System(atoms, scoped=False, abstain=True)
+    return BM25System(atoms, scoped=False, abstain=True, abstain_below=abstain_below)
 
 
-def bm25_scoped(atoms: pd.DataFrame) -> BM25System:
+def bm25_scoped(atoms: pd.DataFrame, abstain_below: float = ABSTAIN_BELOW) -> BM25System:
     """Entry point of the built-in `bm25-scoped`: holder and as_of filtered (abstains)."""
-    return BM25System(atoms, scoped=True, abstain=True)
+    return BM25System(atoms, scoped=True, abstain=True, abstain_below=abstain_below)

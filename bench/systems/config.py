@@ -13,6 +13,7 @@
       code: null          # command systems: the system's own files/folders shown to them; null: the program the entry names
       env: null           # mcp: settings the server needs ({workdir}: its writable folder)
       mcp: null           # mcp: observe/search tool calls, reset, results rule (bench/systems/mcp.py)
+      abstain_below: null # the built-in bm25 and bm25-scoped only: abstain below this confidence; null: bm25.py's ABSTAIN_BELOW
 
 Its keys, types, bounds and defaults are bench.params.SystemParams (the typed
 configuration `bench.project.selection.config()` gives); :func:`check_system` adds
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.params import ParamsError, SystemParams, check_block
-from bench.systems import BUILTINS, build_system, load_entry_point
+from bench.systems import BUILTIN_OPTIONS, BUILTINS, build_system, load_entry_point
 from bench.systems.adapters import Adapter, CommandAdapter, HttpAdapter, PythonAdapter, loopback_url
 from bench.systems.frameworks import FRAMEWORKS, framework_adapter
 from bench.systems.isolation import Launch
@@ -40,6 +41,9 @@ def check_system(system: SystemParams | Mapping[str, Any]) -> SystemParams:
     """`system` (the typed block, or a mapping checked by bench.params first) when the
     systems can run it; a problem raises ValueError naming the key."""
     cfg = system if isinstance(system, SystemParams) else check_block("system", dict(system))
+    if cfg.abstain_below is not None and "abstain_below" not in builtin_options(cfg):
+        raise ParamsError("system.abstain_below", f"only the built-in {' and '.join(n for n, o in BUILTIN_OPTIONS.items() if 'abstain_below' in o)} "
+                          f"abstain by this threshold, not {cfg.adapter} system {cfg.name!r}: remove it (or null)")
     if cfg.adapter == "builtin":
         if cfg.name not in BUILTINS:
             raise ParamsError("system.name", f"unknown built-in system {cfg.name!r}; built in: {', '.join(BUILTINS)}")
@@ -86,6 +90,13 @@ def check_mcp(cfg: SystemParams) -> None:
                           "cannot name {atoms}")
 
 
+def builtin_options(cfg: SystemParams) -> dict[str, Any]:
+    """The `system` params a built-in's factory takes (BUILTIN_OPTIONS) and params.yaml sets, by name (a null
+    one: the factory's default); none for other adapters."""
+    names = BUILTIN_OPTIONS.get(cfg.name, ()) if cfg.adapter == "builtin" else ()
+    return {name: getattr(cfg, name) for name in names if getattr(cfg, name) is not None}
+
+
 def sandboxed(cfg: SystemParams) -> bool:
     """A system the harness starts as a process in its sandbox: a command, or an MCP server over stdio."""
     from bench.systems.mcp import is_url
@@ -101,6 +112,12 @@ def command_argv(cfg: SystemParams, atoms_path: Path) -> list[str]:
 def declares_abstention(*objects: Any) -> bool:
     """True when the system object or its factory has `abstains = True`."""
     return any(getattr(o, "abstains", False) is True for o in objects)
+
+
+def described(system: Any) -> str | None:
+    """The system's `description` (what it does, in words, for the report), when it declares one."""
+    words = getattr(system, "description", None)
+    return words.strip() if isinstance(words, str) and words.strip() else None
 
 
 def names_atoms(cfg: SystemParams) -> bool:
@@ -121,7 +138,7 @@ def make_adapter(cfg: SystemParams, atoms: Any, launch: Launch | None = None) ->
         entry = cfg.name if cfg.adapter == "builtin" else str(cfg.entry)
         factory = load_entry_point(entry)
         replay = getattr(factory, "replay", False) is True
-        system = build_system(entry, atoms.iloc[0:0] if replay else atoms)
+        system = build_system(entry, atoms.iloc[0:0] if replay else atoms, **builtin_options(cfg))
         if getattr(system, "replay", False) is True and not replay:
             raise ValueError(f"system {entry!r} has replay = True but its factory does not: declare it on the factory "
                              "(a class attribute, or factory.replay = True), so that it is built without the future")

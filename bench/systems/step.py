@@ -80,7 +80,7 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
     included; `isolation` is a bench.systems.isolation.Isolation chosen earlier (None: chosen here)."""
     from bench.systems import MissingExtra
     from bench.systems.adapters import SystemCrash
-    from bench.systems.config import sandboxed
+    from bench.systems.config import described, sandboxed
     from bench.systems.provenance import CitationCheck
     from bench.systems.replay import event_stream
     from bench.systems.sandbox import SandboxError
@@ -104,6 +104,7 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
                                  check_memory=check, probe_every=cfg.probe_every, probe_wait_s=cfg.probe_wait_s)
             run_s = time.perf_counter() - start
             declared = bool(getattr(opened.adapter, "abstains", False))
+            description = described(getattr(opened.adapter, "system", None))  # an in-process system's own words
             sandbox = opened.info
     except SandboxError as exc:
         raise StepError(str(exc)) from None
@@ -113,7 +114,8 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
         raise StepError(f"system {cfg.name!r} could not be started: {exc}") from None
     except (ValueError, RuntimeError) as exc:
         raise StepError(f"system {cfg.name!r}: {exc}") from None
-    return SystemRun(result, system_record(cfg, result, len(entries), len(atoms), sandbox, declared, build_s, run_s), check)
+    record = system_record(cfg, result, len(entries), len(atoms), sandbox, declared, build_s, run_s)
+    return SystemRun(result, {**record, "description": description}, check)
 
 
 def _loaded(corpus: Callable[[], pd.DataFrame | None]) -> pd.DataFrame:

@@ -52,3 +52,26 @@ def test_abstains_on_a_weak_or_empty_match_and_keeps_the_ranking():
     # the plain class (used by hybrid and the tie tests) answers a bare ranking, the same one
     plain = BM25System(atoms(), scoped=False).search(ask("Was the weather nice when Melanie went swimming with the dog of Caroline?"))
     assert plain == weak.hits and not math.isnan(weak.hits[0].score)
+
+
+def test_the_threshold_is_a_parameter_and_0_never_abstains():
+    from bench.systems.bm25 import bm25_scoped
+
+    question = ask("Was the weather nice when Melanie went swimming with the dog of Caroline?")
+    weak = build_system("bm25", atoms()).search(question)
+    assert 0 < weak.confidence < ABSTAIN_BELOW and weak.abstain
+    lenient = build_system("bm25", atoms(), abstain_below=weak.confidence)  # at the confidence: answers (abstains only below)
+    assert not lenient.search(question).abstain and lenient.search(question).hits == weak.hits
+    never = bm25_scoped(atoms(), abstain_below=0.0)
+    empty = never.search(ask("quantum chromodynamics"))
+    assert empty.hits == [] and not empty.abstain and empty.confidence == 0.0  # 0: never abstains, not even on nothing
+    assert never.abstains  # it still declares abstention: the false-recall rule stays `abstention`
+
+
+def test_the_system_says_what_it_does():
+    scoped, plain = build_system("bm25-scoped", atoms(), abstain_below=0.35), build_system("bm25", atoms())
+    assert "the question's holder may see, observed at or before its as_of" in scoped.description
+    assert "less than 0.35 of the question's IDF-weighted words" in scoped.description
+    assert "unscoped" in plain.description and f"less than {ABSTAIN_BELOW:g} " in plain.description
+    assert "never abstains" in build_system("bm25", atoms(), abstain_below=0).description
+    assert "never abstains" in BM25System(atoms(), scoped=False).description  # the plain class hybrid uses

@@ -30,17 +30,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from bench.corpus_sources import dataset_by_name
+from bench.evaluation.stats import CLUSTERINGS, Clustering
 
 __all__ = ["CLUSTERINGS", "COLUMNS", "Clustering", "cluster_codes", "clusters_of", "entry_clusters", "source_ids"]
 
-Clustering = Literal["question", "source", "entry"]
-CLUSTERINGS: tuple[Clustering, ...] = ("question", "source", "entry")
 #: the per-query table's column of each clustering's labels (``entry`` needs none)
 COLUMNS: Mapping[str, str] = {"question": "cluster", "source": "source_cluster"}
 _SPACE = re.compile(r"\s+")
