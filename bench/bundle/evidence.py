@@ -5,7 +5,8 @@ evaluated split, and how it was called:
 
 =============================  ==================================================================
 ``entries.jsonl``              the valid entries, each cut to what the evaluation reads: query_id,
-                               modality, unanswerable, as_of, scope.holder (no question, answer or gold)
+                               modality, unanswerable, as_of, scope.holder and its cluster labels
+                               (bench.evaluation.stats.clusters; no question, answer or gold)
 ``invalid.jsonl``              the entries invalid as samples (query_id, file, line, split, modality, reason)
 ``run/run.parquet``            the system's ranked atoms (query_id, rank, atom code, score)
 ``run/responses.parquet``      latency, returned count, abstention and confidence per answered query
@@ -43,6 +44,8 @@ from bench.bundle.statement import strict_json
 from bench.evaluation.blocks import FrameBlocks
 from bench.evaluation.evaluate import EvalInputs, EvalOptions, EvalResult, RunDescription, evaluate_run
 from bench.evaluation.memory_report import MemoryInputs
+from bench.evaluation.stats.clusters import COLUMNS as CLUSTER_COLUMNS
+from bench.evaluation.stats.clusters import LABELS, entry_clusters
 
 __all__ = ["ENTRY_FIELDS", "Evidence", "dumps", "evidence_members", "read_evidence", "recompute"]
 
@@ -90,14 +93,17 @@ def _jsonl(rows: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in rows).encode("utf-8")
 
 
-def cut_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """The entry as the evaluation reads it (ENTRY_FIELDS and its scope's holder)."""
-    return {**{name: entry[name] for name in ENTRY_FIELDS}, "scope": {"holder": entry["scope"]["holder"]}}
+def cut_entry(entry: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """The entry as the evaluation reads it (ENTRY_FIELDS, its scope's holder, and its cluster `labels`:
+    who asks the same question, read from the question it no longer carries)."""
+    return {**{name: entry[name] for name in ENTRY_FIELDS}, "scope": {"holder": entry["scope"]["holder"]}, LABELS: dict(labels)}
 
 
 def evidence_members(ev: Evidence) -> dict[str, bytes]:
     """The members of `ev` (module docstring)."""
-    out = {ENTRIES: _jsonl([cut_entry(e) for e in ev.entries]), INVALID: _jsonl(list(ev.invalid))}
+    labels = entry_clusters(ev.entries).set_index("query_id")
+    cut = [cut_entry(e, {c: str(labels.at[str(e["query_id"]), c]) for c in CLUSTER_COLUMNS.values()}) for e in ev.entries]
+    out = {ENTRIES: _jsonl(cut), INVALID: _jsonl(list(ev.invalid))}
     out.update({name: _parquet(getattr(ev, field)) for field, name in FRAMES.items()})
     out.update({name: _parquet(getattr(ev.memories, field)) for field, name in MEMORY_FRAMES.items()})
     for modality, frame in sorted(ev.served.items()):

@@ -46,7 +46,11 @@ def test_the_evidence_reads_back_as_it_went_in_without_text_or_questions():
     assert back.options == ev.options and back.description == ev.description and back.sha256 == ev.sha256
     assert back.invalid == ev.invalid and back.split == "dev"
     assert back.entries == [{"query_id": "q1", "modality": "conversation", "unanswerable": False, "as_of": "2023-05-08T13:56:00Z",
-                             "scope": {"holder": "locomo:conv-26"}}]
+                             "scope": {"holder": "locomo:conv-26"},
+                             # its cluster labels, read from the question it no longer carries (the intervals resample them)
+                             "clusters": {"cluster": "q1", "source_cluster": "locomo:conv-26:session-1"}}]
+    from bench.evaluation.stats.clusters import entry_clusters
+    pd.testing.assert_frame_equal(entry_clusters(back.entries), entry_clusters(ev.entries))  # the same clusters either way
     for name in ("run", "gold", "regions", "responses"):
         pd.testing.assert_frame_equal(getattr(back, name), getattr(ev, name), check_dtype=False)
     assert list(back.served) == ["conversation"] and "text" not in back.served["conversation"].columns

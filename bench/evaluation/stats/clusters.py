@@ -38,10 +38,13 @@ import pandas as pd
 from bench.corpus_sources import dataset_by_name
 from bench.evaluation.stats import CLUSTERINGS, Clustering
 
-__all__ = ["CLUSTERINGS", "COLUMNS", "Clustering", "cluster_codes", "clusters_of", "entry_clusters", "source_ids"]
+__all__ = ["CLUSTERINGS", "COLUMNS", "LABELS", "Clustering", "cluster_codes", "clusters_of", "entry_clusters", "source_ids"]
 
 #: the per-query table's column of each clustering's labels (``entry`` needs none)
 COLUMNS: Mapping[str, str] = {"question": "cluster", "source": "source_cluster"}
+#: an entry that carries its own labels ({column: label}): a bundle's entry, cut to what the evaluation
+#: reads (no question: bench.bundle.evidence), keeps the labels its full entry was given
+LABELS = "clusters"
 _SPACE = re.compile(r"\s+")
 
 
@@ -69,9 +72,11 @@ def _find(parent: list[int], i: int) -> int:
 
 def entry_clusters(entries: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """query_id, cluster (question clustering's label) and source_cluster (source clustering's)
-    of every entry, sorted by query_id (module docstring)."""
+    of every entry, sorted by query_id (module docstring); the labels entries carry (LABELS) when each has them."""
     rows = sorted(entries, key=lambda e: str(e["query_id"]))
     ids = [str(e["query_id"]) for e in rows]
+    if rows and all(isinstance(e.get(LABELS), Mapping) for e in rows):  # labelled entries (LABELS) keep their labels
+        return pd.DataFrame({"query_id": ids, **{c: [str(e[LABELS][c]) for e in rows] for c in COLUMNS.values()}})
     by_question: dict[tuple[str, str, str, str], str] = {}
     for qid, e in zip(ids, rows, strict=True):
         by_question.setdefault(_question_key(e), qid)  # ids sorted: the first is the smallest
