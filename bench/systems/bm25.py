@@ -1,16 +1,24 @@
-"""Built-in BM25 over all atoms of all sources as one memory (bm25s).
+"""Built-in BM25 over all atoms of all sources as one memory (bm25s), one index per modality.
 
 `bm25` ranks every atom; `bm25-scoped` first drops the atoms the query's holder may
 not see (another holder's) and the atoms observed after `as_of`. Atoms with score 0
 share no term with the question and are not returned. Ties are broken by atom_id
 ascending, so rankings are deterministic.
 
+The atoms are indexed in parts, one BM25 index per modality (each with its own IDF and
+average length); a query is scored in the parts it may see (`parts_read`: every part,
+or for a scoped system the parts holding an atom of its holder) and the parts' scores
+are ranked together. So an atom's score depends only on the atoms of its own modality:
+new conversation atoms move no PDF atom's score, and a scoped question whose holder owns
+no conversation atom is answered from exactly the same inputs as before
+(bench.systems.partwise reuses such answers). `PART` names the column.
+
 Abstention (the built-ins `bm25` and `bm25-scoped` declare it: ``abstains = True``)
 -------------------------------------------------------------------------------
 The system answers with a ``confidence``: the share of the question's information
 that its best atom contains, the IDF-weighted share of the question's distinct words
-(stop words excluded) found in the rank-1 atom, with BM25's own IDF; a word no atom
-contains gets the IDF of document frequency 0 (it is information the question asks
+(stop words excluded) found in the rank-1 atom, with BM25's own IDF (that of the rank-1
+atom's part); a word no atom of that part contains gets the IDF of document frequency 0 (it is information the question asks
 for that the memory does not hold):
 
     confidence = sum(idf(t) for t in Q if t in top atom) / sum(idf(t) for t in Q)
@@ -82,37 +90,95 @@ def bm25_idf(corpus: list[list[str]]) -> dict[str, float]:
     return {t: float(np.log(1.0 + (n - d + 0.5) / (d + 0.5))) for t, d in df.items()}
 
 
+#: the atom column that splits the index into parts (one BM25 index per value)
+PART = "modality"
+
+
+def part_positions(atoms: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Part -> the positions of its atoms in `atoms` (ascending); one part "" when there is no PART column."""
+    if PART not in atoms.columns:
+        return {"": np.arange(len(atoms))}
+    codes, names = pd.factorize(atoms[PART].astype(str), sort=True)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    return {str(name): order[bounds[i]:bounds[i + 1]] for i, name in enumerate(names)}
+
+
+def part_holders(atoms: pd.DataFrame) -> dict[str, frozenset[str]]:
+    """Part -> the holders of its atoms (what `parts_read` needs; no index is built)."""
+    holders = atoms["holder"].astype(str).to_numpy(dtype=object)
+    return {name: frozenset(holders[pos].tolist()) for name, pos in part_positions(atoms).items()}
+
+
+def parts_read(holders: dict[str, frozenset[str]], query: Query, scoped: bool) -> list[str]:
+    """The parts a query is scored in: all (unscoped), or those holding an atom of its holder
+    (scoped: no other part has an atom it may see). Its answer is computed from these parts'
+    atoms and nothing else."""
+    return sorted(name for name, hs in holders.items() if not scoped or query.holder in hs)
+
+
+class Part:
+    """One part's BM25 index over its atoms (positions into the system's atom order)."""
+
+    def __init__(self, positions: np.ndarray, corpus: list[list[str]], holders: frozenset[str], k1: float, b: float,
+                 abstain: bool) -> None:
+        self.positions = positions
+        self.holders = holders
+        self.retriever: bm25s.BM25 | None = None
+        self.vocab: dict[str, int] = {}
+        if any(corpus):  # bm25s cannot index a part without a single token: it scores 0 everywhere
+            self.retriever = bm25s.BM25(k1=k1, b=b)
+            self.retriever.index(corpus, show_progress=False)
+            self.vocab = self.retriever.vocab_dict
+        self.idf = bm25_idf(corpus) if abstain else {}
+        self.terms = [frozenset(doc) for doc in corpus] if abstain else []
+        self.unseen_idf = float(np.log(1.0 + (len(corpus) + 0.5) / 0.5))  # BM25's IDF at document frequency 0
+
+    def scores(self, tokens: list[str]) -> np.ndarray | None:
+        known = [t for t in tokens if t in self.vocab]
+        if not known or self.retriever is None:
+            return None
+        return np.asarray(self.retriever.get_scores(known), dtype=np.float64)
+
+
 class BM25System:
     def __init__(self, atoms: pd.DataFrame, scoped: bool, k1: float = 1.5, b: float = 0.75, abstain: bool = False) -> None:
         self.name = "bm25-scoped" if scoped else "bm25"
         self.scoped = scoped
         atoms = sorted_atoms(atoms)
         self.atom_ids = atoms["atom_id"].to_numpy(dtype=object)
-        self.position = {str(a): i for i, a in enumerate(self.atom_ids)} if abstain else {}
         self.holders = atoms["holder"].to_numpy(dtype=object)
         self.observed = pd.to_datetime(atoms["observed_at"], utc=True).to_numpy(dtype="datetime64[ns]")
-        corpus = [tokenize(t) for t in atoms["text"].fillna("").tolist()]
-        self.retriever = bm25s.BM25(k1=k1, b=b)
-        self.retriever.index(corpus, show_progress=False)
-        self.vocab = self.retriever.vocab_dict
+        texts = atoms["text"].fillna("").tolist()
+        self.parts: dict[str, Part] = {}
+        self.part_of = np.zeros(len(atoms), dtype=np.int64)  # position -> its part's number (in self.parts' order)
+        self.offset = np.zeros(len(atoms), dtype=np.int64)  # position -> its row in its part
+        for i, (name, pos) in enumerate(part_positions(atoms).items()):
+            corpus = [tokenize(texts[p]) for p in pos.tolist()]
+            self.parts[name] = Part(pos, corpus, frozenset(self.holders[pos].astype(str).tolist()), k1, b, abstain)
+            self.part_of[pos], self.offset[pos] = i, np.arange(len(pos))
+        self.part_list = list(self.parts.values())
         #: declared once: this system abstains when its best atom holds less than ABSTAIN_BELOW
         #: of the question's IDF-weighted words (module docstring)
         self.abstains = abstain
-        self.idf = bm25_idf(corpus) if abstain else {}
-        self.atom_terms = [frozenset(doc) for doc in corpus] if abstain else []
-        self.unseen_idf = float(np.log(1.0 + (len(corpus) + 0.5) / 0.5))  # BM25's IDF at document frequency 0
 
     def mask(self, query: Query) -> np.ndarray | None:
         if not self.scoped:
             return None
         return scope_mask(self.holders, self.observed, query)
 
+    def read(self, query: Query) -> list[Part]:
+        """The parts the query is scored in (`parts_read`)."""
+        return [p for p in self.part_list if not self.scoped or query.holder in p.holders]
+
     def scores(self, query: Query) -> np.ndarray:
-        """BM25 score of every atom (position order); 0 for atoms out of scope."""
-        tokens = [t for t in tokenize(query.question) if t in self.vocab]
-        if not tokens:
-            return np.zeros(len(self.atom_ids))
-        scores = self.retriever.get_scores(tokens).astype(np.float64)
+        """BM25 score of every atom (position order) in its own part's index; 0 for atoms out of scope."""
+        tokens = tokenize(query.question)
+        scores = np.zeros(len(self.atom_ids))
+        for part in self.read(query):
+            found = part.scores(tokens)
+            if found is not None:
+                scores[part.positions] = found
         visible = self.mask(query)
         if visible is not None:
             scores = np.where(visible, scores, 0.0)
@@ -124,17 +190,21 @@ class BM25System:
         hits = [Hit(str(a), s) for a, s in zip(self.atom_ids[best].tolist(), scores[best].tolist(), strict=True)]
         if not self.abstains:
             return hits
-        confidence = self.confidence(query, hits)
+        confidence = self.confidence(query, int(best[0]) if len(best) else None)
         return Response(hits, abstain=confidence < ABSTAIN_BELOW, confidence=confidence)
 
-    def confidence(self, query: Query, hits: list[Hit]) -> float:
-        """IDF-weighted share of the question's distinct words in the rank-1 atom (0 without hits)."""
-        words = set(tokenize(query.question))
-        total = sum(self.idf.get(t, self.unseen_idf) for t in words)
-        if not hits or total <= 0:
+    def confidence(self, query: Query, top: int | None) -> float:
+        """IDF-weighted share of the question's distinct words in the rank-1 atom (position `top`;
+        0 without hits), with the IDF of that atom's part."""
+        if top is None:
             return 0.0
-        top = self.atom_terms[self.position[hits[0].atom_id]]
-        return float(sum(self.idf[t] for t in words if t in top) / total)
+        part = self.part_list[self.part_of[top]]
+        words = set(tokenize(query.question))
+        total = sum(part.idf.get(t, part.unseen_idf) for t in words)
+        if total <= 0:
+            return 0.0
+        terms = part.terms[self.offset[top]]
+        return float(sum(part.idf[t] for t in words if t in terms) / total)
 
 
 def bm25(atoms: pd.DataFrame) -> BM25System:
