@@ -191,9 +191,16 @@ class CodeGraph:
         """The modules of bench.systems.BUILTINS' entry points, read from its literal."""
         tree = ast.parse(self.source(self.module_file("bench.systems")))  # type: ignore[arg-type]
         for node in tree.body:
-            target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(node, ast.Assign) else None
-            if isinstance(target, ast.Name) and target.id == "BUILTINS" and isinstance(node.value, ast.Dict):  # type: ignore[union-attr]
-                return {str(v.value).partition(":")[0] for v in node.value.values if isinstance(v, ast.Constant)}  # type: ignore[union-attr]
+            target: ast.expr
+            value: ast.expr | None
+            if isinstance(node, ast.AnnAssign):
+                target, value = node.target, node.value
+            elif isinstance(node, ast.Assign):
+                target, value = node.targets[0], node.value
+            else:
+                continue
+            if isinstance(target, ast.Name) and target.id == "BUILTINS" and isinstance(value, ast.Dict):
+                return {str(v.value).partition(":")[0] for v in value.values if isinstance(v, ast.Constant)}
         raise UnmodelledImport("bench/systems/__init__.py: BUILTINS is not a literal dict of 'module:callable' strings")
 
     def _dynamic_targets(self, mod: str, info: ModuleInfo, named: Sequence[str]) -> set[str]:

@@ -94,16 +94,18 @@ def code_version(modules: tuple[str, ...] | None = None, root: Path | None = Non
 
     root = ROOT if root is None else Path(root)
     files, tree = _tree(root)
+    names: list[str] | None
     if modules is None:
         names = sorted(n for n in files if n.startswith("bench/"))
     else:
         digest = hashlib.sha256(tree + repr(modules).encode()).hexdigest()
         cache_file = None if store is None else Path(store) / "imports" / digest[:2] / digest
-        names = None
+        found: Any = None
         if cache_file is not None:
             with contextlib.suppress(OSError, ValueError):
-                names = json.loads(cache_file.read_text())
-        if not isinstance(names, list) or not all(n in files for n in names):
+                found = json.loads(cache_file.read_text())
+        names = found if isinstance(found, list) and all(n in files for n in found) else None
+        if names is None:
             names = _closure(root, modules)
             if cache_file is not None:
                 with contextlib.suppress(OSError):
@@ -111,7 +113,7 @@ def code_version(modules: tuple[str, ...] | None = None, root: Path | None = Non
                     with atomic_writer(cache_file, "w") as fh:
                         fh.write(json.dumps(names))
     h = hashlib.sha256()
-    for name in names:
+    for name in names or []:
         h.update(name.encode() + b"\0")
         h.update(files[name] + b"\0")
     h.update(sys.version.encode() + b"\0")
