@@ -234,8 +234,13 @@ class Memo:
         """Store the files `names` (paths relative to `root`) under `key`, as they are on disk."""
         if self.root is None:
             return
-        blobs = [(name, (root / name).read_bytes()) for name in names]
-        rest = json.dumps([[name, len(blob)] for name, blob in blobs]).encode() + b"\n" + b"".join(blob for _, blob in blobs)
+        self.put_blobs(kind, key, {name: (root / name).read_bytes() for name in names})
+
+    def put_blobs(self, kind: str, key: str, blobs: dict[str, bytes]) -> None:
+        """Store named byte strings under `key` (read back by :meth:`files`, in this order)."""
+        if self.root is None:
+            return
+        rest = json.dumps([[name, len(blob)] for name, blob in blobs.items()]).encode() + b"\n" + b"".join(blobs.values())
         self.put(kind, key, hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest)
 
     def prune(self, max_bytes: int = MAX_BYTES) -> int:

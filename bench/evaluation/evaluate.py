@@ -110,6 +110,9 @@ class RunDescription:
     abstains: bool = False  # the system abstained or declared it can (the record's; false recall reads it)
     #: a replayed run: events sent and ingest_ms percentiles per modality (bench.systems.step.replay_record)
     replay: Mapping[str, Any] | None = None
+    #: per run id, how many queries' latency that run measured (bench.systems.partwise: a reused
+    #: answer keeps the latency of the run that computed it)
+    latency_measured_in: Mapping[str, int] | None = None
 
     @classmethod
     def from_record(cls, system: Mapping[str, Any], chunking: Mapping[str, Any]) -> RunDescription:
@@ -119,7 +122,8 @@ class RunDescription:
                    warm=system.get("warm", True), adapter=system.get("adapter", "builtin"),
                    warmup_queries=system.get("warmup_queries", 0), timeout_s=system.get("timeout_s"),
                    latency=system.get("latency"), isolation=system.get("isolation"), abstains=bool(system.get("abstains", False)),
-                   replay={"events": system.get("events", 0), "ingest_ms": system.get("ingest", {})} if system.get("replay") else None)
+                   replay={"events": system.get("events", 0), "ingest_ms": system.get("ingest", {})} if system.get("replay") else None,
+                   latency_measured_in=system.get("latency_measured_in"))
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,8 @@ def _run_block(d: RunDescription, options: EvalOptions, table: pd.DataFrame, ent
         out["split"] = d.split
     if d.replay is not None:  # temporal correctness is 1.0 by construction for what it was sent (docs/systems.md, Replay)
         out["replay"] = dict(d.replay)
+    if d.latency_measured_in is not None:
+        out["latency_measured_in"] = dict(d.latency_measured_in)
     out["bootstrap"] = {"resamples": options.bootstrap_resamples, "seed": options.bootstrap_seed, "method": "percentile",
                         "confidence": 0.95, "over": "queries"}
     return out

@@ -38,23 +38,32 @@ tuned on results.)
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import Any
 
-import bm25s
 import numpy as np
 import pandas as pd
-from bm25s.stopwords import STOPWORDS_EN
 
 from bench.systems import Hit, Query, Response
 
 TOKEN = re.compile(r"(?u)\b\w\w+\b")
-STOP = frozenset(STOPWORDS_EN)
 #: abstain when the best atom holds less than this share of the question's IDF-weighted words
 ABSTAIN_BELOW = 0.5
 
 
+@functools.cache
+def stop_words() -> frozenset[str]:
+    """bm25s's English stop words (bm25s, and numba with it, imported only when a system is built:
+    a run whose answers are all reused never imports it)."""
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
+
+
 def tokenize(text: str) -> list[str]:
-    return [t for t in TOKEN.findall(text.lower()) if t not in STOP]
+    stop = stop_words()
+    return [t for t in TOKEN.findall(text.lower()) if t not in stop]
 
 
 def scope_mask(holders: np.ndarray, observed: np.ndarray, query: Query) -> np.ndarray:
@@ -124,9 +133,11 @@ class Part:
                  abstain: bool) -> None:
         self.positions = positions
         self.holders = holders
-        self.retriever: bm25s.BM25 | None = None
+        self.retriever: Any = None  # a bm25s.BM25
         self.vocab: dict[str, int] = {}
         if any(corpus):  # bm25s cannot index a part without a single token: it scores 0 everywhere
+            import bm25s
+
             self.retriever = bm25s.BM25(k1=k1, b=b)
             self.retriever.index(corpus, show_progress=False)
             self.vocab = self.retriever.vocab_dict

@@ -23,7 +23,12 @@ from tests.project_copy import clone_project, project_env, run
 
 def _layout(tmp_path: Path) -> Layout:
     layout = Layout(tmp_path)
+    layout.runs.mkdir(parents=True)
+    (layout.runs / "part.txt").write_text(layout.runs.name)
+    (layout.runs / "system.json").write_text(json.dumps({"name": "bm25", "latency": {"p50_ms": 0.3}, "run_id": "a", "run_s": 1.0}))
     for path in evaluate_inputs(layout):
+        if path.parent == layout.runs:
+            continue
         if path.suffix:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("{}\n")
@@ -49,6 +54,12 @@ def test_the_key_holds_inputs_params_and_strategies_but_not_chunking_options(tmp
     assert evaluate_key(memo, cfg, layout, script) != key
     (layout.runs / "part.txt").write_text(layout.runs.name)
     assert evaluate_key(memo, cfg, layout, script) == key
+    # the run's record: how this retrieve went (its id, its time) is no input; what dev.json shows is
+    (layout.runs / "system.json").write_text(json.dumps({"name": "bm25", "latency": {"p50_ms": 0.3}, "run_id": "b", "run_s": 2.5}))
+    assert evaluate_key(memo, cfg, layout, script) == key
+    (layout.runs / "system.json").write_text(json.dumps({"name": "bm25", "latency": {"p50_ms": 0.4}, "run_id": "a", "run_s": 1.0}))
+    assert evaluate_key(memo, cfg, layout, script) != key
+    (layout.runs / "system.json").write_text(json.dumps({"name": "bm25", "latency": {"p50_ms": 0.3}, "run_id": "a", "run_s": 1.0}))
     script.write_text("# the stage, edited\n")
     assert evaluate_key(memo, cfg, layout, script) != key
 
