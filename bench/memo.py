@@ -53,6 +53,7 @@ KIND_CODE: dict[str, tuple[str, ...]] = {
     "pictures": ("bench.reporting.thumbnails",),  # a drill-down picture (each modality's hook)
     "svg": ("bench.reporting.outputs",),  # a report figure (bench.reporting.plots)
     "evaluate": ("stages.evaluate",),  # the evaluate stage's outputs whole (bench.project.reuse)
+    "blocks": ("bench.evaluation.evaluate",),  # one modality's per-query columns of a block (bench.evaluation.reused)
     "answers": ("bench.systems.step",),  # a built-in system's answers and latency (bench.systems.partwise)
 }
 

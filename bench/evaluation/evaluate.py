@@ -30,6 +30,7 @@ from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column
 from bench.evaluation.memory_report import MemoryInputs, memory_block
 from bench.evaluation.per_query import finish_per_query, query_block
+from bench.evaluation.reused import ModalityAtoms, reuse_block
 from bench.evaluation.stats.power import mde_block
 from bench.evaluation.stats.uncertainty import add_intervals
 from bench.ingest.atom_codes import ATOM_CODE
@@ -137,6 +138,7 @@ class EvalResult:
     #: failed queries left out: what the recall and threshold curves read of the run (O(gold rows))
     hits: pd.DataFrame
     blocks: int = 1  # query blocks the run was read in
+    reused_queries: int = 0  # queries whose per-query columns an earlier evaluation had computed (bench.evaluation.reused)
 
 
 def entries_frame(entries: list[dict[str, Any]], regions: pd.DataFrame) -> pd.DataFrame:
@@ -216,9 +218,21 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     source = inputs.source
     budget = options.budgets()
     abstained = abstained_queries(inputs.responses)  # they hand over nothing (measures.base.run_family)
-    parts = [evaluate_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, atom_ext, inputs.regions, k=k, failed=failed,
-                            responses=inputs.responses, budget=budget, memories=memories, abstained=abstained)
-             for b in source.blocks(entries["query_id"].astype(str).tolist())]
+    block_args: dict[str, Any] = {"k": k, "failed": failed, "responses": inputs.responses, "budget": budget, "memories": memories,
+                                  "abstained": abstained}
+    # each modality's per-query columns reused by content (bench.evaluation.reused); not with memories (codes past the atoms)
+    by_modality = None if memo is None or memo.root is None or memories is not None else ModalityAtoms(atoms, atom_ext)
+    parts, reused = [], 0
+    for b in source.blocks(entries["query_id"].astype(str).tolist()):
+        block = entries.iloc[b.start:b.stop]
+        if by_modality is None:
+            parts.append(evaluate_block(block, b.run, b.gold, atoms, atom_ext, inputs.regions, **block_args))
+            continue
+        part, fams, n = reuse_block(memo, block, b.run, b.gold, regions=inputs.regions, responses=inputs.responses,  # type: ignore[arg-type]
+                                    failed=failed, abstained=abstained, atoms=by_modality, settings=[k, dict(budget)],
+                                    compute=lambda e, r, g: evaluate_block(e, r, g, atoms, atom_ext, inputs.regions, **block_args)[:2])
+        parts.append((part, fams, curve_hits(b.run, b.gold, failed)))
+        reused += n
     per_query = finish_per_query(_concat([p[0] for p in parts]), k=k, abstains=options.abstains,
                                  calibration_recall=options.calibration_recall, thresholds=options.thresholds)
     hits = _concat([p[2] for p in parts])
@@ -240,7 +254,7 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     doc.update({"atom_stats": atom_statistics(served_ext, inputs.regions), "ties": tie_summary, "mde": mde_block(table, k)})
     if inputs.memories:
         doc["memories"] = memory_block(inputs.memories, entries, k)
-    return EvalResult(doc, per_query, table, atom_ext, hits, source.block_count)
+    return EvalResult(doc, per_query, table, atom_ext, hits, source.block_count, reused)
 
 
 def evaluate_block(entries: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, atoms: pd.DataFrame, atom_ext: pd.DataFrame,
