@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.evaluation.blocks import query_positions
 from bench.ingest.atom_codes import ATOM_CODE
 from bench.memo import Memo
 
@@ -69,8 +70,6 @@ class ModalityAtoms:
         return self._digests[part]
 
 
-def _rows_of(frame: pd.DataFrame, queries: set[str]) -> pd.DataFrame:
-    return frame.loc[frame["query_id"].astype(str).isin(queries).to_numpy()]
 
 
 def _named(frame: pd.DataFrame, atoms: ModalityAtoms) -> tuple[pd.DataFrame, list[int]]:
@@ -109,10 +108,15 @@ def reuse_block(memo: Memo, entries: pd.DataFrame, run: pd.DataFrame, gold: pd.D
     resp_q = resp["query_id"].astype(str) if len(resp.columns) else pd.Series(dtype=str)
     pieces: list[tuple[pd.DataFrame, list[pd.DataFrame]]] = []
     reused = 0
-    for _, ent in entries.groupby(entries["modality"].astype(str), sort=True):
-        ids = ent["query_id"].astype(str)
-        wanted = set(ids)
-        r, g = _rows_of(run, wanted), _rows_of(gold, wanted)
+    # each row's query as its entry's modality number (a categorical query id is looked up by its categories only)
+    ids_all = entries["query_id"].astype(str).tolist()
+    mod_codes, mod_names = pd.factorize(entries["modality"].astype(str), sort=True)
+    of_entry = np.append(mod_codes, -1)  # -1: a row of another block's query
+    run_mod, gold_mod = of_entry[query_positions(run["query_id"], ids_all)], of_entry[query_positions(gold["query_id"], ids_all)]
+    for m in range(len(mod_names)):
+        ent = entries.iloc[np.flatnonzero(mod_codes == m)]
+        wanted = set(ent["query_id"].astype(str))
+        r, g = run.iloc[np.flatnonzero(run_mod == m)], gold.iloc[np.flatnonzero(gold_mod == m)]
         r_named, r_parts = _named(r, atoms)
         g_named, g_parts = _named(g, atoms)
         key = memo.key("blocks", _hash(ent), _hash(r_named), _hash(g_named), _hash(reg.loc[reg["_q"].isin(wanted)].drop(columns="_q")),

@@ -1,24 +1,24 @@
-"""Built-in BM25 over all atoms of all sources as one memory (bm25s), one index per modality.
+"""Built-in BM25 over all atoms of all sources as one memory (bm25s); the scoped one: one memory per holder.
 
 `bm25` ranks every atom; `bm25-scoped` first drops the atoms the query's holder may
 not see (another holder's) and the atoms observed after `as_of`. Atoms with score 0
 share no term with the question and are not returned. Ties are broken by atom_id
 ascending, so rankings are deterministic.
 
-The atoms are indexed in parts, one BM25 index per modality (each with its own IDF and
-average length); a query is scored in the parts it may see (`parts_read`: every part,
-or for a scoped system the parts holding an atom of its holder) and the parts' scores
-are ranked together. So an atom's score depends only on the atoms of its own modality:
-new conversation atoms move no PDF atom's score, and a scoped question whose holder owns
-no conversation atom is answered from exactly the same inputs as before
-(bench.systems.partwise reuses such answers). `PART` names the column.
-
+`bm25` is one BM25 index over every atom (one IDF and one average length for the whole
+corpus). `bm25-scoped` keeps one index per holder: a holder's memory is the atoms it may
+see, so its IDF and average length are those of its own atoms, and a question is scored
+in its holder's index only. So a scoped answer is computed from its holder's atoms and
+nothing else: new conversation atoms (each LoCoMo conversation its own holder) move no
+score of a question about the `owner`'s documents, which is what lets
+bench.systems.partwise reuse such answers. What a query's answer is computed from, by
+modality (the served atoms' folders, `PART`): `parts_read`.
 Abstention (the built-ins `bm25` and `bm25-scoped` declare it: ``abstains = True``)
 -------------------------------------------------------------------------------
 The system answers with a ``confidence``: the share of the question's information
 that its best atom contains, the IDF-weighted share of the question's distinct words
-(stop words excluded) found in the rank-1 atom, with BM25's own IDF (that of the rank-1
-atom's part); a word no atom of that part contains gets the IDF of document frequency 0 (it is information the question asks
+(stop words excluded) found in the rank-1 atom, with BM25's own IDF (that of the index the
+question was scored in); a word no atom of it contains gets the IDF of document frequency 0 (it is information the question asks
 for that the memory does not hold):
 
     confidence = sum(idf(t) for t in Q if t in top atom) / sum(idf(t) for t in Q)
@@ -99,30 +99,30 @@ def bm25_idf(corpus: list[list[str]]) -> dict[str, float]:
     return {t: float(np.log(1.0 + (n - d + 0.5) / (d + 0.5))) for t, d in df.items()}
 
 
-#: the atom column that splits the index into parts (one BM25 index per value)
+#: the atom column that names a part of the served atoms (a modality: data/served/<modality>/)
 PART = "modality"
 
 
-def part_positions(atoms: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Part -> the positions of its atoms in `atoms` (ascending); one part "" when there is no PART column."""
-    if PART not in atoms.columns:
+def part_positions(atoms: pd.DataFrame, column: str = PART) -> dict[str, np.ndarray]:
+    """Value of `column` -> the positions of its atoms in `atoms` (ascending); one part "" without that column."""
+    if column not in atoms.columns:
         return {"": np.arange(len(atoms))}
-    codes, names = pd.factorize(atoms[PART].astype(str), sort=True)
+    codes, names = pd.factorize(atoms[column].astype(str), sort=True)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
     return {str(name): order[bounds[i]:bounds[i + 1]] for i, name in enumerate(names)}
 
 
 def part_holders(atoms: pd.DataFrame) -> dict[str, frozenset[str]]:
-    """Part -> the holders of its atoms (what `parts_read` needs; no index is built)."""
+    """Part (modality) -> the holders of its atoms (what `parts_read` needs; no index is built)."""
     holders = atoms["holder"].astype(str).to_numpy(dtype=object)
     return {name: frozenset(holders[pos].tolist()) for name, pos in part_positions(atoms).items()}
 
 
 def parts_read(holders: dict[str, frozenset[str]], query: Query, scoped: bool) -> list[str]:
-    """The parts a query is scored in: all (unscoped), or those holding an atom of its holder
-    (scoped: no other part has an atom it may see). Its answer is computed from these parts'
-    atoms and nothing else."""
+    """The parts (modalities) a built-in system's answer to `query` is computed from: every
+    part (unscoped: one index over all atoms), or the parts holding an atom of its holder
+    (scoped: its holder's atoms are all it reads; bm25 and dense alike)."""
     return sorted(name for name, hs in holders.items() if not scoped or query.holder in hs)
 
 
@@ -161,10 +161,10 @@ class BM25System:
         self.holders = atoms["holder"].to_numpy(dtype=object)
         self.observed = pd.to_datetime(atoms["observed_at"], utc=True).to_numpy(dtype="datetime64[ns]")
         texts = atoms["text"].fillna("").tolist()
-        self.parts: dict[str, Part] = {}
+        self.parts: dict[str, Part] = {}  # one index (unscoped) or one per holder (scoped)
         self.part_of = np.zeros(len(atoms), dtype=np.int64)  # position -> its part's number (in self.parts' order)
         self.offset = np.zeros(len(atoms), dtype=np.int64)  # position -> its row in its part
-        for i, (name, pos) in enumerate(part_positions(atoms).items()):
+        for i, (name, pos) in enumerate(part_positions(atoms, "holder" if scoped else "").items()):
             corpus = [tokenize(texts[p]) for p in pos.tolist()]
             self.parts[name] = Part(pos, corpus, frozenset(self.holders[pos].astype(str).tolist()), k1, b, abstain)
             self.part_of[pos], self.offset[pos] = i, np.arange(len(pos))
@@ -179,11 +179,14 @@ class BM25System:
         return scope_mask(self.holders, self.observed, query)
 
     def read(self, query: Query) -> list[Part]:
-        """The parts the query is scored in (`parts_read`)."""
-        return [p for p in self.part_list if not self.scoped or query.holder in p.holders]
+        """The indexes the query is scored in: the one index, or its holder's."""
+        if not self.scoped:
+            return self.part_list
+        part = self.parts.get(str(query.holder))
+        return [] if part is None else [part]
 
     def scores(self, query: Query) -> np.ndarray:
-        """BM25 score of every atom (position order) in its own part's index; 0 for atoms out of scope."""
+        """BM25 score of every atom (position order) in the index it is scored in; 0 for atoms out of scope."""
         tokens = tokenize(query.question)
         scores = np.zeros(len(self.atom_ids))
         for part in self.read(query):
@@ -206,7 +209,7 @@ class BM25System:
 
     def confidence(self, query: Query, top: int | None) -> float:
         """IDF-weighted share of the question's distinct words in the rank-1 atom (position `top`;
-        0 without hits), with the IDF of that atom's part."""
+        0 without hits), with the IDF of the index it was ranked in."""
         if top is None:
             return 0.0
         part = self.part_list[self.part_of[top]]
