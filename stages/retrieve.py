@@ -43,7 +43,9 @@ def main() -> None:
     try:  # where: params executor, not a DVC param (it never changes a result)
         serving = serve(system, paths, places)  # a refused sandbox or atoms file: nothing written
         write_served(serving.parts, paths)  # the atoms the system reads
-        out = retrieve(system, entries, serving, paths=paths, places=places, where=cfg.executor, memo=Memo(memo_dir(ROOT)))
+        tag = system.name.replace(" ", "_")
+        out = retrieve(system, entries, serving, paths=paths, places=places, where=cfg.executor, memo=Memo(memo_dir(ROOT)),
+                       text=lambda run: trec_run(run, tag))
     except StepError as exc:
         fail(str(exc))
     with atomic_outputs(on_disk_full=fail):  # the run's files change together or not at all
@@ -57,7 +59,7 @@ def main() -> None:
         write_parquet(MEMORIES / "hits.parquet", out.hits)
         write_json(MEMORIES / "replay.json", {"replay": out.info["replay"], "given_atoms": out.info["given_atoms"]})
         write_json(SERVED / "served.json", out.served)
-        write_text(REPORTS / "runs" / "dev.run", trec_run(out.result.run, system.name.replace(" ", "_")))
+        write_text(REPORTS / "runs" / "dev.run", trec_run(out.result.run, tag) if out.trec is None else out.trec)
     click.echo(out.summary)
 
 

@@ -26,7 +26,7 @@ import io
 import json
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,22 +60,42 @@ def new_run_id() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
+#: formats a run's rows as TREC run lines (bench.trec.files.trec_run with the run's tag; the stage passes it)
+Text = Callable[[pd.DataFrame], str]
+
+
 @dataclass
 class Group:
     parts: tuple[str, ...]  # the parts its queries are scored in
     rows: list[int]  # positions of its entries
     key: str
-    stored: dict[str, bytes] | None  # run.parquet, latency.parquet, info.json of the run that answered it
+    stored: dict[str, bytes] | None  # run.feather, latency.feather, info.json (and run.trec) of the run that answered it
 
 
 def _frame(data: bytes) -> pd.DataFrame:
-    return pd.read_parquet(io.BytesIO(data))
+    return pd.read_feather(io.BytesIO(data))
 
 
-def _parquet(frame: pd.DataFrame) -> bytes:
+def _feather(frame: pd.DataFrame) -> bytes:
     buf = io.BytesIO()
-    frame.reset_index(drop=True).to_parquet(buf, index=False)
+    frame.reset_index(drop=True).to_feather(buf, compression="uncompressed")  # read back in a few ms
     return buf.getvalue()
+
+
+def _spans(latency: pd.DataFrame) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(query ids, first row, rows) of each answered query of a run whose rows are grouped by
+    query in its latency table's order (a query's rows: its `n_returned` hits)."""
+    counts = latency["n_returned"].to_numpy(dtype=np.int64)
+    return latency["query_id"].astype(str).tolist(), np.cumsum(counts) - counts, counts
+
+
+def _rows(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The row positions start, start + 1, ... of each span, span after span."""
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    shift = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    return np.arange(total, dtype=np.int64) + shift
 
 
 @dataclass
@@ -107,50 +127,63 @@ class Plan:
             out["restarts"] = sum(int(i.get("restarts", 0)) for i in infos)
         return out
 
-    def store(self, entries: Sequence[dict], fresh: RunResult, info: Mapping[str, Any]) -> int:
-        """Store each group that ran with every query answered; returns the groups stored."""
+    def store(self, entries: Sequence[dict], fresh: RunResult, info: Mapping[str, Any], text: Text | None = None) -> int:
+        """Store each group that ran with every query answered (with its TREC lines when `text`
+        formats a run); returns the groups stored."""
         failed = set(fresh.failures["query_id"].astype(str))
-        run_by, lat_by = fresh.run.groupby("query_id", sort=False), fresh.latency.set_index("query_id", drop=False)
-        runs = {str(q): g for q, g in run_by}
+        ids, starts, counts = _spans(fresh.latency)
+        where = {q: i for i, q in enumerate(ids)}
         done = 0
         for g in self.todo:
-            ids = [str(entries[i]["query_id"]) for i in g.rows]
-            if failed.intersection(ids) or not set(ids) <= set(lat_by.index.astype(str)):
+            mine = [where.get(str(entries[i]["query_id"]), -1) for i in g.rows]
+            if failed.intersection(str(entries[i]["query_id"]) for i in g.rows) or min(mine, default=0) < 0:
                 continue
-            run = pd.concat([runs[q] for q in ids if q in runs], ignore_index=True) if any(q in runs for q in ids) else fresh.run.iloc[0:0]
-            record = {k: info.get(k) for k in INFO_FIELDS}
-            self.memo.put_blobs("answers", g.key, {"run.parquet": _parquet(run), "latency.parquet": _parquet(lat_by.loc[ids]),
-                                                   "info.json": json.dumps(record, sort_keys=True).encode()})
+            pos = np.asarray(mine, dtype=np.int64)
+            run = fresh.run.iloc[_rows(starts[pos], counts[pos])].reset_index(drop=True)
+            blobs = {"run.feather": _feather(run), "latency.feather": _feather(fresh.latency.iloc[pos]),
+                     "info.json": json.dumps({k: info.get(k) for k in INFO_FIELDS}, sort_keys=True).encode()}
+            if text is not None:
+                blobs["run.trec"] = text(run).encode("utf-8")
+            self.memo.put_blobs("answers", g.key, blobs)
             done += 1
         return done
 
-    def merge(self, entries: Sequence[dict], fresh: RunResult | None) -> RunResult:
-        """The run of every entry in entry order: the reused groups' and the fresh run's rows."""
-        runs, lats = [], []
+    def merge(self, entries: Sequence[dict], fresh: RunResult | None, text: Text | None = None) -> tuple[RunResult, str | None]:
+        """The run of every entry in entry order (the reused groups' rows and the fresh run's),
+        and, when `text` formats a run, its TREC lines in the same order (a reused group's as stored)."""
+        runs, lats, texts = [], [], []
         for g in self.groups:
             if g.stored is not None:
-                runs.append(_frame(g.stored["run.parquet"]))
-                lats.append(_frame(g.stored["latency.parquet"]))
+                runs.append(_frame(g.stored["run.feather"]))
+                lats.append(_frame(g.stored["latency.feather"]))
+                texts.append(g.stored["run.trec"].decode("utf-8") if "run.trec" in g.stored else None)
         if fresh is not None:
             runs.append(fresh.run)
             lats.append(fresh.latency)
-        order = {str(e["query_id"]): i for i, e in enumerate(entries)}
-        run = _in_entry_order(pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=RUN_COLUMNS), order, ["rank"])
-        lat = _in_entry_order(pd.concat(lats, ignore_index=True) if lats else pd.DataFrame(columns=[*LATENCY_COLUMNS, MEASURED_IN]),
-                              order, [])
+            texts.append(None)
+        # each frame's queries as row spans in the frames put end to end, then every span in entry order
+        spans: dict[str, tuple[int, int, int]] = {}
+        offset = 0
+        for f, (frame, lat) in enumerate(zip(runs, lats, strict=True)):
+            ids, starts, counts = _spans(lat)
+            spans.update((q, (f, offset + int(s), int(c))) for q, s, c in zip(ids, starts.tolist(), counts.tolist(), strict=True))
+            offset += len(frame)
+        found = [spans[q] for q in (str(e["query_id"]) for e in entries) if q in spans]
+        rows = _rows(np.asarray([s for _, s, _ in found], dtype=np.int64), np.asarray([c for _, _, c in found], dtype=np.int64))
+        run = (pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=RUN_COLUMNS)).iloc[rows].reset_index(drop=True)
+        lat_all = pd.concat(lats, ignore_index=True) if lats else pd.DataFrame(columns=[*LATENCY_COLUMNS, MEASURED_IN])
+        lat_index = {q: i for i, q in enumerate(lat_all["query_id"].astype(str).tolist())}
+        lat = lat_all.iloc[[lat_index[q] for q in (str(e["query_id"]) for e in entries) if q in lat_index]].reset_index(drop=True)
         run = run.astype({"rank": "int64", "score": "float64"})
         lat = lat.astype({"latency_ms": "float64", "n_returned": "int64", "abstain": "bool", "confidence": "float64"})
+        lines = None
+        if text is not None:
+            pieces = [t if t is not None else text(r) for t, r in zip(texts, runs, strict=True)]
+            every = [line for piece in pieces for line in piece.splitlines(keepends=True)]
+            lines = "".join([every[i] for i in rows.tolist()])
         if fresh is None:
-            return RunResult(run, lat, pd.DataFrame(columns=FAILURE_COLUMNS), {}, ingest=no_ingest())
-        return RunResult(run, lat, fresh.failures, dict(fresh.info), fresh.memories, fresh.ingest)
-
-
-def _in_entry_order(frame: pd.DataFrame, order: Mapping[str, int], then: list[str]) -> pd.DataFrame:
-    """Rows sorted by their query's entry position, then by `then` (each frame's rows of a query are contiguous)."""
-    q = pd.Categorical(frame["query_id"].astype(str) if not isinstance(frame["query_id"].dtype, pd.CategoricalDtype)
-                       else frame["query_id"], categories=list(order))
-    keys = [frame[c].to_numpy() for c in reversed(then)]
-    return frame.iloc[np.lexsort((*keys, q.codes))].reset_index(drop=True)
+            return RunResult(run, lat, pd.DataFrame(columns=FAILURE_COLUMNS), {}, ingest=no_ingest()), lines
+        return RunResult(run, lat, fresh.failures, dict(fresh.info), fresh.memories, fresh.ingest), lines
 
 
 def part_digests(served: Path, parts: Sequence[str], root: Path) -> dict[str, str]:

@@ -27,7 +27,7 @@ import pandas as pd
 
 from bench.ingest.atom_codes import ATOM_CODE, HIT_COLUMNS
 from bench.memo import Memo
-from bench.systems.partwise import MEASURED_IN, new_run_id
+from bench.systems.partwise import MEASURED_IN, Text, new_run_id
 from bench.systems.run import SYSTEM_COLUMNS, ReplayError, RunResult, latency_percentiles, run_queries
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ class SystemRun:
     declared: bool = False  # the system declared abstention
     build_s: float = 0.0
     run_s: float = 0.0
+    trec: str | None = None  # the run's TREC lines when they were assembled from reused groups' (bench.systems.partwise)
 
 
 def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.DataFrame], *, places: SystemPlaces,
@@ -193,6 +194,7 @@ class Retrieved:
     hits: pd.DataFrame  # the memory hits: query, rank, atom code
     served: dict[str, Any]  # data/served/served.json
     summary: str  # the line the stage prints
+    trec: str | None = None  # reports/runs/dev.run's text when reused groups gave theirs (else the stage formats the run)
 
 
 def served_atoms(atoms_file: str | None, paths: RetrievePaths, root: Path) -> tuple[list[tuple[str, str, pd.DataFrame]] | None, dict]:
@@ -253,10 +255,11 @@ def serve(cfg: SystemParams, paths: RetrievePaths, places: SystemPlaces) -> Serv
 
 
 def retrieve(cfg: SystemParams, entries: list[dict], serving: Serving, *, paths: RetrievePaths, places: SystemPlaces,
-             where: ExecutorParams, memo: Memo | None = None) -> Retrieved:
+             where: ExecutorParams, memo: Memo | None = None, text: Text | None = None) -> Retrieved:
     """The dev retrieve stage's step (`where`: params executor, checked): runs the system over the
     served atoms (data/served, written by the stage from `serving`) and returns what the stage writes.
-    `memo`: a built-in system's answers reused by content (bench.systems.partwise); None: every query sent."""
+    `memo`: a built-in system's answers reused by content (bench.systems.partwise); None: every query sent.
+    `text`: formats run rows as TREC lines (stored with a group, so a reused group's are not formatted again)."""
     from bench.executor import ExecutorError, open_executor, using
     from bench.ingest.atom_codes import AtomCodeError, served_ids
     from bench.ingest.partitions import read_modalities
@@ -265,7 +268,7 @@ def retrieve(cfg: SystemParams, entries: list[dict], serving: Serving, *, paths:
     served = read_modalities(paths.served)
     try:
         with open_executor(where.kind, where.address, where.workers) as ex, using(ex):
-            ran = answer(cfg, entries, served, serving, paths=paths, places=places, where=where.kind, executor=ex, memo=memo)
+            ran = answer(cfg, entries, served, serving, paths=paths, places=places, where=where.kind, executor=ex, memo=memo, text=text)
     except ExecutorError as exc:
         raise StepError(str(exc)) from None
     provenance = serving.provenance
@@ -284,11 +287,11 @@ def retrieve(cfg: SystemParams, entries: list[dict], serving: Serving, *, paths:
                f"p50 {p50} (n={lat['n']}, concurrency {cfg.concurrency}, warm-up {info['warmup_queries']}); isolation {info['isolation']}"
                f"{reused}")
     return Retrieved(run=coded, result=ran.result, info=info, memories=memories.memories, units=memories.units, hits=hits,
-                     served={**provenance, "atoms": {m: int(n) for m, n in counts.items()}}, summary=summary)
+                     served={**provenance, "atoms": {m: int(n) for m, n in counts.items()}}, summary=summary, trec=ran.trec)
 
 
 def answer(cfg: SystemParams, entries: list[dict], served: dict[str, pd.DataFrame], serving: Serving, *, paths: RetrievePaths,
-           places: SystemPlaces, where: str, executor: Any, memo: Memo | None) -> SystemRun:
+           places: SystemPlaces, where: str, executor: Any, memo: Memo | None, text: Text | None = None) -> SystemRun:
     """Every entry's answer: the query groups an earlier run answered from byte-identical inputs
     reused (bench.systems.partwise), the rest sent to a system built over the parts they read;
     the latency table names the run that measured each query (`measured_in`)."""
@@ -313,8 +316,8 @@ def answer(cfg: SystemParams, entries: list[dict], served: dict[str, pd.DataFram
         return ran
     stored = reuse.stored_info()
     if ran is not None:
-        reuse.store(entries, ran.result, {**ran.result.info, **ran.sandbox, "abstains_declared": ran.declared})
-    result = reuse.merge(entries, None if ran is None else ran.result)
+        reuse.store(entries, ran.result, {**ran.result.info, **ran.sandbox, "abstains_declared": ran.declared}, text)
+    result, trec = reuse.merge(entries, None if ran is None else ran.result, text)
     result.info = {**stored, **(ran.result.info if ran else {}), "warm": all([stored.get("warm", True), ran is None or ran.result.info["warm"]])}
     sandbox = ran.sandbox if ran is not None else {"isolation": stored.get("isolation"), "isolation_note": stored.get("isolation_note", "")}
     declared = ran.declared if ran is not None else bool(stored.get("abstains_declared"))
@@ -323,4 +326,4 @@ def answer(cfg: SystemParams, entries: list[dict], served: dict[str, pd.DataFram
     counts = result.latency[MEASURED_IN].value_counts().sort_index()
     info.update(run_id=run_id, reused_queries=reuse.reused(), parts_built=reuse.parts_to_build(),
                 latency_measured_in={str(r): int(n) for r, n in counts.items()})
-    return SystemRun(result, info, None if ran is None else ran.citations, sandbox, declared)
+    return SystemRun(result, info, None if ran is None else ran.citations, sandbox, declared, trec=trec)

@@ -13,6 +13,7 @@ from bench.memo import Memo
 from bench.systems.config import check_system
 from bench.systems.partwise import MEASURED_IN
 from bench.systems.step import RetrievePaths, Serving, SystemPlaces, answer
+from bench.trec.files import trec_run
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")
 WORDS = ("melanie caroline painting sunrise lake dog adoption swimming weather fence report revenue growth chart table "
@@ -55,7 +56,7 @@ def run(root: Path, name: str, memo: Memo | None, paths: RetrievePaths):
 
     places = SystemPlaces(root=root, store=root / "store", temp_root=root / "systems", protected=protected_paths(root), host_env={})
     return answer(check_system({"name": name, "warmup": 3}), entries(), read_modalities(paths.served), Serving(None, {}, None),
-                  paths=paths, places=places, where="local", executor=None, memo=memo)
+                  paths=paths, places=places, where="local", executor=None, memo=memo, text=lambda r: trec_run(r, name))
 
 
 def test_unchanged_parts_keep_their_answers_and_latency_changed_ones_are_sent(tmp_path: Path) -> None:
@@ -86,6 +87,9 @@ def test_unchanged_parts_keep_their_answers_and_latency_changed_ones_are_sent(tm
     assert set(lat.drop(index=pdf)[MEASURED_IN]) == {changed.info["run_id"]}  # measured again where the inputs changed
     assert changed.info["latency_measured_in"] == {first_id: 12, changed.info["run_id"]: 12}
     assert cold.info["reused_queries"] == 0 and cold.info["warmup_queries"] == changed.info["warmup_queries"] == 3
+    # the TREC run assembled from the reused groups' stored lines and the new ones: the cold run's, byte for byte
+    assert cold.trec is None and changed.trec == trec_run(cold.result.run, "bm25-scoped") and again.trec == trec_run(first.result.run,
+                                                                                                                      "bm25-scoped")
 
 
 def test_an_unscoped_system_reads_every_part_so_any_change_sends_every_query(tmp_path: Path) -> None:
