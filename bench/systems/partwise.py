@@ -43,7 +43,7 @@ from bench.systems.run import FAILURE_COLUMNS, LATENCY_COLUMNS, RUN_COLUMNS, Run
 if TYPE_CHECKING:
     from bench.params import SystemParams
 
-__all__ = ["MEASURED_IN", "PARTWISE", "Group", "Plan", "new_run_id", "part_digests", "plan", "with_measured_in"]
+__all__ = ["LIGHT_COLUMNS", "MEASURED_IN", "PARTWISE", "Group", "Plan", "Text", "new_run_id", "part_digests", "plan", "reusable", "with_measured_in"]
 
 #: the built-in systems that score a query only in the parts it may see -> whether they are scoped
 PARTWISE: dict[str, bool] = {"bm25": False, "bm25-scoped": True, "dense": False, "dense-scoped": True,
@@ -191,20 +191,34 @@ def part_digests(served: Path, parts: Sequence[str], root: Path) -> dict[str, st
     return {p: digest_paths([served / p], root) for p in parts}
 
 
+#: the atom columns a reusing run reads of every served atom (the rest only of the parts it builds)
+LIGHT_COLUMNS = ["atom_id", "modality", "holder"]
+
+
+def reusable(cfg: SystemParams, memo: Memo | None) -> bool:
+    """Whether a run of `cfg`'s system may reuse answers (a partwise built-in system, reuse on)."""
+    return memo is not None and memo.root is not None and cfg.adapter == "builtin" and cfg.name in PARTWISE
+
+
 def plan(cfg: SystemParams, entries: Sequence[dict], served: Mapping[str, pd.DataFrame], digests: Mapping[str, str],
          memo: Memo, where: str) -> Plan | None:
     """The query groups of a run of a partwise built-in system (PARTWISE) and which of them an
     earlier run answered from the same inputs; None: every query is sent (another system, or reuse off)."""
-    if memo.root is None or cfg.adapter != "builtin" or cfg.name not in PARTWISE or not served:
+    if not reusable(cfg, memo) or not served:
         return None
     scoped = PARTWISE[cfg.name]
     holders = part_holders(pd.concat([f[["modality", "holder"]] for f in served.values()], ignore_index=True))
     by_parts: dict[tuple[str, ...], list[int]] = {}
     queries = []
+    read: dict[str | None, tuple[str, ...]] = {}  # what a query reads depends on its holder alone (parts_read)
     for i, e in enumerate(entries):
-        q = query_of(e, cfg.depth)
-        queries.append([str(e["query_id"]), q.question, q.as_of.isoformat(), q.holder, q.session, q.scenario, q.k])
-        by_parts.setdefault(tuple(parts_read(holders, q, scoped)), []).append(i)
+        scope = e["scope"]  # what the system is sent of the entry (bench.systems.run.query_of), as the entry gives it
+        queries.append([str(e["query_id"]), e["question"], e["as_of"], scope.get("holder"), scope.get("session"), scope.get("scenario"),
+                        cfg.depth])
+        holder = scope.get("holder")
+        if holder not in read:
+            read[holder] = tuple(parts_read(holders, query_of(e, cfg.depth), scoped))
+        by_parts.setdefault(read[holder], []).append(i)
     groups = []
     for parts, rows in sorted(by_parts.items()):
         key = memo.key("answers", asdict(cfg), where, [[p, digests[p]] for p in parts], [queries[i] for i in rows])

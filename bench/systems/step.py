@@ -262,10 +262,11 @@ def retrieve(cfg: SystemParams, entries: list[dict], serving: Serving, *, paths:
     `text`: formats run rows as TREC lines (stored with a group, so a reused group's are not formatted again)."""
     from bench.executor import ExecutorError, open_executor, using
     from bench.ingest.atom_codes import AtomCodeError, served_ids
-    from bench.ingest.partitions import read_modalities
+    from bench.systems.partwise import LIGHT_COLUMNS, reusable
     from bench.systems.provenance import coded_run
 
-    served = read_modalities(paths.served)
+    # a run that may reuse answers reads the atoms' text only of the parts it builds a system over
+    served = read_served(paths.served, LIGHT_COLUMNS if reusable(cfg, memo) else None)
     try:
         with open_executor(where.kind, where.address, where.workers) as ex, using(ex):
             ran = answer(cfg, entries, served, serving, paths=paths, places=places, where=where.kind, executor=ex, memo=memo, text=text)
@@ -306,7 +307,7 @@ def answer(cfg: SystemParams, entries: list[dict], served: dict[str, pd.DataFram
     if rows:
         sub = [entries[i] for i in rows]
         warm = None if reuse is None else [sub[i % len(sub)] for i in range(min(cfg.warmup, len(entries)))]
-        ran = run_system(cfg, sub, served if reuse is None else {m: served[m] for m in reuse.parts_to_build()}, places=places,
+        ran = run_system(cfg, sub, served if reuse is None else read_served(paths.served, only=reuse.parts_to_build()), places=places,
                          segments=lambda: load_segments(paths.segments), executor=executor, isolation=serving.isolation,
                          manifest_rows=list(Manifest.load(paths.manifest).rows) if sandboxed(cfg) else [], warm_entries=warm)
         ran.result.latency = with_measured_in(ran.result.latency, run_id)
@@ -327,3 +328,15 @@ def answer(cfg: SystemParams, entries: list[dict], served: dict[str, pd.DataFram
     info.update(run_id=run_id, reused_queries=reuse.reused(), parts_built=reuse.parts_to_build(),
                 latency_measured_in={str(r): int(n) for r, n in counts.items()})
     return SystemRun(result, info, None if ran is None else ran.citations, sandbox, declared, trec=trec)
+
+
+def read_served(folder: Path, columns: list[str] | None = None, only: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
+    """modality -> its served partitions, concatenated (bench.ingest.partitions.read_modalities), of
+    the modalities `only` (None: every one), the `columns` (None: every one)."""
+    from bench.ingest.partitions import concat_partitions, partitions
+
+    by_modality: dict[str, list[pd.DataFrame]] = {}
+    for part in partitions(folder):
+        if only is None or part.modality in only:
+            by_modality.setdefault(part.modality, []).append(pd.read_parquet(part.path, columns=columns))
+    return {m: concat_partitions(frames) for m, frames in by_modality.items()}

@@ -12,7 +12,7 @@ import pandas as pd
 from bench.memo import Memo
 from bench.systems.config import check_system
 from bench.systems.partwise import MEASURED_IN
-from bench.systems.step import RetrievePaths, Serving, SystemPlaces, answer
+from bench.systems.step import RetrievePaths, Serving, SystemPlaces, answer, read_served
 from bench.trec.files import trec_run
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")
@@ -51,11 +51,13 @@ def serve(root: Path, conversation_seed: int = 2) -> RetrievePaths:
 
 
 def run(root: Path, name: str, memo: Memo | None, paths: RetrievePaths):
-    from bench.ingest.partitions import read_modalities
+    """step.answer as step.retrieve calls it: a reusing run reads only the atoms' ids, modality and holder up front."""
+    from bench.systems.partwise import LIGHT_COLUMNS
     from bench.systems.sandbox import protected_paths
 
     places = SystemPlaces(root=root, store=root / "store", temp_root=root / "systems", protected=protected_paths(root), host_env={})
-    return answer(check_system({"name": name, "warmup": 3}), entries(), read_modalities(paths.served), Serving(None, {}, None),
+    served = read_served(paths.served, LIGHT_COLUMNS if memo is not None else None)
+    return answer(check_system({"name": name, "warmup": 3}), entries(), served, Serving(None, {}, None),
                   paths=paths, places=places, where="local", executor=None, memo=memo, text=lambda r: trec_run(r, name))
 
 
