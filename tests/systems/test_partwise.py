@@ -114,3 +114,13 @@ def test_an_external_system_is_always_sent_every_query(tmp_path: Path) -> None:
         out = answer(cfg, entries(), read_modalities(paths.served), Serving(None, {}, None), paths=paths, places=places, where="local",
                      executor=None, memo=memo)
         assert out.info["reused_queries"] == 0 and len(out.result.latency) == 24
+
+
+def test_the_report_says_which_run_measured_which_latency() -> None:
+    from bench.reporting.report import system_section
+
+    one = {"adapter": "builtin", "latency": {"p50_ms": 0.3, "n": 24}, "latency_measured_in": {"2026-12-07T12:00:00Z-aaaaaa": 24}}
+    assert not any("measured in run" in line for line in system_section(one))  # one run measured everything: nothing to say
+    two = {**one, "latency_measured_in": {"2026-12-07T12:00:00Z-aaaaaa": 12, "2026-12-07T13:00:00Z-bbbbbb": 12}}
+    line = next(line for line in system_section(two) if "measured in run" in line)
+    assert "12 queries measured in run 2026-12-07T12:00:00Z-aaaaaa" in line and "12 queries measured in run 2026-12-07T13:00:00Z-bbbbbb" in line
