@@ -15,8 +15,9 @@ after a cold `dvc repro` committed:
 3. nine workspace experiments whose params equal the committed ones (DVC's checks, lock
    file, checkout and experiment commit; every stage skipped).
 
-Before each, DVC's run cache and the memo (bench/memo.py) are emptied, earlier experiments
-removed and the workspace reset to the committed run, so none reuses another's results.
+Before each, DVC's run cache and the memo (bench/memo.py) are put back as the committed
+run left them (what a user who ran `dvc repro` has), earlier experiments removed and the
+workspace reset to the committed run, so none reuses another's results.
 Every experiment must succeed; each of the nine's pdf and conversation recall@10,
 recall@budget and MRR are kept, and the workspace sweep's must equal the queued sweep's
 (each queued experiment runs alone in its own copy: a sequential run's values).
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from itertools import product
@@ -36,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.case_dvc import project_copy, seed_ocr_caches, sh
+from benchmarks.case_dvc import project_copy, ran_stages, seed_ocr_caches, sh
 from benchmarks.common import figure
 
 #: the README's sweep: each strategy of the pdf and conversation modalities
@@ -57,41 +59,61 @@ def queue_states(work: Path, env: dict) -> dict[str, str]:
     return states
 
 
-def fresh(work: Path, env: dict) -> None:
-    """No reuse between measurements: run cache, memo and experiments removed, the committed run checked out."""
-    for path in (work / ".dvc" / "cache" / "runs", work / ".dvc" / "tmp" / "bench-memo"):
-        shutil.rmtree(path, ignore_errors=True)
+#: what reuse a project keeps between runs: DVC's run cache and the memo (bench/memo.py)
+KEPT = (Path(".dvc") / "cache" / "runs", Path(".dvc") / "tmp" / "bench-memo")
+
+
+def snapshot(work: Path, dest: Path) -> None:
+    """Keep the run cache and memo as the committed run left them (restored by :func:`fresh`)."""
+    for rel in KEPT:
+        if (work / rel).is_dir():
+            shutil.copytree(work / rel, dest / rel)
+
+
+def fresh(work: Path, env: dict, kept: Path) -> None:
+    """No reuse between measurements: the run cache and memo as :func:`snapshot` kept them,
+    earlier experiments removed, the committed run checked out."""
+    for rel in KEPT:
+        shutil.rmtree(work / rel, ignore_errors=True)
+        if (kept / rel).is_dir():
+            shutil.copytree(kept / rel, work / rel)
     sh(["dvc", "exp", "remove", "--all", "--queue"], work, env)
     sh(["git", "checkout", "-q", "--", "."], work, env)
     sh(["dvc", "checkout", "-q"], work, env)
 
 
-def run_queue(work: Path, env: dict, sets: list[str], jobs: int = 1, poll_s: float = 1.0) -> tuple[float, dict[str, str]]:
+def run_queue(work: Path, env: dict, sets: list[str], kept: Path, jobs: int = 1, poll_s: float = 1.0) -> tuple[float, dict[str, str]]:
     """Queue one experiment per combination of `sets` (each a `-S` argument), run them with
     `jobs` workers; (wall seconds from `dvc queue start` until none is queued or running, final states)."""
-    fresh(work, env)
+    fresh(work, env, kept)
     earlier = set(queue_states(work, env))  # finished tasks stay listed: only this queue's count
     sh(["dvc", "exp", "run", "--queue", *(a for s in sets for a in ("-S", s))], work, env)
     start = time.perf_counter()
-    sh(["dvc", "queue", "start", "-j", str(jobs)], work, env)
-    while True:
-        states = {name: state for name, state in queue_states(work, env).items() if name not in earlier}
-        if states and not any(s in ("Queued", "Running") for s in states.values()):
-            return time.perf_counter() - start, states
-        time.sleep(poll_s)
+    # not through sh(): a worker `dvc queue start -j 2` leaves running would hold its output pipe open
+    subprocess.run(["dvc", "queue", "start", "-j", str(jobs)], cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=True)
+    try:
+        while True:
+            states = {name: state for name, state in queue_states(work, env).items() if name not in earlier}
+            if states and not any(s in ("Queued", "Running") for s in states.values()):
+                return time.perf_counter() - start, states
+            time.sleep(poll_s)
+    finally:
+        sh(["dvc", "queue", "stop"], work, env)  # idle workers end
 
 
-def run_workspace(work: Path, env: dict, combos: list[tuple[str, ...]]) -> tuple[float, list[float]]:
+def run_workspace(work: Path, env: dict, combos: list[tuple[str, ...]], kept: Path) -> tuple[float, list[float], list[list[str]]]:
     """One `dvc exp run -S ...` per combination (each a tuple of `-S` values), in the
-    workspace, one after another; (wall seconds, each experiment's)."""
-    fresh(work, env)
-    each = []
+    workspace, one after another; (wall seconds, each experiment's, the stages each ran)."""
+    fresh(work, env, kept)
+    each, ran = [], []
     start = time.perf_counter()
     for combo in combos:
         t = time.perf_counter()
-        sh(["dvc", "exp", "run", *(a for s in combo for a in ("-S", s))], work, env)
+        out = sh(["dvc", "exp", "run", *(a for s in combo for a in ("-S", s))], work, env)
         each.append(round(time.perf_counter() - t, 3))
-    return time.perf_counter() - start, each
+        ran.append(ran_stages(out))
+    return time.perf_counter() - start, each, ran
 
 
 def grid() -> list[tuple[str, ...]]:
@@ -141,12 +163,14 @@ def run_case(datasets: list[str], system: str | None = None) -> list[dict[str, A
         sh(["dvc", "repro"], work, env)
         sh(["git", "add", "-A"], work, env)
         sh(["git", "commit", "-q", "-m", "run"], work, env)
-        ws_s, ws_each = run_workspace(work, env, grid())
+        kept = base / "kept"
+        snapshot(work, kept)
+        ws_s, ws_each, ws_ran = run_workspace(work, env, grid(), kept)
         ws_values = sweep_values(work, env)
-        floor_s, floor_each = run_workspace(work, env, unchanged(work))
-        q1_s, q1_states = run_queue(work, env, list(SWEEP), jobs=1)
+        floor_s, floor_each, _ = run_workspace(work, env, unchanged(work), kept)
+        q1_s, q1_states = run_queue(work, env, list(SWEEP), kept, jobs=1)
         q1_values = sweep_values(work, env)
-        q2_s, q2_states = run_queue(work, env, list(SWEEP), jobs=2)
+        q2_s, q2_states = run_queue(work, env, list(SWEEP), kept, jobs=2)
         q2_values = sweep_values(work, env)
         used = yaml.safe_load((work / "params.yaml").read_text())["system"]["name"]
     finally:
@@ -156,7 +180,7 @@ def run_case(datasets: list[str], system: str | None = None) -> list[dict[str, A
     sweep = figure("9 workspace experiments (the 3 x 3 chunking sweep, dvc exp run one after another)", round(ws_s, 3), round(floor_s, 3),
                    "9 workspace experiments that change no param (DVC's own work per experiment)",
                    f"<= {GOAL_S:g} s (bar 150 s); values equal the queued (sequential) runs'", goal_abs_s=GOAL_S, system=used,
-                   experiments=len(ws_each), per_experiment_s=ws_each, floor_per_experiment_s=floor_each,
+                   experiments=len(ws_each), per_experiment_s=ws_each, stages_run=ws_ran, floor_per_experiment_s=floor_each,
                    values_equal_queued=same, values=ws_values)
     sweep["met"] = bool(sweep["met"]) and same and queued_ok
     return [
