@@ -65,7 +65,7 @@ CPU: dict[str, float] = {}
 TEXT: dict[str, str] = {}
 
 
-def _children_cpu() -> float:
+def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -73,14 +73,14 @@ def _children_cpu() -> float:
 def timed_repro(work: Path, env: dict, *args: str, label: str = "") -> tuple[float, dict[str, float], list[str]]:
     """(wall s, seconds per stage run, stages run) of one `dvc repro`, its lines timestamped as they come;
     its CPU seconds (the command and every stage it ran) go into CPU[label]."""
-    cpu0 = _children_cpu()
+    cpu0 = children_cpu()
     start = time.perf_counter()
     proc = subprocess.Popen(["dvc", "repro", *args], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     lines = [(time.perf_counter(), line.rstrip("\n")) for line in proc.stdout]
     rc = proc.wait()
     wall = time.perf_counter() - start
-    CPU[label] = round(_children_cpu() - cpu0, 3)
+    CPU[label] = round(children_cpu() - cpu0, 3)
     if rc != 0:
         raise RuntimeError("dvc repro failed:\n" + "\n".join(line for _, line in lines[-40:]))
     text = TEXT[label] = "\n".join(line for _, line in lines)
