@@ -1,6 +1,6 @@
 """bench/evaluation/reused.py: each modality's per-query columns reused by content.
 
-On the real LoCoMo and MMLongBench-Doc run (bm25 over the page/turn atoms, some queries
+On the real LoCoMo and MMLongBench-Doc entries (bm25-scoped over the page/turn atoms, some queries
 failed, gold resolved by the stages' step): an evaluation with reuse equals one without,
 computed or reused; when the conversation atoms change so that every PDF atom's code moves,
 the PDF queries' columns are reused (same atoms, other codes) and the conversation queries'
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -25,8 +26,20 @@ from bench.params import MetricsParams
 K = 10
 
 
-def _evaluate(real_run: dict, served: dict[str, pd.DataFrame], memo: Memo | None) -> EvalResult:
-    entries, ran = real_run["entries"], real_run["ran"]
+@pytest.fixture(scope="module")
+def scoped(real_run: dict) -> Any:
+    """bm25-scoped's run of the real entries: a pdf query's answer names pdf atoms only (the
+    fixture's bm25 ranks every modality's atoms for every query)."""
+    from bench.systems.config import check_system, make_adapter
+    from bench.systems.run import SYSTEM_COLUMNS, run_queries
+
+    atoms = pd.concat([f[SYSTEM_COLUMNS] for f in real_run["served"].values()], ignore_index=True)
+    cfg = check_system({"name": "bm25-scoped"})
+    return run_queries(make_adapter(cfg, atoms), real_run["entries"], cfg.depth, warmup=0, known_atoms=set(atoms["atom_id"].astype(str)))
+
+
+def _evaluate(real_run: dict, ran: Any, served: dict[str, pd.DataFrame], memo: Memo | None) -> EvalResult:
+    entries = real_run["entries"]
     failed = sorted(e["query_id"] for e in entries)[::97]  # a few real queries marked failed, both modalities
     run = ran.run.loc[~ran.run["query_id"].astype(str).isin(failed)].reset_index(drop=True)
     found = resolve_frames(entries, served, real_run["segments"])
@@ -49,15 +62,15 @@ def _same(a: EvalResult, b: EvalResult) -> None:
 
 
 @pytest.mark.filterwarnings("ignore::pandas.errors.PerformanceWarning")
-def test_reused_columns_equal_computed_ones_and_follow_atoms_whose_codes_moved(real_run: dict, tmp_path: Path) -> None:
+def test_reused_columns_equal_computed_ones_and_follow_atoms_whose_codes_moved(real_run: dict, scoped: Any, tmp_path: Path) -> None:
     served = real_run["served"]
     assert sorted(served) == ["conversation", "pdf"]  # codes: the conversation atoms first, then the pdf atoms
     n = len(real_run["entries"])
     n_pdf = sum(e["modality"] == "pdf" for e in real_run["entries"])
     memo = Memo(tmp_path / "memo")
-    plain = _evaluate(real_run, served, None)
-    computed = _evaluate(real_run, served, memo)
-    reused = _evaluate(real_run, served, memo)
+    plain = _evaluate(real_run, scoped, served, None)
+    computed = _evaluate(real_run, scoped, served, memo)
+    reused = _evaluate(real_run, scoped, served, memo)
     assert (computed.reused_queries, reused.reused_queries) == (0, n)
     _same(plain, computed)
     _same(plain, reused)
@@ -67,6 +80,10 @@ def test_reused_columns_equal_computed_ones_and_follow_atoms_whose_codes_moved(r
     conv = served["conversation"]
     extra = conv.iloc[[-1]].assign(atom_id=conv["atom_id"].iloc[-1] + "-extra")
     changed = {**served, "conversation": pd.concat([conv, extra], ignore_index=True)}
-    again = _evaluate(real_run, changed, memo)
+    again = _evaluate(real_run, scoped, changed, memo)
     assert again.reused_queries == n_pdf
-    _same(_evaluate(real_run, changed, None), again)
+    _same(_evaluate(real_run, scoped, changed, None), again)
+    # the unscoped fixture run names conversation atoms in pdf answers too: nothing of it is reused after the change
+    memo_all = Memo(tmp_path / "memo-all")
+    _evaluate(real_run, real_run["ran"], served, memo_all)
+    assert _evaluate(real_run, real_run["ran"], changed, memo_all).reused_queries == 0
