@@ -2,15 +2,19 @@
 
 A result is stored under the sha256 of exactly what it depends on: the caller passes
 every input (array bytes, parameters, labels) to :meth:`Memo.key`, and every key also
-holds :func:`code_version` -- the text of every module of this package and the versions
-of the libraries whose output could differ (numpy's random streams, pandas, pyarrow,
-Pillow, pypdfium2, bm25s). A changed input or changed code makes a new key, so a stored
-result is never read for inputs it was not made from; nothing is ever invalidated in
-place. Entries are written atomically (a temp file renamed into place), so two runs
+holds :func:`code_version` of the code that computes it -- the text of every project module
+the computation of that kind imports (``KIND_CODE``; found statically by bench.codegraph,
+as the DVC deps test finds a stage's code; a kind not listed there: every module of this
+package) and the versions of the libraries whose output could differ (numpy's random
+streams, pandas, pyarrow, Pillow, pypdfium2, bm25s). A changed input or changed code makes a
+new key, so a stored result is never read for inputs it was not made from; nothing is ever
+invalidated in place; an edit of a module the computation does not import keeps the reuse. Entries are written atomically (a temp file renamed into place), so two runs
 filling the same folder at once (``dvc exp run --queue -j 2``) at worst write the same
 bytes twice. A missing, unreadable or truncated entry is a miss.
 
-Latency is never stored here: a run's latency is always measured in that run.
+A query's latency is stored only with its answer (kind ``answers``, bench.systems.partwise),
+for a built-in system whose every input of that answer was byte-identical: the same
+computation on the same inputs; the run records which run measured it.
 
 Nothing here reads params.yaml or the environment; the stage passes the folder
 (bench.project.layout.memo_dir) or None (no reuse: every lookup misses, nothing is written).
@@ -31,7 +35,7 @@ from typing import Any, TypeVar
 
 from bench.io import atomic_writer
 
-__all__ = ["Memo", "code_version"]
+__all__ = ["KIND_CODE", "Memo", "code_version"]
 
 T = TypeVar("T")
 
@@ -41,14 +45,78 @@ MAX_BYTES = 1 << 30
 LIBRARIES = ("numpy", "pandas", "pyarrow", "pillow", "pypdfium2", "bm25s", "matplotlib")
 
 
+#: what the computation of each kind of result is (the modules it runs; their imports found by
+#: bench.codegraph): the code its key holds. A kind not listed: every module of this package.
+KIND_CODE: dict[str, tuple[str, ...]] = {
+    "atoms": ("bench.ingest.chunking",),  # a chunk partition (stages/chunk.py)
+    "ci": ("bench.evaluation.stats.uncertainty",),  # a dev.json interval
+    "pictures": ("bench.reporting.thumbnails",),  # a drill-down picture (each modality's hook)
+    "svg": ("bench.reporting.outputs",),  # a report figure (bench.reporting.plots)
+    "evaluate": ("stages.evaluate",),  # the evaluate stage's outputs whole (bench.project.reuse)
+    "blocks": ("bench.evaluation.evaluate",),  # one modality's per-query columns of a block (bench.evaluation.reused)
+    "answers": ("bench.systems.step",),  # a built-in system's answers and latency (bench.systems.partwise)
+}
+
+
 @cache
-def code_version() -> str:
-    """sha256 of every module of this package (path and text) and the library versions."""
+def _tree(root: Path) -> tuple[dict[str, bytes], bytes]:
+    """Every .py file of the project's packages (relative posix path -> bytes), and the sha256
+    of them all (read once per process)."""
+    from bench.codegraph import PACKAGES
+
+    files = {p.relative_to(root).as_posix(): p.read_bytes() for pkg in PACKAGES for p in sorted((root / pkg).rglob("*.py"))
+             if "__pycache__" not in p.parts}
+    tree = hashlib.sha256()
+    for name in sorted(files):
+        tree.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return files, tree.digest()
+
+
+@cache
+def _graph(root: Path) -> Any:
+    """One bench.codegraph.CodeGraph per project per process (each module parsed once), over the files as `_tree` read them."""
+    from bench.codegraph import CodeGraph
+
+    files = _tree(root)[0]
+    return CodeGraph(root, source=lambda p: files[p.relative_to(root).as_posix()].decode("utf-8"))
+
+
+def _closure(root: Path, modules: tuple[str, ...]) -> list[str]:
+    return [p.relative_to(root).as_posix() for p in _graph(root).code_files(modules)]
+
+
+@cache
+def code_version(modules: tuple[str, ...] | None = None, root: Path | None = None, store: Path | None = None) -> str:
+    """sha256 of the project modules that importing `modules` can run (path and text; None:
+    every module of this package) and the library versions. `root`: the project (default:
+    this checkout); `store`: a memo folder where the import closure is kept by the sha256 of
+    every project file (found again only after an edit: parsing the modules costs ~0.2 s)."""
+    from bench.codegraph import ROOT
+
+    root = ROOT if root is None else Path(root)
+    files, tree = _tree(root)
+    names: list[str] | None
+    if modules is None:
+        names = sorted(n for n in files if n.startswith("bench/"))
+    else:
+        digest = hashlib.sha256(tree + repr(modules).encode()).hexdigest()
+        cache_file = None if store is None else Path(store) / "imports" / digest[:2] / digest
+        found: Any = None
+        if cache_file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                found = json.loads(cache_file.read_text())
+        names = found if isinstance(found, list) and all(n in files for n in found) else None
+        if names is None:
+            names = _closure(root, modules)
+            if cache_file is not None:
+                with contextlib.suppress(OSError):
+                    cache_file.parent.mkdir(parents=True, exist_ok=True)
+                    with atomic_writer(cache_file, "w") as fh:
+                        fh.write(json.dumps(names))
     h = hashlib.sha256()
-    package = Path(__file__).resolve().parent
-    for path in sorted(package.rglob("*.py")):
-        h.update(str(path.relative_to(package)).encode() + b"\0")
-        h.update(path.read_bytes() + b"\0")
+    for name in names or []:
+        h.update(name.encode() + b"\0")
+        h.update(files[name] + b"\0")
     h.update(sys.version.encode() + b"\0")
     for lib in LIBRARIES:
         try:
@@ -69,16 +137,21 @@ def _part(value: Any) -> bytes:
 class Memo:
     """Results stored under ``<root>/<kind>/<key[:2]>/<key>``; ``root`` None: no reuse."""
 
-    def __init__(self, root: Path | None) -> None:
+    def __init__(self, root: Path | None, code_root: Path | None = None) -> None:
         self.root = None if root is None else Path(root)
+        self.code_root = code_root  # the project whose code computes the results (default: this checkout)
         self.hits = 0
         self.misses = 0
 
-    @staticmethod
-    def key(kind: str, *parts: Any) -> str:
-        """sha256 of the kind, the code version and every part (each length-prefixed)."""
+    def code(self, kind: str) -> str:
+        """:func:`code_version` of the code that computes results of `kind` (KIND_CODE); no
+        reuse (root None): nothing is looked up, so no code is read."""
+        return "" if self.root is None else code_version(KIND_CODE.get(kind), self.code_root, self.root)
+
+    def key(self, kind: str, *parts: Any) -> str:
+        """sha256 of the kind, the code computing it (:meth:`code`) and every part (each length-prefixed)."""
         h = hashlib.sha256()
-        for p in (kind, code_version(), *parts):
+        for p in (kind, self.code(kind), *parts):
             data = _part(p)
             h.update(len(data).to_bytes(8, "big") + data)
         return h.hexdigest()
@@ -162,8 +235,13 @@ class Memo:
         """Store the files `names` (paths relative to `root`) under `key`, as they are on disk."""
         if self.root is None:
             return
-        blobs = [(name, (root / name).read_bytes()) for name in names]
-        rest = json.dumps([[name, len(blob)] for name, blob in blobs]).encode() + b"\n" + b"".join(blob for _, blob in blobs)
+        self.put_blobs(kind, key, {name: (root / name).read_bytes() for name in names})
+
+    def put_blobs(self, kind: str, key: str, blobs: dict[str, bytes]) -> None:
+        """Store named byte strings under `key` (read back by :meth:`files`, in this order)."""
+        if self.root is None:
+            return
+        rest = json.dumps([[name, len(blob)] for name, blob in blobs.items()]).encode() + b"\n" + b"".join(blobs.values())
         self.put(kind, key, hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest)
 
     def prune(self, max_bytes: int = MAX_BYTES) -> int:

@@ -10,13 +10,19 @@ cold `dvc repro`:
    do not change: chunk and evaluate re-run, retrieve and resolve are skipped by DVC);
 3. `chunking.conversation.strategy` turn -> window (the conversation atoms change: chunk,
    retrieve, resolve and evaluate re-run);
-4. back to the committed params (every stage's inputs were seen before).
+4. `window_turns` 6 -> 3 under `window` (issue 50's example: the conversation atoms are
+   rewritten again, into windows no run has seen);
+5. back to the committed params (every stage's inputs were seen before).
 
-Each repro's wall time and the seconds of each stage (from the time its "Running stage"
-line appears to the next) are kept. After step 3 its outputs are compared with a cold
-run of the same params: chunk, retrieve, resolve and evaluate forced again with reuse
-turned off (BENCH_MEMO_DIR=off); dev.json apart from latency, the per-query table apart
-from latency_ms, dev.run and dev.qrels must be equal, and so must step 4's with step 0's.
+Each repro's wall time, CPU time and the seconds of each stage (from the time its "Running
+stage" line appears to the next) are kept, with what was reused: the answers of a built-in
+system whose inputs were unchanged and the runs that measured their latency
+(data/runs/system.json, bench.systems.partwise) and the queries whose per-query columns the
+evaluation reused. After steps 3 and 4 the outputs are compared with a cold run of the same
+params: chunk, retrieve, resolve and evaluate forced again with reuse turned off
+(BENCH_MEMO_DIR=off); dev.json apart from latency, the per-query table apart from
+latency_ms, dev.run and dev.qrels must be equal, and so must step 5's with step 0's.
+`LOOP_SYSTEM` (environment) names the system (default: params.yaml's).
 """
 
 from __future__ import annotations
@@ -55,9 +61,11 @@ def stage_seconds(lines: list[tuple[float, str]], end: float) -> dict[str, float
 
 #: CPU seconds (user + sys) of every `dvc repro` timed here and of all it started, by label
 CPU: dict[str, float] = {}
+#: each timed repro's printed lines, by label
+TEXT: dict[str, str] = {}
 
 
-def _children_cpu() -> float:
+def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -65,18 +73,30 @@ def _children_cpu() -> float:
 def timed_repro(work: Path, env: dict, *args: str, label: str = "") -> tuple[float, dict[str, float], list[str]]:
     """(wall s, seconds per stage run, stages run) of one `dvc repro`, its lines timestamped as they come;
     its CPU seconds (the command and every stage it ran) go into CPU[label]."""
-    cpu0 = _children_cpu()
+    cpu0 = children_cpu()
     start = time.perf_counter()
     proc = subprocess.Popen(["dvc", "repro", *args], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     lines = [(time.perf_counter(), line.rstrip("\n")) for line in proc.stdout]
     rc = proc.wait()
     wall = time.perf_counter() - start
-    CPU[label] = round(_children_cpu() - cpu0, 3)
+    CPU[label] = round(children_cpu() - cpu0, 3)
     if rc != 0:
         raise RuntimeError("dvc repro failed:\n" + "\n".join(line for _, line in lines[-40:]))
-    text = "\n".join(line for _, line in lines)
+    text = TEXT[label] = "\n".join(line for _, line in lines)
     return wall, stage_seconds(lines, start + wall), ran_stages(text)
+
+
+def reused(work: Path, label: str) -> dict[str, Any]:
+    """What the repro `label` reused: answers and the runs that measured their latency (when
+    retrieve ran), and the evaluation's line on reused per-query columns."""
+    out: dict[str, Any] = {}
+    text = TEXT.get(label, "")
+    if "Running stage 'retrieve'" in text:
+        record = json.loads((work / "data" / "runs" / "system.json").read_text())
+        out.update({k: record.get(k) for k in ("reused_queries", "parts_built", "latency_measured_in")})
+    out["evaluate"] = [line for line in text.splitlines() if line.startswith("evaluate:") and "reused" in line]
+    return out
 
 
 def _no_latency(obj: Any) -> Any:
@@ -128,6 +148,10 @@ def run_case(datasets: list[str] | str, repeats: int) -> list[dict]:
     try:
         work, env = project_copy(base, datasets)  # type: ignore[arg-type]
         env.pop("BENCH_MEMO_DIR", None)  # the project's own memo folder (.dvc/tmp/bench-memo), empty at first
+        if system := os.environ.get("LOOP_SYSTEM"):
+            params = yaml.safe_load((work / "params.yaml").read_text())
+            params["system"]["name"] = system
+            (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         seed_ocr_caches(work)
         cold_s, cold_stages, _ = timed_repro(work, env, label="cold")
         sh(["git", "add", "-A"], work, env)
@@ -144,20 +168,23 @@ def run_case(datasets: list[str] | str, repeats: int) -> list[dict]:
         figures.append(_change("chunking.conversation.window_turns 5 -> 6 (strategy turn: atoms unchanged)", wall, noop, stages, ran,
                                differs_from_cold=differences(first, work, chunking_apart=True), cpu_s=CPU["turns"]))
 
-        set_params(work, strategy="window")
-        wall, stages, ran = timed_repro(work, env, label="window")
-        warm = keep(work, base / "warm-window")
         cold_env = {**env, "BENCH_MEMO_DIR": "off"}  # the same stages again, forced, nothing reused
-        cold_change, cold_change_stages, _ = timed_repro(work, cold_env, "--force", "--single-item", "chunk", "retrieve", "resolve",
-                                                         "evaluate", label="window-cold")
-        figures.append(_change("chunking.conversation.strategy turn -> window (conversation atoms change)", wall, noop, stages, ran,
-                               differs_from_cold=differences(warm, work), cold_s=round(cold_change, 3),
-                               cold_stage_s=cold_change_stages, cpu_s=CPU["window"], cold_cpu_s=CPU["window-cold"]))
+        for label, change, name in (("window", {"strategy": "window"}, "chunking.conversation.strategy turn -> window"),
+                                    ("turns3", {"window_turns": 3}, "chunking.conversation.window_turns 6 -> 3 under window")):
+            set_params(work, **change)
+            wall, stages, ran = timed_repro(work, env, label=label)
+            how = reused(work, label)
+            warm = keep(work, base / f"warm-{label}")
+            cold_change, cold_change_stages, _ = timed_repro(work, cold_env, "--force", "--single-item", "chunk", "retrieve", "resolve",
+                                                             "evaluate", label=f"{label}-cold")
+            figures.append(_change(f"{name} (conversation atoms rewritten)", wall, noop, stages, ran, reused=how,
+                                   differs_from_cold=differences(warm, work), cold_s=round(cold_change, 3),
+                                   cold_stage_s=cold_change_stages, cpu_s=CPU[label], cold_cpu_s=CPU[f"{label}-cold"]))
 
         sh(["git", "checkout", "-q", "--", "params.yaml"], work, env)
         wall, stages, ran = timed_repro(work, env, label="back")
         figures.append(_change("returning to the committed chunking (inputs seen before)", wall, noop, stages, ran,
-                               differs_from_cold=differences(first, work), cpu_s=CPU["back"]))
+                               reused=reused(work, "back"), differs_from_cold=differences(first, work), cpu_s=CPU["back"]))
         for f in figures[1:]:
             f["met"] = bool(f["met"]) and not f["differs_from_cold"]
         memo = work / ".dvc" / "tmp" / "bench-memo"

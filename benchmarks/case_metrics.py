@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -56,7 +59,7 @@ def make_codes(n_queries: int, depth: int = 100, seed: int = 0) -> dict[str, pd.
     atoms = pd.DataFrame({"holder": np.where(rng.random(n_pool) < 0.02, "other", "owner"),
                           "observed_at": pd.Timestamp("2023-06-01", tz="UTC")})
     latency = pd.DataFrame({"query_id": qids, "latency_ms": rng.gamma(2.0, 1.0, size=n_queries)})
-    return {"entries": entries, "run": run, "gold": gold, "atoms": atoms, "latency": latency, "n_pool": n_pool}  # type: ignore[dict-item]
+    return {"entries": entries, "run": run, "gold": gold, "atoms": atoms, "latency": latency, "n_pool": n_pool}
 
 
 def with_ids(data: dict) -> dict[str, pd.DataFrame]:
@@ -132,16 +135,16 @@ def run_case(sizes: list[int], repeats: int, huge: int | None = None) -> list[di
     ours(warm)
     for n in sizes:
         data = make_codes(n)
-        t_ours, all_ours, (pq, _) = best_of(lambda d=data: ours(d), repeats)
+        t_ours, all_ours, (pq, _) = best_of(functools.partial(ours, data), repeats)
         named = with_ids(data)
-        t_conv, _, (qrels, run_d) = best_of(lambda d=named: trec_dicts(d), 1)
-        t_trec, all_trec, trec = best_of(lambda q=qrels, r=run_d: pytrec(q, r), repeats)
+        t_conv, _, (qrels, run_d) = best_of(functools.partial(trec_dicts, named), 1)
+        t_trec, all_trec, trec = best_of(functools.partial(pytrec, qrels, run_d), repeats)
         del qrels, run_d
-        t_ranx, all_ranx, _ = best_of(lambda d=named: ranx_eval(d), repeats)
+        t_ranx, all_ranx, _ = best_of(functools.partial(ranx_eval, named), repeats)
         strings_pq, _ = ours(named)  # the atom-id path of the same engine gives the same table
         agree = agreement(pq, trec)
         agree["codes_equal_ids"] = bool(strings_pq.equals(pq))
-        details = {"queries": n, "depth": 100, "run_rows": len(data["run"]), "gold_rows": len(data["gold"]),
+        details: dict[str, Any] = {"queries": n, "depth": 100, "run_rows": len(data["run"]), "gold_rows": len(data["gold"]),
                    "repeats": repeats, "statistic": "best of repeats", "all_ours_s": all_ours,
                    "input": "run and gold as integer atom codes, query ids categorical (as data/runs, data/resolved hold them)",
                    "agreement_with_pytrec_eval": agree}

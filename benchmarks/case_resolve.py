@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,8 @@ def run_case(base_regions: int, base_atoms: int, scales: list[int], repeats: int
     """
     figures = []
     small = make_case(base_regions // ref_fraction, base_atoms // ref_fraction, seed=7)
-    t_vec, _, (g1, r1) = best_of(lambda c=small: resolve(c.entries, c.atoms, c.segments), repeats)
-    t_ref, _, (g2, r2) = best_of(lambda c=small: resolve_per_region(c.entries, c.atoms, c.segments), 1)
+    t_vec, _, (g1, r1) = best_of(functools.partial(resolve, small.entries, small.atoms, small.segments), repeats)
+    t_ref, _, (g2, r2) = best_of(functools.partial(resolve_per_region, small.entries, small.atoms, small.segments), 1)
     same = g1.equals(g2) and r1.equals(r2)
     figures.append(figure(
         f"resolve {small.n_regions} regions x {small.n_atoms} atoms vs per-region reference", t_vec, t_ref,
@@ -36,7 +37,7 @@ def run_case(base_regions: int, base_atoms: int, scales: list[int], repeats: int
     for s in scales:
         case = make_case(base_regions * s, base_atoms * s, seed=s)
         # best of 2 at 2x and 4x: a single first run pays page faults the 1x best-of-3 does not
-        t, all_t, (gold, _) = best_of(lambda c=case: resolve(c.entries, c.atoms, c.segments), repeats if s == 1 else min(repeats, 2))
+        t, all_t, (gold, _) = best_of(functools.partial(resolve, case.entries, case.atoms, case.segments), repeats if s == 1 else min(repeats, 2))
         one = t if s == 1 else one
         growth = t / one if one else None
         figures.append(figure(

@@ -378,7 +378,7 @@ def _main_cpu(chosen: Sequence[Setting], pages: Sequence[tuple[str, int]], every
     from benchmarks.ocr_scoring import page_scores, summarise
 
     mix = pipeline_mix(mix_every)
-    counts = dict(mix.pop("_counts"))  # type: ignore[arg-type]
+    counts = dict(mix.pop("_counts"))
     items = list(pages) + [it for kind in counts for it in mix[kind]]
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     rows_in = measure_cpu(chosen, items)

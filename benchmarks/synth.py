@@ -173,8 +173,14 @@ def _conversation(rng, n_atoms, n_regions, mixed):
         w_src, w0, w1, w_keys = [], [], [], []
         for s, n in zip(sessions, turns, strict=True):
             for i, a in enumerate(range(1, n + 1, 3)):
-                w_src.append(s), w0.append(a), w1.append(min(a + 4, n)), w_keys.append(f"w{i}")
-            w_src.append(s), w0.append(1), w1.append(n), w_keys.append("session")
+                w_src.append(s)
+                w0.append(a)
+                w1.append(min(a + 4, n))
+                w_keys.append(f"w{i}")
+            w_src.append(s)
+            w0.append(1)
+            w1.append(n)
+            w_keys.append("session")
         src = np.concatenate([src, np.asarray(w_src, dtype=object)])
         t0, t1 = np.concatenate([t, w0]), np.concatenate([t, w1])
         keys = np.concatenate([keys, np.asarray(w_keys, dtype=object)])
@@ -211,12 +217,14 @@ def _code(rng, n_atoms, n_regions, mixed):
         symbols_of_file.append(syms)
         a_src.append(np.full(len(starts), repos[repo_of_file[f]], dtype=object))
         a_path.append(np.full(len(starts), paths[f], dtype=object))
-        a0.append(starts), a1.append(ends)
+        a0.append(starts)
+        a1.append(ends)
         a_keys.append(np.asarray([f"{paths[f]}#s:f{i}" for i in range(len(starts))], dtype=object))
         if mixed:
             a_src.append(np.asarray([repos[repo_of_file[f]]] * 2, dtype=object))
             a_path.append(np.asarray([paths[f]] * 2, dtype=object))
-            a0.append(np.asarray([1, max(1, ends[-1] // 2)])), a1.append(np.asarray([ends[-1], ends[-1]]))
+            a0.append(np.asarray([1, max(1, ends[-1] // 2)]))
+            a1.append(np.asarray([ends[-1], ends[-1]]))
             a_keys.append(np.asarray([f"{paths[f]}#file", f"{paths[f]}#w1"], dtype=object))
         seg_rows.append((repos[repo_of_file[f]], paths[f], int(ends[-1]), json.dumps(syms, separators=(",", ":"))))
     l0, l1 = np.concatenate(a0), np.concatenate(a1)
@@ -265,7 +273,9 @@ def _video(rng, n_atoms, n_regions, mixed):
         for v in videos:
             a = 0.0
             while a < end[v]:
-                w_src.append(v), w0.append(a), w1.append(min(a + 30.0, end[v]))
+                w_src.append(v)
+                w0.append(a)
+                w1.append(min(a + 30.0, end[v]))
                 a += 20.0
         src = np.concatenate([src, np.asarray(w_src, dtype=object)])
         t0, t1 = np.concatenate([t0, w0]), np.concatenate([t1, w1])

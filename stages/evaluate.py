@@ -75,6 +75,7 @@ def evaluate(cfg: Params, memo: Memo) -> dict[str, Any]:
                             content=sha256_bytes(f"{sha256_file(at.manifest)} {sha256_file(at.resolved / SEGMENTS)}".encode()))
         if (line := run.describe(cfg.executor.in_core_rows)) is not None:
             click.echo(f"evaluate: {line} (DuckDB)", err=True)
+    click.echo(f"evaluate: per-query columns of {result.reused_queries} of {len(entries)} queries reused; {memo.summary()}", err=True)
     doc, k = result.document, options.k
     imports = {p.stem: read_json(p) for p in sorted((at.sets_dir / "imports").glob("*.json"))}
     enabled = {Path(p).stem for p in summary["sha256"]["sets"]}

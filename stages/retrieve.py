@@ -7,7 +7,9 @@
 3. The system, through the adapter `system.adapter` names (docs/systems.md), in a fresh
    working folder under a per-checkout temp root, shown only its declared code
    (`system.code`); every dev query timed, failures recorded, malformed answers and a
-   run of consecutive failures stop the stage.
+   run of consecutive failures stop the stage. A built-in system's answers whose every input
+   (query, params, code, the served atoms of the parts it reads) an earlier run had are reused
+   with their latency (bench.systems.partwise; the latency table names the run that measured each).
 
 The step is bench.systems.step (serve, then retrieve); this script reads params and paths and writes.
 """
@@ -19,7 +21,8 @@ import os
 import click
 
 from bench.io import atomic_outputs, iter_jsonl, write_json, write_parquet, write_text
-from bench.project.layout import ATOMS, MANIFEST, MEMORIES, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail
+from bench.memo import Memo
+from bench.project.layout import ATOMS, MANIFEST, MEMORIES, REPORTS, ROOT, RUNS, SEGMENTS, SERVED, STORE, VALID_DIR, fail, memo_dir
 from bench.project.selection import config, mirror_roots
 from bench.systems.config import check_system
 from bench.systems.step import RetrievePaths, StepError, SystemPlaces, retrieve, serve, write_served
@@ -40,7 +43,9 @@ def main() -> None:
     try:  # where: params executor, not a DVC param (it never changes a result)
         serving = serve(system, paths, places)  # a refused sandbox or atoms file: nothing written
         write_served(serving.parts, paths)  # the atoms the system reads
-        out = retrieve(system, entries, serving, paths=paths, places=places, where=cfg.executor)
+        tag = system.name.replace(" ", "_")
+        out = retrieve(system, entries, serving, paths=paths, places=places, where=cfg.executor, memo=Memo(memo_dir(ROOT)),
+                       text=lambda run: trec_run(run, tag))
     except StepError as exc:
         fail(str(exc))
     with atomic_outputs(on_disk_full=fail):  # the run's files change together or not at all
@@ -54,7 +59,7 @@ def main() -> None:
         write_parquet(MEMORIES / "hits.parquet", out.hits)
         write_json(MEMORIES / "replay.json", {"replay": out.info["replay"], "given_atoms": out.info["given_atoms"]})
         write_json(SERVED / "served.json", out.served)
-        write_text(REPORTS / "runs" / "dev.run", trec_run(out.result.run, system.name.replace(" ", "_")))
+        write_text(REPORTS / "runs" / "dev.run", trec_run(out.result.run, tag) if out.trec is None else out.trec)
     click.echo(out.summary)
 
 

@@ -1,177 +1,32 @@
 """The project modules a DVC stage's command imports, found statically (tests/test_dvc_deps.py).
 
-Why static and not sys.modules after a run: a run imports only what its code path
-reached (retrieve imports bench.ingest.corpus only with `system.atoms` set; dense systems only
-when chosen), so a run under-reports and a stage could be served stale after an edit
-to code another configuration reaches. The static walk over-approximates instead:
-
-* every ``import``/``from`` statement of a reached module counts, wherever it stands
-  (module level, inside functions, under ``if``/``try``); importing ``a.b.c`` also runs
-  ``a`` and ``a.b`` (package ``__init__`` files);
-* dynamic imports are not guessed: every ``importlib.import_module``/``__import__``
-  call in the project must be one of the sites modelled in ``DYNAMIC`` below, or the
-  test fails naming it. The modality plug-in loader is modelled by name:
-  ``bench.modalities.load(name)`` imports one modality sub-package, the one the
-  command names (``python -m stages.extract pdf``) when a stage script calls it, and
-  every modality when any other module does; ``modalities()``, ``datasets()`` and the
-  other functions of ``bench/modalities/__init__.py`` that reach ``load`` import every
-  modality, and so does a plain ``import bench.modalities``.
-
-Python files are "project code" when they live under bench/ or stages/. A package
-``__init__.py`` that holds nothing but a docstring (and ``from __future__``) is not
-counted: it cannot change a result, and the day it gets code it is counted again.
+How imports are found, and why statically, is bench/codegraph.py's docstring: the same walk
+keys bench.memo's reuse by the code each result's computation imports. Here: a stage's
+command line, its `dvc.yaml` entry, and the check that its deps list exactly that code.
 """
 
 from __future__ import annotations
 
-import ast
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.codegraph import DYNAMIC, ROOT, CodeGraph, UnmodelledImport
+
+__all__ = ["DYNAMIC", "ROOT", "Stage", "UnmodelledImport", "check", "code_files", "command_modules", "imported_modules", "module_file",
+           "module_path", "project_code", "stages", "trivial"]
+
 PACKAGES = ("bench", "stages")
-MODALITIES_PKG = "bench.modalities"
+_GRAPH = CodeGraph(ROOT)
 
 
 def module_file(name: str) -> Path | None:
-    base = ROOT.joinpath(*name.split("."))
-    if (base / "__init__.py").is_file():
-        return base / "__init__.py"
-    if base.with_suffix(".py").is_file():
-        return base.with_suffix(".py")
-    return None
-
-
-def is_project(name: str) -> bool:
-    return name.split(".")[0] in PACKAGES and module_file(name) is not None
-
-
-def modality_names() -> list[str]:
-    folder = ROOT / "bench" / "modalities"
-    return sorted(p.parent.name for p in folder.glob("*/__init__.py"))
+    return _GRAPH.module_file(name)
 
 
 def trivial(path: Path) -> bool:
     """A file with only a docstring and `from __future__` imports."""
-    body = ast.parse(path.read_text(encoding="utf-8")).body
-    rest = [n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str))]
-    return all(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in rest)
-
-
-@dataclass
-class ModuleInfo:
-    imports: set[str] = field(default_factory=set)  # project modules imported
-    names_from: set[tuple[str, str]] = field(default_factory=set)  # (package, name) from-imported, not a module
-    dynamic: list[tuple[str, int]] = field(default_factory=list)  # (enclosing function, line) of dynamic imports
-    calls: set[str] = field(default_factory=set)  # names called (for the modality loader's model)
-
-
-def _prefixes(name: str) -> list[str]:
-    parts = name.split(".")
-    return [".".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def _import_from_module(node: ast.ImportFrom, package: str) -> str:
-    if not node.level:
-        return node.module or ""
-    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
-    return f"{base}.{node.module}" if node.module else base
-
-
-def _add(info: ModuleInfo, mod: str) -> None:
-    info.imports.update(p for p in _prefixes(mod) if is_project(p))
-
-
-def _visit_import(node: ast.Import, info: ModuleInfo) -> None:
-    for alias in node.names:
-        _add(info, alias.name)
-        if alias.name == MODALITIES_PKG or alias.name.startswith(MODALITIES_PKG + "."):
-            info.names_from.add((MODALITIES_PKG, "*"))  # attribute access can reach the loaders
-
-
-def _visit_import_from(node: ast.ImportFrom, package: str, info: ModuleInfo) -> None:
-    mod = _import_from_module(node, package)
-    _add(info, mod)
-    for alias in node.names:
-        if is_project(f"{mod}.{alias.name}"):
-            _add(info, f"{mod}.{alias.name}")
-        elif is_project(mod):
-            info.names_from.add((mod, alias.name))
-
-
-def _visit_call(node: ast.Call, func: str, info: ModuleInfo) -> None:
-    f = node.func
-    called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-    if called:
-        info.calls.add(called)
-    if called == "__import__" and node.args and isinstance(node.args[0], ast.Constant):
-        _add(info, str(node.args[0].value))  # a literal name: an ordinary import
-    elif called in ("import_module", "__import__"):
-        info.dynamic.append((func, node.lineno))
-
-
-def _visit(node: ast.AST, func: str, package: str, info: ModuleInfo) -> None:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        func = node.name if func == "<module>" else func
-    if isinstance(node, ast.Import):
-        _visit_import(node, info)
-    elif isinstance(node, ast.ImportFrom):
-        _visit_import_from(node, package, info)
-    elif isinstance(node, ast.Call):
-        _visit_call(node, func, info)
-    for child in ast.iter_child_nodes(node):
-        _visit(child, func, package, info)
-
-
-def analyse(name: str) -> ModuleInfo:
-    path = module_file(name)
-    assert path is not None, name
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    info = ModuleInfo()
-    _visit(tree, "<module>", name if path.name == "__init__.py" else name.rpartition(".")[0], info)
-    return info
-
-
-def all_loaders() -> set[str]:
-    """Functions of bench/modalities/__init__.py that import every modality: those that
-    call `load` or another such function (`load` itself imports one)."""
-    tree = ast.parse(module_file(MODALITIES_PKG).read_text(encoding="utf-8"))  # type: ignore[union-attr]
-    calls: dict[str, set[str]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            calls[node.name] = {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
-    loaders = {"load"}
-    changed = True
-    while changed:
-        changed = False
-        for fn, called in calls.items():
-            if fn not in loaders and called & loaders:
-                loaders.add(fn)
-                changed = True
-    return (loaders - {"load"}) | {"*"}
-
-
-def builtin_system_modules() -> set[str]:
-    from bench.systems import BUILTINS
-
-    return {entry.partition(":")[0] for entry in BUILTINS.values()}
-
-
-#: every dynamic import site of the project: (module, function) -> what it imports
-#: ("modalities": modality sub-packages per the loader model above)
-DYNAMIC: dict[tuple[str, str], str] = {
-    ("bench.modalities", "load"): "modalities",
-    ("bench.systems", "load_entry_point"): "builtin systems",  # BUILTINS; other entry points are the user's code (params)
-    ("bench.systems.atoms", "atom_columns"): "every modality's .modality module",
-    # a local data set's parser: the named modality's for `stages.extract <modality>`
-    # (it extracts only local data sets of that modality), every modality's otherwise
-    ("bench.modalities.local", "parser_of"): "the named modality's .local module",
-}
-
-
-class UnmodelledImport(AssertionError):
-    pass
+    return _GRAPH.trivial(path)
 
 
 def command_modules(cmd: str) -> tuple[str, list[str]]:
@@ -184,53 +39,11 @@ def command_modules(cmd: str) -> tuple[str, list[str]]:
     return ".".join(rel.parts), argv[2:]
 
 
-def _dynamic_targets(mod: str, info: ModuleInfo, named: list[str]) -> set[str]:
-    """What the dynamic import sites of `mod` can import (by the DYNAMIC model)."""
-    new: set[str] = set()
-    for func, line in info.dynamic:
-        kind = DYNAMIC.get((mod, func))
-        if kind is None:
-            raise UnmodelledImport(f"{module_file(mod).relative_to(ROOT)}:{line}: dynamic import in {func}() is not modelled in tests/dvc_deps.py DYNAMIC")  # type: ignore[union-attr]
-        if kind == "builtin systems":
-            new |= {p for m in builtin_system_modules() for p in _prefixes(m) if is_project(p)}
-        elif kind == "every modality's .modality module":
-            new |= {f"bench.modalities.{m}.modality" for m in modality_names()}
-        elif kind == "the named modality's .local module":
-            new |= {f"bench.modalities.{m}.local" for m in (named or modality_names())}
-    return new
-
-
-def _loader_targets(mod: str, info: ModuleInfo, named: list[str], loaders: set[str]) -> set[str]:
-    """The modality packages `mod` reaches by the names it takes from bench.modalities."""
-    new: set[str] = set()
-    for pkg, name in info.names_from:
-        if pkg != MODALITIES_PKG:
-            continue
-        if name in loaders:
-            new |= {f"bench.modalities.{m}" for m in modality_names()}
-        elif name == "load":
-            chosen = named if mod.startswith("stages.") and named else modality_names()
-            new |= {f"bench.modalities.{m}" for m in chosen}
-    return new
-
-
 def imported_modules(cmd: str) -> set[str]:
-    """Every project module the command can import (see the module docstring)."""
+    """Every project module the command can import (bench/codegraph.py; DYNAMIC as this module holds it)."""
     entry, args = command_modules(cmd)
-    named = [a for a in args if a in modality_names()]
-    loaders = all_loaders()
-    seen: set[str] = set()
-    todo = [p for p in _prefixes(entry) if is_project(p)]
-    while todo:
-        mod = todo.pop()
-        if mod in seen:
-            continue
-        seen.add(mod)
-        info = analyse(mod)
-        new = set(info.imports) | _dynamic_targets(mod, info, named) | _loader_targets(mod, info, named, loaders)
-        for m in new:
-            todo.extend(p for p in _prefixes(m) if is_project(p))
-    return seen
+    graph = CodeGraph(ROOT, dynamic=DYNAMIC)
+    return graph.imported([entry], [a for a in args if a in graph.modality_names()])
 
 
 def module_path(name: str) -> str:

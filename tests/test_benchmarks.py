@@ -162,7 +162,7 @@ def test_loop_case_splits_stage_seconds_and_finds_differences(tmp_path):
 
 
 def test_sweep_case_reads_queue_states_and_builds_grids_that_change_nothing(tmp_path, monkeypatch):
-    """benchmarks/case_sweep.py: the states `dvc queue status` prints; the no-op grids equal params.yaml's values."""
+    """benchmarks/case_sweep.py: the states `dvc queue status` prints; the grid in DVC's order; the no-op experiments equal params.yaml's values."""
     import yaml
 
     from benchmarks import case_sweep
@@ -172,4 +172,8 @@ def test_sweep_case_reads_queue_states_and_builds_grids_that_change_nothing(tmp_
     monkeypatch.setattr(case_sweep, "sh", lambda args, cwd, env: printed)
     assert case_sweep.queue_states(tmp_path, {}) == {"shoal-cols": "Success", "owing-sorb": "Running", "gusty-snow": "Queued"}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"chunking": {"image": {"strategy": "whole"}, "code": {"strategy": "symbol"}}}))
-    assert case_sweep.unchanged(tmp_path) == ["chunking.image.strategy=whole,whole,whole", "chunking.code.strategy=symbol,symbol,symbol"]
+    assert case_sweep.unchanged(tmp_path) == [("chunking.image.strategy=whole", "chunking.code.strategy=symbol")] * 9
+    combos = case_sweep.grid()
+    assert len(set(combos)) == 9 and combos[0] == ("chunking.pdf.strategy=page", "chunking.conversation.strategy=turn")
+    assert combos[1] == ("chunking.pdf.strategy=page", "chunking.conversation.strategy=window")  # pdf outermost
+    assert case_sweep.SWEEP == ("chunking.pdf.strategy=page,window,whole", "chunking.conversation.strategy=turn,window,session")

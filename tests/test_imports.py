@@ -21,7 +21,7 @@ PACKAGES = ("bench", "stages", "benchmarks")
 #: the package order, lowest first; a module belongs to the longest prefix named here. A module
 #: may import its own layer and those below it, never one above (docs/architecture.md).
 ORDER: tuple[tuple[str, ...], ...] = (
-    ("bench.io", "bench.executor", "bench.progress", "bench.archive", "bench.numbers", "bench.memo"),
+    ("bench.io", "bench.executor", "bench.progress", "bench.archive", "bench.numbers", "bench.memo", "bench.codegraph"),
     ("bench.modalities",),
     ("bench.params_checks", "bench.params", "bench.corpus_sources"),
     ("bench.ingest",),

@@ -41,9 +41,50 @@ def test_truncated_or_missing_entry_is_a_miss_and_none_root_stores_nothing(tmp_p
     assert off.text("t", key, lambda: "x") == "x" and off.text("t", key, lambda: "y") == "y" and off.hits == 0
 
 
-def test_code_version_is_stable_and_part_of_every_key() -> None:
+def test_code_version_is_stable_and_part_of_every_key(tmp_path: Path) -> None:
     assert code_version() == code_version() and len(code_version()) == 64
-    assert Memo.key("t", 1) == Memo.key("t", 1) != Memo.key("t", 2)
+    memo = Memo(tmp_path)
+    assert memo.key("t", 1) == memo.key("t", 1) != memo.key("t", 2)
+
+
+def _project_copy(dest: Path, edit: str | None = None) -> Path:
+    """bench/ and stages/ of this checkout copied to `dest`, one file (`edit`) given a new line."""
+    import shutil
+
+    from bench.codegraph import ROOT
+
+    for pkg in ("bench", "stages"):
+        shutil.copytree(ROOT / pkg, dest / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    if edit is not None:
+        path = dest / edit
+        path.write_text(path.read_text() + "\nEDITED = True\n")
+    return dest
+
+
+def test_a_key_holds_the_code_its_kind_imports_and_no_other(tmp_path: Path) -> None:
+    """Issue 52: an edit of a module the computation does not import keeps the reuse; an
+    edit of one it imports (directly or through another module) makes a new key."""
+    from bench.codegraph import CodeGraph
+    from bench.memo import KIND_CODE
+
+    base = _project_copy(tmp_path / "base")
+    unrelated = _project_copy(tmp_path / "unrelated", "bench/ingest/fetch.py")  # the fetch stage's code
+    interval = _project_copy(tmp_path / "interval", "bench/evaluation/stats/uncertainty.py")  # what an interval runs
+    ci_code = {p.relative_to(base).as_posix() for p in CodeGraph(base).code_files(KIND_CODE["ci"])}
+    assert "bench/ingest/fetch.py" not in ci_code and "bench/modalities/boxes.py" in ci_code  # reached only through other modules
+    values = np.arange(5, dtype=np.float64)
+
+    def key(root: Path, kind: str) -> str:
+        return Memo(tmp_path / "memo", code_root=root).key(kind, values, 1000, 0)
+
+    assert key(unrelated, "ci") == key(base, "ci")  # reuse kept
+    assert key(interval, "ci") != key(base, "ci")
+    assert key(interval, "atoms") == key(base, "atoms")  # chunking does not run the interval code
+    assert key(interval, "evaluate") != key(base, "evaluate")  # the evaluate stage does
+    # a kind no table names is keyed by every module of bench: any edit is a new key
+    assert key(unrelated, "unnamed") != key(base, "unnamed")
+    # the import closure is kept in the memo folder by the files' content, and found again from there
+    assert list((tmp_path / "memo" / "imports").rglob("*"))
 
 
 def test_memo_dir_of_a_project_and_of_a_queued_experiment(tmp_path: Path) -> None:

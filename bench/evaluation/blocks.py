@@ -142,9 +142,9 @@ class FrameBlocks:
             yield Block(start, stop, self.run.iloc[run_rows[b]], self.gold.iloc[gold_rows[b]])
 
     def rows_of(self, queries: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-        wanted = set(map(str, queries))
-        return (self.run.loc[self.run["query_id"].astype(str).isin(wanted)],
-                self.gold.loc[self.gold["query_id"].astype(str).isin(wanted)])
+        wanted = sorted(set(map(str, queries)))  # a categorical query id is looked up by its categories only
+        return (self.run.loc[query_positions(self.run["query_id"], wanted) >= 0],
+                self.gold.loc[query_positions(self.gold["query_id"], wanted) >= 0])
 
 
 def _group_rows(block: np.ndarray, n_blocks: int) -> list[np.ndarray]:

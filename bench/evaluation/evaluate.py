@@ -30,6 +30,7 @@ from bench.evaluation.measures.false_recall import false_recall_rules
 from bench.evaluation.measures.scores import tied_column
 from bench.evaluation.memory_report import MemoryInputs, memory_block
 from bench.evaluation.per_query import finish_per_query, query_block
+from bench.evaluation.reused import ModalityAtoms, reuse_block
 from bench.evaluation.stats.clusters import COLUMNS as CLUSTER_COLUMNS
 from bench.evaluation.stats.clusters import entry_clusters
 from bench.evaluation.stats.power import mde_block
@@ -114,6 +115,9 @@ class RunDescription:
     replay: Mapping[str, Any] | None = None
     #: what the system does, in its own words (a Python system's `description`: scoped or not, when it abstains)
     description: str | None = None
+    #: per run id, how many queries' latency that run measured (bench.systems.partwise: a reused
+    #: answer keeps the latency of the run that computed it)
+    latency_measured_in: Mapping[str, int] | None = None
 
     @classmethod
     def from_record(cls, system: Mapping[str, Any], chunking: Mapping[str, Any]) -> RunDescription:
@@ -125,7 +129,8 @@ class RunDescription:
                    latency=system.get("latency"), isolation=system.get("isolation"), abstains=bool(system.get("abstains", False)),
                    description=system.get("description"),
                    replay={"events": system.get("events", 0), "ingest_ms": system.get("ingest", {}), **system.get("replay_facts", {})}
-                   if system.get("replay") else None)
+                   if system.get("replay") else None,
+                   latency_measured_in=system.get("latency_measured_in"))
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,7 @@ class EvalResult:
     #: failed queries left out: what the recall and threshold curves read of the run (O(gold rows))
     hits: pd.DataFrame
     blocks: int = 1  # query blocks the run was read in
+    reused_queries: int = 0  # queries whose per-query columns an earlier evaluation had computed (bench.evaluation.reused)
 
 
 def entries_frame(entries: list[dict[str, Any]], regions: pd.DataFrame) -> pd.DataFrame:
@@ -197,6 +203,8 @@ def _run_block(d: RunDescription, options: EvalOptions, table: pd.DataFrame, ent
         out["split"] = d.split
     if d.replay is not None:  # temporal correctness is 1.0 by construction for what it was sent (docs/systems.md, Replay)
         out["replay"] = dict(d.replay)
+    if d.latency_measured_in is not None:
+        out["latency_measured_in"] = dict(d.latency_measured_in)
     out["bootstrap"] = {"resamples": options.bootstrap_resamples, "seed": options.bootstrap_seed, "method": "percentile",
                         "confidence": 0.95, "over": "clusters of entries asking the same question (bench.evaluation.stats.clusters)"}
     return out
@@ -226,9 +234,21 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     source = inputs.source
     budget = options.budgets()
     abstained = abstained_queries(inputs.responses)  # they hand over nothing (measures.base.run_family)
-    parts = [evaluate_block(entries.iloc[b.start:b.stop], b.run, b.gold, atoms, atom_ext, inputs.regions, k=k, failed=failed,
-                            responses=inputs.responses, budget=budget, memories=memories, abstained=abstained)
-             for b in source.blocks(entries["query_id"].astype(str).tolist())]
+    block_args: dict[str, Any] = {"k": k, "failed": failed, "responses": inputs.responses, "budget": budget, "memories": memories,
+                                  "abstained": abstained}
+    # each modality's per-query columns reused by content (bench.evaluation.reused); not with memories (codes past the atoms)
+    by_modality = None if memo is None or memo.root is None or memories is not None else ModalityAtoms(atoms, atom_ext)
+    parts, reused = [], 0
+    for b in source.blocks(entries["query_id"].astype(str).tolist()):
+        block = entries.iloc[b.start:b.stop]
+        if by_modality is None:
+            parts.append(evaluate_block(block, b.run, b.gold, atoms, atom_ext, inputs.regions, **block_args))
+            continue
+        part, fams, n = reuse_block(memo, block, b.run, b.gold, regions=inputs.regions, responses=inputs.responses,  # type: ignore[arg-type]
+                                    failed=failed, abstained=abstained, atoms=by_modality, settings=[k, dict(budget)],
+                                    compute=lambda e, r, g: evaluate_block(e, r, g, atoms, atom_ext, inputs.regions, **block_args)[:2])
+        parts.append((part, fams, curve_hits(b.run, b.gold, failed)))
+        reused += n
     per_query = finish_per_query(_concat([p[0] for p in parts]), k=k, abstains=options.abstains,
                                  calibration_recall=options.calibration_recall, thresholds=options.thresholds)
     hits = _concat([p[2] for p in parts])
@@ -254,7 +274,7 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     doc.update({"atom_stats": atom_statistics(served_ext, inputs.regions), "ties": tie_summary, "mde": mde_block(table, k)})
     if inputs.memories:
         doc["memories"] = memory_block(inputs.memories, entries, k, hits)
-    return EvalResult(doc, per_query, table, atom_ext, hits, source.block_count)
+    return EvalResult(doc, per_query, table, atom_ext, hits, source.block_count, reused)
 
 
 def evaluate_block(entries: pd.DataFrame, run: pd.DataFrame, gold: pd.DataFrame, atoms: pd.DataFrame, atom_ext: pd.DataFrame,

