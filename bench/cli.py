@@ -429,7 +429,7 @@ def eval_(qrels: str, run: str, per_query_lines: bool, complete: bool, as_json: 
 def systems_() -> None:
     """List the built-in systems under test and the adapters (docs/systems.md)."""
     from bench.systems import BUILTINS
-    from bench.systems.dense import dependencies_missing
+    from bench.systems.builtin.dense import dependencies_missing
 
     missing = dependencies_missing()
     for name, entry in BUILTINS.items():

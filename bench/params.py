@@ -138,18 +138,18 @@ class SystemParams:
     startup_timeout_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 600.0, float)
     #: auto | required | off (YAML reads a bare `off` as false: both mean off)
     sandbox: str = _key(sandbox_mode(), "auto", _off)
-    #: the system's own code shown to it (bench/systems/declared.py); null: what the entry names
+    #: the system's own code shown to it (bench/systems/sandbox/declared.py); null: what the entry names
     code: tuple[str, ...] | None = _key(code_paths(), None, _paths)
-    #: mcp systems: settings the server needs ({workdir}: its writable folder); checked by bench.systems.mcp
+    #: mcp systems: settings the server needs ({workdir}: its writable folder); checked by bench.systems.adapters.mcp
     env: dict[str, str] | None = _key(settings(), None)
-    #: mcp systems: the observe/search tool calls, reset and results rule (bench.systems.mcp.mcp_plan)
+    #: mcp systems: the observe/search tool calls, reset and results rule (bench.systems.adapters.mcp.mcp_plan)
     mcp: dict[str, Any] | None = _key(settings(any_value=True), None)
     #: replayed systems: a probe for the words of the event just sent after every n-th event, repeated
     #: until a memory holds it or probe_wait_s passes (time until searchable); 0: not measured
     probe_every: int = _key(whole(0, high=MAX_DEPTH * 100), 0)
     probe_wait_s: float = _key(number(low=0, low_open=True, high=MAX_TIMEOUT_S), 5.0, float)
-    #: the built-in bm25 and bm25-scoped: their abstention threshold (bench/systems/bm25.py); 0 never abstains;
-    #: null: the built-in's default (bench.systems.bm25.ABSTAIN_BELOW, chosen on dev)
+    #: the built-in bm25 and bm25-scoped: their abstention threshold (bench/systems/builtin/bm25.py); 0 never abstains;
+    #: null: the built-in's default (bench.systems.builtin.bm25.ABSTAIN_BELOW, chosen on dev)
     abstain_below: float | None = _key(number(low=0, high=1, nullable=True), None, float)
 
 

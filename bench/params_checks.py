@@ -122,7 +122,7 @@ def sandbox_mode() -> Check:
 
 
 def code_paths() -> Check:
-    """system.code: null, a path, or a non-empty list of paths (bench/systems/declared.py)."""
+    """system.code: null, a path, or a non-empty list of paths (bench/systems/sandbox/declared.py)."""
     paths = text_list(nonempty=True)
 
     def check(key: str, value: Any) -> None:

@@ -101,7 +101,7 @@ def bm25_latency(work: Path) -> dict:
     """Compile latency (question -> ranked list) of the built-in bm25 over the run's atoms."""
     sys.path.insert(0, str(work))
     from bench.io import iter_jsonl
-    from bench.systems.bm25 import bm25, tokenize
+    from bench.systems.builtin.bm25 import bm25, tokenize
     from bench.systems.run import query_of
 
     frames = [pd.read_parquet(p, columns=["atom_id", "source_id", "modality", "text", "holder", "observed_at"])

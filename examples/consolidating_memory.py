@@ -17,7 +17,7 @@ with memory hits that cite where each memory came from (*Memory hits*). Two kind
   exactly those two.
 
 The provenance is honest by construction: every cited unit's text is in the memory's
-text, so the harness's support rule (bench/systems/support.py) credits all of it.
+text, so the harness's support rule (bench/systems/credit/support.py) credits all of it.
 
 Search: BM25 (k1 1.2, b 0.75) over the memories of the query's holder (it is only ever
 shown the past, so nothing after ``as_of`` exists yet); ties by memory id.

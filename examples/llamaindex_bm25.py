@@ -9,7 +9,7 @@ carries its `atom_id` (what the llamaindex adapter reads, docs/systems.md) and i
 `observed_at`, both kept out of the indexed text. It keeps one memory per holder: a
 `BM25Retriever` (bm25s, English stemming and stop words) over that holder's nodes.
 A question is answered from its holder's memory as it stood at `as_of`: the holder and
-`as_of` come from `bench.systems.frameworks.current_query()`, and nodes observed later
+`as_of` come from `bench.systems.adapters.frameworks.current_query()`, and nodes observed later
 are masked out with BM25Retriever's own weight mask (what its `filters` argument
 builds), so they never reach the ranking. Scores are BM25's own. The mask hides later
 nodes from the ranking, not from the index's statistics (IDF, average length), which
@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from bench.systems import MissingExtra
-from bench.systems.frameworks import current_query
+from bench.systems.adapters.frameworks import current_query
 
 REQUIRES = "pip install -e '.[example-llamaindex-bm25]'  (llama-index-core, llama-index-retrievers-bm25)"
 

@@ -21,7 +21,7 @@ stdio (started by you: ``entry: http://127.0.0.1:PORT/mcp``, not sandboxed).
 
 ``recall`` answers ``{"memories": [{"id", "text", "score", "provenance"}, ...]}``; with
 ``--no-citations`` each memory has no ``provenance`` (as most memory products answer), and
-the harness attributes it (bench/systems/attribution.py).
+the harness attributes it (bench/systems/credit/attribution.py).
 """
 
 from __future__ import annotations

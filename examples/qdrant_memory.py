@@ -7,14 +7,14 @@ Needs: pip install -e '.[example-qdrant]'  (langchain-core, qdrant-client, and t
 CPU build of torch==2.13.0)
 
 `build(atoms)` embeds every served atom that has text with the bundled MiniLM model
-(loaded offline, as the built-in `dense` system does: bench/systems/dense.py) and
+(loaded offline, as the built-in `dense` system does: bench/systems/builtin/dense.py) and
 stores it in Qdrant running inside this process (`QdrantClient(":memory:")`; give a
 path instead to keep it on disk), one collection per holder: a memory per person.
 Each point's payload holds the atom's `atom_id`, `observed_at` (epoch seconds) and
 text. A question is embedded the same way and searched by cosine in its holder's
 collection with a Qdrant payload filter `observed_at <= as_of`, so nothing observed
 later can come back; holder and `as_of` come from
-`bench.systems.frameworks.current_query()`. Each LangChain `Document` carries
+`bench.systems.adapters.frameworks.current_query()`. Each LangChain `Document` carries
 `atom_id` and Qdrant's cosine as `score` in its metadata (LangChain's interface has no
 score of its own; the langchain adapter reads this one).
 
@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from bench.systems import MissingExtra
-from bench.systems.frameworks import current_query
+from bench.systems.adapters.frameworks import current_query
 
 REQUIRES = "pip install -e '.[example-qdrant]'  (langchain-core, qdrant-client, and the dense extra's MiniLM and CPU torch)"
 
@@ -74,7 +74,7 @@ class QdrantMemory(BaseRetriever):
 
 def build(atoms: pd.DataFrame, location: str = ":memory:") -> QdrantMemory:
     """Embed and store the served atoms (called once by the harness; not timed)."""
-    from bench.systems.dense import Encoder, encode_with_progress  # the packaged MiniLM, offline; MissingExtra without it
+    from bench.systems.builtin.dense import Encoder, encode_with_progress  # the packaged MiniLM, offline; MissingExtra without it
 
     encoder = Encoder()
     atoms = atoms.assign(text=atoms["text"].fillna("").astype(str)).sort_values("atom_id")

@@ -11,7 +11,7 @@ sessions, replayed through each server's own tools (sandboxed, as `dvc repro` ru
 resolved and evaluated in memory as the resolve and evaluate stages do
 (bench.acceptance.in_memory.evaluate_entries). A new server is one more params file: its
 `system:` block (what params.yaml takes) and a `catalogue:` block (package, registry, version,
-install command, what its search does). tests/systems/test_mcp_catalogue.py runs the same
+install command, what its search does). tests/systems/adapters/test_mcp_catalogue.py runs the same
 measure in CI and checks the section against it.
 """
 
@@ -85,10 +85,10 @@ def measure(path: Path, piece: Slice, tmp: Path) -> dict[str, Any]:
     from bench.acceptance.in_memory import evaluate_entries
     from bench.evaluation.evaluate import EvalOptions, RunDescription
     from bench.systems.config import check_system
-    from bench.systems.provenance import CitationCheck
+    from bench.systems.credit.provenance import CitationCheck
     from bench.systems.replay import event_stream
     from bench.systems.run import run_queries
-    from bench.systems.sandbox import protected_paths
+    from bench.systems.sandbox.workdir import protected_paths
     from bench.systems.session import open_system
 
     block = yaml.safe_load(path.read_text(encoding="utf-8"))

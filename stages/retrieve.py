@@ -1,6 +1,6 @@
 """DVC stage retrieve: run the system under test on the valid dev entries.
 
-1. The sandbox of a command system is chosen first (bench/systems/isolation.py); a
+1. The sandbox of a command system is chosen first (bench/systems/sandbox/isolation.py); a
    refusal writes nothing, and the run's outputs are `persist`: they stay as they were.
 2. The served atoms: the harness's chunks (data/atoms) or, with `system.atoms`, the
    system's own atoms file, checked against the contract; written to data/served/.

@@ -44,7 +44,7 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
 
 #: the modules run first, in this order: the longest, so that no worker is left with one of them at
 #: the end while the other is idle (pyproject.toml: `--dist loadscope` hands out whole modules, in order)
-FIRST = ("tests/test_benchmarks.py", "tests/systems/test_e2e_frameworks.py", "tests/systems/test_e2e_systems.py",
+FIRST = ("tests/test_benchmarks.py", "tests/systems/adapters/test_e2e_frameworks.py", "tests/systems/test_e2e_systems.py",
          "tests/test_tour.py")
 
 

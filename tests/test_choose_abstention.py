@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.systems.bm25 import BM25System, bm25_scoped
+from bench.systems.builtin.bm25 import BM25System, bm25_scoped
 from tests.conftest import ROOT
 
 spec = importlib.util.spec_from_file_location("choose_abstention", ROOT / "scripts" / "choose_abstention.py")

@@ -166,7 +166,7 @@ def test_plain_text_files_run_as_a_code_data_set(tmp_path: Path) -> None:
         assert result.ok, result.errors.to_string()
         entries = result.dev()
         served = chunk_all(segments, params["chunking"])
-        doc = evaluate_system("bench.systems.bm25:bm25_scoped", entries, served, segments).document
+        doc = evaluate_system("bench.systems.builtin.bm25:bm25_scoped", entries, served, segments).document
     finally:
         register_local([])
     assert set(segments["path"]) == {"onboarding.txt", "expenses.txt"} and len(served["code"]) == 6  # 2-line windows of 6 + 5 lines

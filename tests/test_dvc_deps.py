@@ -49,7 +49,7 @@ def test_the_registry_imports_every_modality() -> None:
 def test_function_level_and_dynamic_imports_count() -> None:
     retrieve = imported_modules("python -m stages.retrieve")
     assert "bench.ingest.store" in retrieve  # only inside served_atoms(): a function-level import (via bench.ingest.corpus)
-    assert {"bench.systems.bm25", "bench.systems.dense", "bench.systems.hybrid"} <= retrieve  # BUILTINS, importlib
+    assert {"bench.systems.builtin.bm25", "bench.systems.builtin.dense", "bench.systems.builtin.hybrid"} <= retrieve  # BUILTINS, importlib
 
 
 def test_an_unmodelled_dynamic_import_fails(tmp_path, monkeypatch) -> None:

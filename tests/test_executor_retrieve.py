@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from bench.executor import open_executor
-from bench.systems.adapters import PythonAdapter
+from bench.systems.adapters.external import PythonAdapter
 from bench.systems.run import run_queries
 from tests.systems.conftest import entry, make_atoms
 from tests.systems.fake import Fake

@@ -28,7 +28,7 @@ WORDS = frozenset({"code"})
 #: places where the word is not the modality: the params key `system.code` (the system's declared code, also in a
 #: bundle's system record) and a JSON-RPC error's code
 NOT_A_MODALITY = {("bench/systems/step.py", "code"), ("bench/bundle/build.py", "code"), ("bench/bundle/make.py", "code"),
-                  ("bench/systems/mcp_errors.py", "code")}
+                  ("bench/systems/adapters/mcp_errors.py", "code")}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

@@ -294,9 +294,9 @@ def test_stage_refuses_bad_params_before_touching_outputs(tmp_path):
 
 
 def test_the_abstention_threshold_is_a_declared_option_of_the_builtin_bm25():
-    """system.abstain_below: a share in [0, 1] or null (the built-in's default, bench.systems.bm25.ABSTAIN_BELOW,
+    """system.abstain_below: a share in [0, 1] or null (the built-in's default, bench.systems.builtin.bm25.ABSTAIN_BELOW,
     chosen on dev and written out in params.yaml); only the built-in bm25 and bm25-scoped take it, built with it."""
-    from bench.systems.bm25 import ABSTAIN_BELOW
+    from bench.systems.builtin.bm25 import ABSTAIN_BELOW
     from bench.systems.config import builtin_options, check_system
 
     assert real()["system"]["name"] == "bm25-scoped" and real()["system"]["abstain_below"] is None  # null: ABSTAIN_BELOW

@@ -73,7 +73,7 @@ def test_no_module_uses_another_modules_private_name() -> None:
     ("bench.ingest.place", "from bench.io import _umask", "bench.io._umask"),
     ("bench.reporting.leaderboard_page", "from bench.reporting import plots\nplots._figure()", "bench.reporting.plots._figure"),
     ("benchmarks.case_ocr", "import bench.modalities.ocr\nbench.modalities.ocr._engine_of(1)", "bench.modalities.ocr._engine_of"),
-    ("bench.gold.memories", "from ..systems.provenance import _x", "bench.systems.provenance._x"),
+    ("bench.gold.memories", "from ..systems.credit.provenance import _x", "bench.systems.credit.provenance._x"),
 ])
 def test_a_planted_crossing_is_found(module: str, planted: str, expected: str) -> None:
     path = MODULES[module]

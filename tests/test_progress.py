@@ -79,7 +79,7 @@ def test_terminal_gets_a_rich_bar():
 
 def test_retrieve_reports_queries_and_failures():
     from bench.systems import Hit
-    from bench.systems.adapters import PythonAdapter
+    from bench.systems.adapters.external import PythonAdapter
     from bench.systems.run import run_queries
 
     class Flaky:
@@ -132,7 +132,7 @@ def test_small_extraction_off_a_terminal_prints_periodic_lines(tmp_path):
 def test_dense_index_embeds_in_steps_with_progress_and_keeps_order():
     import numpy as np
 
-    from bench.systems import dense
+    from bench.systems.builtin import dense
 
     class LengthEncoder:
         """Deterministic 2-d vectors from the text itself (the packaged model is an optional extra)."""

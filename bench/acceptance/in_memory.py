@@ -4,7 +4,7 @@ stage's test run and the test fixtures' real run.
 :func:`evaluate_entries` calls the resolve step (bench.gold.resolve.resolve_frames),
 encodes the system's atom ids as codes as the retrieve step does
 (bench.ingest.atom_codes.to_codes; a run's memories after the served atoms,
-bench.systems.provenance.coded_run), resolves its memory hits by provenance as the
+bench.systems.credit.provenance.coded_run), resolves its memory hits by provenance as the
 resolve stage does (bench.gold.memories) and hands all of it to the evaluation
 step (bench.evaluation.blocks.run_blocks, bench.evaluation.evaluate.evaluate_run). It
 lives apart from bench.evaluation.blocks so that the evaluate stage, which reads the
@@ -71,7 +71,7 @@ def memory_inputs(ran: RunResult, entries: list[dict], found: Resolved, served: 
     """A RunResult with memory hits as the stages see it: (the run with codes, the gold with
     the memories' rows, MemoryInputs), as the retrieve and resolve stages write them."""
     from bench.gold.memories import with_memories
-    from bench.systems.provenance import CitationCheck, coded_run
+    from bench.systems.credit.provenance import CitationCheck, coded_run
 
     table = served_ids(served)
     coded, tables = coded_run(ran.run, ran.memories, table, CitationCheck(lambda: segments))

@@ -310,7 +310,7 @@ def audit_row(
         "test_entries": test_entries,
         "invalid_entries": doc["invalid_entries"],
         "run": doc["run"],
-        # the isolation the test run ran under (bench/systems/isolation.py), on the row itself
+        # the isolation the test run ran under (bench/systems/sandbox/isolation.py), on the row itself
         "isolation": doc["run"].get("isolation", "not recorded"),
         "metrics": {"overall": doc["overall"], "by_modality": doc["by_modality"]},
     }

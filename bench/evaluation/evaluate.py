@@ -229,7 +229,7 @@ def evaluate_run(inputs: EvalInputs, options: EvalOptions, description: RunDescr
     atoms = pd.concat([inputs.served[m][PER_QUERY_ATOM_COLUMNS] for m in sorted(inputs.served)], ignore_index=True)
     served_ext = atom_ext = atom_extents(inputs.served)
     memories = None
-    if inputs.memories:  # memory codes follow the served atoms' (bench.systems.provenance)
+    if inputs.memories:  # memory codes follow the served atoms' (bench.systems.credit.provenance)
         atoms, atom_ext, memories = inputs.memories.joined(atoms, atom_ext)
     source = inputs.source
     budget = options.budgets()

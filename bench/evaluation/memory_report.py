@@ -1,7 +1,7 @@
 """A run's memories in the evaluation: their rows in the atom table, their extents, and the
 ``memories`` block of dev.json (docs/systems.md, *Memory hits*).
 
-Memory codes follow the served atoms' (bench.systems.provenance), so the evaluation
+Memory codes follow the served atoms' (bench.systems.credit.provenance), so the evaluation
 reads a memory as one more row of its atom table: ``holder`` and ``observed_at`` as
 bench.gold.memories sets them (the leak measures: a citation of another holder's
 source is a holder leak, of what was not yet observed a temporal violation), its paid
@@ -19,7 +19,7 @@ supported citation, with n and denominator), and the median ``text_chars`` and c
 
 ``by_kind``: what the run handed over, by where its memories' provenance came from --
 ``cited`` (the system's own citations), ``attributed`` (no citation of its own: attributed by
-the harness to units that support it, bench.systems.attribution) and ``unattributed`` (no
+the harness to units that support it, bench.systems.credit.attribution) and ``unattributed`` (no
 unit supports it: credited nothing) -- each with its memory hits, distinct memories and
 ``recall@k`` by those memories alone (the regions a memory of that kind finds in the top k,
 over every answerable entry of the modality: n and denominator). The three recalls never

@@ -1,9 +1,9 @@
 """Gold by provenance: which memory hits find which gold regions (the resolve stage's hook).
 
 The retrieve stage wrote the run's memories, every unit their citations cover and the
-memory hits (bench.systems.provenance; data/memories). Here:
+memory hits (bench.systems.credit.provenance; data/memories). Here:
 
-1. **Support** (bench.systems.support): each memory's units, a unit cited twice
+1. **Support** (bench.systems.credit.support): each memory's units, a unit cited twice
    counted once, are judged on their own text; the *credited* units are the supported
    ones, unless fewer than half of the memory's units are supported (then none).
 2. **Gold**: a memory hit of query q is a gold hit for q's region g when a credited unit
@@ -33,7 +33,7 @@ from bench.gold.table import GOLD_COLUMNS, MEMORY_ROW_COLUMNS
 from bench.ingest.atom_codes import ATOM_CODE, CODE_DTYPE, HIT_COLUMNS, MEMORY_TABLE_COLUMNS, UNIT_TABLE_COLUMNS
 from bench.modalities import modalities
 from bench.modalities.boxes import PLACED
-from bench.systems.support import credited, support_mask
+from bench.systems.credit.support import credited, support_mask
 
 __all__ = ["SEVERAL_HOLDERS", "MemoryGold", "Resolution", "judge_units", "memory_rows", "read_memories", "resolve_memories",
            "with_memories", "write_memories"]
@@ -189,7 +189,7 @@ def read_memories(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFram
         return pd.read_parquet(path) if path.is_file() else pd.DataFrame(columns=columns)
 
     replay = json.loads((folder / "replay.json").read_text(encoding="utf-8")) if (folder / "replay.json").is_file() else {}
-    # the columns of bench.systems.provenance's tables (none when the folder is empty)
+    # the columns of bench.systems.credit.provenance's tables (none when the folder is empty)
     return (frame("memories.parquet", MEMORY_TABLE_COLUMNS), frame("units.parquet", UNIT_TABLE_COLUMNS), frame("hits.parquet", HIT_COLUMNS), replay)
 
 

@@ -18,7 +18,7 @@ the evaluate stage reads these files and never the segment store or the resoluti
 ``memories.parquet``        one row per memory of the run (:data:`MEMORY_ROW_COLUMNS`; empty
                             without memory hits): its code after the served atoms', holder,
                             time, text, citations and their support
-``memory_units.parquet``    every unit the run's memories cite, judged (bench.systems.support)
+``memory_units.parquet``    every unit the run's memories cite, judged (bench.systems.credit.support)
 ``memory_boxes.parquet``    the credited units' boxes in gold sources (atom = the memory's code)
 ``memory_hits.parquet``     query_id, rank, atom of every memory hit of the run
 ==========================  =====================================================================

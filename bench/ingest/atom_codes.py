@@ -32,7 +32,7 @@ __all__ = ["ATOM_CODE", "HIT_COLUMNS", "MEMORY_TABLE_COLUMNS", "UNIT_TABLE_COLUM
 ATOM_CODE = "atom"
 #: codes fit int32 up to 2**31 - 1 atoms
 CODE_DTYPE = np.int32
-#: the memory tables of a run, by code (written by the retrieve stage, bench.systems.provenance; read by resolve):
+#: the memory tables of a run, by code (written by the retrieve stage, bench.systems.credit.provenance; read by resolve):
 #: the ranks at which memories were returned (data/memories/hits.parquet; also the resolved memory_hits)
 HIT_COLUMNS = ["query_id", "rank", ATOM_CODE]
 MEMORY_TABLE_COLUMNS = [ATOM_CODE, "memory_id", "text", "provenance"]  # data/memories/memories.parquet
@@ -53,7 +53,7 @@ def _strings(values: pd.Series) -> pa.Array:
 def served_ids(frames: Mapping[str, pd.DataFrame], memories: Sequence[str] = ()) -> pa.Array:
     """Atom ids of the served table: modalities in name order, rows in frame order; then the
     ids of a run's `memories` in code order (their codes follow the served atoms',
-    bench.systems.provenance)."""
+    bench.systems.credit.provenance)."""
     parts = [_strings(frames[m]["atom_id"]) for m in sorted(frames)]
     if len(memories):
         parts.append(pa.array(list(memories), type=pa.large_string()))

@@ -176,7 +176,7 @@ class Modality:
         """
         raise ValueError(f"the {self.name} modality does not take system-provided atoms")
 
-    # -- replay and memory citations (bench/systems/replay.py, bench/systems/provenance.py)
+    # -- replay and memory citations (bench/systems/replay.py, bench/systems/credit/provenance.py)
     def replay_units(self, segments: pd.DataFrame) -> pd.DataFrame:
         """One source's events for a replay, in order: its finest units (a turn, a page, a
         cue, a file, a screenshot, a photo) as :func:`unit_frame` rows."""

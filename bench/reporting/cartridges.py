@@ -168,7 +168,7 @@ def budget_cut(run: pd.DataFrame, served: dict[str, pd.DataFrame], memories: Any
                           "amount": pq["modality"].astype(str).map(amounts).astype(float).to_numpy()})
     atom_ext = atom_extents(served)
     extents = None
-    if memories:  # memory codes follow the served atoms' (bench.systems.provenance)
+    if memories:  # memory codes follow the served atoms' (bench.systems.credit.provenance)
         _, atom_ext, extents = memories.joined(pd.DataFrame(index=pd.RangeIndex(len(atom_ext))), atom_ext)
     rows = run.loc[run["query_id"].isin(set(which["query_id"])), ["query_id", ATOM_CODE, "rank"]]
     packed = packed_atoms(rows, atom_ext, which, extents)

@@ -21,8 +21,7 @@ MET, NOT_MET, NOT_MEASURABLE, BOUGHT = "met", "not met", "not measurable", "boug
 
 
 def bar_status(metric: str, cell: dict[str, Any] | None, k: int = 10) -> str | None:
-    """"met", "not met" or "not measurable" against the spec's bar (bench.evaluation.measures);
-    None for a metric without one."""
+    """"met", "not met" or "not measurable" against the spec's bar (bench.evaluation.measures); None without one."""
     measure = by_name(k).get(metric)
     if measure is None or measure.bar is None:
         return None
@@ -285,9 +284,8 @@ def system_section(run: dict[str, Any]) -> list[str]:
     ]
     measured = run.get("latency_measured_in") or {}
     if len(measured) > 1:  # bench.systems.partwise: an answer whose every input was byte-identical keeps the run that computed it
-        out += ["Latency comes from the run that computed each answer (a built-in system's answer whose every input was "
-                "byte-identical to an earlier run's is reused with its latency): "
-                + ", ".join(f"{n} queries measured in run {r}" for r, n in sorted(measured.items())) + ".", ""]
+        out += ["Latency comes from the run that computed each answer (a built-in system's answer whose every input was byte-"
+                f"identical to an earlier run's is reused with its latency): {', '.join(f'{n} queries measured in run {r}' for r, n in sorted(measured.items()))}.", ""]
     if run.get("isolation") is not None:
         out += [f"Isolation: {isolation_text(run['isolation'])}.", ""]
     failures = run.get("failures_by_modality") or {}

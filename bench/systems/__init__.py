@@ -6,7 +6,7 @@ is asked (`as_of`), the scope (holder, session, scenario) and the depth k, never
 gold, answer, split, the query id or any path of the sets.
 
 Every system, built in or external, is reached through one of three adapters
-(bench/systems/adapters.py, protocol in docs/systems.md): a Python entry point
+(bench/systems/adapters/external.py, protocol in docs/systems.md): a Python entry point
 (`module:callable`), a command speaking JSON lines, or HTTP on this machine. The
 built-in systems are Python entry points listed in `BUILTINS`.
 """
@@ -50,7 +50,7 @@ class MemoryHit:
     """A memory the system wrote, named instead of a served atom (docs/systems.md, *Memory hits*).
 
     Gold resolves through its provenance: a citation counts where the memory's text is
-    supported by the cited units' own text (bench/systems/support.py)."""
+    supported by the cited units' own text (bench/systems/credit/support.py)."""
 
     memory_id: str
     score: float
@@ -81,7 +81,7 @@ class Replayed(Protocol):
     gets every event (a dict: event, source_id, modality, extent, text, observed_at,
     holder, source_file) in order, each query coming after every event at or before its
     ``as_of``. ``observe`` returns nothing; raising fails the event and stops the run.
-    Any adapter written in Python (bench.systems.adapters) can speak it."""
+    Any adapter written in Python (bench.systems.adapters.external) can speak it."""
 
     replay: bool
 
@@ -90,18 +90,22 @@ class Replayed(Protocol):
     def search(self, query: Query) -> list[Hit] | Response: ...
 
 
+class MalformedResponse(ValueError):
+    """A system answered with something that is not a valid response."""
+
+
 class MissingExtra(RuntimeError):
     """A built-in system needs an optional extra that is not installed."""
 
 
 #: built-in system name -> Python entry point (a factory called with the served atoms)
 BUILTINS: dict[str, str] = {
-    "bm25": "bench.systems.bm25:bm25",
-    "bm25-scoped": "bench.systems.bm25:bm25_scoped",
-    "dense": "bench.systems.dense:dense",
-    "dense-scoped": "bench.systems.dense:dense_scoped",
-    "hybrid": "bench.systems.hybrid:hybrid",
-    "hybrid-scoped": "bench.systems.hybrid:hybrid_scoped",
+    "bm25": "bench.systems.builtin.bm25:bm25",
+    "bm25-scoped": "bench.systems.builtin.bm25:bm25_scoped",
+    "dense": "bench.systems.builtin.dense:dense",
+    "dense-scoped": "bench.systems.builtin.dense:dense_scoped",
+    "hybrid": "bench.systems.builtin.hybrid:hybrid",
+    "hybrid-scoped": "bench.systems.builtin.hybrid:hybrid_scoped",
 }
 #: built-in system name -> the `system` params its factory takes as keyword arguments (bench/params.py)
 BUILTIN_OPTIONS: dict[str, tuple[str, ...]] = {"bm25": ("abstain_below",), "bm25-scoped": ("abstain_below",)}

@@ -12,7 +12,7 @@
       sandbox: auto       # command systems: auto (bwrap, else Landlock, else stop) | required (bwrap) | off
       code: null          # command systems: the system's own files/folders shown to them; null: the program the entry names
       env: null           # mcp: settings the server needs ({workdir}: its writable folder)
-      mcp: null           # mcp: observe/search tool calls, reset, results rule (bench/systems/mcp.py)
+      mcp: null           # mcp: observe/search tool calls, reset, results rule (bench/systems/adapters/mcp.py)
       abstain_below: null # the built-in bm25 and bm25-scoped only: abstain below this confidence; null: bm25.py's ABSTAIN_BELOW
 
 Its keys, types, bounds and defaults are bench.params.SystemParams (the typed
@@ -32,9 +32,9 @@ from typing import Any
 
 from bench.params import ParamsError, SystemParams, check_block
 from bench.systems import BUILTIN_OPTIONS, BUILTINS, build_system, load_entry_point
-from bench.systems.adapters import Adapter, CommandAdapter, HttpAdapter, PythonAdapter, loopback_url
-from bench.systems.frameworks import FRAMEWORKS, framework_adapter
-from bench.systems.isolation import Launch
+from bench.systems.adapters.external import Adapter, CommandAdapter, HttpAdapter, PythonAdapter, loopback_url
+from bench.systems.adapters.frameworks import FRAMEWORKS, framework_adapter
+from bench.systems.sandbox.isolation import Launch
 
 
 def check_system(system: SystemParams | Mapping[str, Any]) -> SystemParams:
@@ -73,8 +73,8 @@ def check_system(system: SystemParams | Mapping[str, Any]) -> SystemParams:
 
 def check_mcp(cfg: SystemParams) -> None:
     """An mcp system's entry (a stdio command without {atoms}, or a loopback URL), env and mcp block."""
-    from bench.systems.mcp import is_url
-    from bench.systems.mcp_plan import check_env, mcp_plan
+    from bench.systems.adapters.mcp import is_url
+    from bench.systems.adapters.mcp_plan import check_env, mcp_plan
 
     mcp_plan(cfg.mcp)
     check_env(cfg.env)
@@ -99,7 +99,7 @@ def builtin_options(cfg: SystemParams) -> dict[str, Any]:
 
 def sandboxed(cfg: SystemParams) -> bool:
     """A system the harness starts as a process in its sandbox: a command, or an MCP server over stdio."""
-    from bench.systems.mcp import is_url
+    from bench.systems.adapters.mcp import is_url
 
     return cfg.adapter == "command" or (cfg.adapter == "mcp" and not is_url(cfg.entry))
 
@@ -131,7 +131,7 @@ def make_adapter(cfg: SystemParams, atoms: Any, launch: Launch | None = None) ->
 
     A python factory with ``replay = True`` is called with no atoms (an empty frame of the
     same columns): it learns the corpus from the replayed events only. A command system
-    needs its `launch` (bench.systems.sandbox.prepare_launch): the command line (maybe
+    needs its `launch` (bench.systems.sandbox.workdir.prepare_launch): the command line (maybe
     inside bwrap), its scrubbed environment and working folder.
     """
     if cfg.adapter in ("builtin", "python"):
@@ -151,7 +151,7 @@ def make_adapter(cfg: SystemParams, atoms: Any, launch: Launch | None = None) ->
     if cfg.adapter in FRAMEWORKS:
         return framework_adapter(cfg.adapter, str(cfg.entry), cfg.name, atoms)
     if cfg.adapter == "mcp":
-        from bench.systems.mcp import mcp_adapter
+        from bench.systems.adapters.mcp import mcp_adapter
 
         return mcp_adapter(cfg, launch)
     if cfg.adapter == "command":

@@ -1,7 +1,7 @@
 """A built-in system's answers reused by content, query group by query group (docs/performance.md).
 
 A built-in system scores a query only in the parts of the served atoms it may see
-(bench.systems.bm25: one index per modality; `parts_read`: every part, or for a scoped
+(bench.systems.builtin.bm25: one index per modality; `parts_read`: every part, or for a scoped
 system the parts holding an atom of the query's holder). Its answer -- and the time it
 took -- is computed from nothing else than the query as sent (question, as_of, scope, k),
 the system's code and params, and those parts' atoms. So a query whose every input is
@@ -36,7 +36,7 @@ import pandas as pd
 
 from bench.io import digest_paths
 from bench.memo import Memo
-from bench.systems.bm25 import part_holders, parts_read
+from bench.systems.builtin.bm25 import part_holders, parts_read
 from bench.systems.replayed import no_ingest
 from bench.systems.run import FAILURE_COLUMNS, LATENCY_COLUMNS, RUN_COLUMNS, RunResult, query_of
 

@@ -106,7 +106,7 @@ class ReplayFiles:
     on, later pages of a PDF included."""
 
     def __init__(self, workdir: Path, raw: Mapping[str, tuple[str, Path]]) -> None:
-        from bench.systems.sandbox import safe_name
+        from bench.systems.sandbox.workdir import safe_name
 
         self.workdir, self.raw, self.safe_name = workdir, raw, safe_name
         self.placed: set[str] = set()

@@ -13,7 +13,7 @@ What a buyer asks of a memory system besides its answers (:class:`Probes`, docs/
 most common content words (it names no event), must hand over nothing, else the run is
 marked "not empty at start"; and **how soon is an observed fact searchable** -- after
 every ``every``-th event, a search for that event's rarest words so far is repeated until a
-memory citing the event's unit, or whose text the unit supports (bench.systems.support), comes
+memory citing the event's unit, or whose text the unit supports (bench.systems.credit.support), comes
 back, or ``wait_s`` passes. Probes are not questions: they are in no metric, their
 answers are read only for this, and they are sent only when asked for (``every`` 0: not
 measured; a system whose search changes its memory, e.g. raises what it returned, is
@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 from bench.systems import Query
-from bench.systems.adapters import EventRefused, SystemCrash, SystemTimeout
-from bench.systems.protocol import parse_response, request_of
+from bench.systems.adapters.external import EventRefused, SystemCrash, SystemTimeout
+from bench.systems.adapters.protocol import parse_response, request_of
 from bench.systems.replay import event_message, schedule
 
 __all__ = ["INGEST_COLUMNS", "Probes", "ReplayError", "no_ingest", "probe_search", "replay_facts", "replay_queries"]
@@ -122,14 +122,14 @@ class Probes:
 
 
 def _stop() -> frozenset[str]:
-    from bench.systems.support import stop_words
+    from bench.systems.credit.support import stop_words
 
     return stop_words()
 
 
 def _holds(hit: Any, message: dict[str, Any]) -> bool:
     """A hit that holds the event: a memory citing its unit, or whose text its unit supports."""
-    from bench.systems.support import support_mask
+    from bench.systems.credit.support import support_mask
 
     cites = getattr(hit, "provenance", None) or []
     if any(c.source_id == message["source_id"] and c.extent == message["extent"] for c in cites):

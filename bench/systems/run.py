@@ -22,7 +22,7 @@ Robustness rules (docs/systems.md):
   (spread over the channels), their answers checked and thrown away, their time
   not recorded. Then every query is sent and timed;
 * a memory hit's citations are checked against the corpus as the answers come
-  (bench.systems.provenance.CitationCheck): a malformed memory stops the run too;
+  (bench.systems.credit.provenance.CitationCheck): a malformed memory stops the run too;
 * a system that asked for replay is sent the corpus as events interleaved with the
   queries, over one channel, without warm-up (bench.systems.replayed).
 
@@ -50,8 +50,8 @@ import pandas as pd
 from bench import progress
 from bench.io import gc_paused
 from bench.systems import MemoryHit, Query, Response
-from bench.systems.adapters import Adapter, Channel, SystemCrash, SystemTimeout
-from bench.systems.protocol import MalformedResponse, parse_response, request_of
+from bench.systems.adapters.external import Adapter, Channel, SystemCrash, SystemTimeout
+from bench.systems.adapters.protocol import MalformedResponse, parse_response, request_of
 from bench.systems.replayed import Probes, ReplayError, no_ingest, probe_search, replay_facts, replay_queries
 
 if TYPE_CHECKING:
@@ -63,8 +63,7 @@ MEMORY_COLUMNS = ["query_id", "rank", "memory_id", "text", "provenance"]
 LATENCY_COLUMNS = ["query_id", "latency_ms", "n_returned", "abstain", "confidence"]
 FAILURE_COLUMNS = ["query_id", "modality", "kind", "message", "elapsed_ms"]
 #: the run stops once MAX_WINDOW_FAILURES of the last FAILURE_WINDOW timed answers were timeouts or crashes (docs/systems.md)
-MAX_WINDOW_FAILURES = 5
-FAILURE_WINDOW = 10
+MAX_WINDOW_FAILURES, FAILURE_WINDOW = 5, 10
 SHOWN_FAILED = 30  # failed query ids named in that message at most
 #: the atom columns a system is given (the served atoms' common columns)
 SYSTEM_COLUMNS = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]
@@ -124,7 +123,7 @@ def _elapsed(channel: Channel, start: float, clock: Callable[[], float]) -> floa
 
 def _remote_call(system: Any, request: dict, timeout_s: float) -> tuple[str | None, Any, float]:
     """One query of a Python system on a Dask worker, timed there: (failure kind or None, answer or message, ms)."""
-    from bench.systems.adapters import PythonChannel
+    from bench.systems.adapters.external import PythonChannel
 
     channel = PythonChannel(system)
     start = time.perf_counter()
@@ -191,7 +190,7 @@ def _on_executor(adapter: Adapter, executor: Executor | None, concurrency: int) 
     at least); command and HTTP systems, kind local, and a system that cannot be
     pickled (it holds a lock, a socket ...) keep their own channels here.
     Returns (adapter, channels, where the queries are answered)."""
-    from bench.systems.adapters import PythonAdapter
+    from bench.systems.adapters.external import PythonAdapter
 
     if executor is None or executor.kind != "dask" or not isinstance(adapter, PythonAdapter):
         return adapter, concurrency, "here"
@@ -265,7 +264,7 @@ def _call(pool: queue.Queue[Channel], request: dict, timeout_s: float, k: int, k
         pool.put(channel)
     try:
         response = parse_response(raw, k, known, expect_id=request["id"])
-        if check is not None:  # each memory's citations against the corpus (bench.systems.provenance)
+        if check is not None:  # each memory's citations against the corpus (bench.systems.credit.provenance)
             for rank, hit in enumerate(response.hits, start=1):
                 if isinstance(hit, MemoryHit):
                     check_memory(check, hit, rank)
@@ -302,17 +301,15 @@ def run_queries(
     """Send every entry's query through `adapter`; see the module docstring for the rules.
 
     On an `executor` of kind dask a builtin or python system answers on the workers
-    (DaskPythonAdapter), with at least one query in flight per worker; the answers are
-    the same, only latency (timed on the worker) may differ. Once `max_failures` = (most,
-    window): `most` of the last `window` timed queries timed out or crashed (None: never),
-    no further query is sent and ConsecutiveFailures names the failed queries so far.
-
-    A system that opted in to replay (``adapter.replay`` once its channel is open) is sent
-    `events()` (bench.systems.replay.event_stream) interleaved with the queries
-    (bench.systems.replayed), over one channel and without warm-up. `check_memory`
-    checks each memory hit's citations against the corpus (MalformedResponse); `warm_entries`:
-    the entries whose queries warm up (default: the first `warmup` of `entries`). A replayed system is
-    probed (`probe_every`, `probe_wait_s`: bench.systems.replayed.Probes)."""
+    (DaskPythonAdapter), with at least one query in flight per worker; the answers are the same,
+    only latency (timed on the worker) may differ. Once `max_failures` = (most, window): `most` of
+    the last `window` timed queries timed out or crashed (None: never), no further query is sent
+    and ConsecutiveFailures names the failed queries so far. A system that opted in to replay
+    (``adapter.replay`` once its channel is open) is sent `events()` (bench.systems.replay.event_stream)
+    interleaved with the queries (bench.systems.replayed), over one channel, without warm-up, and
+    probed (`probe_every`, `probe_wait_s`: bench.systems.replayed.Probes). `check_memory` checks each
+    memory hit's citations against the corpus (MalformedResponse); `warm_entries`: the entries whose
+    queries warm up (default: the first `warmup` of `entries`)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     if not getattr(adapter, "replay", False):

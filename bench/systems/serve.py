@@ -37,8 +37,8 @@ import click
 import pandas as pd
 
 from bench.systems import System, build_system, load_entry_point
-from bench.systems.adapters import loopback_url
-from bench.systems.protocol import query_of_request, response_to_json
+from bench.systems.adapters.external import loopback_url
+from bench.systems.adapters.protocol import query_of_request, response_to_json
 
 #: the atom columns a replayed system's factory is called with (no rows): those the python adapter gives
 ATOM_FRAME = ["atom_id", "source_id", "dataset", "modality", "text", "holder", "observed_at"]

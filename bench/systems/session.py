@@ -17,14 +17,14 @@ import pandas as pd
 
 from bench.io import write_jsonl
 from bench.params import SystemParams
-from bench.systems.adapters import Adapter, CommandAdapter
+from bench.systems.adapters.external import Adapter, CommandAdapter
 from bench.systems.atoms import contract_rows
-from bench.systems.code_content import set_query_ids
 from bench.systems.config import command_argv, make_adapter, names_atoms, sandboxed
-from bench.systems.declared import Forbidden
-from bench.systems.isolation import Isolation, choose_isolation, prepare_launch
 from bench.systems.replay import ReplayFiles
-from bench.systems.sandbox import SourceFile, new_workdir, source_files, sweep_stale
+from bench.systems.sandbox.code_content import set_query_ids
+from bench.systems.sandbox.declared import Forbidden
+from bench.systems.sandbox.isolation import Isolation, choose_isolation, prepare_launch
+from bench.systems.sandbox.workdir import SourceFile, new_workdir, source_files, sweep_stale
 
 #: an upstream file of one of these kinds may hold more than its source: shown as parsed text
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z")
@@ -91,7 +91,7 @@ def atoms_rows(served: Mapping[str, pd.DataFrame], files: Mapping[str, SourceFil
 
 def confirmed(info: dict[str, Any]) -> Callable[[str, str], None]:
     """What the launcher reported before the system's first instruction becomes the recorded isolation
-    (the channel refuses a launch whose report is not the isolation chosen: bench/systems/adapters.py)."""
+    (the channel refuses a launch whose report is not the isolation chosen: bench/systems/adapters/external.py)."""
 
     def record(kind: str, how: str) -> None:
         if info.get("confirmed") is None:
@@ -122,7 +122,7 @@ def open_system(
     """The adapter for `cfg`; a command system gets its sandbox. Raises SandboxError / ValueError.
 
     `mirrors` and `local_datasets` are the folders a system's code may never lie in
-    (bench/systems/declared.py), besides the `protected` folders of the project `root`."""
+    (bench/systems/sandbox/declared.py), besides the `protected` folders of the project `root`."""
     swept = sweep_stale(temp_root)
     if not sandboxed(cfg):
         adapter = make_adapter(cfg, atoms)

@@ -44,8 +44,8 @@ class SystemPlaces:
 
     root: Path  # the project
     store: Path  # the corpus store (raw media shown to a command system)
-    temp_root: Path  # bench.systems.sandbox.system_temp_root(root)
-    protected: Sequence[Path]  # bench.systems.sandbox.protected_paths(root)
+    temp_root: Path  # bench.systems.sandbox.workdir.system_temp_root(root)
+    protected: Sequence[Path]  # bench.systems.sandbox.workdir.protected_paths(root)
     host_env: Mapping[str, str]
     mirrors: Sequence[Path] = ()  # params fetch.mirror_dirs, resolved
     local_datasets: Sequence[Path] = ()  # params local_datasets, resolved
@@ -54,7 +54,7 @@ class SystemPlaces:
     def of_project(cls, root: Path, store: Path, host_env: Mapping[str, str], mirrors: Sequence[Path],
                    local_datasets: Sequence[str]) -> SystemPlaces:
         """The places of the project at `root` (`local_datasets` as params.yaml writes them)."""
-        from bench.systems.sandbox import protected_paths, system_temp_root
+        from bench.systems.sandbox.workdir import protected_paths, system_temp_root
 
         return cls(root=root, store=store, temp_root=system_temp_root(root), protected=protected_paths(root), host_env=host_env,
                    mirrors=mirrors, local_datasets=[(root / f).resolve() for f in local_datasets])
@@ -68,7 +68,7 @@ class SystemRun:
 
     result: RunResult
     info: dict[str, Any] = field(default_factory=dict)  # the system.json record (isolation included)
-    citations: Any = None  # the run's bench.systems.provenance.CitationCheck (memory hits' units)
+    citations: Any = None  # the run's bench.systems.credit.provenance.CitationCheck (memory hits' units)
     sandbox: dict[str, Any] = field(default_factory=dict)  # isolation, isolation_note of the opened system
     declared: bool = False  # the system declared abstention
     build_s: float = 0.0
@@ -84,14 +84,14 @@ def run_system(cfg: SystemParams, entries: list[dict], served: Mapping[str, pd.D
     `segments` (or a function loading them, called when first needed) give a command
     system its media, a replayed system its events and memory hits their citations'
     units. `info` holds what system.json records, `isolation` and `isolation_note`
-    included; `isolation` is a bench.systems.isolation.Isolation chosen earlier (None: chosen here);
+    included; `isolation` is a bench.systems.sandbox.isolation.Isolation chosen earlier (None: chosen here);
     `warm_entries`: the entries whose queries warm up (default: the first `system.warmup`)."""
     from bench.systems import MissingExtra
-    from bench.systems.adapters import SystemCrash
+    from bench.systems.adapters.external import SystemCrash
     from bench.systems.config import described, sandboxed
-    from bench.systems.provenance import CitationCheck
+    from bench.systems.credit.provenance import CitationCheck
     from bench.systems.replay import event_stream
-    from bench.systems.sandbox import SandboxError
+    from bench.systems.sandbox.workdir import SandboxError
     from bench.systems.session import open_system, served_sources
 
     atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
@@ -182,7 +182,7 @@ class Serving:
 
     parts: list[tuple[str, str, pd.DataFrame]] | None
     provenance: dict[str, Any]
-    isolation: Any  # bench.systems.isolation.Isolation, or None for an in-process system
+    isolation: Any  # bench.systems.sandbox.isolation.Isolation, or None for an in-process system
 
 
 @dataclass(frozen=True)
@@ -246,8 +246,8 @@ def serve(cfg: SystemParams, paths: RetrievePaths, places: SystemPlaces) -> Serv
     """The refusals that must come before anything is written (the sandbox, the system's atoms file)
     and the atoms to serve; the stage writes them (`write_served`) before `retrieve`."""
     from bench.systems.config import sandboxed
-    from bench.systems.isolation import choose_isolation
-    from bench.systems.sandbox import SandboxError
+    from bench.systems.sandbox.isolation import choose_isolation
+    from bench.systems.sandbox.workdir import SandboxError
 
     try:  # first: a refused sandbox changes nothing
         isolation = choose_isolation(cfg.sandbox, path_env=places.host_env.get("PATH")) if sandboxed(cfg) else None
@@ -265,8 +265,8 @@ def retrieve(cfg: SystemParams, entries: list[dict], serving: Serving, *, paths:
     `text`: formats run rows as TREC lines (stored with a group, so a reused group's are not formatted again)."""
     from bench.executor import ExecutorError, open_executor, using
     from bench.ingest.atom_codes import AtomCodeError, served_ids
+    from bench.systems.credit.provenance import coded_run
     from bench.systems.partwise import LIGHT_COLUMNS, reusable
-    from bench.systems.provenance import coded_run
 
     # a run that may reuse answers reads the atoms' text only of the parts it builds a system over
     served = read_served(paths.served, LIGHT_COLUMNS if reusable(cfg, memo) else None)

@@ -28,7 +28,7 @@ from bench.evaluation.stats.uncertainty import paired_randomization_test, rng_fo
 from bench.ingest.chunking import chunk_modality
 from bench.modalities.video.medvidqa import CSV, MedVidQA
 from bench.systems import build_system
-from bench.systems.adapters import PythonAdapter
+from bench.systems.adapters.external import PythonAdapter
 from bench.systems.atoms import atoms_from_extents, contract_rows, validate_contract
 from bench.systems.run import SYSTEM_COLUMNS, run_queries
 from tests.conftest import MIRROR, ROOT, need_mirror
@@ -157,7 +157,7 @@ class KeywordMemory:
 
 
 def memory_run(conv: dict, system: KeywordMemory) -> pd.DataFrame:
-    from bench.systems.provenance import CitationCheck
+    from bench.systems.credit.provenance import CitationCheck
 
     atoms = conv["served"]["conversation"][SYSTEM_COLUMNS]
     ran = run_queries(PythonAdapter(system, "keywords"), conv["entries"], 100, warmup=0, timeout_s=120,

@@ -54,7 +54,7 @@ def run(locomo: dict, entry: str) -> dict[str, Any]:
     atoms = pd.concat([f[SYSTEM_COLUMNS] for f in served.values()], ignore_index=True)
     adapter = make_adapter(check_system({"name": "memory", "adapter": "python", "entry": entry}), atoms)
     sources = sorted(seg["source_id"].unique())
-    from bench.systems.provenance import CitationCheck
+    from bench.systems.credit.provenance import CitationCheck
 
     ran = run_queries(adapter, entries, 100, warmup=0, timeout_s=120, known_atoms=set(atoms["atom_id"]),
                       events=lambda: event_stream(seg, sources), check_memory=CitationCheck(lambda: seg))

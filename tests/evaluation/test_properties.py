@@ -19,7 +19,7 @@ from bench.modalities.textspan import intersects
 from bench.modalities.ui_screenshot.modality import intersection_area
 from bench.modalities.video.modality import overlaps
 from bench.systems import Query
-from bench.systems.bm25 import BM25System
+from bench.systems.builtin.bm25 import BM25System
 from tests.conftest import ROOT
 
 PROPS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -226,5 +226,5 @@ def test_ties_break_by_atom_id_ascending_whatever_the_atom_order(texts, seed):
     shuffled = BM25System(atoms.sample(frac=1, random_state=seed), scoped=False).search(query)
     assert hits == shuffled
     keys = [(-h.score, h.atom_id) for h in hits]
-    assert keys == sorted(keys)  # score descending, then atom_id ascending (docs/measuring.md, bench/systems/bm25.py)
+    assert keys == sorted(keys)  # score descending, then atom_id ascending (docs/measuring.md, bench/systems/builtin/bm25.py)
     assert len({h.atom_id for h in hits}) == len(hits)

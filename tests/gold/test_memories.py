@@ -13,8 +13,8 @@ from bench.gold.memories import SEVERAL_HOLDERS, judge_units, memory_rows, with_
 from bench.gold.resolve import resolve_frames
 from bench.ingest.atom_codes import served_ids
 from bench.systems import Citation, MemoryHit
-from bench.systems.protocol import MalformedResponse
-from bench.systems.provenance import CitationCheck, coded_run
+from bench.systems.adapters.protocol import MalformedResponse
+from bench.systems.credit.provenance import CitationCheck, coded_run
 from bench.systems.run import MEMORY_COLUMNS
 from tests.ingest.chunks import chunk_all
 

@@ -8,7 +8,7 @@ import html
 from bench.reporting.html_report import render
 from bench.reporting.report import acceptance_markdown, system_words
 from bench.systems import build_system
-from tests.systems.test_bm25 import atoms
+from tests.systems.builtin.test_bm25 import atoms
 
 
 def test_the_description_the_run_recorded_is_said_on_every_page():

@@ -57,8 +57,8 @@ def bwrap_usable() -> bool:
     """Whether command systems get bubblewrap here (`system.sandbox: auto` picks it)."""
     import os
 
-    from bench.systems.isolation import choose_isolation
-    from bench.systems.sandbox import SandboxError
+    from bench.systems.sandbox.isolation import choose_isolation
+    from bench.systems.sandbox.workdir import SandboxError
 
     try:
         return choose_isolation("auto", path_env=os.environ.get("PATH")).kind == "bwrap"
@@ -111,7 +111,7 @@ def common_atoms(frames: dict) -> pd.DataFrame:
 def open_for(cfg_block: dict, served: dict, temp_root: Path, host_env: dict | None = None, **more):
     """The session's open_system for a command system of `cfg_block` over the real `served` atoms."""
     from bench.systems.config import check_system
-    from bench.systems.sandbox import protected_paths
+    from bench.systems.sandbox.workdir import protected_paths
     from bench.systems.session import open_system
 
     cfg = check_system({"name": "probe", "adapter": "command", **cfg_block})

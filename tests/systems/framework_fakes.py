@@ -13,7 +13,7 @@ from langchain_core.retrievers import BaseRetriever as LangChainRetriever
 from llama_index.core.retrievers import BaseRetriever as LlamaIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from bench.systems.frameworks import current_query
+from bench.systems.adapters.frameworks import current_query
 
 SEEN: list[Any] = []  # the Query each retriever call saw through current_query()
 

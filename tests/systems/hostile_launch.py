@@ -1,6 +1,6 @@
 """Starting tests/systems/hostile_system.py (or any command) through the real launch, as root or as `nobody`.
 
-Shared by tests/systems/test_hostile.py and tests/systems/test_hostile_launch.py. As root a
+Shared by tests/systems/sandbox/test_hostile.py and tests/systems/sandbox/test_hostile_launch.py. As root a
 system runs as built. As `nobody` (uid 65534, through ``setpriv``) the same command line runs
 with copies of what nobody may not reach on a machine whose interpreter lives under /root (the
 pip bwrap, the Landlock launcher with landlockpy, the system's script), and with Debian's
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.systems import isolation, landlock_exec, reaper
-from bench.systems.adapters import CommandChannel
-from bench.systems.declared import Forbidden
-from bench.systems.isolation import Isolation, Launch, bwrap_works, pip_bwrap, prepare_launch
-from bench.systems.sandbox import new_workdir, protected_paths
+from bench.systems.adapters.external import CommandChannel
+from bench.systems.sandbox import isolation, landlock_exec, reaper
+from bench.systems.sandbox.declared import Forbidden
+from bench.systems.sandbox.isolation import Isolation, Launch, bwrap_works, pip_bwrap, prepare_launch
+from bench.systems.sandbox.workdir import new_workdir, protected_paths
 from tests.systems.conftest import ROOT
 
 HERE = Path(__file__).resolve().parent

@@ -1,5 +1,5 @@
 """An MCP memory server over stdio that breaks the protocol on demand (standard library only, so `nobody`
-can run it with /usr/bin/python3; tests/systems/test_hostile_launch.py).
+can run it with /usr/bin/python3; tests/systems/sandbox/test_hostile_launch.py).
 
 It speaks JSON-RPC by hand: `initialize`, `tools/list` (tools `store(text)` and `search(query)`)
 and `tools/call`. `store` keeps each text; `search` answers the stored texts that share a word

@@ -1,4 +1,4 @@
-"""A command system that fights back, for tests/systems/test_hostile.py (standard library only).
+"""A command system that fights back, for tests/systems/sandbox/test_hostile.py (standard library only).
 
     python hostile_system.py [read=PATH ...] [survivor=MARKER] [chmod=PATH] [answer=LINE]
 

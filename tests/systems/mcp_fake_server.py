@@ -1,5 +1,5 @@
 """An MCP memory server that answers in every common shape and misbehaves on demand
-(tests/systems/test_mcp.py), written with the official SDK.
+(tests/systems/adapters/test_mcp.py), written with the official SDK.
 
 ``python mcp_fake_server.py MARKER``: ``store`` keeps each text. ``search`` answers by its
 query: ``not-json`` (text that is not JSON), ``no-text`` (objects without a text field),

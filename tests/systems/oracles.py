@@ -3,7 +3,7 @@
 Each oracle uses one field of the request (plus the atoms) the way a system author who
 wanted to game the construction would, and is compared with its honest twin, the
 built-in ``bm25-scoped`` (holder and ``as_of`` filtered, abstaining by its own
-confidence). Built on bench.systems.bm25.BM25System, so an oracle differs from its
+confidence). Built on bench.systems.builtin.bm25.BM25System, so an oracle differs from its
 twin only in what it does with the field:
 
 * :class:`LatestSource` (``as_of``): searches only the holder's latest source (a
@@ -33,7 +33,7 @@ import pandas as pd
 from bench.acceptance.in_memory import evaluate_entries
 from bench.evaluation.evaluate import EvalOptions, RunDescription, no_failures
 from bench.systems import Hit, Query
-from bench.systems.bm25 import BM25System, scope_mask
+from bench.systems.builtin.bm25 import BM25System, scope_mask
 from bench.systems.config import check_system, make_adapter
 from bench.systems.run import SYSTEM_COLUMNS, run_queries
 

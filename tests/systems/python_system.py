@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.systems.adapters import PythonAdapter
+from bench.systems.adapters.external import PythonAdapter
 from bench.systems.run import run_queries
 
 

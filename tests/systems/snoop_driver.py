@@ -1,4 +1,4 @@
-"""The harness side of the snooping probe, as its own process (tests/systems/test_isolation.py).
+"""The harness side of the snooping probe, as its own process (tests/systems/sandbox/test_isolation.py).
 
     python -m tests.systems.snoop_driver SERVED.pkl LEVEL TEMP_ROOT ENTRY [MIRROR]
 
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.systems import isolation
 from bench.systems.config import check_system
 from bench.systems.run import run_queries
-from bench.systems.sandbox import protected_paths
+from bench.systems.sandbox import isolation
+from bench.systems.sandbox.workdir import protected_paths
 from bench.systems.session import open_system
 from tests.systems.conftest import entry
 

@@ -67,12 +67,12 @@ def test_builtin_run_reports_adapter_and_failures(project):
     assert base["conversation"]["recall@10"]["n"] > 0
     info = json.loads((work / "data/runs/system.json").read_text())
     assert info["isolation"] == "none"  # in-process: not sandboxed, and says so
-    assert info["abstains"] is True  # bm25 declares its abstention policy (bench/systems/bm25.py)
+    assert info["abstains"] is True  # bm25 declares its abstention policy (bench/systems/builtin/bm25.py)
 
 
 def test_same_metrics_whichever_adapter_runs_bm25(project):
     work, env, base = project
-    set_system(work, adapter="python", entry="bench.systems.bm25:bm25")
+    set_system(work, adapter="python", entry="bench.systems.builtin.bm25:bm25")
     sh(["dvc", "repro"], work, env)
     assert metrics(work) == base
     set_system(work, adapter="command", entry="{python} -m bench.systems.serve bm25 --atoms {atoms}", concurrency=2)

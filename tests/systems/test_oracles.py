@@ -97,10 +97,10 @@ def locomo(real_corpus: dict) -> dict[str, Any]:
     served = chunk_all(segments, {"conversation": params["chunking"]["conversation"]})
     runs = {name: evaluate_system(entry, entries, served, segments, respond).query_table.set_index("query_id")
             for name, entry, respond in (
-                ("twin", "bench.systems.bm25:bm25_scoped", None),
+                ("twin", "bench.systems.builtin.bm25:bm25_scoped", None),
                 ("latest-source", "tests.systems.oracles:latest_source", None),
                 ("recent", "tests.systems.oracles:recent_sources", None),
-                ("as_of-abstainer", "bench.systems.bm25:bm25_scoped", moment_abstainer(entries)),
+                ("as_of-abstainer", "bench.systems.builtin.bm25:bm25_scoped", moment_abstainer(entries)),
                 ("future", "tests.systems.oracles:future_atoms", None))}
     return {"entries": entries, "runs": runs, "served": served}
 

@@ -53,7 +53,7 @@ def serve(root: Path, conversation_seed: int = 2) -> RetrievePaths:
 def run(root: Path, name: str, memo: Memo | None, paths: RetrievePaths):
     """step.answer as step.retrieve calls it: a reusing run reads only the atoms' ids, modality and holder up front."""
     from bench.systems.partwise import LIGHT_COLUMNS
-    from bench.systems.sandbox import protected_paths
+    from bench.systems.sandbox.workdir import protected_paths
 
     places = SystemPlaces(root=root, store=root / "store", temp_root=root / "systems", protected=protected_paths(root), host_env={})
     served = read_served(paths.served, LIGHT_COLUMNS if memo is not None else None)
@@ -104,12 +104,12 @@ def test_an_unscoped_system_reads_every_part_so_any_change_sends_every_query(tmp
 
 def test_an_external_system_is_always_sent_every_query(tmp_path: Path) -> None:
     from bench.ingest.partitions import read_modalities
-    from bench.systems.sandbox import protected_paths
+    from bench.systems.sandbox.workdir import protected_paths
 
     memo, paths = Memo(tmp_path / "memo"), serve(tmp_path)
     places = SystemPlaces(root=tmp_path, store=tmp_path / "store", temp_root=tmp_path / "systems", protected=protected_paths(tmp_path),
                           host_env={})
-    cfg = check_system({"name": "mine", "adapter": "python", "entry": "bench.systems.bm25:bm25_scoped"})  # the same code, not built in
+    cfg = check_system({"name": "mine", "adapter": "python", "entry": "bench.systems.builtin.bm25:bm25_scoped"})  # the same code, not built in
     for _ in range(2):
         out = answer(cfg, entries(), read_modalities(paths.served), Serving(None, {}, None), paths=paths, places=places, where="local",
                      executor=None, memo=memo)

@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 import pytest
 
-from bench.systems.adapters import CommandAdapter, HttpAdapter
+from bench.systems.adapters.external import CommandAdapter, HttpAdapter
 from bench.systems.config import check_system, make_adapter
 from bench.systems.replay import ReplayFiles, event_stream, schedule
 from bench.systems.run import ReplayError, run_queries

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from bench.io import iter_jsonl
-from bench.systems.provenance import CitationCheck
+from bench.systems.credit.provenance import CitationCheck
 from bench.systems.replay import event_stream
 from bench.systems.run import run_queries
 from bench.systems.session import served_sources
