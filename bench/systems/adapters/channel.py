@@ -1,9 +1,10 @@
 """One rule for every channel to a system under test, and the process a command or MCP system runs as.
 
-The harness reaches a system through *channels* (bench/systems/adapters/external.py): a worker
-thread for an in-process system (bench/systems/adapters/inprocess.py), a process for a command
-system (adapters.py) or an MCP server over stdio (bench/systems/adapters/mcp.py, through
-bench/systems/adapters/mcp_stdio.py). They follow one rule (docs/systems.md, section 6):
+The harness reaches a system through *channels*: a worker thread for an in-process system or a
+framework's retriever (bench/systems/adapters/inprocess.py, frameworks.py), a process for a command
+system (external.py), an MCP session over stdio or HTTP (mcp.py, through mcp_stdio.py). Each is a
+:class:`Restartable` (an HTTP server, which the harness cannot start, only times out), so they
+follow one rule (docs/systems.md, section 6):
 
 1. **Every wait has a deadline.** A call waits at most its timeout (`timeout_s`) for the
    answer, sending included: a system that stops reading its input, writes half a line,

@@ -50,6 +50,8 @@ import numpy as np
 import pandas as pd
 
 from bench.systems import MissingExtra, Query, load_entry_point
+from bench.systems.adapters.channel import SystemCrash
+from bench.systems.adapters.inprocess import PythonChannel
 from bench.systems.adapters.protocol import MalformedResponse, query_of_request, response_to_json
 
 _CURRENT: contextvars.ContextVar[Query | None] = contextvars.ContextVar("bench_current_query", default=None)
@@ -237,46 +239,36 @@ def wire_hits(items: list[Item], k: int, noun: str, mode: ScoreMode) -> list[dic
 # --------------------------------------------------------------------------- adapter
 
 
-class FrameworkChannel:
-    """Calls the retriever in a helper thread (so a slow call can time out) with the query
-    visible to `current_query()`; an in-process call that times out runs on in the background."""
+class FrameworkChannel(PythonChannel):
+    """The retriever called as an in-process system is (PythonChannel: one helper thread, a call
+    past its timeout abandoned; the channel rule, bench/systems/adapters/channel.py), with the
+    query visible to `current_query()`."""
 
     def __init__(self, adapter: FrameworkAdapter) -> None:
+        super().__init__(adapter.retriever)
         self.adapter = adapter
 
-    def call(self, request: dict[str, Any], timeout: float) -> Any:
-        from bench.systems.adapters.external import SystemCrash, SystemTimeout
-
+    def exchange(self, request: dict[str, Any], timeout: float) -> Any:
         query = query_of_request(request)
         framework = self.adapter.framework
-        box: dict[str, Any] = {}
 
-        def target() -> None:
+        def items() -> Any:
             token = _CURRENT.set(query)
             try:
-                box["items"] = framework.items(self.adapter.retriever, query.question)
-            except MalformedResponse as exc:
-                box["malformed"] = exc
-            except BaseException as exc:
-                box["error"] = exc
+                return framework.items(self.adapter.retriever, query.question)
+            except MalformedResponse as exc:  # the retriever's items are no answer: not a crash of the system
+                return exc
             finally:
                 _CURRENT.reset(token)
 
-        worker = threading.Thread(target=target, name=f"{framework.adapter}-call", daemon=True)
-        worker.start()
-        worker.join(timeout)
-        if worker.is_alive():
-            raise SystemTimeout(f"no answer within {timeout:g} s")
-        if "malformed" in box:
-            raise box["malformed"]
-        if "error" in box:
-            exc = box["error"]
-            raise SystemCrash(f"the {framework.adapter} retriever raised {type(exc).__name__}: {exc}")
-        hits = wire_hits(box["items"], query.k, framework.item, self.adapter.score_mode)
+        try:
+            got = self._run(items, timeout)
+        except SystemCrash as exc:
+            raise SystemCrash(f"the {framework.adapter} retriever {exc}") from None
+        if isinstance(got, MalformedResponse):
+            raise got
+        hits = wire_hits(got, query.k, framework.item, self.adapter.score_mode)
         return response_to_json({"hits": hits}, request["id"])
-
-    def close(self) -> None:
-        return None
 
 
 class FrameworkAdapter:

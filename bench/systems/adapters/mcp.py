@@ -38,7 +38,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.systems import MissingExtra
-from bench.systems.adapters.channel import CLOSE_WAIT_S, GRACE_S, EventRefused, SystemCrash, SystemProcess, SystemTimeout, confinement
+from bench.systems.adapters.channel import (
+    CLOSE_WAIT_S,
+    GRACE_S,
+    EventRefused,
+    Restartable,
+    SystemCrash,
+    SystemProcess,
+    SystemTimeout,
+    confinement,
+)
 from bench.systems.adapters.mcp_errors import error_reason, one_line, rpc_error, startup_hint
 from bench.systems.adapters.mcp_plan import (
     EVENT_FIELDS,
@@ -82,10 +91,13 @@ def _sdk() -> Any:
     return anyio, mcp, None
 
 
-class McpChannel:
-    """One MCP client session on its own event loop thread; the harness's calls block on it."""
+class McpChannel(Restartable):
+    """One MCP client session on its own event loop thread; the harness's calls block on it. Its
+    deadlines, restarts and what is sent again to a restarted server (the warm-up searches, the
+    events so far) are the one channel rule (bench/systems/adapters/channel.py, Restartable)."""
 
     def __init__(self, adapter: McpAdapter) -> None:
+        super().__init__(adapter.startup_timeout)
         self.adapter = adapter
         self.portal_cm: Any = None
         self.portal: Any = None
@@ -93,9 +105,7 @@ class McpChannel:
         self.stop: Any = None
         self.client: Any = None
         self.tools: dict[str, Any] = {}
-        self.events: list[dict[str, Any]] = []  # sent again to a restarted server
         self.elapsed_ms: float | None = None
-        self.started = 0
         self.transport: StdioTransport | None = None  # a stdio server's process (bench/systems/adapters/mcp_stdio.py)
         self.deadline_s = adapter.startup_timeout  # the timeout of the call under way: a write to the server waits no longer
         from bench.systems.credit.attribution import Shown
@@ -103,10 +113,13 @@ class McpChannel:
         self.shown = Shown()
         self._attributed: dict[tuple[str, str | None], tuple[int, Any]] = {}
 
-    # -- life cycle
+    # -- life cycle (Restartable.prepare starts it, again after a failure)
     def start(self) -> None:
         anyio, mcp, _ = _sdk()
         server = self.adapter.server
+        if self.started and server.scratch is not None and server.scratch.is_dir():  # a restart: its folder emptied first
+            for child in server.scratch.iterdir():
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         self.transport = None
         target: Any = server.url
         if server.url is None:  # a stdio server: its process under the channel rule (bench/systems/adapters/mcp_stdio.py)
@@ -143,7 +156,6 @@ class McpChannel:
             raise SystemCrash(f"MCP session could not be opened (the server exited or spoke no MCP): {why}{self.adapter.hint}") from None
         self._confirm()
         self.tools = {t.name: t for t in tools}
-        self.started += 1
         self.adapter.resolve(self.tools)
         if self.adapter.reset is not None:
             reset = self.adapter.plan.reset
@@ -196,27 +208,8 @@ class McpChannel:
     def alive(self) -> bool:
         return self.client is not None and self.owner is not None and not self.owner.done()
 
-    def prepare(self) -> None:
-        """Start the server again if it died, its folder emptied, and send it every event so far (untimed)."""
-        if self.alive():
-            return
-        self.kill()
-        scratch = self.adapter.server.scratch
-        if self.started and scratch is not None and scratch.is_dir():
-            for child in scratch.iterdir():
-                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-        self.start()
-        if self.started > 1:
-            self.adapter.restarted()
-        for event in self.events:
-            try:
-                self._observe(event, self.adapter.startup_timeout)
-            except (SystemTimeout, SystemCrash, EventRefused) as exc:
-                self.kill()
-                raise SystemCrash(f"restarted, but replaying event {event['event']} to it failed: {exc}") from None
-
-    def close(self) -> None:
-        self.kill()
+    def restarted(self) -> None:
+        self.adapter.restarted()
 
     # -- calls
     def _tool(self, name: str, arguments: Any, timeout: float, what: str) -> Any:
@@ -246,7 +239,7 @@ class McpChannel:
             raise SystemCrash(f"tool {name} ({what}) answered an error: {error_reason(texts)}")
         return result
 
-    def _observe(self, event: dict[str, Any], timeout: float) -> None:
+    def send_event(self, event: dict[str, Any], timeout: float) -> None:
         tool, template = self.adapter.observe_call
         try:
             self._tool(tool, fill(template, {f: event.get(f) for f in EVENT_FIELDS}), timeout, f"event {event['event']}")
@@ -256,14 +249,14 @@ class McpChannel:
             raise
 
     def observe(self, event: dict[str, Any], timeout: float) -> None:
-        self.prepare()
-        self._observe(event, timeout)
-        self.events.append(event)
+        super().observe(event, timeout)
         self.shown.add(event["source_id"], event["extent"], str(event.get("text") or ""), event.get("holder"))
 
     def call(self, request: dict[str, Any], timeout: float) -> Any:
         self.elapsed_ms = None
-        self.prepare()
+        return super().call(request, timeout)
+
+    def exchange(self, request: dict[str, Any], timeout: float) -> Any:
         scope = request.get("scope") or {}
         values = {"question": request["question"], "as_of": request["as_of"], "holder": scope.get("holder"),
                   "session": scope.get("session"), "k": int(request["k"])}
@@ -357,7 +350,7 @@ class McpAdapter:
     def open(self) -> McpChannel:
         channel = McpChannel(self)
         try:
-            channel.start()
+            channel.prepare()
         except ValueError:
             channel.kill()
             raise
