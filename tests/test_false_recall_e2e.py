@@ -58,6 +58,7 @@ def _without_latency(doc: dict) -> dict:
         block.pop("latency_p50_ms")
         block.pop("latency_p95_ms")
     out["run"].pop("latency")
+    out["run"].pop("latency_measured_in", None)  # which run measured each latency (run ids)
     for rule in out["run"]["false_recall_rule"].values():
         rule.pop("threshold_score", None)
     return out

@@ -44,7 +44,7 @@ def test_the_acceptance_bundles_and_signs_its_test_run(reproduced: Path, tmp_pat
     assert json.loads(members["statement.json"])["predicate"]["split"] == "test"
     # the test entries travel without their questions, answers or gold text
     assert {key for line in members["entries.jsonl"].splitlines() for key in json.loads(line)} == {
-        "query_id", "modality", "unanswerable", "as_of", "scope"}
+        "query_id", "modality", "unanswerable", "as_of", "scope", "clusters"}  # clusters: labels, never the question
     assert "no signature" in failed(verify(_unsigned(bundle, tmp_path), keys / "accept.pub", cwd=work))
 
     # the dev run's bundle nests the accepted test run (its own signature checked too) and the audit chain;

@@ -123,7 +123,7 @@ def test_a_clean_bundle_verifies_and_its_recomputation_equals_dev_json(signed):
     assert members["per_query/dev.parquet"] == (signed.project / "reports/per_query/dev.parquet").read_bytes()
     # no question, answer or corpus text: entries cut to what the evaluation reads, atoms without their text
     assert {key for line in members["entries.jsonl"].splitlines() for key in json.loads(line)} == {
-        "query_id", "modality", "unanswerable", "as_of", "scope"}
+        "query_id", "modality", "unanswerable", "as_of", "scope", "clusters"}  # clusters: labels, never the question
     for name in ("atoms/conversation.parquet", "atoms/pdf.parquet"):
         assert "text" not in pd.read_parquet(io.BytesIO(members[name])).columns
     statement = json.loads(members["statement.json"])

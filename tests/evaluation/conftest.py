@@ -22,8 +22,9 @@ from tests.ingest.chunks import chunk_all
 
 @pytest.fixture(scope="session")
 def real_run(real_corpus: dict, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """params, checked sets, dev entries, served atoms, the system's config and adapter, its
-    run (RunResult) and its resolved gold (bench.gold.table.Resolved: gold as atom codes, typed and
+    """params, checked sets, dev entries, served atoms, the system's config and adapter (the built-in
+    unscoped `bm25`, whatever params.yaml's default: it hands over other holders' and future atoms,
+    which the measures under test must see), its run (RunResult) and its resolved gold (bench.gold.table.Resolved: gold as atom codes, typed and
     placed regions, the gold sources' segments). Read only: tests copy what they change.
 
     Run once per test run (built_once: one xdist worker runs the queries and pickles what it
@@ -37,7 +38,7 @@ def real_run(real_corpus: dict, tmp_path_factory: pytest.TempPathFactory) -> dic
         entries = checked.split("dev")
         served = chunk_all(segments, params["chunking"])
         atoms = system_atoms(served)
-        cfg = check_system(params["system"])
+        cfg = check_system({**params["system"], "name": "bm25"})  # unscoped: its leaks are there to be measured
         ran = run_queries(make_adapter(cfg, atoms), entries, cfg.depth, timeout_s=cfg.timeout_s, warmup=0,
                           known_atoms=set(atoms["atom_id"].astype(str)))
         found = resolve_frames(entries, served, segments)  # the resolve stage's step

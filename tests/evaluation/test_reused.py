@@ -43,8 +43,9 @@ def scoped(real_run: dict) -> Any:
 
 @pytest.fixture(scope="module")
 def unscoped(real_run: dict) -> Any:
-    """bm25's run of the real entries: it ranks every modality's atoms for every query."""
-    return _ran(real_run, "bm25")
+    """bm25's run of the real entries (the fixture's): it ranks every modality's atoms for every query."""
+    assert real_run["cfg"].name == "bm25"
+    return real_run["ran"]
 
 
 def _evaluate(real_run: dict, ran: Any, served: dict[str, pd.DataFrame], memo: Memo | None) -> EvalResult:
