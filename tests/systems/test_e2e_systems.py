@@ -1,6 +1,11 @@
 """End to end: one `dvc repro` evaluates a built-in system, the example command system,
 an HTTP system started here, and a system that serves its own atoms; a built-in
-system's metrics do not depend on the adapter that runs it."""
+system's metrics do not depend on the adapter that runs it.
+
+The module's project is the session's reproduced one (MMLongBench and LoCoMo, whole corpus: every
+atom is served) with its dev questions cut to one LoCoMo conversation and six MMLongBench documents
+(tests/systems/small_sets.py; about 180 queries instead of 2,463) and 20 bootstrap resamples (no test
+here reads an interval): every repro pays for these queries, not for the whole dev split."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from bench.ingest.atom_codes import served_ids, with_atom_ids
 from bench.ingest.partitions import read_modalities
 from tests.conftest import MIRROR
 from tests.project_copy import clone_project, project_env, run
+from tests.systems.small_sets import cut_dev, dev_groups
 
 pytestmark = pytest.mark.e2e
 
@@ -48,9 +54,16 @@ def metrics(work: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory, reproduced: Path) -> tuple[Path, dict, dict]:
-    """A clone of the session's reproduced project with this module's system: only the
-    stages from retrieve on re-run."""
+    """A clone of the session's reproduced project with this module's system, its dev questions cut to
+    one LoCoMo conversation and six MMLongBench documents (the first by name) and 20 bootstrap
+    resamples: validate and the stages from retrieve on re-run."""
     work = clone_project(reproduced, tmp_path_factory.mktemp("e2e-systems") / "project")
+    conversation = dev_groups(work, "locomo")[0]
+    documents = set(dev_groups(work, "mmlongbench")[:6])
+    assert cut_dev(work, "locomo", lambda g: g == conversation) > 0 and cut_dev(work, "mmlongbench", documents.__contains__) > 0
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["metrics"]["bootstrap_resamples"] = 20  # the tests compare values, n and denominators, never interval widths
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     set_system(work)
     env = project_env(work.parent / "site-cache")
     sh(["dvc", "repro"], work, env)
@@ -64,13 +77,15 @@ def test_builtin_run_reports_adapter_and_failures(project):
     assert doc["run"]["failures_by_modality"]["pdf"]["failed"] == 0
     report = (work / "reports/dev.md").read_text()
     assert "## System under test" in report and "| modality | queries | failed | timeout | crash |" in report
-    assert base["conversation"]["recall@10"]["n"] > 0
+    assert base["conversation"]["recall@10"]["n"] > 0 and base["pdf"]["recall@10"]["n"] > 0  # both modalities kept questions
     info = json.loads((work / "data/runs/system.json").read_text())
     assert info["isolation"] == "none"  # in-process: not sandboxed, and says so
     assert info["abstains"] is True  # bm25 declares its abstention policy (bench/systems/builtin/bm25.py)
 
 
 def test_same_metrics_whichever_adapter_runs_bm25(project):
+    """bm25 in process, as a sandboxed command (two queries in flight) and over HTTP: the contract's cells
+    equal the built-in run's, on the module's cut dev questions (each over the whole served corpus)."""
     work, env, base = project
     set_system(work, adapter="python", entry="bench.systems.builtin.bm25:bm25")
     sh(["dvc", "repro"], work, env)
