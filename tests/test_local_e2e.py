@@ -82,9 +82,10 @@ def test_a_changed_folder_reruns_fetch(project):
     set_file.write_text("\n".join(entries[:-2] + entries[-1:]) + "\n")  # a dev entry removed
     status = run(["dvc", "status", "dvc.yaml"], work, env).stdout
     assert "local@../my-eval/video" in status
-    # up to the split (what the folder feeds): the stages after it read only dev.jsonl, and the
-    # first `dvc repro` of the module ran them on these folders
-    out = run(["dvc", "repro", "validate"], work, env)
+    # the folder's stage, then up to the split (what the folder feeds): the stages after it read only
+    # dev.jsonl, and the first `dvc repro` of the module ran them on these folders. (The local stages
+    # declare no outs, so they are no ancestors of validate: they are named.)
+    out = run(["dvc", "repro", "local@../my-eval/video", "validate"], work, env)
     text = out.stdout + out.stderr
     assert "Running stage 'local@../my-eval/video'" in text
     assert "Running stage 'fetch'" in text and "Running stage 'validate'" in text
