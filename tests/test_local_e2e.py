@@ -11,16 +11,17 @@ import pytest
 import yaml
 
 from tests.modalities.test_local import build_local_sets
-from tests.project_copy import copy_project, project_env, run
+from tests.project_copy import copy_project, keep_ocr_cache, project_env, run
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict[str, Path]]:
+def project(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> tuple[Path, dict, dict[str, Path]]:
     base = tmp_path_factory.mktemp("local-e2e")
     folders = build_local_sets(base / "my-eval")
-    work = copy_project(base / "project", datasets=[])
+    # the session's OCR cache (keyed by content, engine and settings): an image OCR'd earlier in the run is a hit
+    work = copy_project(base / "project", datasets=[], ocr_cache=ocr_cache)
     params = yaml.safe_load((work / "params.yaml").read_text())
     # relative to the project root, as a team would write them (one absolute, too)
     params["local_datasets"] = [f"../my-eval/{m}" for m in sorted(folders) if m != "code"] + [str(folders["code"])]
@@ -35,6 +36,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict[
     out = run(["python", "-m", "bench.cli", "splits", "freeze", "--reason", "local data sets"], work, env).stdout
     assert '"added_to_test": 6' in out
     run(["dvc", "repro"], work, env)
+    keep_ocr_cache(work, ocr_cache)
     return work, env, folders
 
 
@@ -80,12 +82,19 @@ def test_a_changed_folder_reruns_fetch(project):
     set_file.write_text("\n".join(entries[:-2] + entries[-1:]) + "\n")  # a dev entry removed
     status = run(["dvc", "status", "dvc.yaml"], work, env).stdout
     assert "local@../my-eval/video" in status
-    out = run(["dvc", "repro"], work, env)
+    # the folder's stage, then up to the split (what the folder feeds): the stages after it read only
+    # dev.jsonl, and the first `dvc repro` of the module ran them on these folders. (The local stages
+    # declare no outs, so they are no ancestors of validate: they are named.)
+    out = run(["dvc", "repro", "local@../my-eval/video", "validate"], work, env)
     text = out.stdout + out.stderr
+    assert "Running stage 'local@../my-eval/video'" in text
     assert "Running stage 'fetch'" in text and "Running stage 'validate'" in text
     dev = [json.loads(line) for line in (work / "data/sets/dev.jsonl").read_text().splitlines()]
     assert sum(e["modality"] == "video" for e in dev) == sum(json.loads(e)["split"] == "dev" for e in entries) - 1
-    assert "up to date" in run(["dvc", "status", "dvc.yaml"], work, env).stdout
+    # the folder's change is taken in: what is still to run is only what reads the new dev split
+    stale = set(json.loads(run(["dvc", "status", "dvc.yaml", "--json"], work, env).stdout))
+    assert stale and not {s for s in stale if s.startswith(("local@", "fetch", "extract@", "chunk", "validate"))}, stale
+    assert {"retrieve", "evaluate"} <= stale, stale
 
 
 def test_bad_local_folder_one_line(project, tmp_path):

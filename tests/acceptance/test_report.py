@@ -90,6 +90,10 @@ def project(tmp_path_factory: pytest.TempPathFactory, ocr_cache: Path) -> tuple[
     base = tmp_path_factory.mktemp("accept")
     work = copy_project(base / "project", datasets=["mmlongbench", "locomo"], skip=SKIP, ocr_cache=ocr_cache)
     params = yaml.safe_load((work / "params.yaml").read_text())
+    # the tests compare shapes, refusals and leaks, not interval widths: 200 bootstrap resamples
+    # (as conftest.locomo_reproduced) for the dev run, each `bench accept` and the experiment
+    params["metrics"]["bootstrap_resamples"] = 200
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     # poison: every test entry's question carries the marker (ids and splits unchanged)
     for key in params["datasets"]:
         path = work / "bench" / "sets" / f"{key}.jsonl"

@@ -172,7 +172,7 @@ def cases(draw: st.DrawFn, two_d: bool) -> tuple[dict, list[str], list[tuple], i
     return atoms, list(ranking), regions, draw(st.integers(0, 60))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(two_d=False))
 def test_a_line_agrees_with_the_character_by_character_reference(case) -> None:
     atoms, ranking, regions, amount = case
@@ -182,7 +182,7 @@ def test_a_line_agrees_with_the_character_by_character_reference(case) -> None:
     assert measure(f, amount, LINE, half=True)[0] == pytest.approx(HALVED[0])
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(two_d=True))
 def test_boxes_agree_with_the_pixel_by_pixel_reference(case) -> None:
     atoms, ranking, regions, amount = case
@@ -195,7 +195,7 @@ def test_boxes_agree_with_the_pixel_by_pixel_reference(case) -> None:
 # --------------------------------------------------------------------------- properties
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(cases(two_d=False))
 def test_an_unlimited_budget_gives_recall_at_depth_and_a_zero_budget_gives_zero(case) -> None:
     """At an unlimited budget the touch rule is recall at depth, and recall@budget is the
@@ -227,7 +227,7 @@ def _boundary(atoms: dict, ranking: list[str], amount: float) -> str | None:
     return None
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(two_d=True), st.data())
 def test_cutting_an_atom_moves_coverage_only_at_the_boundary(case, data) -> None:
     """An atom cut into two pieces that take its place in the ranking (in either order):
@@ -436,7 +436,7 @@ def pieces(draw: st.DrawFn) -> tuple[dict, list[str], list[tuple], int, dict, li
     return atoms, ranking, regions, amount, cut_atoms, cut_rank
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pieces())
 def test_cutting_the_ranked_content_into_pieces_or_merging_them_back_changes_no_budget_measure(case) -> None:
     """Content-invariance (issue 35): the same content in the same order, cut into any pieces
@@ -475,7 +475,7 @@ def truncated(atoms: dict[str, tuple], f: float) -> dict[str, tuple]:
 FRACTIONS = st.sampled_from([0.25, 0.5, 0.55, 2 / 3, 0.75, 0.9])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(aligned(), FRACTIONS, st.integers(0, 40))
 def test_handing_a_fraction_of_every_unit_earns_that_fraction_of_what_the_whole_units_earn(case, f, extra) -> None:
     """Exactly (module docstring, *Held credit*): each gold region one ranked unit, no region
@@ -489,7 +489,7 @@ def test_handing_a_fraction_of_every_unit_earns_that_fraction_of_what_the_whole_
     assert part == pytest.approx(f * whole, abs=1e-9)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(aligned(), FRACTIONS, st.integers(0, 40))
 def test_truncation_never_raises_recall_at_budget_when_credit_per_unit_of_cost_does_not_grow_with_depth(case, f, extra) -> None:
     """Uniform truncation to f never raises recall@budget at equal cost on a ranking whose credit
