@@ -44,13 +44,18 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
 
 #: the modules run first, in this order: the longest, so that no worker is left with one of them at
 #: the end while the other is idle (pyproject.toml: `--dist loadscope` hands out whole modules, in order)
-FIRST = ("tests/test_benchmarks.py", "tests/systems/adapters/test_e2e_frameworks.py", "tests/systems/test_e2e_systems.py",
-         "tests/test_tour.py")
+FIRST = ("tests/test_tour.py", "tests/systems/adapters/test_e2e_frameworks.py", "tests/systems/test_e2e_systems.py")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The modules in FIRST, then the other end-to-end tests (the longest), then the rest; otherwise
-    in collection order (a stable sort: each module keeps its own order)."""
+    in collection order (a stable sort: each module keeps its own order). A test marked `slow` is
+    skipped unless the marker expression names it (`pytest -m slow`): what it runs is run whole
+    elsewhere (its docstring says where)."""
+    if "slow" not in (config.option.markexpr or ""):
+        for item in items:
+            if item.get_closest_marker("slow"):
+                item.add_marker(pytest.mark.skip(reason="slow: run with `pytest -m slow`"))
     def rank(item: pytest.Item) -> int:
         module = item.nodeid.split("::")[0]
         if module in FIRST:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 #: the small size with smaller inputs where a case's inputs only scale its work: each case's code
 #: runs all the same (OCR of one photo, one PDF page and one screenshot; one PDF and one screenshot
 #: on the local pool and on a Dask cluster of one worker; one run size of 200k rows in two
@@ -14,7 +16,10 @@ SMALLER = {"ocr": (0, 1, 1), "ocr_settings": (1, 1, 1), "scale": (20, 1, 1, 0, 2
            "pdf_limit": 1}
 
 
+@pytest.mark.slow
 def test_suite_small_writes_both_reports(tmp_path, monkeypatch) -> None:
+    """Every case at a small size (`pytest -m slow`: 2-5 minutes, most of it the dvc case's cold repro):
+    the suite runs whole at its full size for every regeneration of reports/perf.* (CONTRIBUTING.md)."""
     from benchmarks.run import CASES, SIZES, run
 
     for key, value in SMALLER.items():
