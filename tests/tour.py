@@ -31,10 +31,12 @@ output line, `…` between); `demote: N` (N more `#` on the output's headings). 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -192,13 +194,24 @@ def run_tour(work: Path, env: dict[str, str], small: bool, *, setup: bool = True
     outcomes: list[Outcome] = []
     for step, command in planned(steps(root), small, setup):
         start = time.monotonic()
-        proc = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-        outcome = Outcome(step, command, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+        # output to files, not pipes: `dvc exp run --run-all` returns while the queue's worker it started lives on
+        # idle with the command's descriptors (a terminal does not wait for it; a pipe would, until it is stopped)
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.run(["bash", "-c", command], cwd=work, env=env, stdout=out, stderr=err, text=True, timeout=timeout,
+                                  check=False)
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read(), err.read()
+        outcome = Outcome(step, command, proc.returncode, stdout, stderr, time.monotonic() - start)
         outcomes.append(outcome)
         if on_step is not None:
             on_step(outcome)
         if proc.returncode != step.exit:
             break
+    # the queue's workers the tour started stop once idle (`dvc queue stop` waits for running tasks: none is left)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run(["dvc", "queue", "stop"], cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+                       check=False)
     return outcomes
 
 
