@@ -52,7 +52,7 @@ PARTWISE: dict[str, bool] = {"bm25": False, "bm25-scoped": True, "dense": False,
 MEASURED_IN = "measured_in"
 #: what the run's record keeps of a stored group besides its frames (system.json's fields)
 INFO_FIELDS = ("warm", "warmup_queries", "restarts", "in_flight", "answered_on", "adapter", "isolation", "isolation_note",
-               "abstains_declared")
+               "abstains_declared", "description")
 
 
 def new_run_id() -> str:

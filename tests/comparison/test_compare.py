@@ -347,6 +347,10 @@ def test_compare_splits_each_difference_by_where_abstention_changed():
     held[flip] = np.where(said[flip] == 1, 0.0, (rng.random(300) < 0.5).astype(float))
     unans = a["unanswerable"].to_numpy(bool)
     b = a.assign(abstained=np.where(unans, np.nan, said), **{"recall@budget": np.where(unans, np.nan, held)})
+    if "handed_nothing" in a.columns:  # what compare reads when the table has it: the same flips
+        nothing = a["handed_nothing"].to_numpy(float).copy()
+        nothing[flip] = said[flip]
+        b = b.assign(handed_nothing=nothing)
     result = compare(a, b, resamples=50, permutations=200)
     for r in result["rows"]:
         parts = r["abstention"]
