@@ -51,7 +51,10 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -356,37 +359,78 @@ def add_intervals(
     """
     known = by_name(k)
     store = memo or Memo(None)
-
-    def block(name: str, cells: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
-        out = {}
+    tasks: list[_Cell] = []
+    for name, cells, df in [*((m, cells, per_query_df.loc[per_query_df["modality"] == m]) for m, cells in report["by_modality"].items()),
+                            ("overall", report["overall"], per_query_df)]:
         codes = cluster_codes(df, clustering)
-        for metric, cell in cells.items():
-            ci, count = None, None
-            measure = known.get(metric)
-            if measure is not None and measure.column in df.columns and cell.get("value") is not None:
-                values = np.ascontiguousarray(measure.reducer.values(measure, df))
-                clusters = np.ascontiguousarray(codes[measure.reducer.rows(measure, df)])
-                count = int(len(np.unique(clusters)))
-                stat = measure.reducer.statistic
+        tasks.extend(_cell(known, store, name, metric, cell, df, codes, resamples, seed) for metric, cell in cells.items())
+    found = _intervals(tasks, store, resamples, seed)
+    out: dict[str, dict[str, Any]] = {}
+    for task, ci in zip(tasks, found, strict=True):
+        cell = {**task.cell, "ci95": list(ci) if ci else [None, None]}
+        if task.clusters is not None:
+            cell["clusters"] = int(len(np.unique(task.clusters)))
+        out.setdefault(task.name, {})[task.metric] = cell
+    return {**report, "by_modality": {m: out.get(m, {}) for m in report["by_modality"]}, "overall": out.get("overall", {})}
 
-                def compute(values: np.ndarray = values, stat: Any = stat, metric: str = metric,
-                            clusters: np.ndarray = clusters) -> list[float] | None:
-                    found = bootstrap_ci(values, resamples=resamples, rng=rng_for(seed, name, metric), statistic=stat, clusters=clusters)
-                    return None if found is None else list(found)
 
-                key = store.key("ci", values, clusters, resamples, seed, name, metric, stat if isinstance(stat, str) else measure.name,
-                                CONFIDENCE)
-                ci = store.json("ci", key, compute)
-            out[metric] = {**cell, "ci95": list(ci) if ci else [None, None]}
-            if count is not None:
-                out[metric]["clusters"] = count
-        return out
+def _cell(known: Mapping[str, Any], store: Memo, name: str, metric: str, cell: dict[str, Any], df: pd.DataFrame, codes: np.ndarray,
+          resamples: int, seed: int) -> _Cell:
+    """The cell's values and clusters to resample, and their memo key (none when it has no data or its metric is unknown)."""
+    measure = known.get(metric)
+    if measure is None or measure.column not in df.columns or cell.get("value") is None:
+        return _Cell(name, metric, cell)
+    values = np.ascontiguousarray(measure.reducer.values(measure, df))
+    clusters = np.ascontiguousarray(codes[measure.reducer.rows(measure, df)])
+    stat = measure.reducer.statistic
+    key = store.key("ci", values, clusters, resamples, seed, name, metric, stat if isinstance(stat, str) else measure.name, CONFIDENCE)
+    return _Cell(name, metric, cell, values, clusters, stat, key)
 
-    return {
-        **report,
-        "by_modality": {
-            m: block(m, cells, per_query_df.loc[per_query_df["modality"] == m])
-            for m, cells in report["by_modality"].items()
-        },
-        "overall": block("overall", report["overall"], per_query_df),
-    }
+
+def _intervals(tasks: list[_Cell], store: Memo, resamples: int, seed: int) -> list[list[float] | None]:
+    """Each cell's interval: stored ones read, the others drawn on up to two threads (numpy's draws, gathers
+    and sums release the GIL; each cell has its own generator, so the order they run in changes no number)."""
+    found: list[list[float] | None] = [None] * len(tasks)
+    todo = []
+    for i, task in enumerate(tasks):
+        stored = None if task.key is None else store.get("ci", task.key)
+        try:
+            found[i] = None if stored is None else json.loads(stored)
+        except ValueError:
+            stored = None
+        if stored is None and task.key is not None:
+            todo.append(i)
+
+    def compute(i: int) -> list[float] | None:
+        task = tasks[i]
+        assert task.values is not None  # a cell with a key has values
+        drawn = bootstrap_ci(task.values, resamples=resamples, rng=rng_for(seed, task.name, task.metric), statistic=task.stat,
+                             clusters=task.clusters)
+        return None if drawn is None else list(drawn)
+
+    if len(todo) > 1:
+        with ThreadPoolExecutor(max_workers=INTERVAL_THREADS) as pool:
+            computed = list(pool.map(compute, todo))
+    else:
+        computed = [compute(i) for i in todo]
+    for i, value in zip(todo, computed, strict=True):
+        found[i] = value
+        store.put("ci", str(tasks[i].key), json.dumps(value, allow_nan=True).encode())
+    return found
+
+
+#: threads drawing the intervals not stored (the machine's two cores)
+INTERVAL_THREADS = 2
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """One dev.json cell to give an interval: without a key when it has none (no data, an unknown metric)."""
+
+    name: str  # the modality, or "overall"
+    metric: str
+    cell: dict[str, Any]
+    values: np.ndarray | None = None
+    clusters: np.ndarray | None = None
+    stat: Any = None
+    key: str | None = None

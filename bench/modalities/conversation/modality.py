@@ -41,33 +41,57 @@ class ConversationModality(Modality):
         return None
 
     def chunk(self, segments: pd.DataFrame, strategy: str, options: dict[str, Any]) -> pd.DataFrame:
-        rows: list[dict] = []
-        for source_id, seg in segments.groupby("source_id", sort=True):
-            seg = layout(seg)
-            turns = seg["turn"].to_numpy()
-            texts = seg["text"].tolist()
-            c_lo = seg["char_start"].to_numpy()
-            c_hi = seg["char_end"].to_numpy()
-            meta = seg.iloc[0]
-            for key, a, b in _groups(len(seg), strategy, options):
-                t0, t1 = int(turns[a]), int(turns[b - 1])
-                rows.append(
-                    {
-                        "atom_id": f"{source_id}#{key}",
-                        "source_id": source_id,
-                        "dataset": meta["dataset"],
-                        "modality": self.name,
-                        "text": "\n".join(texts[a:b]),
-                        "holder": meta["holder"],
-                        "observed_at": seg["observed_at"].iloc[a:b].max(),
-                        "extent": extent_json({"turn_start": t0, "turn_end": t1}),
-                        "turn_start": t0,
-                        "turn_end": t1,
-                        "char_start": int(c_lo[a]),
-                        "char_end": int(c_hi[b - 1]),
-                    }
-                )
-        return pd.DataFrame(rows, columns=ATOM_CONVERSATION_COLUMNS)
+        """Atoms of turns, windows of turns or whole sessions; each session laid out as `layout` does
+        (its turns by seq, joined with one newline), all sessions in one sort, sessions in source order."""
+        if segments.empty:
+            return pd.DataFrame([], columns=ATOM_CONVERSATION_COLUMNS)
+        seg = segments.sort_values(["source_id", "seq"], kind="stable")
+        sources = seg["source_id"].to_numpy(dtype=object)
+        texts = seg["text"].tolist()
+        turns = seg["turn"].to_numpy()
+        datasets, holders = seg["dataset"].to_numpy(dtype=object), seg["holder"].to_numpy(dtype=object)
+        seen = seg["observed_at"]
+        naive = seen.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy() if seen.dt.tz is not None else seen.to_numpy()
+        seen_i = naive.view(np.int64)  # NaT is the smallest: a window's maximum skips it, as pandas' max does
+        # each session's first row, and each turn's character offsets in its session's joined text
+        first = np.flatnonzero(np.r_[True, sources[1:] != sources[:-1]])
+        ends = np.r_[first[1:], len(seg)].astype(np.int64)
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        run = np.cumsum(lengths + 1) - (lengths + 1)  # offset of each row in all sessions' texts, one newline after each
+        c_lo = run - np.repeat(run[first], ends - first)
+        c_hi = c_lo + lengths
+        names, heads, rows_a, rows_b = [], [], [], []
+        for s0, s1 in zip(first.tolist(), ends.tolist(), strict=True):
+            for key, a, b in _groups(s1 - s0, strategy, options):
+                names.append(f"{sources[s0]}#{key}")
+                heads.append(s0)  # the session's first turn names its data set and holder
+                rows_a.append(s0 + a)
+                rows_b.append(s0 + b)
+        head = np.asarray(heads, dtype=np.int64)
+        starts = np.asarray(rows_a, dtype=np.int64)
+        stops = np.asarray(rows_b, dtype=np.int64)
+        t0, t1 = turns[starts].astype(int).tolist(), turns[stops - 1].astype(int).tolist()
+        latest_i = np.asarray([seen_i[i:j].max() for i, j in zip(rows_a, rows_b, strict=True)], dtype=np.int64)
+        latest = pd.Series(latest_i.view(naive.dtype))
+        if seen.dt.tz is not None:
+            latest = latest.dt.tz_localize("UTC").dt.tz_convert(seen.dt.tz)
+        return pd.DataFrame(
+            {
+                "atom_id": names,
+                "source_id": sources[head],
+                "dataset": datasets[head],
+                "modality": self.name,
+                "text": ["\n".join(texts[i:j]) for i, j in zip(rows_a, rows_b, strict=True)],
+                "holder": holders[head],
+                "observed_at": latest.to_numpy() if seen.dt.tz is None else latest.array,
+                "extent": [extent_json({"turn_start": x, "turn_end": y}) for x, y in zip(t0, t1, strict=True)],
+                "turn_start": t0,
+                "turn_end": t1,
+                "char_start": c_lo[starts].tolist(),
+                "char_end": c_hi[stops - 1].tolist(),
+            },
+            columns=ATOM_CONVERSATION_COLUMNS,
+        )
 
     def overlap(self, region: dict, atoms: pd.DataFrame, segments: pd.DataFrame) -> np.ndarray:
         turn = region["turn"]

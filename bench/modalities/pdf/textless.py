@@ -13,15 +13,17 @@ import pandas as pd
 
 
 def page_texts(segments: pd.DataFrame) -> pd.DataFrame:
-    """One row per (source_id, page): chars (non-space) and text_source of the page."""
+    """One row per (source_id, page): whether the page has text (a character that is not
+    whitespace, in str.isspace's sense) and its text_source (``ocr`` when OCR ran on any of its segments)."""
     seg = segments[segments["modality"] == "pdf"] if "modality" in segments.columns else segments
     if seg.empty:
-        return pd.DataFrame(columns=["source_id", "page", "chars", "text_source"])
-    chars = seg["text"].fillna("").str.replace(r"\s+", "", regex=True).str.len()
+        return pd.DataFrame(columns=["source_id", "page", "has_text", "text_source"])
+    # per segment, in C: a non-empty text that is not all whitespace (what `\s+` removed before counting)
+    has_text = [isinstance(t, str) and not (t == "" or t.isspace()) for t in seg["text"].tolist()]
     source = seg["text_source"] if "text_source" in seg.columns else pd.Series("layer", index=seg.index)
-    frame = pd.DataFrame({"source_id": seg["source_id"], "page": seg["page"].astype(int), "chars": chars,
-                          "ocr": source == "ocr"})
-    out = frame.groupby(["source_id", "page"], sort=True).agg(chars=("chars", "sum"), ocr=("ocr", "any")).reset_index()
+    frame = pd.DataFrame({"source_id": seg["source_id"], "page": seg["page"].astype(int), "has_text": has_text,
+                          "ocr": (source == "ocr").to_numpy(bool)})
+    out = frame.groupby(["source_id", "page"], sort=True).agg(has_text=("has_text", "any"), ocr=("ocr", "any")).reset_index()
     out["text_source"] = out["ocr"].map({True: "ocr", False: "layer"})
     return out.drop(columns="ocr")
 
@@ -33,7 +35,9 @@ def textless_gold(entries: list[dict], segments: pd.DataFrame) -> dict[str, Any]
     pages, text_source}]} where text_source lists each gold page's source (``ocr``
     means OCR ran on it and found nothing).
     """
-    pages = page_texts(segments).set_index(["source_id", "page"])
+    table = page_texts(segments)
+    pages = {(str(s), int(p)): (bool(h), str(t)) for s, p, h, t in
+             zip(table["source_id"].tolist(), table["page"].tolist(), table["has_text"].tolist(), table["text_source"].tolist())}
     rows: list[dict] = []
     answerable = 0
     for e in entries:
@@ -41,11 +45,11 @@ def textless_gold(entries: list[dict], segments: pd.DataFrame) -> dict[str, Any]
             continue
         answerable += 1
         keys = [(g["source_id"], int(g["region"]["page"])) for g in e["gold"]]
-        known = [k for k in keys if k in pages.index]
-        if not known or any(int(pages.at[k, "chars"]) > 0 for k in known):
+        known = [k for k in keys if k in pages]
+        if not known or any(pages[k][0] for k in known):
             continue
         rows.append({"query_id": e["query_id"], "source_id": keys[0][0], "pages": [p for _, p in known],
-                     "text_source": [str(pages.at[k, "text_source"]) for k in known]})
+                     "text_source": [pages[k][1] for k in known]})
     return {"answerable": answerable, "entries": rows}
 
 
