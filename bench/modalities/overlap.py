@@ -4,12 +4,35 @@ and keeps those its exact overlap rule accepts."""
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
+T = TypeVar("T")
+
+
+class SameFrame(Generic[T]):
+    """What a modality worked out from one segments frame, kept for the next call on that very frame.
+
+    Gold resolution hands the same gold segments to a modality's join (`overlap_pairs`) and then
+    to its placement (`place_regions`); both need each region's span in those segments, so the
+    first keeps what it found and the second reads it instead of laying the sources out again.
+    Kept only while that frame object lives (a weak reference) and for that object alone: a
+    frame is read only once handed to the hooks, so the same object holds the same rows."""
+
+    def __init__(self) -> None:
+        self._frame: weakref.ref[pd.DataFrame] | None = None
+        self._value: T | None = None
+
+    def get(self, frame: pd.DataFrame) -> T | None:
+        return self._value if self._frame is not None and self._frame() is frame else None
+
+    def put(self, frame: pd.DataFrame, value: T) -> None:
+        self._frame, self._value = weakref.ref(frame), value
 
 
 def pairs_frame(region_rows: Any, atom_rows: Any) -> pd.DataFrame:

@@ -55,6 +55,7 @@ from bench.modalities.code.symbols import (
     resolve,
     split_lines,
 )
+from bench.modalities.overlap import SameFrame
 from bench.modalities.textspan import windows
 
 ATOM_CODE_COLUMNS = [
@@ -299,6 +300,18 @@ def region_spans(regions: pd.DataFrame, segments: pd.DataFrame) -> list[tuple[st
     source with the region's path is the file; a line must lie in it; a symbol must
     resolve in its symbol table.
     """
+    keys = [(sid, r["path"], "line" if "line" in r else "symbol", r["line"] if "line" in r else r["symbol"])
+             for sid, r in zip(regions["source_id"].tolist(), regions["region"].tolist(), strict=True)]
+    known = _SPANS.get(segments)  # the join's spans, when the placement asks of the same segments
+    if known is not None and all(k in known for k in keys):
+        return [known[k] for k in keys]
+    out, memo = _find_spans(regions, segments)
+    _SPANS.put(segments, memo)
+    return out
+
+
+def _find_spans(regions: pd.DataFrame, segments: pd.DataFrame) -> tuple[list[tuple[str, int, int] | None], dict[tuple[str, str, str, Any], tuple[str, int, int] | None]]:
+    """`region_spans` worked out: each region's span, and the span of each (source, path, kind, line or symbol)."""
     files: dict[tuple[str, str], dict[str, Any]] = {}
     if len(segments) and "path" in segments:
         # the recorded line count and symbol table when the segments have them (the
@@ -345,7 +358,11 @@ def region_spans(regions: pd.DataFrame, segments: pd.DataFrame) -> list[tuple[st
                     span = (path, int(sym["line_start"]), int(sym["line_end"]))
             memo[key] = span
         out.append(memo[key])
-    return out
+    return out, memo
+
+
+#: region spans by (source, path, kind, line or symbol), for the segments frame they were found in
+_SPANS: SameFrame[dict[tuple[str, str, str, Any], tuple[str, int, int] | None]] = SameFrame()
 
 
 def _spans(seg: pd.Series, text: str, strategy: str, options: dict[str, Any]) -> list[tuple[str, int, int]]:

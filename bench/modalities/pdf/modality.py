@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from bench.modalities.base import Modality, Option, extent_json, extent_range, is_int, unit_frame
 from bench.modalities.boxes import interval_extents, leading_interval, placed_spans
+from bench.modalities.overlap import SameFrame
 from bench.modalities.textspan import (
     intersects,
     joined_text,
@@ -239,13 +240,23 @@ def _page_spans(sources: Any, page: np.ndarray, block: np.ndarray, segments: pd.
     """(found, char_start, char_end) of each region's page (block < 0) or block among the
     segments of its source: min start and max end of their segments (textspan.key_spans)."""
     r_sources = pa.array(sources, from_pandas=True)
-    wanted = pc.is_in(pa.array(segments["source_id"], from_pandas=True), value_set=pc.unique(r_sources))
-    rows = np.flatnonzero(wanted.to_numpy(zero_copy_only=False))  # take: a boolean .loc is far slower
-    laid = layout_codes(segments[["source_id", "seq", "text", "page", "block"]].take(rows), ("page", "block"))
+    unique = pc.unique(r_sources)
+    known = _LAID.get(segments)  # the join's layout, when the placement asks of the same segments (sources laid out alike)
+    if known is not None and known[0].issuperset(unique.to_pylist()):
+        laid = known[1]
+    else:
+        wanted = pc.is_in(pa.array(segments["source_id"], from_pandas=True), value_set=unique)
+        rows = np.flatnonzero(wanted.to_numpy(zero_copy_only=False))  # take: a boolean .loc is far slower
+        laid = layout_codes(segments[["source_id", "seq", "text", "page", "block"]].take(rows), ("page", "block"))
+        _LAID.put(segments, (frozenset(unique.to_pylist()), laid))
     code = source_codes(laid, r_sources)
     found, lo, hi = key_spans(laid, ("page",), code, (page,), np.flatnonzero(block < 0))
     f2, lo2, hi2 = key_spans(laid, ("page", "block"), code, (page, block), np.flatnonzero(block >= 0))
     return found | f2, np.where(f2, lo2, lo), np.where(f2, hi2, hi)
+
+
+#: the sources laid out and their layout (textspan.layout_codes), for the segments frame they were laid out from
+_LAID: SameFrame[tuple[frozenset[str], Any]] = SameFrame()
 
 
 def layout_many(segments: pd.DataFrame) -> pd.DataFrame:
