@@ -541,3 +541,10 @@ def test_line_offsets_and_line_char_spans_count_code_points_as_splitting_does() 
     assert line_offsets("x\ud800\ny")[0].tolist() == [0, 3]  # a lone surrogate is one code point
     lo, hi = line_char_spans(pd.Series(texts, dtype="str"), np.array(rows), np.array(first), np.array(last))
     assert list(zip(lo.tolist(), hi.tolist(), strict=True)) == expected and len(expected) > 500
+    # texts of ASCII alone take the path without a running count of code points: the same spans
+    plain = [i for i, t in enumerate(texts) if t.isascii()]
+    picked = [j for j, r in enumerate(rows) if r in set(plain)]
+    renumber = {i: n for n, i in enumerate(plain)}
+    lo, hi = line_char_spans(pd.Series([texts[i] for i in plain], dtype="str"), np.array([renumber[rows[j]] for j in picked]),
+                             np.array([first[j] for j in picked]), np.array([last[j] for j in picked]))
+    assert list(zip(lo.tolist(), hi.tolist(), strict=True)) == [expected[j] for j in picked] and len(picked) > 20

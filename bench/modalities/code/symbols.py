@@ -81,11 +81,15 @@ def line_char_spans(texts: Any, row: np.ndarray, first: np.ndarray, last: np.nda
     data = arr.buffers()[2]
     data = np.frombuffer(data, dtype=np.uint8)[offsets[0]: offsets[-1]] if data is not None else np.zeros(0, np.uint8)
     offsets = offsets - offsets[0]
-    before = np.concatenate(([0], np.cumsum((data & 0xC0) != 0x80)))  # code points before each byte
-    text_start, text_len = before[offsets[:-1]], before[offsets[1:]] - before[offsets[:-1]]
+    if len(data) and int(data.max()) >= 0x80:
+        before = np.concatenate(([0], np.cumsum((data & 0xC0) != 0x80)))  # code points before each byte
+    else:  # ASCII only: a byte is a code point (no running count over every byte)
+        before = None
     newline = np.flatnonzero(data == 10)
+    text_start = offsets[:-1] if before is None else before[offsets[:-1]]
+    text_len = (offsets[1:] if before is None else before[offsets[1:]]) - text_start
     text_of = np.searchsorted(offsets, newline, side="right") - 1
-    at = before[newline] - text_start[text_of]  # each newline's position in its text
+    at = (newline if before is None else before[newline]) - text_start[text_of]  # each newline's position in its text
     count = np.bincount(text_of, minlength=len(arr))
     base = np.concatenate(([0], np.cumsum(count)[:-1]))
     row, first, last = (np.asarray(v, dtype=np.int64) for v in (row, first, last))
