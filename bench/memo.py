@@ -41,6 +41,8 @@ T = TypeVar("T")
 
 #: the folder's size kept by :meth:`Memo.prune` (the eight default data sets store about 17 MiB per chunking tried)
 MAX_BYTES = 1 << 30
+#: the last bytes of every complete entry (a truncated one lacks them)
+END = b"\n#end\n"
 #: libraries whose results (random streams, parsing, rendering, scoring) could change with their version
 LIBRARIES = ("numpy", "pandas", "pyarrow", "pillow", "pypdfium2", "bm25s", "matplotlib")
 
@@ -159,7 +161,8 @@ class Memo:
     def _path(self, kind: str, key: str) -> Path | None:
         return None if self.root is None else self.root / kind / key[:2] / key
 
-    def get(self, kind: str, key: str) -> bytes | None:
+    def _read(self, kind: str, key: str) -> bytes | None:
+        """The entry under `key` as stored, its end mark included (None: missing, unreadable or truncated)."""
         path = self._path(kind, key)
         data = None
         if path is not None:
@@ -167,22 +170,30 @@ class Memo:
                 data = path.read_bytes()
             except OSError:
                 data = None
-        if data is None or not data.endswith(b"\n#end\n"):  # a truncated entry is a miss
+        if data is None or not data.endswith(END):  # a truncated entry is a miss
             self.misses += 1
             return None
         self.hits += 1
         with contextlib.suppress(OSError):  # its modification time is its last use (prune keeps the recent)
             os.utime(path)  # type: ignore[arg-type]  # not None: data was read from it
-        return data[: -len(b"\n#end\n")]
+        return data
+
+    def get(self, kind: str, key: str) -> bytes | None:
+        data = self._read(kind, key)
+        return None if data is None else data[: -len(END)]
 
     def put(self, kind: str, key: str, data: bytes) -> None:
+        self._write(kind, key, [data])
+
+    def _write(self, kind: str, key: str, chunks: list[bytes]) -> None:
+        """Write the entry `chunks` make, one after another, and its end mark (no copy of them joined)."""
         path = self._path(kind, key)
         if path is None:
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_writer(path, "wb") as fh:
-                fh.write(data + b"\n#end\n")
+                fh.writelines([*chunks, END])
         except OSError:  # a full or read-only disk costs the reuse, never the run
             return
 
@@ -214,20 +225,25 @@ class Memo:
     def files(self, kind: str, key: str) -> dict[str, bytes] | None:
         """The files stored under `key` (name -> bytes, in the order stored), else None
         (also when the entry's checksum, names or sizes do not hold)."""
-        data = self.get(kind, key)
+        data = self._read(kind, key)
         if data is None:
             return None
-        digest, _, rest = data.partition(b"\n")
-        head, _, body = rest.partition(b"\n")
+        # read in place (offsets and a memoryview): an entry of ~100 MB is copied once, into its files
+        rest = data.find(b"\n") + 1
+        body = data.find(b"\n", rest) + 1
+        end = len(data) - len(END)
+        if not 0 < rest < body <= end:
+            return None
         try:
-            sizes = [(str(name), int(size)) for name, size in json.loads(head)]
+            sizes = [(str(name), int(size)) for name, size in json.loads(data[rest:body - 1])]
         except (ValueError, TypeError):
             return None
-        if digest.decode("ascii", "replace") != hashlib.sha256(rest).hexdigest() or sum(size for _, size in sizes) != len(body):
+        digest = data[:rest - 1].decode("ascii", "replace")
+        if digest != hashlib.sha256(memoryview(data)[rest:end]).hexdigest() or sum(size for _, size in sizes) != end - body:
             return None
-        out, at = {}, 0
+        out, at = {}, body
         for name, size in sizes:
-            out[name] = body[at:at + size]
+            out[name] = data[at:at + size]
             at += size
         return out
 
@@ -241,8 +257,11 @@ class Memo:
         """Store named byte strings under `key` (read back by :meth:`files`, in this order)."""
         if self.root is None:
             return
-        rest = json.dumps([[name, len(blob)] for name, blob in blobs.items()]).encode() + b"\n" + b"".join(blobs.values())
-        self.put(kind, key, hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest)
+        chunks = [json.dumps([[name, len(blob)] for name, blob in blobs.items()]).encode() + b"\n", *blobs.values()]
+        digest = hashlib.sha256()
+        for chunk in chunks:
+            digest.update(chunk)
+        self._write(kind, key, [digest.hexdigest().encode() + b"\n", *chunks])
 
     def prune(self, max_bytes: int = MAX_BYTES) -> int:
         """Delete the least recently used entries until the folder holds at most

@@ -98,6 +98,61 @@ def _rows(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + shift
 
 
+def _line_starts(text: str, spans: tuple[list[str], np.ndarray, np.ndarray], lines: list[int]) -> dict[int, int]:
+    """Where each of `lines` (ascending; each 0, the number of lines, or a query's first line)
+    starts in `text`, the TREC lines of a run whose rows are grouped by query as `spans` says.
+    A query's first line is the first line that starts with its id (ids hold no whitespace), found
+    by one forward search from the previous one: one pass over the text, not a split into lines."""
+    ids, starts, counts = spans
+    first = {int(s): q for q, s, c in zip(ids, starts.tolist(), counts.tolist(), strict=True) if c}
+    total = int(counts.sum())
+    out, at = {}, 0
+    for line in lines:
+        if line == 0 or line == total:
+            out[line] = 0 if line == 0 else len(text)
+            continue
+        found = text.find(f"\n{first[line]} Q0 ", at)
+        if found < 0:
+            raise ValueError(f"TREC lines of query {first[line]} not found")
+        at = out[line] = found + 1
+    return out
+
+
+def _stretches(wanted: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The rows `wanted` ((frame, first row, rows) per query, in order) as stretches of consecutive
+    rows of one frame: (frame, first row, end row); a handful when the entries of a group follow each other."""
+    runs: list[list[int]] = []
+    for f, s, c in wanted:
+        if not c:
+            continue
+        if runs and runs[-1][0] == f and runs[-1][2] == s:
+            runs[-1][2] = s + c
+        else:
+            runs.append([f, s, s + c])
+    return [(f, s, e) for f, s, e in runs]
+
+
+def _splice(texts: list[str], frames: list[tuple[list[str], np.ndarray, np.ndarray]], stretches: list[tuple[int, int, int]]) -> str:
+    """The TREC lines of the rows `stretches` names (`_stretches`) cut out of `texts` (each the lines
+    of a run grouped by query as the matching `frames` span says): the same text as splitting every
+    text into lines and taking those rows, one slice per stretch."""
+    bounds = [_line_starts(texts[f], frames[f], sorted({b for g, s, e in stretches if g == f for b in (s, e)})) for f in range(len(texts))]
+    return "".join([texts[f][bounds[f][s]:bounds[f][e]] for f, s, e in stretches])
+
+
+#: put a run together from its stretches' slices up to this many stretches, else by one take of its rows
+MAX_SLICES = 64
+
+
+def _pick(frames: list[pd.DataFrame], stretches: list[tuple[int, int, int]], rows: np.ndarray) -> pd.DataFrame:
+    """The rows of `frames` put end to end that `stretches` names (`rows`: the same rows as positions
+    into the frames put end to end), as one frame: a few slices cost nothing, where a take of
+    every row over Arrow string columns costs a copy of each."""
+    if 0 < len(stretches) <= MAX_SLICES:
+        return pd.concat([frames[f].iloc[s:e] for f, s, e in stretches], ignore_index=True)
+    return pd.concat(frames, ignore_index=True).iloc[rows].reset_index(drop=True)
+
+
 @dataclass
 class Plan:
     """Which query groups a run reuses and which it sends (:func:`plan`)."""
@@ -127,11 +182,12 @@ class Plan:
             out["restarts"] = sum(int(i.get("restarts", 0)) for i in infos)
         return out
 
-    def store(self, entries: Sequence[dict], fresh: RunResult, info: Mapping[str, Any], text: Text | None = None) -> int:
-        """Store each group that ran with every query answered (with its TREC lines when `text`
-        formats a run); returns the groups stored."""
+    def store(self, entries: Sequence[dict], fresh: RunResult, info: Mapping[str, Any], trec: str | None = None) -> int:
+        """Store each group that ran with every query answered (with its TREC lines, cut from
+        `trec`: the fresh run's, formatted once by the caller); returns the groups stored."""
         failed = set(fresh.failures["query_id"].astype(str))
-        ids, starts, counts = _spans(fresh.latency)
+        spans = _spans(fresh.latency)
+        ids, starts, counts = spans
         where = {q: i for i, q in enumerate(ids)}
         done = 0
         for g in self.todo:
@@ -142,15 +198,18 @@ class Plan:
             run = fresh.run.iloc[_rows(starts[pos], counts[pos])].reset_index(drop=True)
             blobs = {"run.feather": _feather(run), "latency.feather": _feather(fresh.latency.iloc[pos]),
                      "info.json": json.dumps({k: info.get(k) for k in INFO_FIELDS}, sort_keys=True).encode()}
-            if text is not None:
-                blobs["run.trec"] = text(run).encode("utf-8")
+            if trec is not None:
+                wanted = [(0, int(s), int(c)) for s, c in zip(starts[pos].tolist(), counts[pos].tolist(), strict=True)]
+                blobs["run.trec"] = _splice([trec], [spans], _stretches(wanted)).encode("utf-8")
             self.memo.put_blobs("answers", g.key, blobs)
             done += 1
         return done
 
-    def merge(self, entries: Sequence[dict], fresh: RunResult | None, text: Text | None = None) -> tuple[RunResult, str | None]:
+    def merge(self, entries: Sequence[dict], fresh: RunResult | None, text: Text | None = None,
+              trec: str | None = None) -> tuple[RunResult, str | None]:
         """The run of every entry in entry order (the reused groups' rows and the fresh run's),
-        and, when `text` formats a run, its TREC lines in the same order (a reused group's as stored)."""
+        and, when `text` formats a run, its TREC lines in the same order (a reused group's as stored;
+        the fresh run's `trec` when the caller formatted them already)."""
         runs, lats, texts = [], [], []
         for g in self.groups:
             if g.stored is not None:
@@ -160,17 +219,17 @@ class Plan:
         if fresh is not None:
             runs.append(fresh.run)
             lats.append(fresh.latency)
-            texts.append(None)
+            texts.append(trec)
         # each frame's queries as row spans in the frames put end to end, then every span in entry order
         spans: dict[str, tuple[int, int, int]] = {}
-        offset = 0
-        for f, (frame, lat) in enumerate(zip(runs, lats, strict=True)):
-            ids, starts, counts = _spans(lat)
-            spans.update((q, (f, offset + int(s), int(c))) for q, s, c in zip(ids, starts.tolist(), counts.tolist(), strict=True))
-            offset += len(frame)
+        frames = [_spans(lat) for lat in lats]
+        offsets = np.cumsum([0, *(len(frame) for frame in runs)]).tolist()
+        for f, (ids, starts, counts) in enumerate(frames):
+            spans.update((q, (f, int(s), int(c))) for q, s, c in zip(ids, starts.tolist(), counts.tolist(), strict=True))
         found = [spans[q] for q in (str(e["query_id"]) for e in entries) if q in spans]
-        rows = _rows(np.asarray([s for _, s, _ in found], dtype=np.int64), np.asarray([c for _, _, c in found], dtype=np.int64))
-        run = (pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=RUN_COLUMNS)).iloc[rows].reset_index(drop=True)
+        rows = _rows(np.asarray([offsets[f] + s for f, s, _ in found], dtype=np.int64), np.asarray([c for _, _, c in found], dtype=np.int64))
+        stretches = _stretches(found)
+        run = _pick(runs, stretches, rows) if runs else pd.DataFrame(columns=RUN_COLUMNS)
         lat_all = pd.concat(lats, ignore_index=True) if lats else pd.DataFrame(columns=[*LATENCY_COLUMNS, MEASURED_IN])
         lat_index = {q: i for i, q in enumerate(lat_all["query_id"].astype(str).tolist())}
         lat = lat_all.iloc[[lat_index[q] for q in (str(e["query_id"]) for e in entries) if q in lat_index]].reset_index(drop=True)
@@ -178,9 +237,7 @@ class Plan:
         lat = lat.astype({"latency_ms": "float64", "n_returned": "int64", "abstain": "bool", "confidence": "float64"})
         lines = None
         if text is not None:
-            pieces = [t if t is not None else text(r) for t, r in zip(texts, runs, strict=True)]
-            every = [line for piece in pieces for line in piece.splitlines(keepends=True)]
-            lines = "".join([every[i] for i in rows.tolist()])
+            lines = _splice([t if t is not None else text(r) for t, r in zip(texts, runs, strict=True)], frames, stretches)
         if fresh is None:
             return RunResult(run, lat, pd.DataFrame(columns=FAILURE_COLUMNS), {}, ingest=no_ingest()), lines
         return RunResult(run, lat, fresh.failures, dict(fresh.info), fresh.memories, fresh.ingest), lines

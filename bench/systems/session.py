@@ -18,7 +18,6 @@ import pandas as pd
 from bench.io import write_jsonl
 from bench.params import SystemParams
 from bench.systems.adapters.external import Adapter, CommandAdapter
-from bench.systems.atoms import contract_rows
 from bench.systems.config import command_argv, make_adapter, names_atoms, sandboxed
 from bench.systems.replay import ReplayFiles
 from bench.systems.sandbox.code_content import set_query_ids
@@ -84,6 +83,8 @@ def served_sources(served: Mapping[str, pd.DataFrame]) -> list[tuple[str, str, s
 
 def atoms_rows(served: Mapping[str, pd.DataFrame], files: Mapping[str, SourceFile]) -> Iterator[dict[str, Any]]:
     """The atoms file a command system receives: the contract fields, text and `source_file`."""
+    from bench.systems.atoms import contract_rows  # here: that module imports pandera (0.3 s), which an in-process system never needs
+
     for row in contract_rows(dict(served)):
         sf = files.get(row["source_id"])
         yield {**row, "source_file": None if sf is None else sf.relpath}

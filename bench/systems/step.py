@@ -319,10 +319,11 @@ def answer(cfg: SystemParams, entries: list[dict], served: dict[str, pd.DataFram
         ran.info.update(run_id=run_id, reused_queries=0, parts_built=sorted(served), latency_measured_in={run_id: len(ran.result.latency)})
         return ran
     stored = reuse.stored_info()
+    fresh = None if ran is None or text is None else text(ran.result.run)  # the new answers' TREC lines, formatted once
     if ran is not None:
         reuse.store(entries, ran.result, {**ran.result.info, **ran.sandbox, "abstains_declared": ran.declared,
-                                          "description": ran.info.get("description")}, text)
-    result, trec = reuse.merge(entries, None if ran is None else ran.result, text)
+                                          "description": ran.info.get("description")}, fresh)
+    result, trec = reuse.merge(entries, None if ran is None else ran.result, text, fresh)
     result.info = {**stored, **(ran.result.info if ran else {}), "warm": all([stored.get("warm", True), ran is None or ran.result.info["warm"]])}
     sandbox = ran.sandbox if ran is not None else {"isolation": stored.get("isolation"), "isolation_note": stored.get("isolation_note", "")}
     declared = ran.declared if ran is not None else bool(stored.get("abstains_declared"))

@@ -124,3 +124,35 @@ def test_the_report_says_which_run_measured_which_latency() -> None:
     two = {**one, "latency_measured_in": {"2026-12-07T12:00:00Z-aaaaaa": 12, "2026-12-07T13:00:00Z-bbbbbb": 12}}
     line = next(line for line in system_section(two) if "measured in run" in line)
     assert "12 queries measured in run 2026-12-07T12:00:00Z-aaaaaa" in line and "12 queries measured in run 2026-12-07T13:00:00Z-bbbbbb" in line
+
+
+def test_a_run_put_together_from_stretches_equals_a_take_of_its_rows(monkeypatch) -> None:
+    """Plan.merge's pieces: the rows of several runs in any query order, queries without hits among
+    them, as slices (few stretches) or one take (many) and their TREC lines cut out of each run's
+    text: the same frame and the same text as taking every row and splitting every text into lines."""
+    from bench.systems import partwise
+
+    rng = np.random.default_rng(5)
+    runs, lats = [], []
+    for f in range(3):
+        counts = rng.integers(0, 4, size=12)
+        qids = [f"f{f}:q{i}" for i in range(12)]
+        runs.append(pd.DataFrame({"query_id": [q for q, c in zip(qids, counts, strict=True) for _ in range(c)],
+                                  "rank": [r for c in counts for r in range(1, c + 1)],
+                                  "atom_id": [f"a{rng.integers(1000)}" for _ in range(int(counts.sum()))],
+                                  "score": rng.random(int(counts.sum()))}))
+        lats.append(pd.DataFrame({"query_id": qids, "n_returned": counts}))
+    frames = [partwise._spans(lat) for lat in lats]
+    spans = [(f, int(s), int(c)) for f, (_, starts, counts) in enumerate(frames) for s, c in zip(starts, counts, strict=True)]
+    offsets = np.cumsum([0, *(len(r) for r in runs)])
+    texts = [trec_run(r, "t") for r in runs]
+    every = [line for text in texts for line in text.splitlines(keepends=True)]
+    for order in (list(range(len(spans))), rng.permutation(len(spans)).tolist(), [*range(12, 24), *range(12), *range(24, 36)]):
+        wanted = [spans[i] for i in order]
+        rows = partwise._rows(np.asarray([offsets[f] + s for f, s, _ in wanted]), np.asarray([c for _, _, c in wanted]))
+        expected = pd.concat(runs, ignore_index=True).iloc[rows].reset_index(drop=True)
+        stretches = partwise._stretches(wanted)
+        assert partwise._splice(texts, frames, stretches) == "".join(every[i] for i in rows.tolist())
+        for most in (0, 64):  # one take of every row, or a slice per stretch
+            monkeypatch.setattr(partwise, "MAX_SLICES", most)
+            pd.testing.assert_frame_equal(partwise._pick(runs, stretches, rows), expected)

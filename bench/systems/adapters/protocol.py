@@ -44,7 +44,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.annotations.schema import id_problem
 from bench.systems import Citation, Hit, MalformedResponse, MemoryHit, Query, Response
 
 REQUEST_KEYS = ("id", "question", "as_of", "scope", "k")
@@ -159,6 +158,8 @@ def _citations(where: str, provenance: Any) -> tuple[Citation, ...]:
 
 
 def _memory(where: str, hit: dict[str, Any], known_atoms: Collection[str] | None) -> MemoryHit:
+    from bench.annotations.schema import id_problem  # here: it imports pandera (0.3 s), which an atom hit never needs
+
     memory_id, text = hit["memory_id"], hit["text"]
     if problem := id_problem(memory_id, "memory_id"):
         raise MalformedResponse(f"{where}: {problem}, got {str(memory_id)[:80]!r}")

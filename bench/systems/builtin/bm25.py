@@ -199,10 +199,9 @@ class BM25System:
         for part in self.read(query):
             found = part.scores(tokens)
             if found is not None:
+                if self.scoped:  # `mask` over this index's atoms only: every other atom scores 0 already
+                    found = np.where(scope_mask(self.holders[part.positions], self.observed[part.positions], query), found, 0.0)
                 scores[part.positions] = found
-        visible = self.mask(query)
-        if visible is not None:
-            scores = np.where(visible, scores, 0.0)
         return scores
 
     def search(self, query: Query) -> list[Hit] | Response:
