@@ -41,6 +41,7 @@ constant one half, not tuned.)
 from __future__ import annotations
 
 import functools
+import math
 import re
 from typing import Any
 
@@ -220,11 +221,13 @@ class BM25System:
             return 0.0
         part = self.part_list[self.part_of[top]]
         words = set(tokenize(query.question))
-        total = sum(part.idf.get(t, part.unseen_idf) for t in words)
+        # math.fsum: the exactly rounded sum, whatever order the set gives the words in (a plain sum's
+        # last bit followed the string hash seed, so two processes could write different confidences)
+        total = math.fsum(part.idf.get(t, part.unseen_idf) for t in words)
         if total <= 0:
             return 0.0
         terms = part.terms[self.offset[top]]
-        return float(sum(part.idf[t] for t in words if t in terms) / total)
+        return float(math.fsum(part.idf[t] for t in words if t in terms) / total)
 
 
 def describe(scoped: bool, abstain_below: float | None) -> str:

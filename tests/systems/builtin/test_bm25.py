@@ -75,3 +75,22 @@ def test_the_system_says_what_it_does():
     assert "unscoped" in plain.description and f"less than {ABSTAIN_BELOW:g} " in plain.description
     assert "never abstains" in build_system("bm25", atoms(), abstain_below=0).description
     assert "never abstains" in BM25System(atoms(), scoped=False).description  # the plain class hybrid uses
+
+
+def test_the_confidence_is_the_same_whatever_the_string_hash_seed():
+    """The confidence sums IDFs over a set of words, whose order follows the string hash seed: two
+    processes must still send the same confidence to the last bit (math.fsum: exactly rounded)."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import pandas as pd\n"
+              "from tests.systems.builtin.test_bm25 import ask, atoms\n"
+              "from bench.systems import build_system\n"
+              "s = build_system('bm25', atoms())\n"
+              "qs = ['Was the weather nice when Melanie went swimming with the dog of Caroline?',\n"
+              "      'Did Caroline adopt a dog named Rex at the lake?', 'Melanie painted a fence over the nice lake weather']\n"
+              "print([s.search(ask(q)).confidence.hex() for q in qs])\n")
+    seen = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
+    assert len(seen) == 1, seen
