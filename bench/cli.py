@@ -344,16 +344,17 @@ def _leaderboard_pages(result: dict[str, Any], loaded: list[Any], specs: list[st
     from bench.comparison.compare import compare as run_compare
     from bench.io import write_text
     from bench.reporting.cartridges import located
-    from bench.reporting.compare_page import build
+    from bench.reporting.compare_page import build, run_detail
     from bench.reporting.leaderboard_page import page, page_name
 
     base = loaded[0]
     links = {}
     with located(loaded, Layout(Path()), PER_QUERY) as files:  # each run's data/ outputs found (and checked) once
+        base_detail = run_detail(files[0], base, result["k"])  # the baseline's cartridges, read once for every page
         for run, where in zip(loaded[1:], files[1:], strict=True):
             ab = run_compare(base.per_query, run.per_query, k=result["k"], options=stats)
             name = page_name(out.stem, run.label)
-            write_text(out.parent / name, build(ab, base, run, files=(files[0], where), set_files=_set_files(root)))
+            write_text(out.parent / name, build(ab, base, run, files=(files[0], where), set_files=_set_files(root), detail_a=base_detail))
             links[run.label] = name
     return page(result, sources=dict(zip([r.label for r in loaded], specs, strict=True)), links=links)
 

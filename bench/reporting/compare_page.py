@@ -339,18 +339,26 @@ def page(result: dict[str, Any], data: dict[str, Any], detail: dict[str, Any], *
     )
 
 
+def run_detail(files: RunFiles | str | None, run: Any, k: int) -> RunDetail | None:
+    """The cartridges of `run` (bench.comparison.compare.LoadedRun) from its data/ outputs `files`
+    (None when there are none: `files` is then why, or None)."""
+    return load_detail(files, k, run.per_query, (run.metrics.get("run") or {}).get("budget")) if isinstance(files, RunFiles) else None
+
+
 def build(result: dict[str, Any], a: Any, b: Any, *, files: Sequence[RunFiles | str | None], set_files: list[Path],
-          pictured: int = PICTURED) -> str:
+          pictured: int = PICTURED, detail_a: RunDetail | None = None) -> str:
     """The page of `bench compare A B --html` from the comparison `result` and the two runs
     (bench.comparison.compare.LoadedRun); `files`: where each run's data/ outputs are
     (bench.reporting.cartridges.locate; a string or None: why there are none); `set_files`: the
-    project's sets, read for questions when neither run holds its validated entries."""
+    project's sets, read for questions when neither run holds its validated entries; `detail_a`:
+    A's cartridges when the caller read them already (:func:`run_detail`: the leaderboard reads its
+    baseline's once for every page; read only here)."""
     from bench.reporting.compare_report import gated_rows
 
     k = result["k"]
     data = page_data(a.per_query, b.per_query, k)
-    da, db = (load_detail(f, k, run.per_query, (run.metrics.get("run") or {}).get("budget")) if isinstance(f, RunFiles) else None
-              for f, run in zip(files, (a, b), strict=True))
+    da = detail_a if detail_a is not None else run_detail(files[0], a, k)
+    db = run_detail(files[1], b, k)
     entries = {**(db.entries if db else {}), **(da.entries if da else {})}
     notes = []
     if not entries:
