@@ -1,11 +1,14 @@
 """End to end: the pipeline with executor kind local and kind dask gives the same outputs.
 
 The session's reproduced project (MMLongBench-Doc and LoCoMo, page OCR off as
-copy_project sets it) ran `dvc repro` with `executor.kind: local`; a clone of it re-runs
-every stage (`dvc repro -f`) with `kind: dask` on a LocalCluster of 2 worker processes on loopback that this test
-starts and passes through `executor.address`. The manifest, every segment and atom
-file are byte-identical and dev.json is identical apart from latency. Switching the
-kind afterwards re-runs no stage (`dvc status` clean): the executor is no DVC param.
+copy_project sets it) ran `dvc repro` with `executor.kind: local`; a clone of it, its dev
+questions cut to one LoCoMo conversation and six MMLongBench documents
+(tests/systems/small_sets.py: the corpus stays whole), re-runs every stage (`dvc repro -f`)
+with `kind: dask` on a LocalCluster of 2 worker processes on loopback that this test starts
+and passes through `executor.address`. The manifest, every segment and atom file are
+byte-identical to the session's local run, and dev.json is identical apart from latency to a
+local run on the same cut questions. Switching the kind afterwards re-runs no stage (`dvc
+status` clean): the executor is no DVC param.
 OCR through Dask workers is checked on real screenshots (test_ocr_through_dask); a worker
 killed in the middle of the extract@pdf stage is replaced and the stage completes with the
 same segments (test_a_worker_killed_mid_extraction).
@@ -23,6 +26,7 @@ import yaml
 
 from tests.conftest import MIRROR, need_mirror
 from tests.project_copy import clone_project, copy_project, project_env, run
+from tests.systems.small_sets import cut_dev, dev_groups
 
 pytestmark = pytest.mark.e2e
 
@@ -54,20 +58,33 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def _cut_questions(work: Path) -> None:
+    """`work`'s dev questions cut to one LoCoMo conversation and six MMLongBench documents (the first by name)."""
+    conversation = dev_groups(work, "locomo")[0]
+    documents = set(dev_groups(work, "mmlongbench")[:6])
+    assert cut_dev(work, "locomo", lambda g: g == conversation) > 0 and cut_dev(work, "mmlongbench", documents.__contains__) > 0
+
+
 def test_local_and_dask_give_the_same_outputs(tmp_path: Path, cluster: Any, reproduced: Path) -> None:
-    """The session's reproduced project ran with kind local; a clone of it re-runs every
-    stage (`dvc repro -f`) with kind dask on the test's LocalCluster."""
+    """The session's reproduced project ran every stage with kind local; a clone of it with the
+    dev questions cut re-runs every stage (`dvc repro -f`) with kind dask on the test's
+    LocalCluster, and another with the same cut questions re-runs the stages they change with
+    kind local (retrieve and evaluate of the whole dev split on Dask cost a minute)."""
     local = reproduced  # read only here
     dask = clone_project(reproduced, tmp_path / "dask")
+    _cut_questions(dask)
     _set_executor(dask, {"kind": "dask", "address": cluster.scheduler_address, "workers": None})
     env_dask = project_env(tmp_path / "site-cache-dask")
     log = run(["dvc", "repro", "-f"], dask, env_dask)
     assert "Running stage 'extract@pdf'" in log.stdout + log.stderr
-    # the builtin system answered on the Dask workers, the local run in process
+    cut = clone_project(reproduced, tmp_path / "local-cut")
+    _cut_questions(cut)
+    assert "Running stage 'retrieve'" in run(["dvc", "repro"], cut, project_env(tmp_path / "site-cache-cut")).stdout
+    # the builtin system answered on the Dask workers, the local runs in process
     ran_dask = json.loads((dask / "data/runs/system.json").read_text())
-    ran_local = json.loads((local / "data/runs/system.json").read_text())
+    for ran_local in (json.loads((w / "data/runs/system.json").read_text()) for w in (local, cut)):
+        assert (ran_local["executor"], ran_local["answered_on"], ran_local["in_flight"]) == ("local", "here", 1)
     assert (ran_dask["executor"], ran_dask["answered_on"], ran_dask["in_flight"]) == ("dask", "dask workers", 2)
-    assert (ran_local["executor"], ran_local["answered_on"], ran_local["in_flight"]) == ("local", "here", 1)
 
     assert (local / "bench/corpus/manifest.jsonl").read_bytes() == (dask / "bench/corpus/manifest.jsonl").read_bytes()
     for folder in ("data/segments", "data/atoms"):
@@ -76,9 +93,10 @@ def test_local_and_dask_give_the_same_outputs(tmp_path: Path, cluster: Any, repr
         assert [k for k in a if a[k] != b[k]] == [], folder
     assert any(k.startswith("pdf/") for k in _files(local / "data/segments"))
     assert any(k.startswith("pdf/") for k in _files(local / "data/atoms"))  # <modality>/<dataset>.parquet
-    dev_a = json.loads((local / "reports/metrics/dev.json").read_text())
+    dev_a = json.loads((cut / "reports/metrics/dev.json").read_text())
     dev_b = json.loads((dask / "reports/metrics/dev.json").read_text())
-    assert "latency_p50_ms" in dev_a["overall"]
+    assert "latency_p50_ms" in dev_a["overall"] and {"pdf", "conversation"} <= set(dev_a["by_modality"])
+    assert all(block["recall@10"]["n"] > 0 for block in dev_a["by_modality"].values())  # both modalities kept questions
     assert _without_latency(dev_a) == _without_latency(dev_b)
 
     # switching the executor is no change for DVC: nothing to re-run, in either direction

@@ -6,6 +6,7 @@ import ast
 import math
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,6 +41,15 @@ def tvqa_segments() -> pd.DataFrame:
     if not (TVQA_DIR / EVENTS).exists():
         pytest.skip(f"TutorialVQA mirror absent at {TVQA_DIR}")
     return TutorialVQA().extract({EVENTS: TVQA_DIR / EVENTS})
+
+
+@pytest.fixture(scope="module")
+def tvqa_imported() -> Any:
+    """TutorialVQA's set imported from the real mirror once for the module (the tests only read it;
+    test_tutorialvqa_import_real imports it a second time and compares)."""
+    if not (TVQA_DIR / EVENTS).exists():
+        pytest.skip(f"TutorialVQA mirror absent at {TVQA_DIR}")
+    return TutorialVQA().import_set(TVQA_DIR)
 
 
 @pytest.fixture(scope="module")
@@ -207,8 +217,8 @@ def test_round_trip_exact_atom_found():
     assert (hit["t_start"].iloc[0], hit["t_end"].iloc[0]) == (10.0, 20.0)
 
 
-def test_round_trip_real_gold_windows(tvqa_segments):
-    entries = TutorialVQA().import_set(TVQA_DIR).entries
+def test_round_trip_real_gold_windows(tvqa_segments, tvqa_imported):
+    entries = tvqa_imported.entries
     for strategy, opts in (("cue", {}), ("window", {"window_seconds": 30, "overlap_seconds": 10})):
         atoms = MODALITY.chunk(tvqa_segments, strategy, opts)
         by_source = dict(tuple(atoms.groupby("source_id")))
@@ -234,9 +244,8 @@ def check_entry_shape(e: dict, key: str) -> None:
 
 
 @need_tvqa
-def test_tutorialvqa_import_real():
-    ds = TutorialVQA()
-    first, second = ds.import_set(TVQA_DIR), ds.import_set(TVQA_DIR)
+def test_tutorialvqa_import_real(tvqa_imported):
+    first, second = tvqa_imported, TutorialVQA().import_set(TVQA_DIR)  # imported twice: the same result
     assert first.entries == second.entries and first.excluded == second.excluded and first.notes == second.notes
     entries = [e for e in first.entries if not is_derived(e)]
     moments = first.notes["moments"]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from bench.memo import Memo
-from bench.project.layout import DEV_METRICS, HERE, Layout
+from bench.project.layout import DEV_METRICS, HERE, MEMO_DIR, Layout
 from bench.project.reuse import evaluate_inputs, evaluate_key, with_chunking
 from bench.project.selection import config
 from tests.project_copy import clone_project, project_env, run
@@ -118,15 +118,20 @@ def test_a_conversation_change_reuses_the_pdf_answers_and_columns_and_equals_a_c
     atoms are rewritten, retrieve sends only the conversation queries (the pdf answers and their
     latency are the first run's) and evaluate computes only their per-query columns; dev.json
     (latency apart), the per-query table (latency_ms apart), dev.run and dev.qrels equal those of
-    the same stages forced with reuse off."""
+    the same stages forced with reuse off.
+
+    The first run is the session's reproduced one: its memo (every answer and column its cold
+    `dvc repro` computed and stored) is copied into the clone, whose own .dvc/tmp is not cloned,
+    instead of computing them again with retrieve and evaluate forced."""
+    import shutil
+
     from benchmarks.case_loop import differences, keep
 
-    work = clone_project(reproduced, tmp_path / "project")  # .dvc/tmp is not cloned: its memo starts empty
+    work = clone_project(reproduced, tmp_path / "project")
+    shutil.copytree(reproduced / MEMO_DIR, work / MEMO_DIR)  # copied, not linked: the clone's runs add to it
     env = project_env(tmp_path / "site-cache")
     _params(work, system={"name": "bm25-scoped"})  # the default as committed; said, so the test holds if it changes
-    run(["dvc", "repro"], work, env)
-    for stage in ("retrieve", "evaluate"):  # forced: the clone's memo is empty, so every answer and column is computed and stored
-        run(["dvc", "repro", "--force", "--single-item", stage], work, env)
+    run(["dvc", "repro"], work, env)  # nothing to run while it is the default (a changed default: its run is computed and stored)
     first = json.loads((work / "data" / "runs" / "system.json").read_text())
     _params(work, chunking={"conversation": {"strategy": "window"}})
     out = run(["dvc", "repro"], work, env)

@@ -335,12 +335,14 @@ def _random_case(rng: np.random.Generator):
 
 
 def test_precision_lies_in_zero_one_for_random_atoms_memories_and_overlaps():
-    """Property (500 random runs of atoms, memories citing overlapping units, gold regions): with
+    """Property (150 random runs of atoms, memories citing overlapping units, gold regions): with
     the one price, precision@k, coverage@k and iou@k lie in [0, 1] and the covered extent never
-    exceeds what the top k costs."""
+    exceeds what the top k costs. 150 cases (500 before; each costs three evaluations): of them
+    110 have memories, and 21 of the 450 (case, k) pairs reach precision 1 and 29 coverage 1 --
+    the bounds are reached, not only approached."""
     rng = np.random.default_rng(35)
     ent = pd.DataFrame({"query_id": ["q"], "unanswerable": [False], "modality": ["conversation"]})
-    for _ in range(500):
+    for _ in range(150):
         table, memories, regions, gold, run = _random_case(rng)
         for k in (1, 3, 10):
             row = extent_columns(ent, run, gold, regions, table, k=k, memories=memories).iloc[0]
