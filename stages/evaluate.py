@@ -58,8 +58,7 @@ def evaluate(cfg: Params, memo: Memo) -> dict[str, Any]:
     """Every output (path relative to ROOT -> frame, JSON document or text), evaluated."""
     preload()  # matplotlib imported beside the evaluation (the report's figures)
     local_datasets()  # pictures of local data sets come from their files in data/corpus/
-    entries = [e for _, e in iter_jsonl(at.valid_dir / "dev.jsonl")]
-    invalid = [r for _, r in iter_jsonl(at.valid_dir / "invalid.jsonl")]
+    entries, invalid = ([e for _, e in iter_jsonl(at.valid_dir / name)] for name in ("dev.jsonl", "invalid.jsonl"))
     summary = read_json(at.valid_dir / "summary.json")
     resolved = read_regions(at.resolved)  # typed and placed regions, the gold sources' segments, unreadable gold
     failures = at.runs / "failures.parquet"
