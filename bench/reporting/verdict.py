@@ -44,10 +44,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from bench.evaluation.measures import CATALOGUE
+from bench.evaluation.measures import CATALOGUE, measures
 from bench.numbers import number
 
 __all__ = ["MOST", "RULES", "Bought", "bought", "raised", "rules_text"]
@@ -74,14 +73,8 @@ class Bought:
 
     def names(self, k: int) -> tuple[str, str]:
         """(measure, by) as dev.json names them at cut-off k."""
-        at = _names_at(int(k))
+        at = {m.name: filled.name for m, filled in zip(CATALOGUE, measures(k), strict=True)}  # measures(k): built once per k
         return at[self.measure], at[self.by]
-
-
-@lru_cache(maxsize=8)
-def _names_at(k: int) -> dict[str, str]:
-    """Each catalogue measure's name -> its name at cut-off k (the catalogue is fixed: one map per k)."""
-    return {m.name: m.at(k).name for m in CATALOGUE}
 
 
 def _count(cell: dict[str, Any]) -> str:
