@@ -23,13 +23,19 @@ class ArchiveError(ValueError):
 
 def check_members(archive: str | Path, max_members: int = MAX_MEMBERS, max_bytes: int = MAX_UNPACKED_BYTES) -> list[zipfile.ZipInfo]:
     """Return the archive's file members after refusing unsafe names, links and bombs."""
-    name = str(archive)
+    with _open(archive) as zf:
+        return _checked(zf, str(archive), max_members, max_bytes)
+
+
+def _open(archive: str | Path) -> zipfile.ZipFile:
     try:
-        zf = zipfile.ZipFile(archive)
+        return zipfile.ZipFile(archive)
     except zipfile.BadZipFile as exc:
-        raise ArchiveError(f"{name}: not a readable zip archive ({exc})") from None
-    with zf:
-        infos = zf.infolist()
+        raise ArchiveError(f"{archive}: not a readable zip archive ({exc})") from None
+
+
+def _checked(zf: zipfile.ZipFile, name: str, max_members: int, max_bytes: int) -> list[zipfile.ZipInfo]:
+    infos = zf.infolist()
     if len(infos) > max_members:
         raise ArchiveError(f"{name}: {len(infos)} members, more than the bound of {max_members}")
     total = sum(i.file_size for i in infos)
@@ -52,13 +58,14 @@ def check_members(archive: str | Path, max_members: int = MAX_MEMBERS, max_bytes
 
 
 def read_member(archive: str | Path, member: str) -> bytes:
-    """Read one checked member, never more than its declared size."""
-    infos = {i.filename: i for i in check_members(archive)}
-    if member not in infos:
-        raise ArchiveError(f"{archive}: no member {member!r}")
-    info = infos[member]
-    with zipfile.ZipFile(archive) as zf, zf.open(info) as fh:
-        data = fh.read(info.file_size + 1)
+    """Read one checked member, never more than its declared size (the archive opened once)."""
+    with _open(archive) as zf:
+        infos = {i.filename: i for i in _checked(zf, str(archive), MAX_MEMBERS, MAX_UNPACKED_BYTES)}
+        if member not in infos:
+            raise ArchiveError(f"{archive}: no member {member!r}")
+        info = infos[member]
+        with zf.open(info) as fh:
+            data = fh.read(info.file_size + 1)
     if len(data) > info.file_size:
         raise ArchiveError(f"{archive}: member {member!r} unpacks to more than its declared {info.file_size} bytes")
     return data

@@ -29,7 +29,6 @@ from bench.project.layout import HERE as at
 from bench.project.reuse import evaluate_key, with_chunking
 from bench.project.selection import config, local_datasets
 from bench.reporting.outputs import dev_report
-from bench.reporting.plots import preload
 from bench.reporting.report import markdown
 from bench.reporting.thumbnails import CorpusFiles
 
@@ -56,7 +55,6 @@ def main() -> None:
 
 def evaluate(cfg: Params, memo: Memo) -> dict[str, Any]:
     """Every output (path relative to ROOT -> frame, JSON document or text), evaluated."""
-    preload()  # matplotlib imported beside the evaluation (the report's figures)
     local_datasets()  # pictures of local data sets come from their files in data/corpus/
     entries, invalid = ([e for _, e in iter_jsonl(at.valid_dir / name)] for name in ("dev.jsonl", "invalid.jsonl"))
     summary = read_json(at.valid_dir / "summary.json")

@@ -15,8 +15,9 @@ differs from the pin is quarantined (reported, never used, never written over a 
 file). Files that cannot be had are listed with status "unavailable".
 
 Per run, each store folder is created once and swept once for the temp files a
-killed run left (``.<name>.<random>.part``); files are hashed through one reused
-buffer per thread.
+killed run left (``.<name>.<random>.part``); files are hashed through reused read
+buffers, and a data set's files are spread over a few threads that each take the
+next file when done (`in_threads`; no future per file).
 
 The manifest is one JSON row per file, sorted by (dataset key, path); the same
 inputs give a byte-identical manifest (no times, no local paths in it).
@@ -43,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -91,7 +93,7 @@ class _Target:
     folders: StoreFolders
     pins: dict
     pin_sha: str | None
-    dest: Path
+    dest: str
     row: dict
     dest_exists: bool = False
     folder: str | None = None
@@ -107,8 +109,7 @@ class _Target:
         return self.row
 
 
-def _target(ds: Dataset, cf: CorpusFile, store: Path, log: FetchLog, folders: StoreFolders) -> _Target:
-    pins = ds.pins()
+def _target(ds: Dataset, cf: CorpusFile, store: Path, log: FetchLog, folders: StoreFolders, pins: dict) -> _Target:
     pin = pins.get(cf.path)
     pin_sha = cf.sha256 or (pin[0] if pin else None)
     row = {
@@ -122,11 +123,17 @@ def _target(ds: Dataset, cf: CorpusFile, store: Path, log: FetchLog, folders: St
         "url": ds.url(cf.path),
         "status": "unavailable",
     }
-    t = _Target(ds, cf, store, log, folders, pins, pin_sha, local_path(store, ds.key, cf.path), row)
+    t = _Target(ds, cf, store, log, folders, pins, pin_sha, _dest(store, ds.key, cf.path), row)
     t.folder = tree_path(cf.path)
-    t.tree_dest = store / ds.key / t.folder.rstrip("/") if t.folder else None
-    t.tree_pin = pins.get(t.folder) if t.folder else None
+    if t.folder:
+        t.tree_dest = store / ds.key / t.folder.rstrip("/")
+        t.tree_pin = pins.get(t.folder)
     return t
+
+
+def _dest(store: Path, key: str, path: str) -> str:
+    """`local_path` as a string; a plain file's joined without pathlib (this runs once per file)."""
+    return str(local_path(store, key, path)) if "!/" in path else os.path.join(store, key, path)
 
 
 def _from_store(t: _Target) -> dict | None:
@@ -212,7 +219,7 @@ def _from_mirror_tree(t: _Target, mirror_roots: Sequence[Path]) -> dict | None:
 def _from_url(t: _Target, downloader: Callable[[str, Path], Path]) -> dict:
     """4. The upstream URL; a download that differs from its pin is quarantined."""
     try:
-        part = downloader(str(t.row["url"]), t.dest)
+        part = downloader(str(t.row["url"]), Path(t.dest))
     except OSError as exc:
         t.log.problems.append(str(exc))
         return t.row
@@ -220,7 +227,7 @@ def _from_url(t: _Target, downloader: Callable[[str, Path], Path]) -> dict:
     if t.pin_sha and sha != t.pin_sha:
         qdir = t.store / ".quarantine" / t.ds.key
         qdir.mkdir(parents=True, exist_ok=True)
-        os.replace(part, qdir / t.dest.name)
+        os.replace(part, qdir / os.path.basename(t.dest))
         t.log.quarantined.append(f"{t.row['url']}: sha256 {sha} differs from pin {t.pin_sha}: quarantined")
         return t.row
     os.replace(part, t.dest)
@@ -238,6 +245,7 @@ def fetch_file(
     outer_sha: str | None = None,
     folders: StoreFolders | None = None,
     fresh: bool = False,
+    pins: dict | None = None,
 ) -> dict:
     """Fetch one file and return its manifest row (the steps in order: the store, an
     archive member's outer archive, the mirror roots, their unpacked trees, the URL).
@@ -247,8 +255,9 @@ def fetch_file(
     `folders`: the run's record of store folders made and swept (one per call if None).
     `fresh`: the data set's store folder did not exist when this run began, so nothing is
     stored there yet but what this run placed (the probe of step 1 is skipped).
+    `pins`: the data set's `pins()`, when the caller has them at hand (asked for here otherwise).
     """
-    t = _target(ds, cf, store, log, folders if folders is not None else StoreFolders())
+    t = _target(ds, cf, store, log, folders if folders is not None else StoreFolders(), ds.pins() if pins is None else pins)
     found = None if fresh else _from_store(t)
     if found is not None:
         return found
@@ -267,6 +276,41 @@ def fetch_file(
 MEMBER_WORKERS = 8
 
 
+def in_threads(fn: Callable[[CorpusFile, str | None], dict], calls: Sequence[tuple[CorpusFile, str | None]], workers: int) -> list[dict]:
+    """`fn(*call)` of every call, on up to `workers` threads (the calling one among them),
+    each taking the next call when it has finished one; results in call order.
+
+    No pool: a future per file, its queue and its wake-ups cost about as much GIL-bound
+    work as a small file's fetch. An error stops the taking of calls; the first one (in
+    call order) is raised once every thread has ended.
+    """
+    results: list[dict] = [{}] * len(calls)
+    errors: list[tuple[int, BaseException]] = []
+    todo = iter(enumerate(calls))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while not errors:
+            with lock:
+                i, call = next(todo, (-1, None))
+            if call is None:
+                return
+            try:
+                results[i] = fn(*call)
+            except BaseException as exc:  # raised below, in the calling thread
+                errors.append((i, exc))
+
+    helpers = [threading.Thread(target=work) for _ in range(min(workers, len(calls)) - 1)]
+    for thread in helpers:
+        thread.start()
+    work()
+    for thread in helpers:
+        thread.join()
+    if errors:
+        raise min(errors, key=lambda e: e[0])[1]
+    return results
+
+
 def fetch_dataset(
     ds: Dataset,
     store: Path,
@@ -279,30 +323,21 @@ def fetch_dataset(
     corpus files they list (in listed order; archive members last)."""
     folders = StoreFolders()
     fresh = not os.path.isdir(store / ds.key)  # a first fetch: no stored copy to probe for, file by file
+    pins = ds.pins()
 
     def one(cf: CorpusFile, outer_sha: str | None = None) -> dict:
-        return fetch_file(ds, cf, store, mirror_roots, allow_download, log, downloader, outer_sha, folders, fresh)
+        return fetch_file(ds, cf, store, mirror_roots, allow_download, log, downloader, outer_sha, folders, fresh, pins)
 
     def many(files: list[CorpusFile], rows: list[dict]) -> list[dict]:
         """Plain files in parallel (hashlib and file I/O release the GIL), then archive
         members, whose outer archive must be in the store first: its row, hashed once
         there, passes its hash on."""
-        plain = [cf for cf in files if "!/" not in cf.path]
+        plain = [(cf, None) for cf in files if "!/" not in cf.path]
         members = [cf for cf in files if "!/" in cf.path]
-        out: list[dict] = []
-        if len(plain) > 1:
-            with ThreadPoolExecutor(max_workers=max(1, min(FETCH_WORKERS, len(plain)))) as pool:
-                out.extend(pool.map(one, plain))
-        else:
-            out.extend(one(cf) for cf in plain)
+        out = in_threads(one, plain, FETCH_WORKERS)
         hashed = {r["path"]: r["sha256"] for r in (*rows, *out) if r["status"] == "present" and r.get("form") != "tree"}
         outer = [hashed.get(cf.path.split("!/", 1)[0]) for cf in members]
-        if len(members) > 1:
-            with ThreadPoolExecutor(max_workers=min(MEMBER_WORKERS, len(members))) as pool:
-                out.extend(pool.map(one, members, outer))
-        else:
-            out.extend(one(cf, sha) for cf, sha in zip(members, outer, strict=True))
-        return out
+        return out + in_threads(one, list(zip(members, outer, strict=True)), MEMBER_WORKERS)
 
     annotations = [CorpusFile(source_id=f"{ds.key}:annotations", path=p) for p in ds.annotation_files]
     by_path = {r["path"]: r for r in many(annotations, [])}

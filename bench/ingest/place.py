@@ -109,17 +109,17 @@ def replace_tree(tmp: Path, dest: Path) -> None:
         os.replace(tmp, dest)
 
 
-_buffers = threading.local()
+#: read buffers not in use: `hash_file` takes one and gives it back, so a buffer outlives
+#: the short-lived fetch threads (allocating and zeroing 1 MiB per file, or per thread,
+#: costs more than hashing a small file)
+_free_buffers: list[bytearray] = []
 
 
-def _buffer() -> tuple[bytearray, memoryview]:
-    """This thread's read buffer (allocating and zeroing 1 MiB per file cost more than hashing a small one)."""
-    buf = getattr(_buffers, "buf", None)
-    if buf is None:
-        buf = bytearray(CHUNK)
-        _buffers.buf = buf
-        _buffers.view = memoryview(buf)
-    return buf, _buffers.view
+def _take_buffer() -> bytearray:
+    try:
+        return _free_buffers.pop()
+    except IndexError:
+        return bytearray(CHUNK)
 
 
 class NotRegularFile(OSError):
@@ -131,26 +131,29 @@ NOT_A_FILE = (FileNotFoundError, NotADirectoryError, IsADirectoryError, NotRegul
 
 
 def hash_file(path: str | os.PathLike) -> tuple[str, int]:
-    """(sha256, bytes) of a regular file, read once through this thread's reused buffer.
+    """(sha256, bytes) of a regular file, read once through a reused buffer.
 
     Opened without blocking (a FIFO must not hang the run) and checked to be a regular
     file on the open descriptor, so no separate stat is needed: a path that is absent
-    raises FileNotFoundError, one that is not a regular file `NotRegularFile`.
+    raises FileNotFoundError, one that is not a regular file `NotRegularFile`. Read with
+    plain ``read`` calls on the descriptor (a file object would stat it again).
     """
     h = hashlib.sha256()
     size = 0
-    buf, view = _buffer()
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegularFile(f"not a regular file: {path}")
-    except BaseException:
+        buf = _take_buffer()
+        try:
+            with memoryview(buf) as view:
+                while n := os.readv(fd, (buf,)):
+                    h.update(view[:n])
+                    size += n
+        finally:
+            _free_buffers.append(buf)
+    finally:
         os.close(fd)
-        raise
-    with open(fd, "rb", buffering=0) as fh:
-        while n := fh.readinto(buf):
-            h.update(view[:n])
-            size += n
     return h.hexdigest(), size
 
 
@@ -187,7 +190,7 @@ def _sweep(folder: str) -> None:
     _remove(entries)
 
 
-def place_link(src: str, dest: Path, dest_exists: bool, sha: str, folders: StoreFolders) -> bool:
+def place_link(src: str, dest: str, dest_exists: bool, sha: str, folders: StoreFolders) -> bool:
     """Put the already hashed mirror file `src` at `dest` by a hard link; False (and
     nothing placed) when a copy, made where no link is possible, came out different.
 
@@ -195,7 +198,8 @@ def place_link(src: str, dest: Path, dest_exists: bool, sha: str, folders: Store
     all). An older copy there: link under a temp name, then rename over it. Where no
     link can be made: copy with the hash taken again from the copy's bytes.
     """
-    folders.ready(os.path.dirname(dest))
+    folder = os.path.dirname(dest)
+    folders.ready(folder)
     if not dest_exists:
         try:
             os.link(src, dest)
@@ -205,7 +209,7 @@ def place_link(src: str, dest: Path, dest_exists: bool, sha: str, folders: Store
         except OSError:
             return _place_copy(src, dest, sha)
     for _ in range(100):
-        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.part")
+        tmp = os.path.join(folder, f".{os.path.basename(dest)}.{secrets.token_hex(6)}.part")
         try:
             os.link(src, tmp)
         except FileExistsError:
@@ -217,8 +221,8 @@ def place_link(src: str, dest: Path, dest_exists: bool, sha: str, folders: Store
     return _place_copy(src, dest, sha)
 
 
-def _place_copy(src: str, dest: Path, sha: str) -> bool:
-    got, _size, tmp = copy_hashed(Path(src), dest)
+def _place_copy(src: str, dest: str, sha: str) -> bool:
+    got, _size, tmp = copy_hashed(Path(src), Path(dest))
     if got != sha:
         tmp.unlink()
         return False

@@ -24,7 +24,6 @@ Figures are deterministic SVG text (no dates, fixed ids).
 from __future__ import annotations
 
 import io
-import threading
 from typing import Any
 
 import numpy as np
@@ -163,15 +162,6 @@ def _pyplot() -> Any:
     return plt
 
 
-def preload() -> threading.Thread:
-    """Import matplotlib (about 0.6 s) on a thread while the caller reads and computes what the figures
-    draw (file reads, numpy and the intervals' threads let it run); :func:`figure` then finds it imported
-    (Python's import lock makes it wait for an import still under way)."""
-    thread = threading.Thread(target=_pyplot, name="import-matplotlib", daemon=True)
-    thread.start()
-    return thread
-
-
 def figure(width: float = 6.4, height: float = 3.6) -> Any:
     plt = _pyplot()
 
@@ -182,11 +172,18 @@ def figure(width: float = 6.4, height: float = 3.6) -> Any:
     return fig, ax
 
 
+#: the axes' margins in inches (left, right, bottom, top): room for the tick labels, axis labels and title of
+#: every figure here; fixed, because `tight_layout` measured them by drawing each figure once more (about 0.07 s a figure)
+MARGINS = (0.9, 0.3, 0.62, 0.4)
+
+
 def svg(fig: Any) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.StringIO()
-    fig.tight_layout()
+    width, height = fig.get_size_inches()
+    left, right, bottom, top = MARGINS
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height)
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     plt.close(fig)
     text = buf.getvalue()

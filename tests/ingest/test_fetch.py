@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 import stat
+import time
 import zipfile
 from pathlib import Path
 from typing import ClassVar
@@ -381,6 +382,55 @@ def test_data_sets_fetched_concurrently_give_the_rows_of_one_by_one(tmp_path):
     assert [r["key"] for r in together[:7]] == ["fake"] * 7 and by_path(together[7:])["docs/b.txt"]["status"] == "unavailable"
     assert sorted(log.quarantined) == sorted(one_log.quarantined) and len(log.quarantined) == 1
     assert "other-mirror/docs/b.txt" in log.quarantined[0]
+
+
+def test_in_threads_keeps_call_order_and_raises_the_first_error():
+    import threading
+
+    from bench.ingest.fetch import in_threads
+
+    calls = [(CorpusFile(source_id=f"fake:{i}", path=f"p{i}"), None) for i in range(60)]
+    threads: set[int] = set()
+
+    def fn(cf: CorpusFile, _sha: str | None) -> dict:
+        threads.add(threading.get_ident())
+        return {"path": cf.path}
+
+    assert [r["path"] for r in in_threads(fn, calls, 4)] == [f"p{i}" for i in range(60)]
+    threads.clear()
+    assert [r["path"] for r in in_threads(fn, calls[:5], 1)] == ["p0", "p1", "p2", "p3", "p4"]
+    assert threads == {threading.get_ident()}  # one worker: the calling thread alone
+    assert in_threads(fn, [], 4) == []
+
+    done: list[str] = []
+
+    def failing(cf: CorpusFile, _sha: str | None) -> dict:
+        if cf.path in ("p3", "p7"):
+            raise ValueError(cf.path)
+        time.sleep(0.01)
+        done.append(cf.path)
+        return {}
+
+    with pytest.raises(ValueError, match="^p3$"):  # calls are taken in order: p3's error is always met
+        in_threads(failing, calls, 4)
+    assert len(done) <= 8  # an error stops the taking of further calls
+
+
+def test_hash_file_in_many_threads_at_once(tmp_path):
+    """Threads share the read buffers (taken and given back per file): every hash is still right."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bench.ingest.fetch import CHUNK, hash_file
+
+    rng = random.Random(7)
+    blobs = [rng.randbytes(rng.choice([0, 1, 4096, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 5])) for _ in range(40)]
+    paths = []
+    for i, blob in enumerate(blobs):
+        paths.append(tmp_path / f"f{i}")
+        paths[-1].write_bytes(blob)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(hash_file, paths * 3))
+    assert got == [(sha(b), len(b)) for b in blobs] * 3
 
 
 # -- downloads (injected downloader) ---------------------------------------------------

@@ -246,12 +246,37 @@ def test_annotation_files_from_pins():
     assert ds.file_of("screenagent:data/ScreenAgent/test/a/b.json") is None
 
 
+def test_screenshot_path_is_in_the_steps_images_folder():
+    step = f"data/ScreenAgent/test/{SESSION}/2024-01-12_16-52-37-180900.json"
+    assert sa_module.screenshot_path(step, {"saved_image_name": "2024-01-12_16-52-37-180900.jpg"}) == SHOT
+
+
 @need_mirror
 def test_corpus_files_from_annotations():
     files = ScreenAgent().corpus_files(SA_DIR)
     assert len(files) == 208 and len({f.source_id for f in files}) == 208
     assert all(f.sha256 and f.bytes and f.source_id == f"screenagent:{f.path}" for f in files)
     assert all((SA_DIR / f.path).is_file() for f in files)
+    assert SHOT in {f.path for f in files}
+
+
+def test_corpus_files_skip_absent_step_files_and_unboxed_steps(tmp_path):
+    """Only present step files count; a planning step, a step without a clickable_area or with
+    a name that is not a plain capture time names no screenshot."""
+    ds = ScreenAgent()
+    boxed = {"status": "executing", "actions": [{"clickable_area": {}}]}
+    steps = {0: {**boxed, "saved_image_name": "2024-01-12_16-52-37-180900.jpg"},
+             1: {"status": "planning", "saved_image_name": "2024-01-12_16-52-38-000000.jpg"},
+             2: {"status": "executing", "actions": [{"action_type": "key"}], "saved_image_name": "2024-01-12_16-52-39-000000.jpg"},
+             3: {**boxed, "saved_image_name": "../2024-01-12_16-52-40-000000.jpg"},
+             4: {**boxed, "saved_image_name": "2024-01-12_16-52-41-000000.jpg"}}
+    for i, step in steps.items():
+        local = tmp_path / ds.annotation_files[i]
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_text(json.dumps(step), encoding="utf-8")
+    (tmp_path / ds.annotation_files[5]).mkdir(parents=True)  # a folder where a step file should be
+    got = [f.path for f in ds.corpus_files(tmp_path)]
+    assert got == sorted(sa_module.screenshot_path(ds.annotation_files[i], steps[i]) for i in (0, 4))
 
 
 @need_mirror

@@ -16,7 +16,7 @@ from bench.corpus_sources import datasets
 from bench.modalities import modalities
 from bench.modalities.derived import is_derived, question_key
 from bench.modalities.video import DATASETS, MODALITY
-from bench.modalities.video.medvidqa import CSV, MedVidQA, parse_track, read_rows
+from bench.modalities.video.medvidqa import CSV, VIDEO_ID, MedVidQA, parse_track, read_rows, read_video_ids
 from bench.modalities.video.modality import DURATION_TOLERANCE, cue_frame, finish_segments, overlaps, window_bounds
 from bench.modalities.video.tutorialvqa import EVENTS, TutorialVQA
 
@@ -347,6 +347,33 @@ def test_medvidqa_extract_real(medvid_segments):
     assert (seg["t_end"] >= seg["t_start"]).all()
     cf = MedVidQA().corpus_files(MEDVID_DIR)
     assert len(cf) == 47 and {c.path for c in cf} == {CSV}
+
+
+@need_medvid
+def test_medvidqa_listing_reads_the_ids_read_rows_reads():
+    """The corpus listing reads the video_id column alone: the ids, in order, of the whole CSV read as cp1252."""
+    whole = pd.read_csv(MEDVID_DIR / CSV, encoding="cp1252", dtype=str, keep_default_na=False)["video_id"].tolist()
+    assert read_video_ids(MEDVID_DIR / CSV) == whole
+    rows, _ = read_rows(MEDVID_DIR / CSV)
+    ids = sorted({v for v in rows["video_id"] if VIDEO_ID.match(v)})
+    assert [c.source_id for c in MedVidQA().corpus_files(MEDVID_DIR)] == [f"medvidqa:{v}" for v in ids]
+
+
+def test_medvidqa_listing_of_cp1252_text_with_quotes_and_line_breaks(tmp_path):
+    """cp1252 text in other columns (and an id with a non-ASCII letter, not a YouTube id) lists as read_rows reads."""
+    header = "video_id,question,timestamp,answer,subtitles,subtitle_timestamps\r\n"
+    lines = ['h5MvX50zTLM,"Caf\u00e9 \u2019chin\u2019 tucks, two\nlines","(7, 73)",a,"say ""hi""",{}\r\n',
+             '#NAME?,q,"(1, 2)",a,s,{}\r\n',
+             'abcdefghij\u00e9,q,"(1, 2)",a,s,{}\r\n',
+             '"Y9-54bnvPGg",q,"(1, 2)",a,"\u20ac\r\nmore",{}\r\n',
+             'h5MvX50zTLM,q2,"(1, 2)",a,s,{}\r\n']
+    path = tmp_path / CSV
+    path.parent.mkdir(parents=True)
+    path.write_bytes((header + "".join(lines)).encode("cp1252"))
+    rows, _ = read_rows(path)  # no exact duplicates here: every row is kept
+    assert read_video_ids(path) == rows["video_id"].tolist()
+    assert rows["video_id"].tolist()[2] == "abcdefghij\u00e9"
+    assert [c.source_id for c in MedVidQA().corpus_files(tmp_path)] == ["medvidqa:Y9-54bnvPGg", "medvidqa:h5MvX50zTLM"]
 
 
 # -- observed_at per cue and derived unanswerable entries ------------------------

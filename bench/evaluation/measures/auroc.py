@@ -12,6 +12,7 @@ the cell needs both kinds of entries.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -79,9 +80,14 @@ def auroc_codes(signal: np.ndarray, positive: np.ndarray, failed: np.ndarray) ->
 def auroc_from_codes(codes: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     """AUROC along the last axis of :func:`auroc_codes` codes (NaN where a class is absent).
     ``weights`` (the shape of `codes`, or rows of weights over one row of codes): how many times
-    each entry counts (a cluster bootstrap's draw, bench.evaluation.stats.uncertainty)."""
+    each entry counts (a cluster bootstrap's draw, bench.evaluation.stats.uncertainty). Integer
+    weights over one row of codes take :func:`_auroc_counted`, equal bit for bit and faster."""
+    w = None if weights is None else np.asarray(weights)
+    if w is not None and w.dtype.kind in "iu" and np.ndim(codes) == 1 and np.size(codes):
+        out = _auroc_counted(np.asarray(codes, dtype=np.int64), np.atleast_2d(w).astype(np.int64, copy=False))
+        return out if w.ndim > 1 and len(w) > 1 else out.reshape(())
     c = np.atleast_2d(np.asarray(codes, dtype=np.int64))
-    w = None if weights is None else np.atleast_2d(np.asarray(weights, dtype=float))
+    w = None if w is None else np.atleast_2d(np.asarray(w, dtype=float))
     if w is not None and c.shape[0] == 1 and w.shape[0] > 1:
         c = np.broadcast_to(c, w.shape)
     b, _ = c.shape
@@ -93,11 +99,79 @@ def auroc_from_codes(codes: np.ndarray, weights: np.ndarray | None = None) -> np
     allc = np.bincount(flat, weights=ones, minlength=b * width).reshape(b, width)
     neg = allc - p
     below = np.cumsum(neg, axis=1) - neg
-    u = (p * (below + 0.5 * neg)).sum(axis=1)
-    n_pos, n_neg = p.sum(axis=1), neg.sum(axis=1)
+    return _ratio((p * (below + 0.5 * neg)).sum(axis=1), p.sum(axis=1), neg.sum(axis=1),
+                  np.asarray(codes).ndim > 1 or (w is not None and w.shape[0] > 1))
+
+
+def _auroc_counted(codes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The AUROC of each row of integer `weights` over one row of codes, in integers: every count,
+    and twice the Mann-Whitney U (a sum of half counts), is an integer, so the float path's sums
+    (exact while below 2**53) give the same numbers in any order. With the entries in code order
+    (the cluster bootstrap passes them so), a positive entry's negatives below are the negative
+    entries before it: one running sum over the negatives (the fewer), a product of rows, less
+    half of each tie between the classes; in blocks of rows that stay in the core's cache."""
+    plan = _plan(codes.tobytes())
+    if plan.order is not None:
+        weights = weights[:, plan.order]
+    out = np.empty((len(weights), 3))  # twice U, positives, negatives (integers below 2**53)
+    rows = max(1, CACHE_VALUES // len(codes))
+    for r in range(0, len(weights), rows):
+        w = weights[r:r + rows] if plan.merge is None else np.add.reduceat(weights[r:r + rows], plan.merge, axis=1)
+        p = np.take(w, plan.pos, axis=1)
+        negatives = np.zeros((len(p), len(plan.neg) + 1), dtype=np.int64)  # column m: the first m negatives' weight
+        np.cumsum(np.take(w, plan.neg, axis=1), axis=1, out=negatives[:, 1:])
+        twice_u = 2 * np.einsum("ij,ij->i", p, np.take(negatives, plan.below, axis=1))  # each positive above its key's negatives ...
+        if len(plan.tied):  # ... less half of them: a tied key's negatives times its positives
+            tied = np.add.reduceat(np.take(w, plan.tied, axis=1), plan.tied_runs, axis=1)
+            twice_u -= np.einsum("ij,ij->i", tied[:, 0::2], tied[:, 1::2])
+        out[r:r + len(p), 0], out[r:r + len(p), 1], out[r:r + len(p), 2] = twice_u, p.sum(axis=1), negatives[:, -1]
+    return _ratio(out[:, 0] * 0.5, out[:, 1], out[:, 2], True)
+
+
+#: entries per block of rows in _auroc_counted (1 MB of counts)
+CACHE_VALUES = 1 << 17
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Where _auroc_counted reads in a row of weights (over code-ordered columns)."""
+
+    order: np.ndarray | None  # the entries in code order (None: they are)
+    merge: np.ndarray | None  # each code's first entry when its entries are summed first (many ties)
+    pos: np.ndarray  # the positive columns
+    neg: np.ndarray  # the negative columns
+    below: np.ndarray  # per positive column: the negative columns before it (its key's and lower)
+    tied: np.ndarray  # the columns of keys held by both classes, key by key (its negatives, then its positives)
+    tied_runs: np.ndarray  # where each key's negatives and positives start among them
+
+
+@functools.lru_cache(maxsize=4)
+def _plan(raw: bytes) -> _Plan:
+    """The plan of a row of int64 codes, kept for the last few: the cluster bootstrap asks for the
+    same codes' AUROC a block of resamples at a time, and the plan costs more than a block."""
+    codes = np.frombuffer(raw, dtype=np.int64)
+    order = np.argsort(codes, kind="stable") if np.any(codes[1:] < codes[:-1]) else None
+    codes = codes if order is None else codes[order]
+    starts = np.flatnonzero(np.append(True, codes[1:] != codes[:-1]))  # each code's first entry
+    merge = starts if len(starts) * 2 <= len(codes) else None
+    if merge is not None:
+        codes, starts = codes[starts], np.arange(len(starts))
+    neg = codes & 1 == 0
+    pos = np.flatnonzero(~neg)
+    sizes = np.diff(np.append(starts, len(codes)))
+    run = np.repeat(np.arange(len(starts)), sizes)  # each column's code, counted from 0
+    edge = run[np.flatnonzero(neg[:-1] & (codes[1:] == codes[:-1] + 1))]  # the negatives of a key held by both (next: its positives)
+    held = np.zeros(len(starts), dtype=bool)
+    held[edge] = held[edge + 1] = True
+    return _Plan(order, merge, pos, np.flatnonzero(neg), np.cumsum(neg)[pos], np.flatnonzero(held[run]),
+                 np.cumsum(sizes[held]) - sizes[held])
+
+
+def _ratio(u: np.ndarray, n_pos: np.ndarray, n_neg: np.ndarray, rows: bool) -> np.ndarray:
+    """U / (positives x negatives), NaN where a class is absent; a 0-d array unless `rows`."""
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg), np.nan)
-    return out if np.asarray(codes).ndim > 1 or (w is not None and w.shape[0] > 1) else out.reshape(())
+    return out if rows else out.reshape(())
 
 
 def _compute(every: AllQueries) -> dict[str, np.ndarray | str]:

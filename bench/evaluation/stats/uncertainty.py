@@ -67,6 +67,10 @@ from bench.memo import Memo
 __all__ = ["rng_for", "bootstrap_ci", "paired_randomization_test", "holm", "add_intervals", "cluster_sums", "weighted_percentile"]
 
 BATCH_VALUES = 2_000_000
+#: values per block of resamples in the weighted paths (1 MB of counts: they stay in the core's cache)
+CACHE_VALUES = 1 << 17
+#: entries per block in weighted_percentile's search
+BLOCK = 64
 CONFIDENCE = 0.95
 
 
@@ -179,36 +183,46 @@ def _bootstrap_clusters(x: np.ndarray, codes: np.ndarray, statistic: str | Calla
             out[start:start + b] = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
         return out
     # a percentile or a function of weighted entries (the AUROC): each entry weighs how often its cluster was drawn
-    order = np.arange(len(x)) if callable(statistic) or statistic == "mean" else np.argsort(x, kind="stable")
+    order = np.arange(len(x)) if statistic == "mean" else np.argsort(x, kind="stable")  # others: in value order (the AUROC: by code)
     ordered, at = x[order], codes[order]
+    first = np.unique(at, return_index=True)[1]  # each cluster's first entry (in `ordered`)
+    rest = np.flatnonzero(first[at] != np.arange(len(x)))  # a cluster's other entries, which copy its first's count
     out = np.empty(resamples)
     batch = max(1, BATCH_VALUES // max(len(x), c))
+    rows = batch if statistic == "mean" else max(1, CACHE_VALUES // len(x))
     for start in range(0, resamples, batch):
-        b = min(batch, resamples - start)
-        picks = (np.arange(b)[:, None] * c + rng.integers(0, c, size=(b, c))).ravel()
-        weights = np.bincount(picks, minlength=b * c).reshape(b, c).astype(float)[:, at]
-        if callable(statistic):
-            out[start:start + b] = statistic(ordered, weights=weights)
-        elif statistic == "mean":
-            out[start:start + b] = (weights @ ordered) / weights.sum(axis=1)
-        else:
-            out[start:start + b] = weighted_percentile(ordered, weights, float(str(statistic)[1:]))
+        drawn = rng.integers(0, c, size=(min(batch, resamples - start), c))
+        for s in range(start, start + len(drawn), rows):  # counted at each cluster's first entry, copied to its others
+            picks = first.take(drawn[s - start:s - start + rows])
+            picks += np.arange(len(picks))[:, None] * len(x)
+            weights = np.bincount(picks.ravel(), minlength=len(picks) * len(x)).reshape(len(picks), len(x))
+            weights[:, rest] = weights[:, first[at[rest]]]
+            if callable(statistic):
+                out[s:s + len(weights)] = statistic(ordered, weights=weights)
+            elif statistic == "mean":  # in floats: the matrix product as ever
+                out[s:s + len(weights)] = (weights.astype(float) @ ordered) / weights.sum(axis=1)
+            else:
+                out[s:s + len(weights)] = weighted_percentile(ordered, weights, float(str(statistic)[1:]))
     return out
 
 
 def weighted_percentile(ordered: np.ndarray, weights: np.ndarray, q: float) -> np.ndarray:
     """numpy's "linear" q-th percentile of each row's sample -- value i repeated ``weights[r, i]``
-    times (integer weights; `ordered` sorted ascending) -- without repeating anything."""
+    times (integers >= 0; `ordered` sorted ascending) -- without repeating anything: a rank's entry,
+    (running count <= rank).sum(), is found among running counts of blocks of entries, then in one
+    block (a running count of every entry would take longer than the draws)."""
     w = np.atleast_2d(weights)
-    total = w.sum(axis=1)
-    virtual = (total - 1) * np.true_divide(q, 100)
-    below = np.floor(virtual)
+    (b, n), blocks, row = w.shape, -(-w.shape[1] // BLOCK), np.arange(2 * len(w)) % len(w)
+    running = np.append(0, np.cumsum(np.add.reduceat(w, np.arange(0, n, BLOCK), axis=1)))  # row after row (exact, nondecreasing)
+    total = (running[blocks::blocks] - running[:-1:blocks]).astype(float)
+    below = np.floor(virtual := (total - 1) * np.true_divide(q, 100))
+    at = running[row * blocks] + np.append(below, np.minimum(below + 1, total - 1)).astype(running.dtype)  # lo's rank, hi's
+    block = np.clip(np.searchsorted(running, at, side="right") - 1 - row * blocks, 0, blocks - 1)
+    cols = np.minimum(block[:, None] * BLOCK + np.arange(BLOCK), n - 1)  # past the end: the last entry again, after it
+    inside = np.cumsum(w[row[:, None], cols], axis=1) <= (at - running[row * blocks + block])[:, None]
+    lo, hi = ordered[np.minimum(block * BLOCK + inside.sum(axis=1), n - 1)].reshape(2, b)
     gamma = virtual - below
-    cum = np.cumsum(w, axis=1)
-    lo = ordered[np.minimum((cum <= below[:, None]).sum(axis=1), len(ordered) - 1)]
-    hi = ordered[np.minimum((cum <= np.minimum(below + 1, total - 1)[:, None]).sum(axis=1), len(ordered) - 1)]
-    diff = hi - lo  # numpy's _lerp, as _bootstrap_percentiles
-    return np.where(gamma >= 0.5, hi - diff * (1 - gamma), lo + diff * gamma)
+    return np.where(gamma >= 0.5, hi - (hi - lo) * (1 - gamma), lo + (hi - lo) * gamma)  # numpy's _lerp, as _bootstrap_percentiles
 
 
 def _bootstrap_means(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray | None:

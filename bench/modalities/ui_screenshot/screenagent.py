@@ -49,6 +49,8 @@ present and lists the screenshots they name.
 from __future__ import annotations
 
 import json
+import os
+import posixpath
 import re
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -131,12 +133,13 @@ class ScreenAgent(Dataset):
 
     def corpus_files(self, annotation_dir: Path) -> list[CorpusFile]:
         pins = self.pins()
+        root = os.fspath(annotation_dir)  # plain strings: this runs on every fetch, once per step file
         paths: set[str] = set()
         for path in self.annotation_files:
-            local = annotation_dir / path
-            if not local.is_file():
+            local = os.path.join(root, path)
+            if not os.path.isfile(local):
                 continue
-            step = json.loads(local.read_text(encoding="utf-8"))
+            step = read_step(local)
             if boxed_actions(step) and plain_name(step.get("saved_image_name")):
                 paths.add(screenshot_path(path, step))
         return [
@@ -242,6 +245,12 @@ def session_spans(steps: list[tuple[str, dict]]) -> tuple[dict[str, datetime], d
     return first, last
 
 
+def read_step(path: str) -> Any:
+    """A step (or planning) file's JSON, read as UTF-8."""
+    with open(path, "rb") as fh:
+        return json.loads(fh.read().decode("utf-8"))
+
+
 def session_of(path: str) -> str:
     return PurePosixPath(path).parent.name
 
@@ -252,7 +261,8 @@ def plain_name(name: Any) -> bool:
 
 
 def screenshot_path(step_path: str, step: dict) -> str:
-    return str(PurePosixPath(step_path).parent / "images" / str(step.get("saved_image_name")))
+    """The screenshot a step names, in its session's images/ (`step_path`: a pinned path, already normal)."""
+    return posixpath.join(posixpath.dirname(step_path), "images", str(step.get("saved_image_name")))
 
 
 def boxed_actions(step: dict) -> list[tuple[int, dict]]:

@@ -74,6 +74,17 @@ def read_rows(path: Path) -> tuple[pd.DataFrame, int]:
     return df[~dup], int(dup.sum())
 
 
+def read_video_ids(path: Path) -> list[str]:
+    """The video_id of every data row, for the corpus listing (run by every fetch): only that
+    column is converted, and the bytes are read as latin-1, which maps each byte to one
+    character without the cp1252 decoding of the subtitle columns (most of the file). The
+    delimiters and a YouTube id (VIDEO_ID) are ASCII, the same in both, so the ids that match
+    VIDEO_ID are exactly those `read_rows` gives (of a file cp1252 can decode: one it cannot is
+    listed here and refused by `read_rows`)."""
+    ids = pd.read_csv(path, encoding="latin-1", dtype=object, keep_default_na=False, usecols=["video_id"])["video_id"]
+    return ids.tolist()
+
+
 def parse_track(track: str) -> list[tuple[float, float, str]]:
     """(start, end, caption) of every key of a subtitle_timestamps string, in file order."""
     keys = list(CUE_KEY.finditer(track))
@@ -159,9 +170,8 @@ class MedVidQA(Dataset):
     annotation_files: ClassVar[tuple[str, ...]] = (CSV,)
 
     def corpus_files(self, annotation_dir: Path) -> list[CorpusFile]:
-        rows, _ = read_rows(annotation_dir / CSV)
         sha, size = self.pins().get(CSV, (None, None))
-        ids = sorted({v for v in rows["video_id"] if VIDEO_ID.match(v)})
+        ids = sorted({v for v in read_video_ids(annotation_dir / CSV) if VIDEO_ID.match(v)})
         return [CorpusFile(source_id=f"{self.key}:{v}", path=CSV, sha256=sha, bytes=size) for v in ids]
 
     def pins(self) -> dict[str, tuple[str, int]]:

@@ -65,3 +65,49 @@ def test_confidence_is_the_auroc_signal_when_always_sent() -> None:
     conf.pop("a01")  # not sent with every answer: the top-1 score is used
     _, _, _, _, responses = _calib_case(confidence=conf)
     assert set(per_query(entries, run, gold, atoms, responses=responses)["auroc_signal_source"]) == {"top1_score"}
+
+
+# -- integer weights (the cluster bootstrap's counts): the same numbers as the repeated entries, bit for bit ----------
+
+
+def _reference_auroc(codes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The AUROC of each row of integer weights by counting every (positive, negative) pair: twice U,
+    the positives and the negatives are exact integers, so the ratio is the one correctly rounded value."""
+    key, pos = codes // 2, codes % 2 == 1
+    above = np.sign(key[:, None] - key[None, :]) + 1  # twice the pair's score: 2 above, 1 tied, 0 below
+    out = []
+    for w in np.atleast_2d(weights).astype(np.int64):
+        wp, wn = w * pos, w * ~pos
+        twice_u, n_pos, n_neg = int(wp @ above @ wn), int(wp.sum()), int(wn.sum())
+        out.append(twice_u * 0.5 / (float(n_pos) * float(n_neg)) if n_pos and n_neg else np.nan)
+    return np.array(out)
+
+
+def _signals(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Signals without ties, with a few (some across the classes), or with many (fewer codes than half the entries)."""
+    sep = rng.normal(size=n)
+    if kind == "few ties":
+        sep[: n // 4] = np.round(sep[: n // 4])
+    elif kind == "many ties":
+        sep = np.round(sep, 0)
+    return sep
+
+
+@pytest.mark.parametrize("kind", ["distinct", "few ties", "many ties"])
+def test_auroc_of_integer_weights_equals_the_pair_count_bit_for_bit(kind, monkeypatch):
+    import bench.evaluation.measures.auroc as auroc
+
+    monkeypatch.setattr(auroc, "CACHE_VALUES", 3 * 160)  # blocks of 3 rows, the last of 2
+    rng = np.random.default_rng({"distinct": 1, "few ties": 2, "many ties": 3}[kind])
+    for share in (0.2, 0.5):
+        n = 160
+        codes = auroc_codes(_signals(kind, n, rng), rng.random(n) >= share, rng.random(n) < 0.05)  # failed entries at both ends
+        weights = rng.poisson(1.0, size=(11, n))
+        weights[0] = 0  # no entry
+        weights[1] = np.where(codes % 2 == 1, weights[1], 0)  # positives only
+        for order in (np.argsort(codes, kind="stable"), np.arange(n)):  # in code order (as the bootstrap passes them), and not
+            got = auroc_from_codes(codes[order], weights=weights[:, order])
+            assert np.array_equal(got, _reference_auroc(codes[order], weights[:, order]), equal_nan=True)
+            assert np.array_equal(got, auroc_from_codes(codes[order], weights=weights[:, order].astype(float)), equal_nan=True)
+        assert auroc_from_codes(codes, weights=weights[2]).shape == () and auroc_from_codes(codes, weights=weights[2:3]).shape == ()
+        assert float(auroc_from_codes(codes, weights=weights[2])) == _reference_auroc(codes, weights[2])[0]

@@ -218,3 +218,82 @@ def test_add_intervals_reuse_is_by_content(tmp_path):
     assert (memo.hits, memo.misses) == (2, 4) and got == add_intervals(report, changed, resamples=200, seed=1)
     assert add_intervals(report, df, resamples=200, seed=2, memo=memo) == add_intervals(report, df, resamples=200, seed=2)
     assert memo.misses == 6  # another seed: another key
+
+
+# -- clustered percentiles and AUROC: the numbers of the repeated entries, from the same draws, bit for bit ----------
+
+
+def _reference_clusters(x, codes, statistic, resamples, rng):
+    """The cluster bootstrap written out: the same draws (a batch of BATCH_VALUES // max(n, C) resamples at a
+    time), each resample's sample the entries repeated as often as their cluster was drawn."""
+    import bench.evaluation.stats.uncertainty as unc
+    from tests.evaluation.measures.test_auroc import _reference_auroc
+
+    c = int(codes.max()) + 1
+    batch, out = max(1, unc.BATCH_VALUES // max(len(x), c)), []
+    for start in range(0, resamples, batch):
+        for drawn in rng.integers(0, c, size=(min(batch, resamples - start), c)):
+            times = np.bincount(drawn, minlength=c)[codes]
+            out.append(_reference_auroc(x.astype(np.int64), times)[0] if callable(statistic)
+                       else np.percentile(np.repeat(x, times), float(statistic[1:])))
+    return np.array(out)
+
+
+def _clustered_cases():
+    """(values, clusters, statistic): latencies with and without ties, AUROC codes with failed entries and ties,
+    over clusters of one to four entries (fewer clusters than values), two clusters, one entry per cluster but one."""
+    from bench.evaluation.measures.auroc import auroc_codes, auroc_from_codes
+
+    rng = np.random.default_rng(17)
+    n = 240
+    sizes = rng.choice([1, 1, 1, 2, 3, 4], size=n)
+    clusters = rng.permutation(np.repeat(np.arange(n), sizes)[:n]) * 7 + 3  # labels, not codes
+    latency = rng.gamma(2.0, 300.0, n)
+    codes = auroc_codes(np.round(rng.normal(size=n), 1), rng.random(n) >= 0.2, rng.random(n) < 0.05)
+    for values in (latency, np.round(latency, -2)):
+        for stat in ("p50", "p95", "p2.5", "p100"):
+            yield values, clusters, stat
+    yield codes, clusters, auroc_from_codes
+    yield auroc_codes(rng.normal(size=n), rng.random(n) >= 0.5, rng.random(n) < 0.05), clusters, auroc_from_codes
+    yield latency[:9], np.array([0, 0, 0, 0, 1, 1, 1, 1, 1]), "p50"  # two clusters
+    yield np.array([2, 5, 7, 0, 3, 4, 9, 6, 1]), np.array([0, 0, 0, 0, 1, 1, 1, 1, 1]), auroc_from_codes  # both kinds in each
+    yield latency[:30], np.append(np.arange(29), 0), "p95"  # one cluster of two entries, the others alone
+
+
+@pytest.mark.parametrize("blocks", ["as run", "small"])
+def test_clustered_bootstrap_equals_the_repeated_entries_bit_for_bit(monkeypatch, blocks):
+    """Each resample's percentile or AUROC is the one of its repeated entries, from the same draws in the same
+    order (the generator ends where the written-out bootstrap leaves it), whatever the batch and block sizes."""
+    import bench.evaluation.stats.uncertainty as unc
+
+    for values, clusters, stat in _clustered_cases():
+        if blocks == "small":  # 7 resamples per batch (97 = 13 x 7 + 6), 3 per block (7 = 3 + 3 + 1)
+            monkeypatch.setattr(unc, "BATCH_VALUES", 7 * len(values))
+            monkeypatch.setattr(unc, "CACHE_VALUES", 3 * len(values))
+        codes = unc._codes(clusters, len(values))
+        ours, theirs = rng_for(4, "cells"), rng_for(4, "cells")
+        got = unc._bootstrap_clusters(values.astype(float), codes, stat, 97, ours)
+        assert np.array_equal(got, _reference_clusters(values.astype(float), codes, stat, 97, theirs), equal_nan=True)
+        assert ours.bit_generator.state == theirs.bit_generator.state
+        defined = got[~np.isnan(got)]
+        want = tuple(np.percentile(defined, [2.5, 97.5])) if len(defined) else None
+        assert bootstrap_ci(values, resamples=97, rng=rng_for(4, "cells"), statistic=stat, clusters=clusters) == want
+    assert bootstrap_ci(np.arange(5.0), rng=rng_for(0), statistic="p50", clusters=np.zeros(5)) is None  # one cluster
+
+
+@pytest.mark.parametrize("q", [0.0, 2.5, 50.0, 95.0, 99.9, 100.0])
+def test_weighted_percentile_equals_numpy_on_the_repeated_values(q):
+    """Integer or integral float weights, rows without any weight at the end or the start, a last block of
+    entries shorter than the others: numpy's percentile of the repeated values, bit for bit."""
+    from bench.evaluation.stats.uncertainty import BLOCK, weighted_percentile
+
+    rng = np.random.default_rng(int(q * 10))
+    for n in (1, BLOCK - 1, BLOCK, 3 * BLOCK + 5):
+        for x in (np.sort(rng.gamma(2.0, 1.0, n)), np.sort(rng.integers(0, 4, n).astype(float))):
+            w = rng.poisson(0.7, size=(25, n))
+            w[:, 0] += 1
+            w[1, : n // 2] = 0  # the low values not drawn
+            w[2, n // 2 + 1:] = 0  # the high values not drawn
+            want = [np.percentile(np.repeat(x, row), q) for row in w]
+            assert np.array_equal(weighted_percentile(x, w, q), want)
+            assert np.array_equal(weighted_percentile(x, w.astype(float), q), want)
