@@ -3,7 +3,7 @@
 bench.evaluation.blocks), each in a fresh process (peak RSS: VmHWM, benchmarks.common.peak_rss_kib).
 
 The synthetic run is case_metrics.make_codes's (100 atoms a query, 10 % unanswerable,
-realistic gold), written as the retrieve and resolve stages write it: atom codes, query
+realistic gold), written as the retrieve stage writes it: atom codes, query
 ids categorical. The work measured is what the evaluate stage does with the run: read
 it (atoms stay codes), per-query metrics, ties and the curves' hits per block, then the
 cross-query steps and the cells.

@@ -7,9 +7,9 @@ cold `dvc repro`:
 
 1. a no-op `dvc repro` (best of N);
 2. `chunking.conversation.window_turns` 5 -> 6 (the strategy stays `turn`, so the atoms
-   do not change: chunk and evaluate re-run, retrieve and resolve are skipped by DVC);
+   do not change: chunk and evaluate re-run, retrieve is skipped by DVC);
 3. `chunking.conversation.strategy` turn -> window (the conversation atoms change: chunk,
-   retrieve, resolve and evaluate re-run);
+   retrieve (which resolves the gold) and evaluate re-run);
 4. `window_turns` 6 -> 3 under `window` (issue 50's example: the conversation atoms are
    rewritten again, into windows no run has seen);
 5. back to the committed params (every stage's inputs were seen before).
@@ -19,7 +19,7 @@ stage" line appears to the next) are kept, with what was reused: the answers of 
 system whose inputs were unchanged and the runs that measured their latency
 (data/runs/system.json, bench.systems.partwise) and the queries whose per-query columns the
 evaluation reused. After steps 3 and 4 the outputs are compared with a cold run of the same
-params: chunk, retrieve, resolve and evaluate forced again with reuse turned off
+params: chunk, retrieve and evaluate forced again with reuse turned off
 (BENCH_MEMO_DIR=off); dev.json apart from latency, the per-query table apart from
 latency_ms, dev.run and dev.qrels must be equal, and so must step 5's with step 0's.
 `LOOP_SYSTEM` (environment) names the system (default: params.yaml's).
@@ -175,8 +175,8 @@ def run_case(datasets: list[str] | str, repeats: int) -> list[dict]:
             wall, stages, ran = timed_repro(work, env, label=label)
             how = reused(work, label)
             warm = keep(work, base / f"warm-{label}")
-            cold_change, cold_change_stages, _ = timed_repro(work, cold_env, "--force", "--single-item", "chunk", "retrieve", "resolve",
-                                                             "evaluate", label=f"{label}-cold")
+            cold_change, cold_change_stages, _ = timed_repro(work, cold_env, "--force", "--single-item", "chunk", "retrieve", "evaluate",
+                                                             label=f"{label}-cold")
             figures.append(_change(f"{name} (conversation atoms rewritten)", wall, noop, stages, ran, reused=how,
                                    differs_from_cold=differences(warm, work), cold_s=round(cold_change, 3),
                                    cold_stage_s=cold_change_stages, cpu_s=CPU[label], cold_cpu_s=CPU[f"{label}-cold"]))

@@ -103,7 +103,7 @@ print(json.dumps({"seconds": t, "peak_kib": peak_rss_kib(), "gold": len(gold), "
 
 
 def files_figure(base_regions: int, base_atoms: int, more: int) -> dict:
-    """The resolve stage's path (bench.gold.resolve.resolve_files: partition by
+    """The resolve step's path (bench.gold.resolve.resolve_files: partition by
     partition from disk, only gold sources' rows kept) against reading every partition
     into memory and resolving there, each in a fresh process on the same files: time
     ratio, peak RSS of both, identical gold."""

@@ -1,7 +1,7 @@
 """DVC stage evaluate: metrics per modality (reports/metrics/dev.json), reports/dev.md,
 reports/dev.html, the per-query table and the plot tables.
 
-Reads the dev run's files and the resolve stage's (bench.gold.table), hands them to
+Reads the dev run's files and the resolve step's (bench.gold.table), hands them to
 the evaluation step (bench.evaluation.blocks.run_blocks, bench.evaluation.evaluate.evaluate_run:
 the same as the acceptance stage's) and writes the results."""
 

@@ -5,10 +5,10 @@ stage's test run and the test fixtures' real run.
 encodes the system's atom ids as codes as the retrieve step does
 (bench.ingest.atom_codes.to_codes; a run's memories after the served atoms,
 bench.systems.credit.provenance.coded_run), resolves its memory hits by provenance as the
-resolve stage does (bench.gold.memories) and hands all of it to the evaluation
+resolve step does (bench.gold.memories) and hands all of it to the evaluation
 step (bench.evaluation.blocks.run_blocks, bench.evaluation.evaluate.evaluate_run). It
 lives apart from bench.evaluation.blocks so that the evaluate stage, which reads the
-resolve stage's files, does not import the resolution.
+resolve step's files, does not import the resolution.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def evaluated(entries: list[dict], invalid: list[dict], run: pd.DataFrame | RunR
 def memory_inputs(ran: RunResult, entries: list[dict], found: Resolved, served: dict[str, pd.DataFrame],
                   segments: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, MemoryInputs]:
     """A RunResult with memory hits as the stages see it: (the run with codes, the gold with
-    the memories' rows, MemoryInputs), as the retrieve and resolve stages write them."""
+    the memories' rows, MemoryInputs), as the retrieve stage writes them."""
     from bench.gold.memories import with_memories
     from bench.systems.credit.provenance import CitationCheck, coded_run
 

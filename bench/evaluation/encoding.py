@@ -23,7 +23,7 @@ ties in score are already broken deterministically (trec_eval / ranx re-sort by 
 themselves; they agree whenever scores are distinct).
 
 A query's code is its position among the entries sorted by query_id; a categorical
-query_id column (as the retrieve and resolve stages write it) is looked up by its
+query_id column (as the retrieve stage writes it) is looked up by its
 categories only. Ids given as strings are looked up by one pyarrow hash lookup.
 Every duplicate check, sort and membership test then runs in numpy on those codes
 (pair keys ``query * n_atoms + atom``). The run is sorted by (query, rank) only when
@@ -100,7 +100,7 @@ def _lookup(values: Ids, universe: Ids) -> np.ndarray:
 def _query_codes(values: pd.Series, universe: Ids) -> np.ndarray:
     """Position of every query id in `universe`; -1 where absent.
 
-    A categorical column (as the retrieve and resolve stages write query ids) is
+    A categorical column (as the retrieve stage writes query ids) is
     looked up by its categories only, then expanded by its integer codes, so the
     10M rows of a large run are never hashed as strings.
     """

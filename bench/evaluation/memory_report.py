@@ -83,7 +83,7 @@ class MemoryInputs:
 
 
 def load_memory_inputs(resolved: Path) -> MemoryInputs:
-    """The resolve stage's memory rows, boxes and hits (data/resolved/memories.parquet, memory_boxes.parquet,
+    """The resolve step's memory rows, boxes and hits (data/resolved/memories.parquet, memory_boxes.parquet,
     memory_hits.parquet); empty for a run without memories."""
     def frame(name: str, columns: list[str]) -> pd.DataFrame:
         path = resolved / f"{name}.parquet"

@@ -1,4 +1,4 @@
-"""Gold by provenance: which memory hits find which gold regions (the resolve stage's hook).
+"""Gold by provenance: which memory hits find which gold regions (the resolve step's hook).
 
 The retrieve stage wrote the run's memories, every unit their citations cover and the
 memory hits (bench.systems.credit.provenance; data/memories). Here:
@@ -169,7 +169,7 @@ def _boxes(units: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Resolution:
-    """The resolve stage's gold with the run's memories in it (:func:`with_memories`)."""
+    """The resolve step's gold with the run's memories in it (:func:`with_memories`)."""
 
     gold: pd.DataFrame  # query_id, gold_idx, atom: served atoms' and memories' codes
     memories: pd.DataFrame  # MEMORY_ROW_COLUMNS

@@ -16,7 +16,7 @@ the plain reference, one `Modality.overlap` and one `Modality.region_extent` cal
 region; both give the same frames, row for row (tests/gold/test_resolve.py
 checks it on random cases).
 
-`resolve_files` is the resolve stage's step: the same over partitions on disk, keeping
+`resolve_files` is the resolve step's step: the same over partitions on disk, keeping
 only the gold sources' rows, and it hands on the gold sources' segments it read (the
 evaluation's report reads no others) with the entries whose gold has no text to find
 (bench.gold.table).
@@ -107,7 +107,7 @@ def resolve(entries: list[dict], atoms: dict[str, pd.DataFrame], segments: pd.Da
 
 
 def resolve_files(entries: list[dict], served: list[Partition], segments_dir: Path, batch_rows: int = 65_536) -> Resolved:
-    """The resolve stage's step: :func:`resolve` over the served partitions on disk, one
+    """The resolve step's step: :func:`resolve` over the served partitions on disk, one
     partition at a time, and the gold sources' segments it read for it.
 
     Each partition ``<modality>/<dataset>.parquet``, and every segment file under

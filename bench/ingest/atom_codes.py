@@ -4,11 +4,11 @@ The served atoms (data/served/<modality>/<dataset>.parquet: modalities in name o
 then data sets in key order, rows in file order; bench.ingest.partitions) form one
 table; an atom's *code* is its row in that table. The retrieve stage writes the run
 with codes (column ``atom``, int32) instead of atom-id strings (:func:`to_codes`), the
-resolve stage writes the gold the same way, and both write query ids as a categorical
+resolve step writes the gold the same way, and both write query ids as a categorical
 column (one dictionary of ids plus an integer per row). The evaluation reads codes
 only: the metrics index arrays by code, the extent measures and the curves join on
 codes. Strings come back only in the writers, where people or other tools read them:
-the TREC qrels (:func:`partition_ids`, stages/resolve.py), the HTML drill-down
+the TREC qrels (:func:`partition_ids`, bench/gold/step.py), the HTML drill-down
 (:func:`with_atom_ids`, bench.reporting.outputs); the TREC run is written from the
 system's own ids before they are encoded.
 """

@@ -11,7 +11,7 @@ the selected query's detail on demand, so 10,000 queries cost one JSON parse, no
 A query's detail comes from each run's ``data/`` outputs (bench.reporting.cartridges: a
 project folder's own, or a revision's or experiment's from the DVC cache by its commit's
 dvc.lock, refused when they are not the run of its per-query table): the question,
-``as_of``, the gold regions (the resolve stage's, drawn as reports/dev.html draws them --
+``as_of``, the gold regions (the resolve step's, drawn as reports/dev.html draws them --
 page thumbnails, turns, time spans, boxes -- for the first :data:`PICTURED` queries per
 modality that the runs disagree on) and each run's cartridge: every hit of the top k with
 its rank, score, extent, the gold regions it overlaps, its place in the budget's cartridge

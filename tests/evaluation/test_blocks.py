@@ -48,7 +48,7 @@ def real(real_run: dict, real_corpus: dict, tmp_path_factory: pytest.TempPathFac
     run["score"] = np.where(tie, top1, run["score"])
     responses = ran.latency.loc[~ran.latency["query_id"].astype(str).isin(failed)].reset_index(drop=True)
     folder = tmp_path_factory.mktemp("blocks")
-    # the files as the retrieve and resolve stages write them: atom codes, categorical query ids
+    # the files as the retrieve stage writes them: atom codes, categorical query ids
     to_codes(run, table, "run").to_parquet(folder / "run.parquet")
     gold.to_parquet(folder / "gold.parquet")  # resolve gives codes already
     # read in core as the evaluate stage's step reads them (atoms stay codes)

@@ -181,7 +181,7 @@ def test_bench_eval_on_the_run_and_qrels_gives_the_harness_numbers(locomo, real_
     honest = run(locomo, HONEST)
     ran, served, seg, entries = honest["ran"], locomo["served"], locomo["segments"], locomo["entries"]
     found = resolve_frames(entries, served, seg)
-    coded, gold, mem = memory_inputs(ran, entries, found, served, seg)  # the resolve stage's gold, as dev.qrels is written from it
+    coded, gold, mem = memory_inputs(ran, entries, found, served, seg)  # the resolve step's gold, as dev.qrels is written from it
     named = with_atom_ids(gold, served_ids(served, mem.ids))  # the memories' ids after the served atoms', as the writers name them
     (tmp_path / "dev.run").write_text(trec_run(ran.run, "memory"))
     (tmp_path / "dev.qrels").write_text(trec_qrels(named))

@@ -1,4 +1,4 @@
-"""The resolve step's files (bench.gold.table): what the resolve stage writes the
+"""The resolve step's files (bench.gold.table): what the resolve step writes the
 evaluate stage reads back unchanged, typed columns included, gold read block by block."""
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def test_bad_codes_and_duplicates_are_reported() -> None:
 
 
 #: the writers: where an atom code is turned back into its atom id (the HTML drill-down, the TREC qrels)
-WRITERS = {"bench/reporting/outputs.py", "stages/resolve.py"}
+WRITERS = {"bench/reporting/outputs.py", "bench/gold/step.py"}
 DECODERS = {"decode", "partition_ids", "with_atom_ids"}
 
 
@@ -123,4 +123,4 @@ def test_atom_ids_are_named_only_by_the_writers() -> None:
     """From retrieve to the cells atoms are codes: only the writers decode them (issue 23)."""
     found = _decoding_modules()
     assert set(found) == WRITERS, found
-    assert found["bench/reporting/outputs.py"] == {"with_atom_ids"} and found["stages/resolve.py"] == {"partition_ids"}
+    assert found["bench/reporting/outputs.py"] == {"with_atom_ids"} and found["bench/gold/step.py"] == {"partition_ids"}

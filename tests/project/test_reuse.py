@@ -142,5 +142,5 @@ def test_a_conversation_change_reuses_the_pdf_answers_and_columns_and_equals_a_c
     assert record["latency_measured_in"] == {first["run_id"]: n_pdf, record["run_id"]: len(entries) - n_pdf}
     assert f"per-query columns of {n_pdf} of {len(entries)} queries reused" in out.stderr
     warm = keep(work, tmp_path / "warm")
-    run(["dvc", "repro", "--force", "--single-item", "chunk", "retrieve", "resolve", "evaluate"], work, {**env, "BENCH_MEMO_DIR": "off"})
+    run(["dvc", "repro", "--force", "--single-item", "chunk", "retrieve", "evaluate"], work, {**env, "BENCH_MEMO_DIR": "off"})
     assert differences(warm, work) == []

@@ -258,6 +258,15 @@ class BlockRows:
     #: the run's memories, their codes after the served atoms' (bench.evaluation.measures.extent.MemoryExtents; None: none)
     memories: Any = None
     abstained: frozenset[str] = field(default_factory=frozenset)  # queries whose answer abstained
+    #: frames more than one family reads, built once per block (:meth:`shared`); not copied by ``replace``
+    _shared: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def shared(self, name: str, build: Callable[[], Any]) -> Any:
+        """`build()`, built once for this block: a frame more than one family reads (the budget and
+        reading families' reading order, bench.evaluation.measures.budget.block_reading_order)."""
+        if name not in self._shared:
+            self._shared[name] = build()
+        return self._shared[name]
 
     def handed(self) -> BlockRows | None:
         """The entries whose answer abstained, with their ranked rows removed (None: none abstained)."""

@@ -116,7 +116,7 @@ from bench.ingest.atom_codes import ATOM_CODE
 from bench.modalities import modalities
 
 __all__ = ["BUDGET_COLUMN", "FAMILY", "HALF", "MEASURES", "PACKED_COLUMN", "budget_columns", "budgets", "held_shares", "no_budget",
-           "packed_atoms", "reading_order", "touches", "union_areas"]
+           "block_reading_order", "packed_atoms", "reading_order", "touches", "union_areas"]
 
 #: the per-query column holding the entry's budget (NaN: its modality has none)
 BUDGET_COLUMN = "budget"
@@ -163,6 +163,7 @@ def budget_columns(
     budget: Mapping[str, float | None],
     failed: Iterable[str] | None = None,
     memories: MemoryExtents | None = None,
+    stream: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per entry (sorted by query_id): query_id, budget, the budget measures and
     ``cartridge@budget``.
@@ -173,7 +174,8 @@ def budget_columns(
     x1, y0, y1) of every gold region (bench.gold.table). ``atom_ext``:
     bench.evaluation.measures.extent.atom_extents, row i the atom of code i. ``budget``:
     modality -> amount in its unit (None: no budget); ``memories``: the run's memories, whose
-    codes follow the served atoms' (module docstring, *Memory hits*). Rows of other queries in
+    codes follow the served atoms' (module docstring, *Memory hits*); ``stream``: the reading order of
+    these entries (:func:`block_reading_order`), when already built. Rows of other queries in
     `run` and `gold` are ignored. An abstaining answer's empty cartridge is the one rule of
     bench.evaluation.measures.base.run_family (the measures' ``abstained_nothing``, :data:`FAMILY`'s ``handed``)."""
     failed_ids = {str(q) for q in (failed or [])}
@@ -187,7 +189,7 @@ def budget_columns(
     if not len(which):
         return out.reset_index()
     out.loc[which["query_id"], [recall, coverage, half, touch, PACKED_COLUMN]] = 0.0
-    packed = packed_atoms(run, atom_ext, which, memories)
+    packed = packed_atoms(run, atom_ext, which, memories, stream=stream)
     spent = packed.groupby("query_id")["packed_extent"].sum()
     out.loc[spent.index, PACKED_COLUMN] = spent.to_numpy(dtype=float)
     touched, hits = _gold_hits(packed, gold, regions)
@@ -216,6 +218,16 @@ def scored_entries(rows: pd.DataFrame, amounts: np.ndarray, failed: set[str]) ->
                          "amount": amounts[scored], "n_regions": rows["n_regions"].to_numpy(dtype=float)[scored]})
 
 
+def block_reading_order(block: BlockRows) -> pd.DataFrame:
+    """The reading order (:func:`reading_order`) of the entries of `block` a budget measure scores
+    (:func:`scored_entries`): built once per block (``BlockRows.shared``) for the budget family and the
+    reading family, which reads the queries of it it scores (bench.evaluation.measures.reading)."""
+    rows = block.entries.assign(query_id=block.entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
+    amounts = rows["modality"].astype(str).map(lambda m: block.budget.get(m)).astype(float).to_numpy()
+    which = scored_entries(rows, amounts, {str(q) for q in block.failed})
+    return reading_order(block.run, block.atom_ext, which, block.memories)
+
+
 def reading_order(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame, memories: MemoryExtents | None = None) -> pd.DataFrame:
     """What the reader of each query of `which` (query_id, entry_modality, amount) is handed, in
     (query, rank) order: its rows in its own unit (extent.own_unit_rows), each with its box,
@@ -234,13 +246,14 @@ def reading_order(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame
     return r
 
 
-def packed_atoms(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame, memories: MemoryExtents | None = None) -> pd.DataFrame:
+def packed_atoms(run: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame, memories: MemoryExtents | None = None,
+                 stream: pd.DataFrame | None = None) -> pd.DataFrame:
     """The cartridges (module docstring, *Packing*): one row per packed atom of the queries
     of `which` (query_id, entry_modality, amount), with its packed box (cut for the
     boundary atom) and ``whole``, in (query, rank) order; a memory hit (code from
     ``memories.first``) is paid its text from its entry's budget where that counts
-    characters, and never cut."""
-    r = reading_order(run, atom_ext, which, memories)
+    characters, and never cut. ``stream``: their :func:`reading_order`, when already built."""
+    r = reading_order(run, atom_ext, which, memories) if stream is None else stream.copy()
     before, spent = r["start"].to_numpy(dtype=float), r["end"].to_numpy(dtype=float)
     amount = r["amount"].to_numpy(dtype=float)
     whole = (before < amount) & (spent <= amount)
@@ -386,7 +399,7 @@ def _coverage(cand: pd.DataFrame, regions: pd.DataFrame) -> dict[str, float]:
 
 def _compute(block: BlockRows) -> pd.DataFrame:
     return budget_columns(block.entries, block.run, block.gold, block.regions, block.atom_ext, budget=block.budget, failed=block.failed,
-                          memories=block.memories)
+                          memories=block.memories, stream=block.shared("reading_order", lambda: block_reading_order(block)))
 
 
 _REGIONS = "share of the entry's gold regions (0-1)"

@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 
 from bench.evaluation.measures.base import BlockRows, Family, Mean, Measure
-from bench.evaluation.measures.budget import REGION_KEY, held_shares, no_budget, reading_order, scored_entries
+from bench.evaluation.measures.budget import REGION_KEY, block_reading_order, held_shares, no_budget, reading_order, scored_entries
 from bench.evaluation.measures.extent import BOX, MemoryExtents
 from bench.ingest.atom_codes import ATOM_CODE
 from bench.modalities import modalities
@@ -84,9 +84,11 @@ def reading_columns(
     k: int = 10,
     failed: Iterable[str] | None = None,
     memories: MemoryExtents | None = None,
+    stream: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per entry (sorted by query_id): query_id, content_mrr, content_ndcg@k (module
-    docstring). The frames are budget.budget_columns'."""
+    docstring). The frames are budget.budget_columns', ``stream`` too (the reading order of the
+    entries a budget measure scores, when already built: the queries of it scored here are read)."""
     failed_ids = {str(q) for q in (failed or [])}
     rows = entries.assign(query_id=entries["query_id"].astype(str)).sort_values("query_id", kind="stable")
     qids = rows["query_id"].tolist()
@@ -101,7 +103,7 @@ def reading_columns(
     if not len(which):
         return out.reset_index()
     cuts = cutting()
-    events = credit_events(run, gold, regions, atom_ext, which, memories)
+    events = credit_events(run, gold, regions, atom_ext, which, memories, stream=stream)
     ideal = _ideal(regions, which, cuts)
     out.loc[which["query_id"], ndcg] = _ndcg(events, ideal, which, int(k))
     out.loc[which["query_id"], mrr] = _mrr(events, ideal, which)
@@ -149,11 +151,15 @@ def _windows(rows: pd.DataFrame, cuts: set[str]) -> tuple[np.ndarray, np.ndarray
 
 
 def credit_events(run: pd.DataFrame, gold: pd.DataFrame, regions: pd.DataFrame, atom_ext: pd.DataFrame, which: pd.DataFrame,
-                  memories: MemoryExtents | None = None) -> pd.DataFrame:
+                  memories: MemoryExtents | None = None, stream: pd.DataFrame | None = None) -> pd.DataFrame:
     """C(j) where it can change: query_id, slot, credit (the held credit of the cartridge of that
     many slots, summed over the query's regions), in (query, slot) order; C is constant from
-    one slot listed to the next, 0 before the first. `which`: query_id, entry_modality, amount."""
-    stream = reading_order(run, atom_ext, which, memories)
+    one slot listed to the next, 0 before the first. `which`: query_id, entry_modality, amount;
+    ``stream``: a reading order (budget.reading_order) of these queries and maybe others, when already built."""
+    if stream is None:
+        stream = reading_order(run, atom_ext, which, memories)
+    else:  # whole queries kept: each one's order and running extent as reading_order gives it for them alone
+        stream = stream.loc[stream["query_id"].isin(set(which["query_id"])).to_numpy()].reset_index(drop=True)
     g = gold[[*REGION_KEY, ATOM_CODE]].astype({"query_id": str, "gold_idx": int, ATOM_CODE: np.int64}).drop_duplicates()
     rows = stream.astype({ATOM_CODE: np.int64}).merge(g, on=["query_id", ATOM_CODE])
     if memories is not None:  # a memory covers its credited units' boxes, capped at its cost; never cut
@@ -268,7 +274,8 @@ def _mrr(events: pd.DataFrame, ideal: pd.DataFrame, which: pd.DataFrame) -> np.n
 
 def _compute(block: BlockRows) -> pd.DataFrame:
     return reading_columns(block.entries, block.run, block.gold, block.regions, block.atom_ext, budget=block.budget, k=block.k,
-                           failed=block.failed, memories=block.memories)
+                           failed=block.failed, memories=block.memories,
+                           stream=block.shared("reading_order", lambda: block_reading_order(block)))
 
 
 FAMILY = Family(

@@ -10,7 +10,7 @@ the run stops naming the query, as for any malformed hit.
 (memory_id, text, provenance): a system may rewrite a memory between queries -- with
 codes after the served atoms' (bench.ingest.atom_codes: code = number of served atoms
 + row), and expands every citation into its units (a turn, a page, a line, a cue, an OCR
-box of the source) with each unit's text, observed_at and holder. The resolve stage judges
+box of the source) with each unit's text, observed_at and holder. The resolve step judges
 and resolves them (bench.gold.memories).
 """
 
