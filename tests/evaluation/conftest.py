@@ -41,7 +41,7 @@ def real_run(real_corpus: dict, tmp_path_factory: pytest.TempPathFactory) -> dic
         cfg = check_system({**params["system"], "name": "bm25"})  # unscoped: its leaks are there to be measured
         ran = run_queries(make_adapter(cfg, atoms), entries, cfg.depth, timeout_s=cfg.timeout_s, warmup=0,
                           known_atoms=set(atoms["atom_id"].astype(str)))
-        found = resolve_frames(entries, served, segments)  # the resolve step's step
+        found = resolve_frames(entries, served, segments)  # the resolve step
         done = {"checked": checked, "entries": entries, "served": served, "cfg": cfg, "ran": ran, "resolved": found}
         (folder / "run.pkl").write_bytes(pickle.dumps(done))
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bench.evaluation.measures.base import BlockRows, run_family
@@ -173,6 +173,47 @@ def test_cutting_the_ranked_content_into_pieces_or_merging_them_back_changes_nei
     whole = read(frames(atoms, ranking, regions, LINE), slot * SLOTS, LINE)
     cut = read(frames(cut_atoms, cut_rank, regions, LINE), slot * SLOTS, LINE)
     assert cut == pytest.approx(whole, abs=1e-12)
+
+
+def _block(parts: list[dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    """Several one-query cases as one block (queries q0, q1, ..., codes offset), with an
+    unanswerable entry and an answerable one without gold regions (scored by the budget
+    family, not by the reading family)."""
+    out: dict[str, list[pd.DataFrame]] = {name: [] for name in ("entries", "run", "gold", "region_ext", "atom_ext")}
+    offset = 0
+    for i, f in enumerate(parts):
+        q = f"q{i}"
+        out["atom_ext"].append(f["atom_ext"])
+        out["entries"].append(f["entries"].assign(query_id=q))
+        out["run"].append(f["run"].assign(query_id=q, **{ATOM_CODE: f["run"][ATOM_CODE] + offset}))
+        out["gold"].append(f["gold"].assign(query_id=q, **{ATOM_CODE: f["gold"][ATOM_CODE] + offset}))
+        out["region_ext"].append(f["region_ext"].assign(query_id=q))
+        offset += len(f["atom_ext"])
+    first = out["entries"][0]
+    out["entries"] += [first.assign(query_id="u", unanswerable=True), first.assign(query_id="z", n_regions=0)]
+    out["run"] += [out["run"][0].assign(query_id=q) for q in ("u", "z")]
+    return {name: pd.concat(frames, ignore_index=True) for name, frames in out.items()}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(cases(two_d=False), min_size=1, max_size=4), st.integers(0, 6), st.booleans())
+@example([({"a0": ("s", 0, 8, 0, 1), "a1": ("s", 20, 40, 0, 1)}, ["a0", "a1"], [("s", 20, 40, 0, 1)], 0)], 1, False)
+def test_the_reading_order_shared_with_the_budget_family_gives_what_its_own_gives(many, slot, fail_first) -> None:
+    """The budget and reading families of one block read one reading order (BlockRows.shared);
+    the reading family keeps its own queries of it. Both columns equal those each family
+    computes from a reading order of its own queries. The example: the gold atom is cut at the
+    budget, and the reader reaches the region's whole only past it (MRR reads the whole list)."""
+    from bench.evaluation.measures import budget
+
+    f = _block([frames(atoms, ranking, regions, LINE) for atoms, ranking, regions, _ in many])
+    failed = ["q0"] if fail_first else []
+    given_rows = {**_args(f), "k": K, "failed": failed, "budget": {LINE: float(slot * SLOTS)}}
+    rows = BlockRows(**given_rows)
+    shared_budget, shared_reading = run_family(budget.FAMILY, rows), run_family(FAMILY, rows)
+    assert "reading_order" in rows._shared
+    own = {**_args(f), "budget": {LINE: float(slot * SLOTS)}, "failed": failed}
+    pd.testing.assert_frame_equal(shared_budget, budget.budget_columns(**own))
+    pd.testing.assert_frame_equal(shared_reading, reading_columns(**own, k=K))
 
 
 # --------------------------------------------------------------------------- oracles
