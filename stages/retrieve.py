@@ -33,7 +33,7 @@ from bench.project.layout import ATOMS, MANIFEST, MEMORIES, REPORTS, ROOT, RUNS,
 from bench.project.selection import config, mirror_roots
 from bench.systems.config import check_system
 from bench.systems.step import RetrievePaths, StepError, SystemPlaces, retrieve, serve, write_served
-from bench.trec.files import trec_run
+from bench.trec.files import trec_qrels, trec_run
 
 
 @click.command()
@@ -71,7 +71,8 @@ def main() -> None:
         write_json(MEMORIES / "replay.json", {"replay": out.info["replay"], "given_atoms": out.info["given_atoms"]})
         write_json(SERVED / "served.json", out.served)
         write_text(REPORTS / "runs" / "dev.run", trec_run(out.result.run, tag) if out.trec is None else out.trec)
-        write_gold(layout.RESOLVED, REPORTS / "runs" / "dev.qrels", gold)
+        write_gold(layout.RESOLVED, gold)
+        write_text(REPORTS / "runs" / "dev.qrels", trec_qrels(gold.qrels))
     click.echo(out.summary)
     click.echo(f"retrieve: gold of {len(entries)} entries: {gold.summary}")
 

@@ -64,12 +64,18 @@ def project_env(site_cache: Path, drop: tuple[str, ...] = (), **extra: str) -> d
     return env
 
 
-def clone_project(src: Path, dest: Path) -> Path:
+def clone_project(src: Path, dest: Path, memo: bool = False) -> Path:
     """A copy of a reproduced project (git history, dvc.lock, data/ and the DVC cache) at
     `dest`: `dvc status` there is clean, so a test changes one thing and re-runs only what
     depends on it. Files under data/ and .dvc/cache are hard links (every writer of the
     pipeline and DVC replace files, never rewrite them in place); the rest is copied, so
-    a test may edit params.yaml or a set file in place. .dvc/tmp (locks, state) is not copied."""
+    a test may edit params.yaml or a set file in place. .dvc/tmp (locks, state) is not copied;
+    with `memo`, its memo folder is (copied: what the source's runs computed, content-addressed,
+    bench/memo.py), so the clone holds it as a project does after its own `dvc repro`: an
+    experiment that changes one modality's chunking re-runs only that modality's answers and
+    per-query columns. Without it the clone's memo starts empty."""
+    from bench.project.layout import MEMO_DIR
+
     shared = (src / "data", src / ".dvc" / "cache")
 
     def place(s: str, d: str) -> None:
@@ -82,4 +88,6 @@ def clone_project(src: Path, dest: Path) -> Path:
         return ["tmp"] if Path(folder) == src / ".dvc" else []
 
     shutil.copytree(src, dest, symlinks=True, ignore=ignore, copy_function=place)
+    if memo and (src / MEMO_DIR).is_dir():
+        shutil.copytree(src / MEMO_DIR, dest / MEMO_DIR)
     return dest

@@ -22,8 +22,9 @@ def sh(args: list[str], cwd: Path, env: dict) -> str:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory, reproduced: Path) -> tuple[Path, dict]:
-    """A clone of the session's reproduced project ([mmlongbench, locomo], committed)."""
-    work = clone_project(reproduced, tmp_path_factory.mktemp("e2e") / "project")
+    """A clone of the session's reproduced project ([mmlongbench, locomo], committed) with its memo
+    (an experiment that changes the pdf chunking re-runs only the pdf answers)."""
+    work = clone_project(reproduced, tmp_path_factory.mktemp("e2e") / "project", memo=True)
     return work, project_env(work.parent / "site-cache")
 
 

@@ -150,12 +150,13 @@ def experiments(work: Path, env: dict) -> dict[str, tuple[str, dict]]:
 
 
 def tour_copy(base: Path, reproduced: Path) -> tuple[Path, dict]:
-    """The fresh copy the tour runs in: the reproduced project cloned, its mirror root relative (as
-    committed in the project; not committed here: the README's first step commits the baseline), its
-    branch `main`."""
+    """The fresh copy the tour runs in: the reproduced project cloned with its memo (what its `dvc
+    repro` computed, as the README's first command leaves it in a user's copy), its mirror root
+    relative (as committed in the project; not committed here: the README's first step commits the
+    baseline), its branch `main`."""
     (base / "shared").mkdir(parents=True)
     (base / "shared" / "mirror").symlink_to(MIRROR, target_is_directory=True)
-    work = clone_project(reproduced, base / "project")
+    work = clone_project(reproduced, base / "project", memo=True)  # as the README's first `dvc repro` leaves it
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["fetch"]["mirror_dirs"] = ["../shared/mirror"]
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

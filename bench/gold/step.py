@@ -1,6 +1,7 @@
 """The resolve step of a dev run: the dev entries' gold regions -> the served atoms they
 overlap (bench.gold.resolve.resolve_files, partition by partition), with the run's memory
-hits' gold by provenance (bench.gold.memories), and the TREC qrels.
+hits' gold by provenance (bench.gold.memories), and the qrels' pairs (the stage writes them as
+TREC qrels, bench.trec.files.trec_qrels).
 
 The retrieve stage runs it once the system has answered every query, over the atoms it
 served (data/served/) and the memories it wrote, and writes what it gives under
@@ -21,7 +22,6 @@ from bench.gold.resolve import resolve_files
 from bench.gold.table import Resolved, write_resolved
 from bench.ingest.atom_codes import ATOM_CODE, partition_ids
 from bench.ingest.partitions import Partition
-from bench.trec.files import trec_qrels
 
 __all__ = ["RunGold", "resolve_run", "write_gold"]
 
@@ -33,7 +33,7 @@ class RunGold:
     found: Resolved  # gold (served atoms' codes, memories' after them), typed and placed regions, segments, unreadable gold
     memories: Resolution  # the memories' rows, judged units and credited boxes
     hits: pd.DataFrame  # the run's memory hits
-    qrels: str  # the TREC qrels text
+    qrels: pd.DataFrame  # query_id, atom_id (a memory: its memory id) of every gold (region, atom) row
     n_served: int  # served partitions
 
     @property
@@ -62,13 +62,10 @@ def resolve_run(entries: list[dict], served: list[Partition], segments_dir: Path
     mem = with_memories(entries, found.gold, found.segments, memories, units, hits, given_atoms=not replay)
     gold = mem.gold
     qrels = gold.assign(atom_id=partition_ids(gold[ATOM_CODE], served, mem.ids).to_numpy(), query_id=gold["query_id"].astype(str))
-    return RunGold(found=dataclasses.replace(found, gold=gold), memories=mem, hits=hits, qrels=trec_qrels(qrels), n_served=len(served))
+    return RunGold(found=dataclasses.replace(found, gold=gold), memories=mem, hits=hits, qrels=qrels, n_served=len(served))
 
 
-def write_gold(folder: Path, qrels: Path, gold: RunGold) -> None:
-    """data/resolved/ (`folder`) and the qrels file, each file written atomically."""
-    from bench.io import write_text
-
+def write_gold(folder: Path, gold: RunGold) -> None:
+    """data/resolved/ (`folder`), each file written atomically."""
     write_resolved(folder, gold.found)
     write_memories(folder, gold.memories, gold.hits)
-    write_text(qrels, gold.qrels)

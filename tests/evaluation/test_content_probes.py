@@ -134,25 +134,32 @@ class KeywordMemory:
 
     def __init__(self, atoms: pd.DataFrame, verbatim: int = 0) -> None:
         self.inner = build_system("bm25-scoped", atoms)
-        self.atoms = atoms.set_index("atom_id")
+        # each atom's text and cited turn by id, looked up per hit (a pandas row lookup per hit cost seconds a run)
+        ids = atoms["atom_id"].tolist()
+        assert len(set(ids)) == len(ids)
+        self.texts = dict(zip(ids, (str(t) for t in atoms["text"]), strict=True))
+        self.cites = {a: (s, int(t)) for a, s, t in zip(ids, atoms["source_id"].tolist(), atoms["turn_start"].tolist(), strict=True)}
         self.df = Counter(w for t in atoms["text"] for w in set(_WORD.findall(str(t).lower())))
+        self.rare: dict[str, str] = {}  # atom id -> the memory of its three rarest words (the same for every query)
         self.verbatim = verbatim
 
     def text(self, atom_id: str, rank: int) -> str:
-        text = str(self.atoms.at[atom_id, "text"])
+        text = self.texts[atom_id]
         if rank <= self.verbatim:
             return text
-        words = sorted(set(_WORD.findall(text.lower())), key=lambda w: (self.df[w], w))[:3]
-        return " ".join(words) or text[:12]
+        if atom_id not in self.rare:
+            words = sorted(set(_WORD.findall(text.lower())), key=lambda w: (self.df[w], w))[:3]
+            self.rare[atom_id] = " ".join(words) or text[:12]
+        return self.rare[atom_id]
 
     def search(self, query: Any) -> list[dict[str, Any]]:
         hits = self.inner.search(query)
         hits = getattr(hits, "hits", hits)
         out = []
         for rank, h in enumerate(hits, start=1):
-            atom = self.atoms.loc[h.atom_id]
+            source, turn = self.cites[h.atom_id]
             out.append({"memory_id": f"kw:{h.atom_id}", "score": h.score, "text": self.text(h.atom_id, rank),
-                        "provenance": [{"source_id": atom["source_id"], "extent": {"turn": int(atom["turn_start"])}}]})
+                        "provenance": [{"source_id": source, "extent": {"turn": turn}}]})
         return out
 
 
@@ -183,7 +190,7 @@ class LeadingMemory(KeywordMemory):
     half-units probe: recall@budget 0.2568 -> 0.2759 before, "B better", on [locomo, cosqa])."""
 
     def text(self, atom_id: str, rank: int) -> str:
-        text = str(self.atoms.at[atom_id, "text"])
+        text = self.texts[atom_id]
         return text[:max(1, math.ceil(0.55 * len(text)))]
 
 

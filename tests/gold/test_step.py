@@ -1,7 +1,7 @@
 """The resolve step of a dev run (bench.gold.step), as the retrieve stage runs it: over served
 partitions and segments on disk and the run's memory frames, the gold the in-memory resolution
 gives, memories named in the qrels by their ids, a replayed system's gold its memories alone,
-and every file of data/resolved/ written with the qrels."""
+and every file of data/resolved/ written."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from bench.ingest.atom_codes import served_ids
 from bench.ingest.partitions import partitions, write_partitions
 from bench.systems.credit.provenance import CitationCheck, coded_run
 from bench.systems.run import MEMORY_COLUMNS
+from bench.trec.files import trec_qrels
 from tests.gold.test_memories import CITES, PIXEL, entry, hit, segments
 from tests.ingest.chunks import chunk_all
 
@@ -46,7 +47,7 @@ def test_the_run_gold_is_the_in_memory_resolution_with_memories_named_in_the_qre
     assert got.values.tolist() == expected.astype({"query_id": str}).reset_index(drop=True).values.tolist()
     assert (got["atom"] == n).sum() == 1  # the memory hit found q1's turn, as the atom after the served ones
     ids = served_ids(served).to_pylist()
-    lines = gold.qrels.splitlines()
+    lines = trec_qrels(gold.qrels).splitlines()
     assert "q1 0 pixel 1" in lines and all(line.endswith(" 1") for line in lines)
     assert {line.split()[2] for line in lines} - {"pixel"} <= set(ids) and len(lines) == len(set(lines)) >= 3
     assert gold.summary.startswith(f"3 gold regions -> {len(got)} (region, atom) pairs over 1 served partitions")
@@ -55,14 +56,13 @@ def test_the_run_gold_is_the_in_memory_resolution_with_memories_named_in_the_qre
 def test_a_replayed_system_s_gold_is_its_memories_alone(tmp_path: Path) -> None:
     _, _, tables, mine, n = _run(tmp_path)
     gold = resolve_run(ENTRIES, partitions(tmp_path / "served"), tmp_path / "segments", tables.memories, tables.units, mine, replay=True)
-    assert gold.found.gold["atom"].tolist() == [n] and gold.qrels == "q1 0 pixel 1\n"
+    assert gold.found.gold["atom"].tolist() == [n] and trec_qrels(gold.qrels) == "q1 0 pixel 1\n"
 
 
-def test_every_file_is_written_with_the_qrels(tmp_path: Path) -> None:
+def test_every_file_of_data_resolved_is_written(tmp_path: Path) -> None:
     _, _, tables, mine, _ = _run(tmp_path)
     gold = resolve_run(ENTRIES, partitions(tmp_path / "served"), tmp_path / "segments", tables.memories, tables.units, mine, replay=False)
-    write_gold(tmp_path / "resolved", tmp_path / "dev.qrels", gold)
-    assert (tmp_path / "dev.qrels").read_text() == gold.qrels
+    write_gold(tmp_path / "resolved", gold)
     back = read_regions(tmp_path / "resolved")
     pd.testing.assert_frame_equal(back.regions, gold.found.regions)
     assert len(pd.read_parquet(tmp_path / "resolved" / GOLD_FILE)) == len(gold.found.gold)

@@ -46,7 +46,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory, reproduced: Path, browser: A
     experiment and C in B's repository with its A/B pages (HEAD against the experiment: by commit)."""
     out = tmp_path_factory.mktemp("pages")
     env = project_env(out / "site-cache")
-    b = clone_project(reproduced, out / "B")
+    b = clone_project(reproduced, out / "B", memo=True)  # the windows re-run only the conversation answers
     started = time.monotonic()
     run(["dvc", "exp", "run", "-n", EXPERIMENT, "-S", "chunking.conversation.strategy=window"], b, env)
     c = clone_project(reproduced, out / "C")
