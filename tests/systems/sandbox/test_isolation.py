@@ -237,7 +237,8 @@ def test_a_refused_retrieve_keeps_the_previous_run(monkeypatch, tmp_path):
     assert {p: p.read_bytes() for p in old} == old and not (tmp_path / "systems").exists()
     outs = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["retrieve"]["outs"]
     assert outs == [{"data/served": {"persist": True}}, {"data/runs": {"persist": True}}, {"data/memories": {"persist": True}},
-                    {"reports/runs/dev.run": {"persist": True}}]
+                    {"reports/runs/dev.run": {"persist": True}},  # and the run's gold, written with it (bench.gold.step)
+                    {"data/resolved": {"persist": True}}, {"reports/runs/dev.qrels": {"persist": True}}]
 
 
 def test_every_result_states_its_isolation():
