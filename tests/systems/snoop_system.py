@@ -139,7 +139,8 @@ def main(argv: list[str]) -> int:
         "environs": environs,
         "named_paths": named,
     }
-    print("SNOOP " + json.dumps(report), file=sys.stderr, flush=True)
+    # one write with its newline (print writes the end apart): the harness's progress shares this stream
+    os.write(2, ("SNOOP " + json.dumps(report) + "\n").encode())
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         if line.strip():

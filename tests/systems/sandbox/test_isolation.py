@@ -49,7 +49,8 @@ def snoop(served_pickle: Path, tmp_path: Path, level: str, *args: str, mirror: P
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     lines = [x for x in proc.stderr.splitlines() if x.startswith("SNOOP ")]
     info = json.loads(proc.stdout.splitlines()[-1]) if proc.returncode == 0 else {"error": proc.stderr.strip().splitlines()[-1:]}
-    return info, json.loads(lines[0][len("SNOOP "):]) if lines else None, proc.stderr
+    # the report is the JSON value the line starts with (the harness's progress line may follow it on the same line)
+    return info, json.JSONDecoder().raw_decode(lines[0][len("SNOOP "):])[0] if lines else None, proc.stderr
 
 
 @pytest.mark.parametrize("level", LEVELS)
